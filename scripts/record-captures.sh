@@ -1,0 +1,336 @@
+#!/usr/bin/env bash
+# Record small, real packet captures on the loopback interface for the
+# `handshakes` test-suite. See captures/README.md for what each file contains.
+#
+# Usage:  sudo scripts/record-captures.sh
+#
+# Requirements (Debian): tcpdump, tshark (for editcap), nginx (nginx-light is
+# enough), curl, openssl, python3 with the `requests` package, iproute2 (ss).
+#
+# Everything runs on 127.0.0.1 / ::1 on fixed high ports. All servers and
+# tcpdump processes started here are stopped by PID on exit. TLS key/cert are
+# throw-away and live in a temp dir that is deleted at the end. Re-running the
+# script overwrites the capture files (timestamps and ephemeral ports change).
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_DIR="$(cd "$SCRIPT_DIR/.." && pwd)"
+OUT_DIR="${OUT_DIR:-$REPO_DIR/captures}"
+
+HTTP_PORT=18080      # nginx, plain HTTP, 127.0.0.1 and [::1]
+HTTPS_PORT=18443     # nginx, HTTPS (TLS 1.2 + 1.3)
+S13_PORT=18444       # openssl s_server -tls1_3
+S12_PORT=18445       # openssl s_server -tls1_2
+RL_PORT=18429        # scripts/ratelimit_server.py
+RST_PORT=18499       # scripts/rst_server.py
+
+if [[ $(id -u) -ne 0 ]]; then
+    echo "error: must run as root (tcpdump needs to capture on lo)" >&2
+    exit 1
+fi
+for tool in tcpdump editcap tshark nginx curl openssl ss; do
+    command -v "$tool" >/dev/null 2>&1 || { echo "error: '$tool' not found" >&2; exit 1; }
+done
+
+# Find a python3 that has `requests` (sudo's secure_path may hide pyenv etc.).
+PY=""
+for cand in "${PYTHON:-}" python3 /root/.pyenv/shims/python3 /usr/local/bin/python3 /usr/bin/python3; do
+    [[ -n "$cand" ]] || continue
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import requests' >/dev/null 2>&1; then
+        PY="$cand"; break
+    fi
+done
+if [[ -z "$PY" ]]; then
+    echo "error: no python3 with the 'requests' package; install it (pip install requests" \
+         "or apt-get install python3-requests) or set PYTHON=/path/to/python3" >&2
+    exit 1
+fi
+
+mkdir -p "$OUT_DIR"
+WORK="$(mktemp -d /tmp/record-captures.XXXXXX)"
+chmod 755 "$WORK"   # nginx workers run as 'nobody' and must read the docroot
+
+PIDS=()           # background server PIDs
+TCPDUMP_PID=""
+
+cleanup() {
+    local rc=$?
+    set +e
+    if [[ -n "$TCPDUMP_PID" ]]; then
+        kill -INT "$TCPDUMP_PID" 2>/dev/null; wait "$TCPDUMP_PID" 2>/dev/null
+    fi
+    local p
+    for p in "${PIDS[@]}"; do
+        kill -TERM "$p" 2>/dev/null
+    done
+    for p in "${PIDS[@]}"; do
+        # bounded wait (max ~5 s) then SIGKILL
+        for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$p" 2>/dev/null
+        wait "$p" 2>/dev/null
+    done
+    rm -rf "$WORK"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# stop_server PID : stop one server we started, wait for it, forget its PID.
+stop_server() {
+    local pid=$1 p keep=()
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    for p in "${PIDS[@]}"; do [[ "$p" == "$pid" ]] || keep+=("$p"); done
+    PIDS=("${keep[@]}")
+}
+
+log() { printf '\n=== %s\n' "$*" >&2; }
+
+# wait_listen PORT : wait (max 10 s) until something listens on TCP PORT.
+# Uses `ss` so that no packets are generated.
+wait_listen() {
+    local port=$1
+    for _ in $(seq 1 100); do
+        if ss -Hltn "sport = :$port" | grep -q .; then return 0; fi
+        sleep 0.1
+    done
+    echo "error: nothing listening on port $port after 10 s" >&2
+    return 1
+}
+
+# start_capture FILE FILTER [extra tcpdump args...]
+start_capture() {
+    local file=$1 filter=$2; shift 2
+    rm -f "$file"
+    # --immediate-mode: deliver packets to tcpdump at once (with TPACKET_V3
+    #   buffering, packets still in the kernel ring are lost when tcpdump is
+    #   stopped by SIGINT); -U: packet-buffered output file;
+    # -Z root: do not drop to user 'tcpdump' (it could not write into a
+    #   root-owned directory otherwise).
+    tcpdump -i lo --immediate-mode -U -Z root "$@" -w "$file" "$filter" 2>"$WORK/tcpdump.err" &
+    TCPDUMP_PID=$!
+    for _ in $(seq 1 100); do   # max 10 s
+        if grep -q 'listening on' "$WORK/tcpdump.err" 2>/dev/null; then
+            sleep 0.2
+            return 0
+        fi
+        kill -0 "$TCPDUMP_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    cat "$WORK/tcpdump.err" >&2
+    echo "error: tcpdump did not start" >&2
+    return 1
+}
+
+stop_capture() {
+    sleep 1     # let the last FIN/ACK/RST packets hit the wire
+    kill -INT "$TCPDUMP_PID"
+    wait "$TCPDUMP_PID" || true
+    TCPDUMP_PID=""
+    tail -n 2 "$WORK/tcpdump.err" >&2 || true
+}
+
+CURL=(timeout 30 curl -sS --http1.1 -w '%{stderr}  -> %{http_code} num_connects=%{num_connects} %{url_effective}\n')
+
+# ---------------------------------------------------------------------------
+# Setup: document root, throw-away TLS cert, nginx config
+# ---------------------------------------------------------------------------
+log "setup in $WORK"
+mkdir -p "$WORK/www"
+{
+    echo '<!DOCTYPE html>'
+    echo '<html><head><title>handshakes test page</title></head><body>'
+    echo '<h1>handshakes test page</h1>'
+    for i in $(seq -w 1 20); do
+        echo "<p>line $i: the quick brown fox jumps over the lazy dog.</p>"
+    done
+    echo '</body></html>'
+} >"$WORK/www/index.html"
+chmod 755 "$WORK/www"; chmod 644 "$WORK/www/index.html"
+wc -c "$WORK/www/index.html" >&2
+
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj '/CN=localhost' \
+    -addext 'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1' \
+    -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
+
+mkdir -p "$WORK/nginx"
+cat >"$WORK/nginx/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/error.log info;
+events { worker_connections 64; }
+http {
+    access_log $WORK/nginx/access.log;
+    client_body_temp_path $WORK/nginx/body;
+    proxy_temp_path $WORK/nginx/proxy;
+    fastcgi_temp_path $WORK/nginx/fastcgi;
+    uwsgi_temp_path $WORK/nginx/uwsgi;
+    scgi_temp_path $WORK/nginx/scgi;
+    default_type text/html;
+    keepalive_timeout 75s;
+    server {
+        listen 127.0.0.1:$HTTP_PORT;
+        listen [::1]:$HTTP_PORT;
+        root $WORK/www;
+    }
+    server {
+        listen 127.0.0.1:$HTTPS_PORT ssl;
+        ssl_certificate $WORK/cert.pem;
+        ssl_certificate_key $WORK/key.pem;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        root $WORK/www;
+    }
+}
+EOF
+nginx -e "$WORK/nginx/error.log" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -t
+nginx -e "$WORK/nginx/error.log" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" &
+NGINX_PID=$!
+PIDS+=("$NGINX_PID")
+wait_listen "$HTTP_PORT"
+wait_listen "$HTTPS_PORT"
+
+URL="http://127.0.0.1:$HTTP_PORT/index.html"
+URL6="http://[::1]:$HTTP_PORT/index.html"
+SURL="https://localhost:$HTTPS_PORT/index.html"
+RESOLVE=(--resolve "localhost:$HTTPS_PORT:127.0.0.1")
+
+# ---------------------------------------------------------------------------
+# a. 5 curl processes -> 5 TCP connections (plus a nanosecond-precision copy)
+# ---------------------------------------------------------------------------
+log "a. http-curl-5-new-connections.pcap"
+start_capture "$OUT_DIR/http-curl-5-new-connections.pcap" "tcp port $HTTP_PORT"
+for _ in 1 2 3 4 5; do "${CURL[@]}" -o /dev/null "$URL"; done
+stop_capture
+
+log "a'. http-curl-5-new-connections-ns.pcap (nanosecond timestamps)"
+start_capture "$OUT_DIR/http-curl-5-new-connections-ns.pcap" "tcp port $HTTP_PORT" \
+    --time-stamp-precision=nano
+for _ in 1 2 3 4 5; do "${CURL[@]}" -o /dev/null "$URL"; done
+stop_capture
+
+# ---------------------------------------------------------------------------
+# b. one curl process, 5 URLs -> 1 connection, 5 requests (+ pcapng copy)
+# ---------------------------------------------------------------------------
+log "b. http-curl-5-keepalive.pcap"
+start_capture "$OUT_DIR/http-curl-5-keepalive.pcap" "tcp port $HTTP_PORT"
+"${CURL[@]}" "$URL" "$URL" "$URL" "$URL" "$URL" >/dev/null
+stop_capture
+rm -f "$OUT_DIR/http-curl-5-keepalive.pcapng"
+editcap -F pcapng "$OUT_DIR/http-curl-5-keepalive.pcap" "$OUT_DIR/http-curl-5-keepalive.pcapng"
+
+# ---------------------------------------------------------------------------
+# c. python requests: Session (1 conn) vs requests.get (5 conns)
+# ---------------------------------------------------------------------------
+log "c. http-python-requests-session.pcap"
+start_capture "$OUT_DIR/http-python-requests-session.pcap" "tcp port $HTTP_PORT"
+timeout 60 "$PY" "$SCRIPT_DIR/requests_client.py" session "$URL" 5
+stop_capture
+
+log "c. http-python-requests-nosession.pcap"
+start_capture "$OUT_DIR/http-python-requests-nosession.pcap" "tcp port $HTTP_PORT"
+timeout 60 "$PY" "$SCRIPT_DIR/requests_client.py" nosession "$URL" 5
+stop_capture
+
+# ---------------------------------------------------------------------------
+# d. curl over HTTPS against nginx: TLS 1.2 x3 new connections, TLS 1.3 keep-alive
+#    (session keys are logged to *.keylog so the payload can be decrypted
+#    with tshark -o tls.keylog_file:FILE; they are throw-away sessions)
+# ---------------------------------------------------------------------------
+log "d. tls12-curl-3-new-connections.pcap"
+rm -f "$OUT_DIR/tls12-curl-3-new-connections.keylog"
+start_capture "$OUT_DIR/tls12-curl-3-new-connections.pcap" "tcp port $HTTPS_PORT"
+for _ in 1 2 3; do
+    SSLKEYLOGFILE="$OUT_DIR/tls12-curl-3-new-connections.keylog" \
+        "${CURL[@]}" -k "${RESOLVE[@]}" --tlsv1.2 --tls-max 1.2 -o /dev/null "$SURL"
+done
+stop_capture
+
+log "d. tls13-curl-keepalive.pcap"
+rm -f "$OUT_DIR/tls13-curl-keepalive.keylog"
+start_capture "$OUT_DIR/tls13-curl-keepalive.pcap" "tcp port $HTTPS_PORT"
+SSLKEYLOGFILE="$OUT_DIR/tls13-curl-keepalive.keylog" \
+    "${CURL[@]}" -k "${RESOLVE[@]}" --tlsv1.3 "$SURL" "$SURL" "$SURL" >/dev/null
+stop_capture
+
+# ---------------------------------------------------------------------------
+# e. openssl s_client session resumption against openssl s_server (-WWW)
+# ---------------------------------------------------------------------------
+# resumption_capture NAME PORT PROTO_FLAG
+resumption_capture() {
+    local name=$1 port=$2 proto=$3
+    log "e. $name.pcap"
+    (cd "$WORK/www" && exec openssl s_server -accept "127.0.0.1:$port" \
+        -cert "$WORK/cert.pem" -key "$WORK/key.pem" "$proto" -WWW \
+        </dev/null >"$WORK/$name.server.log" 2>&1) &
+    local spid=$!
+    PIDS+=("$spid")
+    wait_listen "$port"
+    rm -f "$WORK/$name.sess" "$OUT_DIR/$name.keylog"
+    start_capture "$OUT_DIR/$name.pcap" "tcp port $port"
+    printf 'GET /index.html HTTP/1.0\r\n\r\n' | timeout 20 openssl s_client \
+        -connect "127.0.0.1:$port" -servername localhost "$proto" -ign_eof \
+        -sess_out "$WORK/$name.sess" -keylogfile "$OUT_DIR/$name.keylog" >"$WORK/$name.c1.log" 2>&1
+    printf 'GET /index.html HTTP/1.0\r\n\r\n' | timeout 20 openssl s_client \
+        -connect "127.0.0.1:$port" -servername localhost "$proto" -ign_eof \
+        -sess_in "$WORK/$name.sess" -keylogfile "$OUT_DIR/$name.keylog" >"$WORK/$name.c2.log" 2>&1
+    stop_capture
+    grep -E '^(New|Reused),' "$WORK/$name.c1.log" "$WORK/$name.c2.log" >&2
+    if ! grep -q '^Reused,' "$WORK/$name.c2.log"; then
+        echo "error: second connection of $name was not resumed" >&2
+        return 1
+    fi
+    stop_server "$spid"
+}
+resumption_capture tls13-openssl-resumption "$S13_PORT" -tls1_3
+resumption_capture tls12-openssl-resumption "$S12_PORT" -tls1_2
+
+# ---------------------------------------------------------------------------
+# f. IPv6: 2 curl processes + 1 curl with 2 URLs to [::1]
+# ---------------------------------------------------------------------------
+log "f. http-curl-ipv6.pcap"
+start_capture "$OUT_DIR/http-curl-ipv6.pcap" "tcp port $HTTP_PORT"
+"${CURL[@]}" -g -o /dev/null "$URL6"
+"${CURL[@]}" -g -o /dev/null "$URL6"
+"${CURL[@]}" -g "$URL6" "$URL6" >/dev/null
+stop_capture
+
+# ---------------------------------------------------------------------------
+# g. 429 rate limiting: every 3rd request -> 429 + Retry-After
+#    10 requests: 4 on one connection, 3 single-request connections, 3 on one
+# ---------------------------------------------------------------------------
+log "g. http-429-ratelimit.pcap"
+timeout 120 "$PY" "$SCRIPT_DIR/ratelimit_server.py" --host 127.0.0.1 --port "$RL_PORT" \
+    --max-seconds 100 2>"$WORK/ratelimit.log" &
+RL_PID=$!
+PIDS+=("$RL_PID")
+wait_listen "$RL_PORT"
+RLURL="http://127.0.0.1:$RL_PORT/api"
+start_capture "$OUT_DIR/http-429-ratelimit.pcap" "tcp port $RL_PORT"
+"${CURL[@]}" "$RLURL" "$RLURL" "$RLURL" "$RLURL" >/dev/null
+for _ in 1 2 3; do "${CURL[@]}" -o /dev/null "$RLURL"; done
+"${CURL[@]}" "$RLURL" "$RLURL" "$RLURL" >/dev/null
+stop_capture
+stop_server "$RL_PID"
+
+# ---------------------------------------------------------------------------
+# h. connections ending in RST: server reads the request and closes with
+#    SO_LINGER {1,0}; curl gets "Connection reset by peer" (exit 56).
+# ---------------------------------------------------------------------------
+log "h. http-curl-rst.pcap"
+timeout 120 "$PY" "$SCRIPT_DIR/rst_server.py" --host 127.0.0.1 --port "$RST_PORT" \
+    --max-seconds 100 &
+RST_PID=$!
+PIDS+=("$RST_PID")
+wait_listen "$RST_PORT"
+start_capture "$OUT_DIR/http-curl-rst.pcap" "tcp port $RST_PORT"
+for _ in 1 2; do
+    "${CURL[@]}" -o /dev/null "http://127.0.0.1:$RST_PORT/reset-me" || echo "  (curl exit $? as expected)" >&2
+done
+stop_capture
+stop_server "$RST_PID"
+
+# ---------------------------------------------------------------------------
+log "done; files in $OUT_DIR:"
+ls -l "$OUT_DIR" >&2
+stop_server "$NGINX_PID"

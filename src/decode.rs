@@ -1,0 +1,328 @@
+//! Decoding one frame down to its TCP segment. The only module that names
+//! `etherparse`. Lax slicing keeps whatever outer layers a snaplen-cut frame
+//! still has; every failure becomes an [`AnomalyKind`], never a panic.
+//!
+//! Does not keep state between packets and knows nothing of connections.
+
+use std::net::{IpAddr, SocketAddr};
+
+use etherparse::err::packet::SliceError;
+use etherparse::err::{Layer, LenError};
+use etherparse::{EtherType, IpNumber, LaxNetSlice, LaxSlicedPacket, LinuxSllProtocolType, TransportSlice};
+
+use crate::record::AnomalyKind;
+use crate::source::{LinkType, RawPacket};
+
+/// TCP flag bits as in the header's 13th byte.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpFlags(pub u8);
+
+impl TcpFlags {
+    pub const FIN: u8 = 0x01;
+    pub const SYN: u8 = 0x02;
+    pub const RST: u8 = 0x04;
+    pub const PSH: u8 = 0x08;
+    pub const ACK: u8 = 0x10;
+
+    pub fn fin(self) -> bool {
+        self.0 & Self::FIN != 0
+    }
+    pub fn syn(self) -> bool {
+        self.0 & Self::SYN != 0
+    }
+    pub fn rst(self) -> bool {
+        self.0 & Self::RST != 0
+    }
+    pub fn ack(self) -> bool {
+        self.0 & Self::ACK != 0
+    }
+}
+
+/// A TCP segment borrowed from the frame.
+#[derive(Clone, Copy, Debug)]
+pub struct TcpSegment<'a> {
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+    pub seq: u32,
+    pub ack: u32,
+    pub flags: TcpFlags,
+    pub window: u16,
+    /// The payload bytes present in the capture.
+    pub payload: &'a [u8],
+    /// The payload length on the wire (larger than `payload.len()` when the
+    /// capture's snap length cut the frame).
+    pub payload_len: u32,
+}
+
+/// What a frame turned out to be.
+#[derive(Clone, Copy, Debug)]
+pub enum Decoded<'a> {
+    /// A TCP segment, with an anomaly when its payload was cut short.
+    Tcp(TcpSegment<'a>, Option<AnomalyKind>),
+    /// IP carrying something other than TCP.
+    OtherIp,
+    /// Not IP (ARP, LLDP, …).
+    NotIp,
+    /// Could not be decoded far enough to know; counted as an anomaly.
+    Bad(AnomalyKind),
+}
+
+/// Decodes one frame. Never panics, whatever the bytes.
+pub fn decode<'a>(packet: &RawPacket<'a>) -> Decoded<'a> {
+    let data = packet.data;
+    let sliced = match packet.link {
+        LinkType::ETHERNET => match LaxSlicedPacket::from_ethernet(data) {
+            Ok(s) => s,
+            Err(_) => return Decoded::Bad(AnomalyKind::TruncatedLink),
+        },
+        LinkType::RAW | LinkType::RAW_12 | LinkType::RAW_14 | LinkType::IPV4 | LinkType::IPV6 => {
+            return from_ip(data, packet);
+        }
+        LinkType::NULL | LinkType::LOOP => {
+            let Some((family, rest)) = data.split_first_chunk::<4>() else {
+                return Decoded::Bad(AnomalyKind::TruncatedLink);
+            };
+            // NULL is in the capturing host's byte order, LOOP in network order.
+            let le = u32::from_le_bytes(*family);
+            let be = u32::from_be_bytes(*family);
+            if !is_af_inet(le) && !is_af_inet(be) {
+                return Decoded::NotIp;
+            }
+            return from_ip(rest, packet);
+        }
+        LinkType::LINUX_SLL => match etherparse::LinuxSllSlice::from_slice(data) {
+            Ok(sll) => match sll.protocol_type() {
+                LinuxSllProtocolType::EtherType(et) => {
+                    LaxSlicedPacket::from_ether_type(et, sll.payload_slice())
+                }
+                _ => return Decoded::NotIp,
+            },
+            Err(_) => return Decoded::Bad(AnomalyKind::TruncatedLink),
+        },
+        LinkType::LINUX_SLL2 => {
+            // SLL2: protocol (2), reserved (2), ifindex (4), hatype (2),
+            // pkttype (1), addr len (1), address (8): 20 bytes.
+            let (Some(proto), Some(rest)) = (data.get(..2), data.get(20..)) else {
+                return Decoded::Bad(AnomalyKind::TruncatedLink);
+            };
+            let et = EtherType(u16::from_be_bytes([proto[0], proto[1]]));
+            LaxSlicedPacket::from_ether_type(et, rest)
+        }
+        _ => return Decoded::Bad(AnomalyKind::UnsupportedLinkType),
+    };
+    classify(sliced, packet)
+}
+
+fn is_af_inet(family: u32) -> bool {
+    // AF_INET everywhere; AF_INET6 on Linux (10), NetBSD/OpenBSD (24),
+    // FreeBSD (28) and macOS (30).
+    matches!(family, 2 | 10 | 24 | 28 | 30)
+}
+
+fn from_ip<'a>(data: &'a [u8], packet: &RawPacket<'a>) -> Decoded<'a> {
+    match LaxSlicedPacket::from_ip(data) {
+        Ok(s) => classify(s, packet),
+        Err(etherparse::err::ip::LaxHeaderSliceError::Len(_)) => Decoded::Bad(AnomalyKind::TruncatedIp),
+        Err(etherparse::err::ip::LaxHeaderSliceError::Content(_)) => {
+            // Version nibble neither 4 nor 6 is not IP at all; anything else is malformed.
+            match data.first().map(|b| b >> 4) {
+                Some(4) | Some(6) => Decoded::Bad(AnomalyKind::MalformedIp),
+                _ => Decoded::NotIp,
+            }
+        }
+    }
+}
+
+fn classify<'a>(sliced: LaxSlicedPacket<'a>, packet: &RawPacket<'a>) -> Decoded<'a> {
+    let (src_ip, dst_ip, payload) = match &sliced.net {
+        Some(LaxNetSlice::Ipv4(v4)) => (
+            IpAddr::V4(v4.header().source_addr()),
+            IpAddr::V4(v4.header().destination_addr()),
+            v4.payload(),
+        ),
+        Some(LaxNetSlice::Ipv6(v6)) => (
+            IpAddr::V6(v6.header().source_addr()),
+            IpAddr::V6(v6.header().destination_addr()),
+            v6.payload(),
+        ),
+        Some(LaxNetSlice::Arp(_)) => return Decoded::NotIp,
+        None => {
+            return match sliced.stop_err {
+                Some((err, layer)) => Decoded::Bad(anomaly_for(&err, layer)),
+                None => Decoded::NotIp,
+            }
+        }
+    };
+    if payload.ip_number != IpNumber::TCP {
+        return Decoded::OtherIp;
+    }
+    if payload.fragmented {
+        return Decoded::Bad(if src_ip.is_ipv4() {
+            AnomalyKind::Ipv4Fragment
+        } else {
+            AnomalyKind::Ipv6Fragment
+        });
+    }
+    let tcp = match sliced.transport {
+        Some(TransportSlice::Tcp(tcp)) => tcp,
+        _ => {
+            return Decoded::Bad(match sliced.stop_err {
+                Some((err, layer)) => anomaly_for(&err, layer),
+                None => AnomalyKind::TruncatedTcp,
+            })
+        }
+    };
+    let captured = tcp.payload();
+    let mut payload_len = captured.len() as u64;
+    let mut anomaly = None;
+    if payload.incomplete {
+        // The frame was cut: what is missing from the frame is missing from the payload.
+        let missing = u64::from(packet.orig_len).saturating_sub(packet.data.len() as u64);
+        payload_len = payload_len.saturating_add(missing);
+        if missing > 0 {
+            anomaly = Some(AnomalyKind::SnaplenCut);
+        }
+    }
+    let flags = tcp.header_slice().get(13).copied().unwrap_or(0);
+    Decoded::Tcp(
+        TcpSegment {
+            src: SocketAddr::new(src_ip, tcp.source_port()),
+            dst: SocketAddr::new(dst_ip, tcp.destination_port()),
+            seq: tcp.sequence_number(),
+            ack: tcp.acknowledgment_number(),
+            flags: TcpFlags(flags),
+            window: tcp.window_size(),
+            payload: captured,
+            payload_len: u32::try_from(payload_len).unwrap_or(u32::MAX),
+        },
+        anomaly,
+    )
+}
+
+fn anomaly_for(err: &SliceError, layer: Layer) -> AnomalyKind {
+    let layer = match err {
+        SliceError::Len(LenError { layer, .. }) => *layer,
+        _ => layer,
+    };
+    let truncated = matches!(err, SliceError::Len(_));
+    match layer {
+        Layer::TcpHeader => {
+            if truncated {
+                AnomalyKind::TruncatedTcp
+            } else {
+                AnomalyKind::MalformedTcp
+            }
+        }
+        Layer::LinuxSllHeader
+        | Layer::Ethernet2Header
+        | Layer::EtherPayload
+        | Layer::VlanHeader
+        | Layer::MacsecHeader
+        | Layer::MacsecPacket => AnomalyKind::TruncatedLink,
+        _ => {
+            if truncated {
+                AnomalyKind::TruncatedIp
+            } else {
+                AnomalyKind::MalformedIp
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::Timestamp;
+
+    fn raw(link: LinkType, data: &[u8]) -> RawPacket<'_> {
+        RawPacket {
+            index: 1,
+            ts: Timestamp(0),
+            link,
+            orig_len: data.len() as u32,
+            data,
+        }
+    }
+
+    fn tcp_ipv4(payload: &[u8]) -> Vec<u8> {
+        let builder = etherparse::PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .tcp(40000, 443, 1000, 65535)
+            .syn();
+        let mut out = Vec::new();
+        builder.write(&mut out, payload).expect("writes to a Vec");
+        out
+    }
+
+    #[test]
+    fn parses_minimal_raw_ipv4_syn() {
+        let bytes = tcp_ipv4(&[]);
+        let Decoded::Tcp(seg, None) = decode(&raw(LinkType::RAW, &bytes)) else {
+            panic!("expected a TCP segment");
+        };
+        assert_eq!(seg.src.to_string(), "10.0.0.1:40000");
+        assert_eq!(seg.dst.to_string(), "10.0.0.2:443");
+        assert!(seg.flags.syn() && !seg.flags.ack());
+        assert_eq!(seg.seq, 1000);
+    }
+
+    #[test]
+    fn null_link_both_byte_orders() {
+        let ip = tcp_ipv4(b"hi");
+        for family in [2u32.to_le_bytes(), 2u32.to_be_bytes(), 30u32.to_le_bytes()] {
+            let mut frame = family.to_vec();
+            frame.extend_from_slice(&ip);
+            assert!(matches!(decode(&raw(LinkType::NULL, &frame)), Decoded::Tcp(..)));
+        }
+        let mut arp = 7u32.to_le_bytes().to_vec();
+        arp.extend_from_slice(&ip);
+        assert!(matches!(decode(&raw(LinkType::NULL, &arp)), Decoded::NotIp));
+    }
+
+    #[test]
+    fn snaplen_cut_payload_keeps_wire_length() {
+        let bytes = tcp_ipv4(&[7u8; 100]);
+        let mut p = raw(LinkType::RAW, &bytes[..bytes.len() - 60]);
+        p.orig_len = bytes.len() as u32;
+        let Decoded::Tcp(seg, Some(AnomalyKind::SnaplenCut)) = decode(&p) else {
+            panic!("expected a cut TCP segment");
+        };
+        assert_eq!(seg.payload.len(), 40);
+        assert_eq!(seg.payload_len, 100);
+    }
+
+    #[test]
+    fn rejects_truncated_headers_at_every_length() {
+        let bytes = tcp_ipv4(b"payload");
+        for cut in 0..40 {
+            let d = decode(&raw(LinkType::RAW, &bytes[..cut]));
+            assert!(matches!(d, Decoded::Bad(_) | Decoded::NotIp), "cut at {cut}: {d:?}");
+        }
+    }
+
+    #[test]
+    fn malformed_ipv4_ihl_and_tcp_offset() {
+        let mut bytes = tcp_ipv4(b"x");
+        bytes[0] = 0x44; // IHL 4 < 5
+        assert!(matches!(decode(&raw(LinkType::RAW, &bytes)), Decoded::Bad(AnomalyKind::MalformedIp)));
+        let mut bytes = tcp_ipv4(b"x");
+        bytes[20 + 12] = 0x40; // data offset 4 < 5
+        assert!(matches!(decode(&raw(LinkType::RAW, &bytes)), Decoded::Bad(AnomalyKind::MalformedTcp)));
+    }
+
+    #[test]
+    fn sll2_and_unsupported_link() {
+        let ip = tcp_ipv4(&[]);
+        let mut frame = vec![0x08, 0x00];
+        frame.extend_from_slice(&[0; 18]);
+        frame.extend_from_slice(&ip);
+        assert!(matches!(decode(&raw(LinkType::LINUX_SLL2, &frame)), Decoded::Tcp(..)));
+        assert!(matches!(
+            decode(&raw(LinkType::LINUX_SLL2, &frame[..10])),
+            Decoded::Bad(AnomalyKind::TruncatedLink)
+        ));
+        assert!(matches!(
+            decode(&raw(LinkType(147), &frame)),
+            Decoded::Bad(AnomalyKind::UnsupportedLinkType)
+        ));
+    }
+}

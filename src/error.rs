@@ -1,0 +1,40 @@
+//! Errors that stop a run: a file that cannot be opened or is not a capture.
+//!
+//! Does not cover bad packets: those are data (`record::Anomaly`), counted and
+//! reported, never errors.
+
+use std::path::PathBuf;
+
+/// A failure of a packet source; always names the input it concerns.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("{path}: cannot open: {source}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: read error: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: the file is empty; expected a pcap or pcapng capture")]
+    Empty { path: PathBuf },
+    #[error("{path}: not a pcap or pcapng capture (first bytes {magic}); convert it with `editcap -F pcapng` or check the file name")]
+    NotACapture { path: PathBuf, magic: String },
+    #[error("{path}: unsupported link type {linktype} ({name}); supported: Ethernet, Linux cooked (SLL, SLL2), raw IP, IPv4, IPv6, BSD loopback")]
+    UnsupportedLinkType {
+        path: PathBuf,
+        linktype: u32,
+        name: String,
+    },
+}
+
+impl SourceError {
+    /// Exit code for this error: 2, the code for unreadable input.
+    pub fn exit_code(&self) -> u8 {
+        2
+    }
+}

@@ -1,0 +1,321 @@
+//! The records every analysis produces and every report consumes: the one
+//! contract between the two halves of the program. Field names here are the
+//! JSON field names documented in docs/json.md; later stages add fields and
+//! never rename them.
+//!
+//! Does not compute anything: no logic beyond naming and serialising.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// Which end of a connection: the client opened it (sent the first SYN).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    Client,
+    Server,
+}
+
+impl Side {
+    pub fn other(self) -> Side {
+        match self {
+            Side::Client => Side::Server,
+            Side::Server => Side::Client,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Side::Client => "client",
+            Side::Server => "server",
+        }
+    }
+}
+
+/// Something wrong with the input that was counted instead of crashing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AnomalyKind {
+    /// The frame ended inside the link-layer header.
+    TruncatedLink,
+    /// The frame ended inside the IP header.
+    TruncatedIp,
+    /// The IP header is impossible (bad version, IHL < 5, bad lengths).
+    MalformedIp,
+    /// The frame ended inside the TCP header.
+    TruncatedTcp,
+    /// The TCP header is impossible (data offset < 5).
+    MalformedTcp,
+    /// TCP payload cut by the capture's snap length.
+    SnaplenCut,
+    /// An IPv4 fragment carrying TCP (not reassembled).
+    Ipv4Fragment,
+    /// An IPv6 fragment carrying TCP (not reassembled).
+    Ipv6Fragment,
+    /// A frame of a link type we do not decode.
+    UnsupportedLinkType,
+    /// A pcapng packet naming an interface that was never described.
+    UnknownInterface,
+    /// A packet's timestamp is earlier than the packet before it.
+    TimestampBackwards,
+    /// A TCP segment with SYN and RST, or SYN and FIN, together.
+    InvalidTcpFlags,
+}
+
+impl AnomalyKind {
+    /// The stable name used in JSON and the summary.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnomalyKind::TruncatedLink => "truncated_link",
+            AnomalyKind::TruncatedIp => "truncated_ip",
+            AnomalyKind::MalformedIp => "malformed_ip",
+            AnomalyKind::TruncatedTcp => "truncated_tcp",
+            AnomalyKind::MalformedTcp => "malformed_tcp",
+            AnomalyKind::SnaplenCut => "snaplen_cut",
+            AnomalyKind::Ipv4Fragment => "ipv4_fragment",
+            AnomalyKind::Ipv6Fragment => "ipv6_fragment",
+            AnomalyKind::UnsupportedLinkType => "unsupported_link_type",
+            AnomalyKind::UnknownInterface => "unknown_interface",
+            AnomalyKind::TimestampBackwards => "timestamp_backwards",
+            AnomalyKind::InvalidTcpFlags => "invalid_tcp_flags",
+        }
+    }
+}
+
+/// Counts per anomaly kind, serialised as `{"kind": count}` in name order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Anomalies(pub BTreeMap<AnomalyKind, u64>);
+
+impl Anomalies {
+    pub fn add(&mut self, kind: AnomalyKind, n: u64) {
+        if n > 0 {
+            *self.0.entry(kind).or_insert(0) += n;
+        }
+    }
+
+    pub fn merge(&mut self, other: &Anomalies) {
+        for (&k, &n) in &other.0 {
+            self.add(k, n);
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.0.values().sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for Anomalies {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(k, v)| (k.as_str(), v)))
+    }
+}
+
+/// A pair of per-direction counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PerSide {
+    pub client: u64,
+    pub server: u64,
+}
+
+impl PerSide {
+    pub fn get_mut(&mut self, side: Side) -> &mut u64 {
+        match side {
+            Side::Client => &mut self.client,
+            Side::Server => &mut self.server,
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.client.saturating_add(self.server)
+    }
+}
+
+/// An instant, both absolute and relative to the start of the capture.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Instant {
+    /// Seconds since the Unix epoch.
+    pub ts: f64,
+    /// Seconds since the first packet of the capture.
+    pub at: f64,
+}
+
+/// How the client end was decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientBy {
+    /// Sender of the first SYN without ACK.
+    Syn,
+    /// Receiver of the SYN-ACK (the SYN itself was not captured).
+    SynAck,
+    /// No handshake packet seen: the endpoint with the higher port, or the
+    /// sender of the first packet when the ports are equal.
+    Guess,
+}
+
+/// The TCP handshake, as far as the capture shows it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TcpHandshake {
+    /// First SYN from the client.
+    pub syn: Option<Instant>,
+    /// SYNs sent again with the same initial sequence number.
+    pub syn_retransmissions: u32,
+    /// First SYN-ACK from the server.
+    pub synack: Option<Instant>,
+    pub synack_retransmissions: u32,
+    /// The client's first ACK of the SYN-ACK (completes the handshake).
+    pub ack: Option<Instant>,
+    /// SYN → SYN-ACK, seconds.
+    pub syn_to_synack: Option<f64>,
+    /// SYN-ACK → ACK, seconds.
+    pub synack_to_ack: Option<f64>,
+    /// SYN → ACK, seconds: the connect time.
+    pub connect: Option<f64>,
+    /// SYN, SYN-ACK and ACK all seen.
+    pub complete: bool,
+}
+
+/// How (and whether) the connection ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CloseKind {
+    /// A FIN came first (graceful close started by `by`).
+    Fin,
+    /// An RST came first (abortive close by `by`).
+    Rst,
+    /// Still open when the capture ended.
+    Open,
+    /// No packet for longer than the idle timeout.
+    Idle,
+    /// Dropped from the table to respect `--max-connections`.
+    Evicted,
+}
+
+impl CloseKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CloseKind::Fin => "fin",
+            CloseKind::Rst => "rst",
+            CloseKind::Open => "open",
+            CloseKind::Idle => "idle",
+            CloseKind::Evicted => "evicted",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Close {
+    pub kind: CloseKind,
+    /// Who sent the first FIN or RST; absent when open.
+    pub by: Option<Side>,
+    /// When the first FIN or RST was seen; absent when open.
+    pub time: Option<Instant>,
+    /// FIN seen from both sides.
+    pub fin_both: bool,
+}
+
+/// Everything TCP says about one connection.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TcpInfo {
+    pub handshake: TcpHandshake,
+    /// Packets per direction.
+    pub packets: PerSide,
+    /// TCP payload bytes per direction (as on the wire, even when the capture cut them).
+    pub bytes: PerSide,
+    /// Segments whose payload had been seen already, per direction.
+    pub retransmissions: PerSide,
+    /// Zeek-style connection state: S0, S1, SF, REJ, S2, S3, RSTO, RSTR,
+    /// RSTOS0, RSTRH, SH, SHR or OTH.
+    pub state: String,
+    /// Zeek-style history: one letter per event kind, upper case for the
+    /// client (S syn, H syn-ack, A ack, D data, F fin, R rst, T retransmission,
+    /// W zero window); `^` first when the client was guessed.
+    pub history: String,
+}
+
+/// One TCP connection, from its first packet to its close.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ConnectionRecord {
+    /// 1-based, in order of each connection's first packet.
+    pub id: u64,
+    /// `address:port` of the endpoint that opened the connection.
+    pub client: String,
+    /// `address:port` of the other endpoint.
+    pub server: String,
+    /// How the client was decided.
+    pub client_by: ClientBy,
+    /// True when the start of the connection was not captured.
+    pub partial: bool,
+    /// First packet.
+    pub start: Instant,
+    /// Last packet.
+    pub end: Instant,
+    /// end − start, seconds.
+    pub duration: f64,
+    pub tcp: TcpInfo,
+    pub close: Close,
+    /// Anomalies seen on this connection's packets.
+    pub anomalies: Anomalies,
+}
+
+/// Summary statistics of a set of durations, in seconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Distribution {
+    pub count: u64,
+    pub min: Option<f64>,
+    pub median: Option<f64>,
+    pub p90: Option<f64>,
+    pub max: Option<f64>,
+    pub avg: Option<f64>,
+}
+
+/// Packet counts for the whole input.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PacketCounts {
+    /// Every frame read from the input.
+    pub total: u64,
+    /// Frames carrying a decodable TCP segment.
+    pub tcp: u64,
+    /// Frames that are not TCP (other IP protocols, ARP, …) or could not be decoded.
+    pub skipped: u64,
+    /// TCP frames left out by `--port`/`--host`.
+    pub filtered_out: u64,
+    /// Bytes of all frames as on the wire.
+    pub bytes: u64,
+}
+
+/// What the whole capture says.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Summary {
+    /// The input as named on the command line (`-` for stdin).
+    pub file: String,
+    /// `pcap`, `pcapng`, `merged` or `live`.
+    pub format: String,
+    pub compression: Option<String>,
+    /// First and last packet, and the span between them (seconds).
+    pub first_packet: Option<f64>,
+    pub last_packet: Option<f64>,
+    pub span: f64,
+    pub packets: PacketCounts,
+    /// TCP connections seen (after filters).
+    pub connections: u64,
+    /// Connections whose SYN, SYN-ACK and ACK were all seen.
+    pub tcp_handshakes: u64,
+    /// Connections whose SYN was not captured.
+    pub connections_without_handshake: u64,
+    /// Distribution of connect times (SYN → ACK) over complete handshakes.
+    pub connect: Distribution,
+    /// Connections by how they closed.
+    pub close: BTreeMap<String, u64>,
+    /// SYNs sent again, over all connections.
+    pub syn_retransmissions: u64,
+    /// Every anomaly counted in the input, by kind.
+    pub anomalies: Anomalies,
+    /// The capture ended early or had a corrupt block.
+    pub truncated: bool,
+    /// Lines worth a human's attention (truncation, unsupported interfaces, …).
+    pub warnings: Vec<String>,
+}

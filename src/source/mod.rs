@@ -1,0 +1,103 @@
+//! Packet sources: turn a capture file (or, with the `live` feature, an
+//! interface) into a stream of [`RawPacket`]s with exact timestamps and link
+//! types.
+//!
+//! Does not decode any header above the capture format; that is `decode`.
+
+pub mod file;
+pub mod merge;
+
+use crate::error::SourceError;
+use crate::time::Timestamp;
+
+/// A link-layer header type as numbered by tcpdump.org's LINKTYPE_ registry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LinkType(pub u32);
+
+impl LinkType {
+    pub const NULL: LinkType = LinkType(0);
+    pub const ETHERNET: LinkType = LinkType(1);
+    /// DLT_RAW on most BSDs and Linux when written as a DLT value.
+    pub const RAW_12: LinkType = LinkType(12);
+    /// DLT_RAW on OpenBSD when written as a DLT value.
+    pub const RAW_14: LinkType = LinkType(14);
+    pub const RAW: LinkType = LinkType(101);
+    pub const LOOP: LinkType = LinkType(108);
+    pub const LINUX_SLL: LinkType = LinkType(113);
+    pub const IPV4: LinkType = LinkType(228);
+    pub const IPV6: LinkType = LinkType(229);
+    pub const LINUX_SLL2: LinkType = LinkType(276);
+
+    /// A short name for messages, or `LINKTYPE_<n>` for unknown numbers.
+    pub fn name(self) -> String {
+        let known = match self {
+            LinkType::NULL => "NULL (BSD loopback)",
+            LinkType::ETHERNET => "ETHERNET",
+            LinkType::RAW_12 | LinkType::RAW_14 | LinkType::RAW => "RAW (IP)",
+            LinkType::LOOP => "LOOP (OpenBSD loopback)",
+            LinkType::LINUX_SLL => "LINUX_SLL",
+            LinkType::IPV4 => "IPV4",
+            LinkType::IPV6 => "IPV6",
+            LinkType::LINUX_SLL2 => "LINUX_SLL2",
+            _ => return format!("LINKTYPE_{}", self.0),
+        };
+        known.to_string()
+    }
+
+    /// Whether `decode` understands this link type.
+    pub fn is_supported(self) -> bool {
+        matches!(
+            self,
+            LinkType::NULL
+                | LinkType::ETHERNET
+                | LinkType::RAW_12
+                | LinkType::RAW_14
+                | LinkType::RAW
+                | LinkType::LOOP
+                | LinkType::LINUX_SLL
+                | LinkType::IPV4
+                | LinkType::IPV6
+                | LinkType::LINUX_SLL2
+        )
+    }
+}
+
+/// One captured frame, borrowed from the source's buffer until the next call.
+#[derive(Clone, Copy, Debug)]
+pub struct RawPacket<'a> {
+    /// 1-based position in the capture, like tshark's `frame.number`.
+    pub index: u64,
+    pub ts: Timestamp,
+    pub link: LinkType,
+    /// Length of the frame on the wire (may exceed `data.len()` when cut by snaplen).
+    pub orig_len: u32,
+    pub data: &'a [u8],
+}
+
+/// What a source learned about its input, for the summary.
+#[derive(Clone, Debug, Default)]
+pub struct SourceInfo {
+    /// The file name as given (`-` for standard input), or the interface.
+    pub name: String,
+    /// `pcap`, `pcapng`, or `live`.
+    pub format: String,
+    /// `gzip` or `zstd` when the input was compressed.
+    pub compression: Option<String>,
+    /// Problems that did not stop reading, one line each.
+    pub warnings: Vec<String>,
+    /// The input ended inside a record, or a corrupt block stopped reading.
+    pub truncated: bool,
+    /// Packets that referred to an interface the file never described.
+    pub packets_unknown_interface: u64,
+}
+
+/// A stream of packets. A lending iterator: each packet borrows the source.
+pub trait PacketSource {
+    /// The next packet, `Ok(None)` at the end. Problems that leave earlier
+    /// packets valid (a truncated last record) end the stream and are noted in
+    /// [`PacketSource::info`]; only unreadable input is an error.
+    fn next_packet(&mut self) -> Result<Option<RawPacket<'_>>, SourceError>;
+
+    /// What the source has learned so far.
+    fn info(&self) -> &SourceInfo;
+}

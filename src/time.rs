@@ -1,0 +1,95 @@
+//! Capture timestamps: one integer type (nanoseconds since the Unix epoch) used
+//! by every stage, so durations are exact to the nanosecond and never drift
+//! through floating point until a report prints them.
+//!
+//! Does not parse or format dates for people; reports do that.
+
+use std::fmt;
+
+/// A capture timestamp, nanoseconds since 1970-01-01T00:00:00Z.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(pub i64);
+
+impl Timestamp {
+    /// From whole seconds and a fraction expressed in `units_per_sec` units
+    /// (1_000_000 for microsecond pcap, 1_000_000_000 for nanosecond).
+    /// Saturates instead of overflowing on absurd values.
+    pub fn from_parts(secs: i64, frac: u64, units_per_sec: u64) -> Timestamp {
+        let units = units_per_sec.max(1);
+        let nanos = if units == 1_000_000_000 {
+            frac as i128
+        } else {
+            frac as i128 * 1_000_000_000 / units as i128
+        };
+        let total = secs as i128 * 1_000_000_000 + nanos;
+        Timestamp(total.clamp(i64::MIN as i128, i64::MAX as i128) as i64)
+    }
+
+    /// From a 64-bit count of `units_per_sec` ticks since the epoch (pcapng).
+    pub fn from_ticks(ticks: u64, units_per_sec: u64, offset_secs: i64) -> Timestamp {
+        let units = units_per_sec.max(1);
+        let secs = (ticks / units) as i64;
+        let frac = ticks % units;
+        let ts = Timestamp::from_parts(secs, frac, units);
+        Timestamp(ts.0.saturating_add(offset_secs.saturating_mul(1_000_000_000)))
+    }
+
+    /// Seconds since the epoch as a float (for JSON).
+    pub fn as_secs_f64(self) -> f64 {
+        self.0 as f64 / 1e9
+    }
+
+    /// `self - earlier` in seconds; negative when time went backwards.
+    pub fn secs_since(self, earlier: Timestamp) -> f64 {
+        (self.0 as i128 - earlier.0 as i128) as f64 / 1e9
+    }
+
+    /// `self - earlier` in nanoseconds, saturating.
+    pub fn nanos_since(self, earlier: Timestamp) -> i64 {
+        self.0.saturating_sub(earlier.0)
+    }
+}
+
+impl fmt::Display for Timestamp {
+    /// `seconds.nanoseconds` since the epoch, like tshark's `frame.time_epoch`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secs = self.0.div_euclid(1_000_000_000);
+        let nanos = self.0.rem_euclid(1_000_000_000);
+        write!(f, "{secs}.{nanos:09}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn micro_and_nano_resolutions_agree() {
+        let us = Timestamp::from_parts(1_700_000_000, 123_456, 1_000_000);
+        let ns = Timestamp::from_parts(1_700_000_000, 123_456_000, 1_000_000_000);
+        assert_eq!(us, ns);
+        assert_eq!(us.to_string(), "1700000000.123456000");
+    }
+
+    #[test]
+    fn ticks_with_odd_resolution_and_offset() {
+        // if_tsresol = 2^-10 (1024 ticks per second), offset 10 s
+        let ts = Timestamp::from_ticks(1024 * 5 + 512, 1024, 10);
+        assert_eq!(ts.0, 15_500_000_000);
+    }
+
+    #[test]
+    fn saturates_instead_of_overflowing() {
+        let ts = Timestamp::from_parts(i64::MAX, u64::MAX, 1);
+        assert_eq!(ts.0, i64::MAX);
+        assert_eq!(Timestamp(i64::MIN).nanos_since(Timestamp(1)), i64::MIN);
+    }
+
+    #[test]
+    fn differences_in_seconds() {
+        let a = Timestamp(1_000_000_000);
+        let b = Timestamp(1_000_250_000);
+        assert!((b.secs_since(a) - 0.00025).abs() < 1e-12);
+        assert!(a.secs_since(b) < 0.0);
+    }
+}
