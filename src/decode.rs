@@ -8,7 +8,9 @@ use std::net::{IpAddr, SocketAddr};
 
 use etherparse::err::packet::SliceError;
 use etherparse::err::{Layer, LenError};
-use etherparse::{EtherType, IpNumber, LaxNetSlice, LaxSlicedPacket, LinuxSllProtocolType, TransportSlice};
+use etherparse::{
+    EtherType, IpNumber, LaxNetSlice, LaxSlicedPacket, LinuxSllProtocolType, TransportSlice,
+};
 
 use crate::record::AnomalyKind;
 use crate::source::{LinkType, RawPacket};
@@ -102,10 +104,11 @@ pub fn decode<'a>(packet: &RawPacket<'a>) -> Decoded<'a> {
         LinkType::LINUX_SLL2 => {
             // SLL2: protocol (2), reserved (2), ifindex (4), hatype (2),
             // pkttype (1), addr len (1), address (8): 20 bytes.
-            let (Some(proto), Some(rest)) = (data.get(..2), data.get(20..)) else {
+            let (Some((proto, _)), Some(rest)) = (data.split_first_chunk::<2>(), data.get(20..))
+            else {
                 return Decoded::Bad(AnomalyKind::TruncatedLink);
             };
-            let et = EtherType(u16::from_be_bytes([proto[0], proto[1]]));
+            let et = EtherType(u16::from_be_bytes(*proto));
             LaxSlicedPacket::from_ether_type(et, rest)
         }
         _ => return Decoded::Bad(AnomalyKind::UnsupportedLinkType),
@@ -122,7 +125,9 @@ fn is_af_inet(family: u32) -> bool {
 fn from_ip<'a>(data: &'a [u8], packet: &RawPacket<'a>) -> Decoded<'a> {
     match LaxSlicedPacket::from_ip(data) {
         Ok(s) => classify(s, packet),
-        Err(etherparse::err::ip::LaxHeaderSliceError::Len(_)) => Decoded::Bad(AnomalyKind::TruncatedIp),
+        Err(etherparse::err::ip::LaxHeaderSliceError::Len(_)) => {
+            Decoded::Bad(AnomalyKind::TruncatedIp)
+        }
         Err(etherparse::err::ip::LaxHeaderSliceError::Content(_)) => {
             // Version nibble neither 4 nor 6 is not IP at all; anything else is malformed.
             match data.first().map(|b| b >> 4) {
@@ -271,7 +276,10 @@ mod tests {
         for family in [2u32.to_le_bytes(), 2u32.to_be_bytes(), 30u32.to_le_bytes()] {
             let mut frame = family.to_vec();
             frame.extend_from_slice(&ip);
-            assert!(matches!(decode(&raw(LinkType::NULL, &frame)), Decoded::Tcp(..)));
+            assert!(matches!(
+                decode(&raw(LinkType::NULL, &frame)),
+                Decoded::Tcp(..)
+            ));
         }
         let mut arp = 7u32.to_le_bytes().to_vec();
         arp.extend_from_slice(&ip);
@@ -295,7 +303,10 @@ mod tests {
         let bytes = tcp_ipv4(b"payload");
         for cut in 0..40 {
             let d = decode(&raw(LinkType::RAW, &bytes[..cut]));
-            assert!(matches!(d, Decoded::Bad(_) | Decoded::NotIp), "cut at {cut}: {d:?}");
+            assert!(
+                matches!(d, Decoded::Bad(_) | Decoded::NotIp),
+                "cut at {cut}: {d:?}"
+            );
         }
     }
 
@@ -303,10 +314,16 @@ mod tests {
     fn malformed_ipv4_ihl_and_tcp_offset() {
         let mut bytes = tcp_ipv4(b"x");
         bytes[0] = 0x44; // IHL 4 < 5
-        assert!(matches!(decode(&raw(LinkType::RAW, &bytes)), Decoded::Bad(AnomalyKind::MalformedIp)));
+        assert!(matches!(
+            decode(&raw(LinkType::RAW, &bytes)),
+            Decoded::Bad(AnomalyKind::MalformedIp)
+        ));
         let mut bytes = tcp_ipv4(b"x");
         bytes[20 + 12] = 0x40; // data offset 4 < 5
-        assert!(matches!(decode(&raw(LinkType::RAW, &bytes)), Decoded::Bad(AnomalyKind::MalformedTcp)));
+        assert!(matches!(
+            decode(&raw(LinkType::RAW, &bytes)),
+            Decoded::Bad(AnomalyKind::MalformedTcp)
+        ));
     }
 
     #[test]
@@ -315,7 +332,10 @@ mod tests {
         let mut frame = vec![0x08, 0x00];
         frame.extend_from_slice(&[0; 18]);
         frame.extend_from_slice(&ip);
-        assert!(matches!(decode(&raw(LinkType::LINUX_SLL2, &frame)), Decoded::Tcp(..)));
+        assert!(matches!(
+            decode(&raw(LinkType::LINUX_SLL2, &frame)),
+            Decoded::Tcp(..)
+        ));
         assert!(matches!(
             decode(&raw(LinkType::LINUX_SLL2, &frame[..10])),
             Decoded::Bad(AnomalyKind::TruncatedLink)

@@ -38,3 +38,13 @@ impl SourceError {
         2
     }
 }
+
+/// Why an analysis run stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// Writing a report failed (a closed pipe, a full disk).
+    #[error("writing output: {0}")]
+    Output(#[from] std::io::Error),
+}

@@ -5,12 +5,37 @@
 //! The pipeline runs one way:
 //! `source` → `decode` → `flow` (connection table, TCP state) → `analyze`
 //! (the per-connection driver) → `record` (the output contract) → `report`.
+//! This file holds the one entry point that tests, benches and the CLI call;
+//! it has no protocol logic of its own.
 
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
 
+pub mod analyze;
 pub mod decode;
 pub mod error;
+pub mod flow;
 pub mod record;
+pub mod report;
 pub mod source;
 pub mod time;
+
+pub use analyze::{Analyzer, Config, RecordSink};
+pub use error::{Error, SourceError};
+pub use record::{ConnectionRecord, Summary};
+pub use source::PacketSource;
+
+/// Runs a whole source through the pipeline. Each connection record goes to
+/// `sink` when it is final (closed and lingered, idle, or at the end); the
+/// summary comes back at the end.
+pub fn analyze(
+    source: &mut dyn PacketSource,
+    config: &Config,
+    sink: &mut dyn RecordSink,
+) -> Result<Summary, Error> {
+    let mut analyzer = Analyzer::new(config.clone());
+    while let Some(packet) = source.next_packet()? {
+        analyzer.packet(&packet, sink)?;
+    }
+    Ok(analyzer.finish(source.info(), sink)?)
+}

@@ -1,1 +1,138 @@
-fn main() {}
+//! The `handshakes` binary: parses arguments, runs the pipeline for each
+//! input, writes reports to stdout and problems to stderr, and maps outcomes
+//! to exit codes (0 ok, 1 output failure, 2 usage or unreadable input). A
+//! closed stdout (`| head`) ends the run quietly.
+//!
+//! Does not analyze or format anything itself.
+
+mod cli;
+
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use handshakes::report::{self, csv::CsvReport, json::JsonlSink, Format, Opts};
+use handshakes::source::file::FileSource;
+use handshakes::source::merge::MergedSource;
+use handshakes::{analyze, ConnectionRecord, Error, PacketSource};
+
+use cli::{AnalyzeArgs, Cli, Command};
+
+const EXIT_OUTPUT: u8 = 1;
+const EXIT_INPUT: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Analyze(args) => run_analyze(&args),
+    }
+}
+
+fn is_broken_pipe(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::BrokenPipe
+}
+
+fn run_analyze(args: &AnalyzeArgs) -> ExitCode {
+    if let Err(msg) = args.validate() {
+        eprintln!("handshakes: {msg}");
+        return ExitCode::from(EXIT_INPUT);
+    }
+    let stdout = io::stdout();
+    let fit_terminal = stdout.is_terminal();
+    let mut out = BufWriter::new(stdout.lock());
+    let opts = Opts {
+        limit: args.limit,
+        fit_terminal,
+    };
+    let mut run = Run {
+        args,
+        opts,
+        csv: CsvReport::new(),
+        first: true,
+    };
+    let inputs = args.inputs();
+    let mut failed = false;
+    let groups: Vec<Vec<PathBuf>> = if args.merge {
+        vec![inputs]
+    } else {
+        inputs.into_iter().map(|p| vec![p]).collect()
+    };
+    for group in groups {
+        match run.one(&group, &mut out) {
+            Ok(()) => {}
+            Err(Error::Output(e)) if is_broken_pipe(&e) => return ExitCode::SUCCESS,
+            Err(Error::Output(e)) => {
+                eprintln!("handshakes: writing output: {e}");
+                return ExitCode::from(EXIT_OUTPUT);
+            }
+            Err(Error::Source(e)) => {
+                failed = true;
+                eprintln!("handshakes: {e}");
+            }
+        }
+    }
+    match out.flush() {
+        Err(e) if !is_broken_pipe(&e) => {
+            eprintln!("handshakes: writing output: {e}");
+            ExitCode::from(EXIT_OUTPUT)
+        }
+        _ if failed => ExitCode::from(EXIT_INPUT),
+        _ => ExitCode::SUCCESS,
+    }
+}
+
+struct Run<'a> {
+    args: &'a AnalyzeArgs,
+    opts: Opts,
+    csv: CsvReport,
+    first: bool,
+}
+
+impl Run<'_> {
+    /// Analyzes one input (or one merged group) and writes its report.
+    fn one(&mut self, paths: &[PathBuf], out: &mut dyn Write) -> Result<(), Error> {
+        let mut sources = Vec::with_capacity(paths.len());
+        for p in paths {
+            sources.push(FileSource::open(p)?);
+        }
+        let mut source: Box<dyn PacketSource> = if sources.len() == 1 {
+            match sources.pop() {
+                Some(s) => Box::new(s),
+                None => return Ok(()),
+            }
+        } else {
+            Box::new(MergedSource::new(sources))
+        };
+        let config = self.args.config();
+        let summary = if self.args.format == Format::Jsonl {
+            let mut sink = JsonlSink::new(out);
+            let summary = analyze(source.as_mut(), &config, &mut sink)?;
+            sink.summary(&summary)?;
+            summary
+        } else {
+            let mut records: Vec<ConnectionRecord> = Vec::new();
+            let summary = analyze(source.as_mut(), &config, &mut records)?;
+            records.sort_by_key(|r| r.id);
+            match self.args.format {
+                Format::Table => {
+                    if !self.first {
+                        writeln!(out)?;
+                    }
+                    report::table::write(&summary, &records, out, &self.opts)?;
+                }
+                Format::Json => report::json::write(&summary, &records, out)?,
+                Format::Csv => self.csv.write(&summary.file, &records, out)?,
+                Format::Jsonl => {}
+            }
+            summary
+        };
+        self.first = false;
+        out.flush()?;
+        for w in &summary.warnings {
+            eprintln!("handshakes: warning: {w}");
+        }
+        Ok(())
+    }
+}

@@ -86,7 +86,10 @@ impl FileSource {
     }
 
     /// Reads a capture from any byte stream; `path` names it in messages.
-    pub fn from_reader(path: &Path, input: Box<dyn Read + Send>) -> Result<FileSource, SourceError> {
+    pub fn from_reader(
+        path: &Path,
+        input: Box<dyn Read + Send>,
+    ) -> Result<FileSource, SourceError> {
         let read_err = |source| SourceError::Read {
             path: path.to_path_buf(),
             source,
@@ -104,7 +107,10 @@ impl FileSource {
                 (Some("gzip"), Box::new(gz))
             } else if head.starts_with(&ZSTD_MAGIC) {
                 let zst = ruzstd::decoding::StreamingDecoder::new(buffered).map_err(|e| {
-                    read_err(io::Error::new(io::ErrorKind::InvalidData, format!("zstd: {e}")))
+                    read_err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("zstd: {e}"),
+                    ))
                 })?;
                 (Some("zstd"), Box::new(zst))
             } else {
@@ -253,7 +259,8 @@ impl PacketSource for FileSource {
 impl FileSource {
     fn read_failed(&mut self) -> Result<Option<RawPacket<'_>>, SourceError> {
         self.done = true;
-        let source = take_error(&self.last_io_error).unwrap_or_else(|| io::Error::other("read failed"));
+        let source =
+            take_error(&self.last_io_error).unwrap_or_else(|| io::Error::other("read failed"));
         Err(SourceError::Read {
             path: self.path.clone(),
             source,
@@ -500,7 +507,9 @@ mod tests {
         let mut bytes = pcap_header(0xa1b2_c3d4, 147);
         bytes.extend(record(1, 2, &[1, 2, 3]));
         let mut src = open_bytes(bytes).expect("opens");
-        let err = src.next_packet().expect_err("link type 147 is not supported");
+        let err = src
+            .next_packet()
+            .expect_err("link type 147 is not supported");
         assert!(err.to_string().contains("unsupported link type 147"));
     }
 }

@@ -1,0 +1,300 @@
+//! The per-packet driver: decodes each frame, finds or creates its
+//! connection in the table, updates the connection's TCP state (and, as they
+//! are added, its protocol analyzers), and turns finished connections into
+//! [`ConnectionRecord`]s handed to a [`RecordSink`].
+//!
+//! Does not read files or write output: sources feed it, sinks receive its
+//! records.
+
+pub mod summary;
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use crate::decode::{decode, Decoded, TcpSegment};
+use crate::flow::tcp::TcpConn;
+use crate::flow::FlowKey;
+use crate::record::{
+    Anomalies, AnomalyKind, ClientBy, CloseKind, ConnectionRecord, Instant, Side, Summary, TcpInfo,
+};
+use crate::source::{RawPacket, SourceInfo};
+use crate::time::Timestamp;
+use summary::SummaryBuilder;
+
+/// How long a closed connection (both FINs, or RST) stays in the table to
+/// collect its last ACKs before it is finalised. Zeek uses the same delay.
+pub const CLOSE_LINGER: Duration = Duration::from_secs(5);
+
+/// What to analyze and how.
+#[derive(Clone, Debug, Default)]
+pub struct Config {
+    /// Keep only connections with one of these ports on either side (empty: all).
+    pub ports: Vec<u16>,
+    /// Keep only connections with one of these addresses on either side (empty: all).
+    pub hosts: Vec<IpAddr>,
+    /// Finalise a connection after this long without packets (capture time).
+    pub idle_timeout: Option<Duration>,
+}
+
+impl Config {
+    fn keeps(&self, seg: &TcpSegment<'_>) -> bool {
+        let port_ok = self.ports.is_empty()
+            || self.ports.contains(&seg.src.port())
+            || self.ports.contains(&seg.dst.port());
+        let host_ok = self.hosts.is_empty()
+            || self.hosts.contains(&seg.src.ip())
+            || self.hosts.contains(&seg.dst.ip());
+        port_ok && host_ok
+    }
+}
+
+/// Receives each connection record as soon as it is final.
+pub trait RecordSink {
+    fn record(&mut self, rec: ConnectionRecord) -> io::Result<()>;
+}
+
+impl RecordSink for Vec<ConnectionRecord> {
+    fn record(&mut self, rec: ConnectionRecord) -> io::Result<()> {
+        self.push(rec);
+        Ok(())
+    }
+}
+
+/// One TCP connection being tracked.
+struct Connection {
+    id: u64,
+    client: SocketAddr,
+    server: SocketAddr,
+    client_by: ClientBy,
+    start: Timestamp,
+    last: Timestamp,
+    tcp: TcpConn,
+    anomalies: Anomalies,
+}
+
+impl Connection {
+    fn new(id: u64, ts: Timestamp, seg: &TcpSegment<'_>) -> Connection {
+        let (client, server, client_by) = if seg.flags.syn() && !seg.flags.ack() {
+            (seg.src, seg.dst, ClientBy::Syn)
+        } else if seg.flags.syn() && seg.flags.ack() {
+            (seg.dst, seg.src, ClientBy::SynAck)
+        } else if seg.dst.port() > seg.src.port() {
+            // Mid-stream: servers listen on the lower port, clients get ephemeral ones.
+            (seg.dst, seg.src, ClientBy::Guess)
+        } else {
+            (seg.src, seg.dst, ClientBy::Guess)
+        };
+        Connection {
+            id,
+            client,
+            server,
+            client_by,
+            start: ts,
+            last: ts,
+            tcp: TcpConn::new(),
+            anomalies: Anomalies::default(),
+        }
+    }
+
+    fn side_of(&self, seg: &TcpSegment<'_>) -> Side {
+        if seg.src == self.client {
+            Side::Client
+        } else {
+            Side::Server
+        }
+    }
+
+    fn into_record(self, capture_start: Timestamp, unclosed: CloseKind) -> ConnectionRecord {
+        let at = |t: Timestamp| Instant {
+            ts: t.as_secs_f64(),
+            at: t.secs_since(capture_start),
+        };
+        let tcp = &self.tcp;
+        ConnectionRecord {
+            id: self.id,
+            client: self.client.to_string(),
+            server: self.server.to_string(),
+            client_by: self.client_by,
+            partial: !tcp.syn_seen(),
+            start: at(self.start),
+            end: at(self.last),
+            duration: self.last.secs_since(self.start),
+            tcp: TcpInfo {
+                handshake: tcp.handshake(at),
+                packets: tcp.packets,
+                bytes: tcp.bytes,
+                retransmissions: tcp.retransmissions,
+                state: tcp.state().to_string(),
+                history: tcp.history(self.client_by == ClientBy::Guess),
+            },
+            close: tcp.close(unclosed, at),
+            anomalies: self.anomalies,
+        }
+    }
+}
+
+/// The connection table and everything learned so far.
+pub struct Analyzer {
+    config: Config,
+    table: HashMap<FlowKey, Connection>,
+    /// Closed connections waiting out [`CLOSE_LINGER`], oldest first.
+    closing: VecDeque<(Timestamp, FlowKey, u64)>,
+    next_id: u64,
+    /// The latest timestamp seen (never goes backwards).
+    now: Option<Timestamp>,
+    next_idle_scan: Option<Timestamp>,
+    summary: SummaryBuilder,
+}
+
+impl Analyzer {
+    pub fn new(config: Config) -> Analyzer {
+        Analyzer {
+            config,
+            table: HashMap::new(),
+            closing: VecDeque::new(),
+            next_id: 1,
+            now: None,
+            next_idle_scan: None,
+            summary: SummaryBuilder::default(),
+        }
+    }
+
+    /// Connections currently in the table.
+    pub fn open_connections(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Feeds one captured frame; finished connections go to `sink`.
+    pub fn packet(&mut self, raw: &RawPacket<'_>, sink: &mut dyn RecordSink) -> io::Result<()> {
+        let ts = raw.ts;
+        self.summary.packets.total += 1;
+        self.summary.packets.bytes += u64::from(raw.orig_len);
+        if self.now.is_some_and(|now| ts < now) {
+            self.summary
+                .anomalies
+                .add(AnomalyKind::TimestampBackwards, 1);
+        }
+        self.summary.saw_time(ts);
+        let now = self.now.map_or(ts, |n| n.max(ts));
+        self.now = Some(now);
+        self.expire(now, sink)?;
+
+        let (seg, anomaly) = match decode(raw) {
+            Decoded::Tcp(seg, anomaly) => (seg, anomaly),
+            Decoded::OtherIp | Decoded::NotIp => {
+                self.summary.packets.skipped += 1;
+                return Ok(());
+            }
+            Decoded::Bad(kind) => {
+                self.summary.packets.skipped += 1;
+                self.summary.anomalies.add(kind, 1);
+                return Ok(());
+            }
+        };
+        if !self.config.keeps(&seg) {
+            self.summary.packets.filtered_out += 1;
+            return Ok(());
+        }
+        self.summary.packets.tcp += 1;
+        self.segment(ts, &seg, anomaly, sink)
+    }
+
+    fn segment(
+        &mut self,
+        ts: Timestamp,
+        seg: &TcpSegment<'_>,
+        anomaly: Option<AnomalyKind>,
+        sink: &mut dyn RecordSink,
+    ) -> io::Result<()> {
+        let key = FlowKey::new(seg.src, seg.dst);
+        let replaced = match self.table.get(&key) {
+            Some(conn) if conn.tcp.starts_new(conn.side_of(seg), seg) => self.table.remove(&key),
+            _ => None,
+        };
+        if let Some(old) = replaced {
+            self.finalize(old, CloseKind::Open, sink)?;
+        }
+        let next_id = &mut self.next_id;
+        let conn = self.table.entry(key).or_insert_with(|| {
+            let id = *next_id;
+            *next_id += 1;
+            Connection::new(id, ts, seg)
+        });
+        conn.last = conn.last.max(ts);
+        let side = conn.side_of(seg);
+        let notes = conn.tcp.on_segment(side, ts, seg);
+        if let Some(kind) = anomaly {
+            conn.anomalies.add(kind, 1);
+        }
+        if notes.invalid_flags {
+            conn.anomalies.add(AnomalyKind::InvalidTcpFlags, 1);
+        }
+        if notes.closed_now {
+            let deadline = Timestamp(ts.0.saturating_add(CLOSE_LINGER.as_nanos() as i64));
+            self.closing.push_back((deadline, key, conn.id));
+        }
+        Ok(())
+    }
+
+    /// Finalises connections whose linger or idle time has passed by `now`.
+    fn expire(&mut self, now: Timestamp, sink: &mut dyn RecordSink) -> io::Result<()> {
+        while let Some(&(deadline, key, id)) = self.closing.front() {
+            if deadline > now {
+                break;
+            }
+            self.closing.pop_front();
+            if self.table.get(&key).is_some_and(|c| c.id == id) {
+                if let Some(conn) = self.table.remove(&key) {
+                    self.finalize(conn, CloseKind::Open, sink)?;
+                }
+            }
+        }
+        let Some(idle) = self.config.idle_timeout else {
+            return Ok(());
+        };
+        let idle_ns = i64::try_from(idle.as_nanos()).unwrap_or(i64::MAX);
+        if self.next_idle_scan.is_some_and(|t| now < t) {
+            return Ok(());
+        }
+        self.next_idle_scan = Some(Timestamp(
+            now.0.saturating_add((idle_ns / 4).max(1_000_000_000)),
+        ));
+        let mut expired: Vec<(u64, FlowKey)> = self
+            .table
+            .iter()
+            .filter(|(_, c)| now.nanos_since(c.last) >= idle_ns)
+            .map(|(k, c)| (c.id, *k))
+            .collect();
+        expired.sort_unstable_by_key(|(id, _)| *id);
+        for (_, key) in expired {
+            if let Some(conn) = self.table.remove(&key) {
+                self.finalize(conn, CloseKind::Idle, sink)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finalize(
+        &mut self,
+        conn: Connection,
+        unclosed: CloseKind,
+        sink: &mut dyn RecordSink,
+    ) -> io::Result<()> {
+        let start = self.summary.first.unwrap_or(conn.start);
+        let rec = conn.into_record(start, unclosed);
+        self.summary.add_record(&rec);
+        sink.record(rec)
+    }
+
+    /// Finalises every connection still open (in id order) and returns the summary.
+    pub fn finish(mut self, info: &SourceInfo, sink: &mut dyn RecordSink) -> io::Result<Summary> {
+        let mut rest: Vec<Connection> = self.table.drain().map(|(_, c)| c).collect();
+        rest.sort_unstable_by_key(|c| c.id);
+        for conn in rest {
+            self.finalize(conn, CloseKind::Open, sink)?;
+        }
+        Ok(self.summary.finish(info))
+    }
+}

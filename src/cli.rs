@@ -1,0 +1,105 @@
+//! Command-line arguments (clap derive) and their validation into a
+//! [`Config`] and report options.
+//!
+//! Does not open files or touch packets and records.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use handshakes::report::Format;
+use handshakes::Config;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "handshakes",
+    version,
+    about = "Count TCP and TLS handshakes per connection in packet captures",
+    long_about = "Reads pcap or pcapng captures and rebuilds every TCP connection: its handshake \
+                  (SYN, SYN-ACK, ACK and their timing), traffic and how it closed, so you can see \
+                  whether an HTTP client reuses connections."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Analyze saved captures (pcap, pcapng; gzip or zstd compressed; `-` for stdin)
+    Analyze(AnalyzeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AnalyzeArgs {
+    /// Capture files to read; `-` reads standard input (`tcpdump -w - | handshakes analyze -`)
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// Capture file to read, tcpdump style (may be repeated)
+    #[arg(short = 'r', long = "read", value_name = "FILE")]
+    pub read: Vec<PathBuf>,
+
+    /// Output format
+    #[arg(short = 'T', long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+
+    /// Treat all files as one capture, packets merged by timestamp
+    #[arg(long)]
+    pub merge: bool,
+
+    /// Only connections with this port on either side (repeat for several)
+    #[arg(long = "port", value_name = "PORT")]
+    pub ports: Vec<u16>,
+
+    /// Only connections with this address on either side (repeat for several)
+    #[arg(long = "host", value_name = "ADDR")]
+    pub hosts: Vec<IpAddr>,
+
+    /// Table rows to show (0 shows all); JSON and CSV always have every connection
+    #[arg(long, default_value_t = 50, value_name = "N")]
+    pub limit: usize,
+
+    /// End a connection after this long without packets, e.g. 90s or 5m (default: never)
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub idle: Option<Duration>,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 500ms, 30s, 5m)"))
+}
+
+impl AnalyzeArgs {
+    /// All inputs, positional and `-r`, in the order given.
+    pub fn inputs(&self) -> Vec<PathBuf> {
+        self.read.iter().chain(self.files.iter()).cloned().collect()
+    }
+
+    /// Checks the combination of arguments; `Err` is one line for the user.
+    pub fn validate(&self) -> Result<(), String> {
+        let inputs = self.inputs();
+        if inputs.is_empty() {
+            return Err(
+                "no capture given: try `handshakes analyze FILE` (or `-` to read standard input)"
+                    .into(),
+            );
+        }
+        if inputs.iter().filter(|p| p.as_os_str() == "-").count() > 1 {
+            return Err("standard input (`-`) can be read only once".into());
+        }
+        if self.idle.is_some_and(|d| d.is_zero()) {
+            return Err("--idle must be longer than zero".into());
+        }
+        Ok(())
+    }
+
+    pub fn config(&self) -> Config {
+        Config {
+            ports: self.ports.clone(),
+            hosts: self.hosts.clone(),
+            idle_timeout: self.idle,
+        }
+    }
+}

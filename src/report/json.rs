@@ -1,0 +1,61 @@
+//! JSON and JSON Lines reports (serde_json). Field names come from the
+//! `record` types and are documented in docs/json.md.
+//!
+//! Does not decide what a field means; it only serialises records.
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use crate::analyze::RecordSink;
+use crate::record::{ConnectionRecord, Summary};
+
+#[derive(Serialize)]
+struct Document<'a> {
+    summary: &'a Summary,
+    connections: &'a [ConnectionRecord],
+}
+
+#[derive(Serialize)]
+struct SummaryLine<'a> {
+    summary: &'a Summary,
+}
+
+/// Writes one pretty-printed JSON document followed by a newline.
+pub fn write(
+    summary: &Summary,
+    records: &[ConnectionRecord],
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let doc = Document {
+        summary,
+        connections: records,
+    };
+    serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::from)?;
+    out.write_all(b"\n")
+}
+
+/// Streams one compact JSON object per connection as each one is finalised.
+pub struct JsonlSink<'w> {
+    out: &'w mut dyn Write,
+}
+
+impl<'w> JsonlSink<'w> {
+    pub fn new(out: &'w mut dyn Write) -> JsonlSink<'w> {
+        JsonlSink { out }
+    }
+
+    /// Writes the closing `{"summary": …}` line.
+    pub fn summary(&mut self, summary: &Summary) -> io::Result<()> {
+        serde_json::to_writer(&mut *self.out, &SummaryLine { summary }).map_err(io::Error::from)?;
+        self.out.write_all(b"\n")?;
+        self.out.flush()
+    }
+}
+
+impl RecordSink for JsonlSink<'_> {
+    fn record(&mut self, rec: ConnectionRecord) -> io::Result<()> {
+        serde_json::to_writer(&mut *self.out, &rec).map_err(io::Error::from)?;
+        self.out.write_all(b"\n")
+    }
+}

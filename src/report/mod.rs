@@ -1,0 +1,102 @@
+//! Reports: turning records and summaries into bytes for people (table) and
+//! for scripts (JSON, JSON Lines, CSV). Every report writes into a writer it
+//! is given.
+//!
+//! Does not parse packets or compute statistics: everything comes from
+//! `record` types.
+
+pub mod csv;
+pub mod json;
+pub mod table;
+
+/// Output formats of `analyze`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A summary and a per-connection table, for people.
+    Table,
+    /// One JSON document: `{"summary": …, "connections": […]}`.
+    Json,
+    /// One JSON object per connection as it finishes, then `{"summary": …}`.
+    Jsonl,
+    /// One CSV row per connection, with a header line.
+    Csv,
+}
+
+/// Options shared by the reports.
+#[derive(Clone, Debug)]
+pub struct Opts {
+    /// Table rows to print (0: all). JSON and CSV always have every row.
+    pub limit: usize,
+    /// Wrap the table to the terminal's width (stdout is a terminal).
+    pub fit_terminal: bool,
+}
+
+impl Default for Opts {
+    fn default() -> Opts {
+        Opts {
+            limit: 50,
+            fit_terminal: false,
+        }
+    }
+}
+
+/// A duration in seconds for people: `83µs`, `1.25ms`, `3.40s`, `2m05s`.
+pub fn human_duration(secs: f64) -> String {
+    let abs = secs.abs();
+    let sign = if secs < 0.0 { "-" } else { "" };
+    if abs < 1e-3 {
+        format!("{sign}{:.0}µs", abs * 1e6)
+    } else if abs < 1.0 {
+        format!("{sign}{:.2}ms", abs * 1e3)
+    } else if abs < 60.0 {
+        format!("{sign}{abs:.2}s")
+    } else {
+        let total = abs.round() as u64;
+        let (h, m, s) = (total / 3600, (total / 60) % 60, total % 60);
+        if h > 0 {
+            format!("{sign}{h}h{m:02}m{s:02}s")
+        } else {
+            format!("{sign}{m}m{s:02}s")
+        }
+    }
+}
+
+/// A byte count for people: `512 B`, `12.3 kB`, `4.5 MB` (SI units, as on the wire).
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["kB", "MB", "GB", "TB", "PB"];
+    if n < 10_000 {
+        return format!("{n} B");
+    }
+    let mut value = n as f64 / 1000.0;
+    let mut unit = "kB";
+    for u in UNITS.iter().skip(1) {
+        if value < 1000.0 {
+            break;
+        }
+        value /= 1000.0;
+        unit = u;
+    }
+    format!("{value:.1} {unit}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_for_people() {
+        assert_eq!(human_duration(0.000083), "83µs");
+        assert_eq!(human_duration(0.00125), "1.25ms");
+        assert_eq!(human_duration(3.4), "3.40s");
+        assert_eq!(human_duration(125.0), "2m05s");
+        assert_eq!(human_duration(3725.0), "1h02m05s");
+        assert_eq!(human_duration(-0.002), "-2.00ms");
+    }
+
+    #[test]
+    fn bytes_for_people() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(12_345), "12.3 kB");
+        assert_eq!(human_bytes(4_500_000), "4.5 MB");
+    }
+}
