@@ -111,9 +111,75 @@ pub fn decode<'a>(packet: &RawPacket<'a>) -> Decoded<'a> {
             let et = EtherType(u16::from_be_bytes(*proto));
             LaxSlicedPacket::from_ether_type(et, rest)
         }
+        LinkType::PPP => return ppp(data, packet),
+        LinkType::NFLOG => return nflog(data, packet),
         _ => return Decoded::Bad(AnomalyKind::UnsupportedLinkType),
     };
     classify(sliced, packet)
+}
+
+const ETHERTYPE_MPLS: [EtherType; 2] = [EtherType(0x8847), EtherType(0x8848)];
+/// At most this many MPLS labels are skipped before giving up.
+const MAX_MPLS_LABELS: usize = 16;
+
+/// IP (or, with a pseudowire control word, Ethernet) under an MPLS label stack.
+fn mpls<'a>(mut data: &'a [u8], packet: &RawPacket<'a>) -> Decoded<'a> {
+    for _ in 0..MAX_MPLS_LABELS {
+        let Some((label, rest)) = data.split_first_chunk::<4>() else {
+            return Decoded::Bad(AnomalyKind::TruncatedLink);
+        };
+        data = rest;
+        if label[2] & 0x01 != 0 {
+            // Bottom of stack: IPv4/IPv6 by version nibble, 0 = control word + Ethernet.
+            return match data.first().map(|b| b >> 4) {
+                Some(4) | Some(6) => from_ip(data, packet),
+                Some(0) => match data.get(4..).map(LaxSlicedPacket::from_ethernet) {
+                    Some(Ok(s)) => classify(s, packet),
+                    _ => Decoded::Bad(AnomalyKind::TruncatedLink),
+                },
+                _ => Decoded::NotIp,
+            };
+        }
+    }
+    Decoded::Bad(AnomalyKind::TruncatedLink)
+}
+
+/// PPP: optional HDLC address/control (FF 03), then a 2-byte protocol.
+fn ppp<'a>(data: &'a [u8], packet: &RawPacket<'a>) -> Decoded<'a> {
+    let data = data.strip_prefix(&[0xff, 0x03]).unwrap_or(data);
+    match data.split_first_chunk::<2>() {
+        Some(([0x00, 0x21], ip)) | Some(([0x00, 0x57], ip)) => from_ip(ip, packet),
+        Some(_) => Decoded::NotIp,
+        None => Decoded::Bad(AnomalyKind::TruncatedLink),
+    }
+}
+
+/// NFLOG: a 4-byte header, then TLVs (length and type in host byte order,
+/// values padded to 4 bytes); type 9 holds the packet from its IP header on.
+fn nflog<'a>(data: &'a [u8], packet: &RawPacket<'a>) -> Decoded<'a> {
+    const NFULA_PAYLOAD: u16 = 9;
+    let Some(mut tlvs) = data.get(4..) else {
+        return Decoded::Bad(AnomalyKind::TruncatedLink);
+    };
+    while let Some((head, _)) = tlvs.split_first_chunk::<4>() {
+        let len = usize::from(u16::from_le_bytes([head[0], head[1]]));
+        let kind = u16::from_le_bytes([head[2], head[3]]);
+        if len < 4 {
+            break;
+        }
+        if kind == NFULA_PAYLOAD {
+            return match tlvs.get(4..len) {
+                Some(ip) => from_ip(ip, packet),
+                None => from_ip(tlvs.get(4..).unwrap_or(&[]), packet),
+            };
+        }
+        let padded = len.div_ceil(4) * 4;
+        match tlvs.get(padded..) {
+            Some(rest) => tlvs = rest,
+            None => break,
+        }
+    }
+    Decoded::Bad(AnomalyKind::TruncatedLink)
 }
 
 fn is_af_inet(family: u32) -> bool {
@@ -152,10 +218,15 @@ fn classify<'a>(sliced: LaxSlicedPacket<'a>, packet: &RawPacket<'a>) -> Decoded<
         ),
         Some(LaxNetSlice::Arp(_)) => return Decoded::NotIp,
         None => {
+            if let Some(ether) = sliced.ether_payload() {
+                if ETHERTYPE_MPLS.contains(&ether.ether_type) {
+                    return mpls(ether.payload, packet);
+                }
+            }
             return match sliced.stop_err {
                 Some((err, layer)) => Decoded::Bad(anomaly_for(&err, layer)),
                 None => Decoded::NotIp,
-            }
+            };
         }
     };
     if payload.ip_number != IpNumber::TCP {
@@ -171,10 +242,19 @@ fn classify<'a>(sliced: LaxSlicedPacket<'a>, packet: &RawPacket<'a>) -> Decoded<
     let tcp = match sliced.transport {
         Some(TransportSlice::Tcp(tcp)) => tcp,
         _ => {
-            return Decoded::Bad(match sliced.stop_err {
+            let kind = match sliced.stop_err {
                 Some((err, layer)) => anomaly_for(&err, layer),
                 None => AnomalyKind::TruncatedTcp,
-            })
+            };
+            if kind == AnomalyKind::TruncatedTcp {
+                // The options were cut, but the fixed header may be whole: keep
+                // what it says (flags, sequence numbers) rather than the packet.
+                let missing = u64::from(packet.orig_len).saturating_sub(packet.data.len() as u64);
+                if let Some(seg) = fixed_header_only(src_ip, dst_ip, payload.payload, missing) {
+                    return Decoded::Tcp(seg, Some(kind));
+                }
+            }
+            return Decoded::Bad(kind);
         }
     };
     let captured = tcp.payload();
@@ -202,6 +282,33 @@ fn classify<'a>(sliced: LaxSlicedPacket<'a>, packet: &RawPacket<'a>) -> Decoded<
         },
         anomaly,
     )
+}
+
+/// A segment from the 20-byte fixed TCP header alone, when the options that
+/// follow were cut by the snap length. `None` if even that is missing or the
+/// data offset is impossible.
+fn fixed_header_only<'a>(
+    src: IpAddr,
+    dst: IpAddr,
+    tcp: &'a [u8],
+    missing: u64,
+) -> Option<TcpSegment<'a>> {
+    let h: &[u8; 20] = tcp.first_chunk()?;
+    let header_len = u64::from(h[12] >> 4) * 4;
+    if header_len < 20 {
+        return None;
+    }
+    let on_wire = (tcp.len() as u64).saturating_add(missing);
+    Some(TcpSegment {
+        src: SocketAddr::new(src, u16::from_be_bytes([h[0], h[1]])),
+        dst: SocketAddr::new(dst, u16::from_be_bytes([h[2], h[3]])),
+        seq: u32::from_be_bytes([h[4], h[5], h[6], h[7]]),
+        ack: u32::from_be_bytes([h[8], h[9], h[10], h[11]]),
+        flags: TcpFlags(h[13]),
+        window: u16::from_be_bytes([h[14], h[15]]),
+        payload: &[],
+        payload_len: u32::try_from(on_wire.saturating_sub(header_len)).unwrap_or(u32::MAX),
+    })
 }
 
 fn anomaly_for(err: &SliceError, layer: Layer) -> AnomalyKind {
@@ -323,6 +430,45 @@ mod tests {
         assert!(matches!(
             decode(&raw(LinkType::RAW, &bytes)),
             Decoded::Bad(AnomalyKind::MalformedTcp)
+        ));
+    }
+
+    #[test]
+    fn ppp_nflog_and_mpls() {
+        let ip = tcp_ipv4(b"x");
+        let mut ppp = vec![0xff, 0x03, 0x00, 0x21];
+        ppp.extend_from_slice(&ip);
+        assert!(matches!(
+            decode(&raw(LinkType::PPP, &ppp)),
+            Decoded::Tcp(..)
+        ));
+        assert!(matches!(
+            decode(&raw(LinkType::PPP, &ppp[2..])),
+            Decoded::Tcp(..)
+        ));
+
+        let mut nflog = vec![2, 0, 0, 0];
+        nflog.extend_from_slice(&[5, 0, 1, 0, 0xaa, 0, 0, 0]); // an unrelated TLV, padded
+        nflog.extend_from_slice(&((ip.len() + 4) as u16).to_le_bytes());
+        nflog.extend_from_slice(&9u16.to_le_bytes());
+        nflog.extend_from_slice(&ip);
+        assert!(matches!(
+            decode(&raw(LinkType::NFLOG, &nflog)),
+            Decoded::Tcp(..)
+        ));
+        assert!(matches!(
+            decode(&raw(LinkType::NFLOG, &nflog[..12])),
+            Decoded::Bad(_)
+        ));
+
+        let mut eth = vec![0u8; 12];
+        eth.extend_from_slice(&[0x88, 0x47]);
+        eth.extend_from_slice(&[0, 0, 0x10, 64]); // label, not bottom
+        eth.extend_from_slice(&[0, 0, 0x21, 64]); // bottom of stack
+        eth.extend_from_slice(&ip);
+        assert!(matches!(
+            decode(&raw(LinkType::ETHERNET, &eth)),
+            Decoded::Tcp(..)
         ));
     }
 

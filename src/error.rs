@@ -24,7 +24,7 @@ pub enum SourceError {
     Empty { path: PathBuf },
     #[error("{path}: not a pcap or pcapng capture (first bytes {magic}); convert it with `editcap -F pcapng` or check the file name")]
     NotACapture { path: PathBuf, magic: String },
-    #[error("{path}: unsupported link type {linktype} ({name}); supported: Ethernet, Linux cooked (SLL, SLL2), raw IP, IPv4, IPv6, BSD loopback")]
+    #[error("{path}: unsupported link type {linktype} ({name}); supported: Ethernet (VLAN, MPLS), Linux cooked (SLL, SLL2), raw IP, IPv4, IPv6, BSD/OpenBSD loopback, PPP, NFLOG")]
     UnsupportedLinkType {
         path: PathBuf,
         linktype: u32,

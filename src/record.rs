@@ -60,6 +60,9 @@ pub enum AnomalyKind {
     TimestampBackwards,
     /// A TCP segment with SYN and RST, or SYN and FIN, together.
     InvalidTcpFlags,
+    /// A packet (not a SYN) for a connection already closed and reported,
+    /// such as a FIN retransmitted long after the close.
+    LatePacket,
 }
 
 impl AnomalyKind {
@@ -78,6 +81,7 @@ impl AnomalyKind {
             AnomalyKind::UnknownInterface => "unknown_interface",
             AnomalyKind::TimestampBackwards => "timestamp_backwards",
             AnomalyKind::InvalidTcpFlags => "invalid_tcp_flags",
+            AnomalyKind::LatePacket => "late_packet",
         }
     }
 }

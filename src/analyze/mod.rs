@@ -27,6 +27,12 @@ use summary::SummaryBuilder;
 /// collect its last ACKs before it is finalised. Zeek uses the same delay.
 pub const CLOSE_LINGER: Duration = Duration::from_secs(5);
 
+/// How long a finalised closed connection's tuple is remembered, so stray
+/// packets after the linger (retransmitted FINs, late ACKs) are counted as
+/// `late_packet` instead of opening a phantom connection. Twice Linux's
+/// TIME_WAIT.
+pub const TOMBSTONE: Duration = Duration::from_secs(120);
+
 /// What to analyze and how.
 #[derive(Clone, Debug, Default)]
 pub struct Config {
@@ -141,6 +147,9 @@ pub struct Analyzer {
     table: HashMap<FlowKey, Connection>,
     /// Closed connections waiting out [`CLOSE_LINGER`], oldest first.
     closing: VecDeque<(Timestamp, FlowKey, u64)>,
+    /// Tuples of closed, finalised connections and when to forget them.
+    tombstones: HashMap<FlowKey, Timestamp>,
+    tombstone_order: VecDeque<(Timestamp, FlowKey)>,
     next_id: u64,
     /// The latest timestamp seen (never goes backwards).
     now: Option<Timestamp>,
@@ -154,6 +163,8 @@ impl Analyzer {
             config,
             table: HashMap::new(),
             closing: VecDeque::new(),
+            tombstones: HashMap::new(),
+            tombstone_order: VecDeque::new(),
             next_id: 1,
             now: None,
             next_idle_scan: None,
@@ -216,6 +227,14 @@ impl Analyzer {
         if let Some(old) = replaced {
             self.finalize(old, CloseKind::Open, sink)?;
         }
+        if !self.table.contains_key(&key) && self.tombstones.contains_key(&key) {
+            if seg.flags.syn() && !seg.flags.ack() {
+                self.tombstones.remove(&key);
+            } else {
+                self.summary.anomalies.add(AnomalyKind::LatePacket, 1);
+                return Ok(());
+            }
+        }
         let next_id = &mut self.next_id;
         let conn = self.table.entry(key).or_insert_with(|| {
             let id = *next_id;
@@ -248,7 +267,19 @@ impl Analyzer {
             if self.table.get(&key).is_some_and(|c| c.id == id) {
                 if let Some(conn) = self.table.remove(&key) {
                     self.finalize(conn, CloseKind::Open, sink)?;
+                    let forget = Timestamp(now.0.saturating_add(TOMBSTONE.as_nanos() as i64));
+                    self.tombstones.insert(key, forget);
+                    self.tombstone_order.push_back((forget, key));
                 }
+            }
+        }
+        while let Some(&(forget, key)) = self.tombstone_order.front() {
+            if forget > now {
+                break;
+            }
+            self.tombstone_order.pop_front();
+            if self.tombstones.get(&key) == Some(&forget) {
+                self.tombstones.remove(&key);
             }
         }
         let Some(idle) = self.config.idle_timeout else {

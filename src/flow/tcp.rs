@@ -54,6 +54,8 @@ pub struct TcpConn {
     synack_retransmissions: u32,
     /// The acknowledgment number of the first SYN-ACK: the client's ISN + 1.
     synack_ack: Option<Seq>,
+    /// The sequence number of the latest SYN-ACK.
+    server_isn: Option<Seq>,
     ack: Option<Timestamp>,
     /// The first FIN or RST: what kind, from which side, when.
     first_close: Option<(CloseKind, Side, Timestamp)>,
@@ -104,6 +106,10 @@ impl TcpConn {
             return false;
         }
         let isn = Seq(seg.seq);
+        if side == Side::Server && !self.is_closed() && self.syn.is_some() {
+            // A SYN back from the server: simultaneous open or a split handshake.
+            return false;
+        }
         match self.syn {
             Some((_, first)) => !(side == Side::Client && first == isn && !self.is_closed()),
             None => match self.synack {
@@ -114,6 +120,28 @@ impl TcpConn {
                 _ => true,
             },
         }
+    }
+
+    /// Whether a client segment validly acknowledges the server's SYN-ACK:
+    /// its ACK number is past the server's ISN and not beyond what the server
+    /// has sent, and its sequence number is the client's ISN + 1, or further
+    /// when the SYN carried data (TCP Fast Open), but not beyond what the
+    /// client has sent. Arkime's `tcpSynAckValidated` is the same test.
+    fn acks_synack(&self, seg: &TcpSegment<'_>) -> bool {
+        let Some(server_isn) = self.server_isn else {
+            return false;
+        };
+        let ack = Seq(seg.ack);
+        let server_next = self.server.next_seq.unwrap_or(server_isn.plus(1));
+        let ack_ok = ack.is_after(server_isn) && !ack.is_after(server_next);
+        // With TCP Fast Open the SYN carried data, so the ACK's sequence
+        // number is past ISN + 1; it can never be past what the client sent.
+        let seq = Seq(seg.seq);
+        let seq_ok = self.syn.is_none_or(|(_, isn)| {
+            let client_next = self.client.next_seq.unwrap_or(isn.plus(1));
+            !seq.is_before(isn.plus(1)) && !seq.is_after(client_next)
+        });
+        ack_ok && seq_ok
     }
 
     /// Updates the state with one segment from `side`.
@@ -148,13 +176,16 @@ impl TcpConn {
                     Some((_, isn)) if isn == seq => self.synack_retransmissions += 1,
                     Some(_) => {}
                 }
+                // The client answers the latest SYN-ACK when they differ.
+                self.server_isn = Some(seq);
             }
-        } else if flags.ack() && side == Side::Client && self.ack.is_none() && !flags.rst() {
-            if let Some((_, server_isn)) = self.synack {
-                if Seq(seg.ack) == server_isn.plus(1) {
-                    self.ack = Some(ts);
-                }
-            }
+        } else if flags.ack()
+            && side == Side::Client
+            && self.ack.is_none()
+            && !flags.rst()
+            && self.acks_synack(seg)
+        {
+            self.ack = Some(ts);
         }
 
         let len = seg.payload_len;

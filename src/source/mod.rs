@@ -17,6 +17,8 @@ pub struct LinkType(pub u32);
 impl LinkType {
     pub const NULL: LinkType = LinkType(0);
     pub const ETHERNET: LinkType = LinkType(1);
+    /// PPP, with or without the HDLC address and control bytes.
+    pub const PPP: LinkType = LinkType(9);
     /// DLT_RAW on most BSDs and Linux when written as a DLT value.
     pub const RAW_12: LinkType = LinkType(12);
     /// DLT_RAW on OpenBSD when written as a DLT value.
@@ -26,6 +28,7 @@ impl LinkType {
     pub const LINUX_SLL: LinkType = LinkType(113);
     pub const IPV4: LinkType = LinkType(228);
     pub const IPV6: LinkType = LinkType(229);
+    pub const NFLOG: LinkType = LinkType(239);
     pub const LINUX_SLL2: LinkType = LinkType(276);
 
     /// A short name for messages, or `LINKTYPE_<n>` for unknown numbers.
@@ -33,6 +36,8 @@ impl LinkType {
         let known = match self {
             LinkType::NULL => "NULL (BSD loopback)",
             LinkType::ETHERNET => "ETHERNET",
+            LinkType::PPP => "PPP",
+            LinkType::NFLOG => "NFLOG (Linux netfilter log)",
             LinkType::RAW_12 | LinkType::RAW_14 | LinkType::RAW => "RAW (IP)",
             LinkType::LOOP => "LOOP (OpenBSD loopback)",
             LinkType::LINUX_SLL => "LINUX_SLL",
@@ -50,6 +55,8 @@ impl LinkType {
             self,
             LinkType::NULL
                 | LinkType::ETHERNET
+                | LinkType::PPP
+                | LinkType::NFLOG
                 | LinkType::RAW_12
                 | LinkType::RAW_14
                 | LinkType::RAW
