@@ -236,7 +236,8 @@ pub struct TcpInfo {
     pub state: String,
     /// Zeek-style history: one letter per event kind, upper case for the
     /// client (S syn, H syn-ack, A ack, D data, F fin, R rst, T retransmission,
-    /// W zero window); `^` first when the client was guessed.
+    /// W zero window, Q SYN with FIN or RST); `^` first when the first
+    /// packet came from the server (Zeek's "flipped").
     pub history: String,
 }
 

@@ -274,23 +274,7 @@ impl TcpConn {
     pub fn state(&self) -> &'static str {
         let (c, s) = (&self.client, &self.server);
         match (self.syn.is_some(), self.synack.is_some()) {
-            (true, true) => {
-                let first_rst = match self.first_close {
-                    Some((CloseKind::Rst, by, _)) => Some(by),
-                    _ if c.rst => Some(Side::Client),
-                    _ if s.rst => Some(Side::Server),
-                    _ => None,
-                };
-                match first_rst {
-                    Some(_) if self.fin_both_before_rst => "SF",
-                    Some(Side::Client) => "RSTO",
-                    Some(Side::Server) => "RSTR",
-                    None if c.fin && s.fin => "SF",
-                    None if c.fin => "S2",
-                    None if s.fin => "S3",
-                    None => "S1",
-                }
-            }
+            (true, true) => self.established_state(),
             (true, false) => {
                 if c.rst {
                     "RSTOS0"
@@ -304,6 +288,8 @@ impl TcpConn {
                     "OTH"
                 }
             }
+            // SYN missed but the client acknowledged the SYN-ACK: established.
+            (false, true) if self.ack.is_some() => self.established_state(),
             (false, true) => {
                 if s.rst {
                     "RSTRH"
@@ -317,9 +303,29 @@ impl TcpConn {
         }
     }
 
-    /// Zeek-style history; `guessed` prefixes `^` (the client was guessed).
-    pub fn history(&self, guessed: bool) -> String {
-        if guessed {
+    fn established_state(&self) -> &'static str {
+        let (c, s) = (&self.client, &self.server);
+        let first_rst = match self.first_close {
+            Some((CloseKind::Rst, by, _)) => Some(by),
+            _ if c.rst => Some(Side::Client),
+            _ if s.rst => Some(Side::Server),
+            _ => None,
+        };
+        match first_rst {
+            Some(_) if self.fin_both_before_rst => "SF",
+            Some(Side::Client) => "RSTO",
+            Some(Side::Server) => "RSTR",
+            None if c.fin && s.fin => "SF",
+            None if c.fin => "S2",
+            None if s.fin => "S3",
+            None => "S1",
+        }
+    }
+
+    /// Zeek-style history; `flipped` prefixes `^`: the first packet came
+    /// from the server, as Zeek marks a connection it turned around.
+    pub fn history(&self, flipped: bool) -> String {
+        if flipped {
             format!("^{}", self.history.text)
         } else {
             self.history.text.clone()
