@@ -4,6 +4,7 @@
 //!
 //! Does not look into payloads: TLS and HTTP belong to `analyze`.
 
+pub mod reassembly;
 pub mod seq;
 pub mod tcp;
 
