@@ -1,0 +1,73 @@
+// java.net.http.HttpClient client used by scripts/record-client-captures.sh.
+//
+//   java HttpClientPooled URL N [THREADS]
+//
+// ONE HttpClient (forced to HTTP/1.1 with .version(HttpClient.Version.HTTP_1_1))
+// is shared by THREADS threads (default 1); each thread performs N
+// sequential blocking GETs of URL and reads each body fully (BodyHandlers
+// .ofByteArray()). The client's built-in connection pool decides how many TCP
+// connections are used. TLS trust comes from -Djavax.net.ssl.trustStore=...
+// (the default SSLContext). Connect timeout and per-request timeout are 10 s.
+// Java 17's HttpClient has no close(): pooled connections stay open until the
+// JVM exits.
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicInteger;
+
+public class HttpClientPooled {
+    public static void main(String[] args) throws Exception {
+        if (args.length < 2) {
+            System.err.println("usage: HttpClientPooled URL N [THREADS]");
+            System.exit(2);
+        }
+        final URI uri = URI.create(args[0]);
+        final int n = Integer.parseInt(args[1]);
+        final int threads = args.length > 2 ? Integer.parseInt(args[2]) : 1;
+        if (n < 1 || n > 1000 || threads < 1 || threads > 64) {
+            throw new IllegalArgumentException("N must be 1..1000, THREADS 1..64");
+        }
+        final HttpClient client = HttpClient.newBuilder()
+                .version(HttpClient.Version.HTTP_1_1)
+                .connectTimeout(Duration.ofSeconds(10))
+                .build();
+        final AtomicInteger failures = new AtomicInteger();
+        final CountDownLatch start = new CountDownLatch(1);
+        List<Thread> ts = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            final int tid = t;
+            Thread th = new Thread(() -> {
+                try {
+                    start.await();
+                    for (int i = 0; i < n; i++) {
+                        HttpRequest req = HttpRequest.newBuilder(uri)
+                                .timeout(Duration.ofSeconds(10))
+                                .GET()
+                                .build();
+                        HttpResponse<byte[]> resp = client.send(req, HttpResponse.BodyHandlers.ofByteArray());
+                        System.err.printf("thread %d req %d -> %d %s (%d bytes)%n", tid, i + 1,
+                                resp.statusCode(), resp.version(), resp.body().length);
+                        if (resp.statusCode() != 200) failures.incrementAndGet();
+                    }
+                } catch (Exception e) {
+                    failures.incrementAndGet();
+                    e.printStackTrace();
+                }
+            }, "client-" + t);
+            ts.add(th);
+            th.start();
+        }
+        start.countDown();
+        for (Thread th : ts) th.join(120_000);
+        if (failures.get() != 0) {
+            System.err.println("failures: " + failures.get());
+            System.exit(1);
+        }
+        System.exit(0);   // do not wait for JDK-internal (keep-alive/pool) threads
+    }
+}

@@ -1,0 +1,73 @@
+// HttpURLConnection / HttpsURLConnection client used by
+// scripts/record-client-captures.sh.
+//
+//   java UrlConnClient URL N [THREADS]
+//
+// Each of THREADS threads (default 1) performs N sequential GETs of URL with
+// HttpURLConnection, reads every response body fully and closes the input
+// stream (which, with -Dhttp.keepAlive=true -- the JDK default -- returns the
+// connection to the JDK keep-alive cache). Connection reuse is controlled by
+// the standard system property -Dhttp.keepAlive=true|false. TLS trust comes
+// from -Djavax.net.ssl.trustStore=... (no trust-all code). Connect and read
+// timeouts are 10 s; the whole run is bounded by the caller's `timeout`.
+import java.io.InputStream;
+import java.net.HttpURLConnection;
+import java.net.URL;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicInteger;
+
+public class UrlConnClient {
+    public static void main(String[] args) throws Exception {
+        if (args.length < 2) {
+            System.err.println("usage: UrlConnClient URL N [THREADS]");
+            System.exit(2);
+        }
+        final URL url = new URL(args[0]);
+        final int n = Integer.parseInt(args[1]);
+        final int threads = args.length > 2 ? Integer.parseInt(args[2]) : 1;
+        if (n < 1 || n > 1000 || threads < 1 || threads > 64) {
+            throw new IllegalArgumentException("N must be 1..1000, THREADS 1..64");
+        }
+        final AtomicInteger failures = new AtomicInteger();
+        final CountDownLatch start = new CountDownLatch(1);
+        List<Thread> ts = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            final int tid = t;
+            Thread th = new Thread(() -> {
+                try {
+                    start.await();
+                    for (int i = 0; i < n; i++) {
+                        HttpURLConnection c = (HttpURLConnection) url.openConnection();
+                        c.setConnectTimeout(10_000);
+                        c.setReadTimeout(10_000);
+                        int code = c.getResponseCode();
+                        long len = 0;
+                        try (InputStream in = code < 400 ? c.getInputStream() : c.getErrorStream()) {
+                            if (in != null) {
+                                byte[] buf = new byte[8192];
+                                int r;
+                                while ((r = in.read(buf)) != -1) len += r;
+                            }
+                        }
+                        System.err.printf("thread %d req %d -> %d (%d bytes)%n", tid, i + 1, code, len);
+                        if (code != 200) failures.incrementAndGet();
+                    }
+                } catch (Exception e) {
+                    failures.incrementAndGet();
+                    e.printStackTrace();
+                }
+            }, "client-" + t);
+            ts.add(th);
+            th.start();
+        }
+        start.countDown();
+        for (Thread th : ts) th.join(120_000);
+        if (failures.get() != 0) {
+            System.err.println("failures: " + failures.get());
+            System.exit(1);
+        }
+        System.exit(0);   // do not wait for JDK-internal (keep-alive/pool) threads
+    }
+}

@@ -1,0 +1,343 @@
+#!/usr/bin/env bash
+# Record more small, real loopback captures for the `handshakes` test-suite:
+# Java 17 clients (HttpURLConnection, java.net.http.HttpClient) over TLS,
+# HTTP/2 over TLS (ALPN h2), h2c with prior knowledge, HTTP/1.1 pipelining,
+# chunked responses, python-requests over TLS, curl TLS 1.3 keep-alive x5.
+# Companion of scripts/record-captures.sh (same conventions); see
+# captures/README.md, section "Client captures", for what each file contains.
+#
+# Usage:  sudo scripts/record-client-captures.sh
+#
+# Requirements (Debian): tcpdump, tshark, nginx built with http_v2 (Debian's
+# nginx-light 1.22 is), curl with HTTP2 (nghttp2), openssl, iproute2 (ss),
+# nghttp (Debian package nghttp2-client), a JDK 17 (javac, java, keytool),
+# python3 with `requests`.
+#
+# Everything runs on 127.0.0.1 on fixed high ports. Every server and tcpdump
+# started here is stopped by PID on exit. The TLS key/cert and the Java
+# truststore are throw-away and live in a temp dir deleted at the end.
+# Re-running overwrites the capture files listed in the README.
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_DIR="$(cd "$SCRIPT_DIR/.." && pwd)"
+OUT_DIR="${OUT_DIR:-$REPO_DIR/captures}"
+
+HTTP_PORT=18080      # nginx, plain HTTP/1.1 (pipelining)
+HTTPS_PORT=18443     # nginx, HTTPS TLS 1.2+1.3, HTTP/1.1 only (ALPN http/1.1)
+H2_PORT=18446        # nginx, HTTPS + http2 (ALPN h2)
+H2C_PORT=18081       # nginx, cleartext HTTP/2 (prior knowledge only)
+CHUNK_PORT=18082     # nginx, plain HTTP/1.1 with `ssi on` -> chunked responses
+
+if [[ $(id -u) -ne 0 ]]; then
+    echo "error: must run as root (tcpdump needs to capture on lo)" >&2
+    exit 1
+fi
+for tool in tcpdump tshark nginx curl nghttp openssl ss java javac keytool; do
+    command -v "$tool" >/dev/null 2>&1 || { echo "error: '$tool' not found" >&2; exit 1; }
+done
+if ! nginx -V 2>&1 | grep -q -- '--with-http_v2_module'; then
+    echo "error: nginx lacks http_v2_module (apt-get install nginx-full)" >&2
+    exit 1
+fi
+if ! curl --version | grep -q 'HTTP2'; then
+    echo "error: curl lacks HTTP2 support" >&2
+    exit 1
+fi
+
+PY=""
+for cand in "${PYTHON:-}" python3 /root/.pyenv/shims/python3 /usr/local/bin/python3 /usr/bin/python3; do
+    [[ -n "$cand" ]] || continue
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import requests' >/dev/null 2>&1; then
+        PY="$cand"; break
+    fi
+done
+if [[ -z "$PY" ]]; then
+    echo "error: no python3 with the 'requests' package (set PYTHON=...)" >&2
+    exit 1
+fi
+
+mkdir -p "$OUT_DIR"
+WORK="$(mktemp -d /tmp/record-client-captures.XXXXXX)"
+chmod 755 "$WORK"   # nginx workers run as 'nobody' and must read the docroot
+
+PIDS=()
+TCPDUMP_PID=""
+
+cleanup() {
+    local rc=$?
+    set +e
+    if [[ -n "$TCPDUMP_PID" ]]; then
+        kill -INT "$TCPDUMP_PID" 2>/dev/null; wait "$TCPDUMP_PID" 2>/dev/null
+    fi
+    local p
+    for p in "${PIDS[@]}"; do
+        kill -TERM "$p" 2>/dev/null
+    done
+    for p in "${PIDS[@]}"; do
+        for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$p" 2>/dev/null
+        wait "$p" 2>/dev/null
+    done
+    rm -rf "$WORK"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+stop_server() {
+    local pid=$1 p keep=()
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    for p in "${PIDS[@]}"; do [[ "$p" == "$pid" ]] || keep+=("$p"); done
+    PIDS=("${keep[@]}")
+}
+
+log() { printf '\n=== %s\n' "$*" >&2; }
+
+wait_listen() {
+    local port=$1
+    for _ in $(seq 1 100); do
+        if ss -Hltn "sport = :$port" | grep -q .; then return 0; fi
+        sleep 0.1
+    done
+    echo "error: nothing listening on port $port after 10 s" >&2
+    return 1
+}
+
+# start_capture FILE FILTER [extra tcpdump args...]
+# Same as record-captures.sh plus `-B 65536` (64 MiB capture buffer): with the
+# default 2 MiB buffer tcpdump dropped packets ("dropped by kernel") during
+# the 10-thread Java bursts. stop_capture fails if any packet was dropped.
+start_capture() {
+    local file=$1 filter=$2; shift 2
+    rm -f "$file"
+    tcpdump -i lo --immediate-mode -U -Z root -B 65536 "$@" -w "$file" "$filter" 2>"$WORK/tcpdump.err" &
+    TCPDUMP_PID=$!
+    for _ in $(seq 1 100); do   # max 10 s
+        if grep -q 'listening on' "$WORK/tcpdump.err" 2>/dev/null; then
+            sleep 0.2
+            return 0
+        fi
+        kill -0 "$TCPDUMP_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    cat "$WORK/tcpdump.err" >&2
+    echo "error: tcpdump did not start" >&2
+    return 1
+}
+
+stop_capture() {
+    sleep 1     # let the last FIN/ACK/RST packets hit the wire
+    kill -INT "$TCPDUMP_PID"
+    wait "$TCPDUMP_PID" || true
+    TCPDUMP_PID=""
+    tail -n 2 "$WORK/tcpdump.err" >&2 || true
+    if ! grep -q '^0 packets dropped by kernel' "$WORK/tcpdump.err"; then
+        echo "error: tcpdump dropped packets" >&2
+        return 1
+    fi
+}
+
+# nginx access log: one line per request with the connection serial number,
+# the per-connection request counter and the TLS resumption flag. It is the
+# server-side ground truth for the Java captures (no keylog there).
+# save_access_log NAME : copy the access-log lines written since the last call
+# to $OUT_DIR/NAME.nginx-access.log
+ACCESS_LINES=0
+mark_access_log() { ACCESS_LINES=$(wc -l <"$WORK/nginx/access.log"); }
+save_access_log() {
+    local name=$1
+    tail -n +"$((ACCESS_LINES + 1))" "$WORK/nginx/access.log" >"$OUT_DIR/$name.nginx-access.log"
+    mark_access_log
+}
+
+CURL=(timeout 30 curl -sS -w '%{stderr}  -> %{http_code} http_version=%{http_version} num_connects=%{num_connects} %{url_effective}\n')
+
+# ---------------------------------------------------------------------------
+# Setup: docroot (same 1342-byte index.html as record-captures.sh), TLS cert,
+# Java truststore, Java classes, nginx
+# ---------------------------------------------------------------------------
+log "setup in $WORK"
+mkdir -p "$WORK/www"
+{
+    echo '<!DOCTYPE html>'
+    echo '<html><head><title>handshakes test page</title></head><body>'
+    echo '<h1>handshakes test page</h1>'
+    for i in $(seq -w 1 20); do
+        echo "<p>line $i: the quick brown fox jumps over the lazy dog.</p>"
+    done
+    echo '</body></html>'
+} >"$WORK/www/index.html"
+chmod 755 "$WORK/www"; chmod 644 "$WORK/www/index.html"
+wc -c "$WORK/www/index.html" >&2
+
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj '/CN=localhost' \
+    -addext 'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1' \
+    -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
+
+keytool -importcert -noprompt -alias localhost -file "$WORK/cert.pem" \
+    -keystore "$WORK/truststore.p12" -storetype PKCS12 -storepass changeit >/dev/null 2>&1
+
+mkdir -p "$WORK/classes"
+javac -d "$WORK/classes" "$SCRIPT_DIR/java/UrlConnClient.java" "$SCRIPT_DIR/java/HttpClientPooled.java"
+
+mkdir -p "$WORK/nginx"
+cat >"$WORK/nginx/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/error.log info;
+events { worker_connections 256; }
+http {
+    log_format conn '\$remote_addr:\$remote_port conn=\$connection '
+                    'conn_req=\$connection_requests "\$request" \$status '
+                    'proto=\$server_protocol tls=\$ssl_protocol '
+                    'reused=\$ssl_session_reused ua="\$http_user_agent"';
+    access_log $WORK/nginx/access.log conn;
+    client_body_temp_path $WORK/nginx/body;
+    proxy_temp_path $WORK/nginx/proxy;
+    fastcgi_temp_path $WORK/nginx/fastcgi;
+    uwsgi_temp_path $WORK/nginx/uwsgi;
+    scgi_temp_path $WORK/nginx/scgi;
+    default_type text/html;
+    keepalive_timeout 75s;
+    server {
+        listen 127.0.0.1:$HTTP_PORT;
+        root $WORK/www;
+    }
+    server {
+        listen 127.0.0.1:$HTTPS_PORT ssl;
+        ssl_certificate $WORK/cert.pem;
+        ssl_certificate_key $WORK/key.pem;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        root $WORK/www;
+    }
+    server {
+        listen 127.0.0.1:$H2_PORT ssl http2;
+        ssl_certificate $WORK/cert.pem;
+        ssl_certificate_key $WORK/key.pem;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        root $WORK/www;
+    }
+    server {
+        listen 127.0.0.1:$H2C_PORT http2;
+        root $WORK/www;
+    }
+    server {
+        listen 127.0.0.1:$CHUNK_PORT;
+        ssi on;
+        root $WORK/www;
+    }
+}
+EOF
+nginx -e "$WORK/nginx/error.log" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -t
+nginx -e "$WORK/nginx/error.log" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" &
+NGINX_PID=$!
+PIDS+=("$NGINX_PID")
+for p in "$HTTP_PORT" "$HTTPS_PORT" "$H2_PORT" "$H2C_PORT" "$CHUNK_PORT"; do wait_listen "$p"; done
+touch "$WORK/nginx/access.log"
+mark_access_log
+
+URL="http://127.0.0.1:$HTTP_PORT/index.html"
+SURL="https://localhost:$HTTPS_PORT/index.html"
+H2URL="https://localhost:$H2_PORT/index.html"
+H2CURL="http://127.0.0.1:$H2C_PORT/index.html"
+CHURL="http://127.0.0.1:$CHUNK_PORT/index.html"
+
+# Java: trust the throw-away cert via a truststore; IPv4 only so that
+# `localhost` can only mean 127.0.0.1 (nginx listens there only).
+JAVA=(timeout 120 java -cp "$WORK/classes"
+      -Djavax.net.ssl.trustStore="$WORK/truststore.p12"
+      -Djavax.net.ssl.trustStorePassword=changeit
+      -Djavax.net.ssl.trustStoreType=PKCS12
+      -Djava.net.preferIPv4Stack=true)
+
+# ---------------------------------------------------------------------------
+# 1. Java 17 over TLS (nginx :18443, HTTP/1.1)
+# ---------------------------------------------------------------------------
+java_capture() {
+    local name=$1; shift
+    log "1. $name.pcap"
+    mark_access_log
+    start_capture "$OUT_DIR/$name.pcap" "tcp port $HTTPS_PORT"
+    "${JAVA[@]}" "$@" 2>"$WORK/$name.client.log" || { cat "$WORK/$name.client.log" >&2; return 1; }
+    stop_capture
+    tail -n 3 "$WORK/$name.client.log" >&2
+    save_access_log "$name"
+}
+java_capture java-urlconnection-keepalive-off-10 -Dhttp.keepAlive=false UrlConnClient "$SURL" 10
+java_capture java-urlconnection-keepalive-on-10 UrlConnClient "$SURL" 10
+java_capture java-httpclient-pooled-10 HttpClientPooled "$SURL" 10
+java_capture java-httpclient-pooled-10x10 HttpClientPooled "$SURL" 10 10
+java_capture java-urlconnection-keepalive-off-10x10 -Dhttp.keepAlive=false UrlConnClient "$SURL" 10 10
+
+# ---------------------------------------------------------------------------
+# 2. HTTP/2 over TLS: one curl, 10 URLs (nginx :18446, ALPN h2)
+# ---------------------------------------------------------------------------
+log "2. h2-curl-10.pcap"
+rm -f "$OUT_DIR/h2-curl-10.keylog"
+start_capture "$OUT_DIR/h2-curl-10.pcap" "tcp port $H2_PORT"
+SSLKEYLOGFILE="$OUT_DIR/h2-curl-10.keylog" \
+    "${CURL[@]}" --http2 -k --resolve "localhost:$H2_PORT:127.0.0.1" \
+    "$H2URL" "$H2URL" "$H2URL" "$H2URL" "$H2URL" "$H2URL" "$H2URL" "$H2URL" "$H2URL" "$H2URL" >/dev/null
+stop_capture
+
+# ---------------------------------------------------------------------------
+# 3. h2c with prior knowledge (nginx :18081), 5 requests on one connection.
+#    Not curl: Debian 12's curl 7.88.1 fails every reused prior-knowledge
+#    transfer with "(16) Error in the HTTP2 framing layer" (curl issue #10634,
+#    fixed in 8.0.0), so `curl --http2-prior-knowledge URL x5` gives 1 request
+#    and 4 errors. nghttp (nghttp2-client, prior knowledge for http:// URIs)
+#    with -m 5 sends the 5 GETs on one connection, multiplexed (streams 1..9
+#    open concurrently). --no-dep: no PRIORITY dependency hints.
+# ---------------------------------------------------------------------------
+log "3. h2c-nghttp-prior-knowledge-5.pcap"
+start_capture "$OUT_DIR/h2c-nghttp-prior-knowledge-5.pcap" "tcp port $H2C_PORT"
+timeout 30 nghttp -n -s --no-dep -t 10 -m 5 "$H2CURL" >&2
+stop_capture
+
+# ---------------------------------------------------------------------------
+# 4. HTTP/1.1 pipelining (3 requests in one send()) and chunked responses
+# ---------------------------------------------------------------------------
+log "4. http-pipelined-3.pcap"
+start_capture "$OUT_DIR/http-pipelined-3.pcap" "tcp port $HTTP_PORT"
+timeout 30 "$PY" "$SCRIPT_DIR/pipeline_client.py" 127.0.0.1 "$HTTP_PORT" /index.html 3
+stop_capture
+
+log "4. http-chunked-3.pcap"
+start_capture "$OUT_DIR/http-chunked-3.pcap" "tcp port $CHUNK_PORT"
+"${CURL[@]}" --http1.1 "$CHURL" "$CHURL" "$CHURL" >/dev/null
+stop_capture
+
+# ---------------------------------------------------------------------------
+# 5. python-requests over TLS (nginx :18443); trust via REQUESTS_CA_BUNDLE,
+#    keys via SSLKEYLOGFILE (honoured by urllib3 2.x)
+# ---------------------------------------------------------------------------
+for mode in session nosession; do
+    name="tls-python-requests-$mode-5"
+    log "5. $name.pcap"
+    rm -f "$OUT_DIR/$name.keylog"
+    start_capture "$OUT_DIR/$name.pcap" "tcp port $HTTPS_PORT"
+    REQUESTS_CA_BUNDLE="$WORK/cert.pem" SSLKEYLOGFILE="$OUT_DIR/$name.keylog" \
+        timeout 60 "$PY" "$SCRIPT_DIR/requests_client.py" "$mode" "$SURL" 5
+    stop_capture
+done
+
+# ---------------------------------------------------------------------------
+# 6. curl TLS 1.3, one process, 5 URLs (keep-alive)
+# ---------------------------------------------------------------------------
+log "6. tls13-curl-keepalive-5.pcap"
+rm -f "$OUT_DIR/tls13-curl-keepalive-5.keylog"
+start_capture "$OUT_DIR/tls13-curl-keepalive-5.pcap" "tcp port $HTTPS_PORT"
+SSLKEYLOGFILE="$OUT_DIR/tls13-curl-keepalive-5.keylog" \
+    "${CURL[@]}" --http1.1 -k --resolve "localhost:$HTTPS_PORT:127.0.0.1" --tlsv1.3 \
+    "$SURL" "$SURL" "$SURL" "$SURL" "$SURL" >/dev/null
+stop_capture
+
+# ---------------------------------------------------------------------------
+log "done"
+ls -l "$OUT_DIR"/java-* "$OUT_DIR"/h2* "$OUT_DIR"/http-pipelined-3.pcap \
+      "$OUT_DIR"/http-chunked-3.pcap "$OUT_DIR"/tls-python-requests-* \
+      "$OUT_DIR"/tls13-curl-keepalive-5.* >&2
+stop_server "$NGINX_PID"

@@ -1,0 +1,362 @@
+//! The real captures in captures/ (recorded on loopback from curl, python
+//! requests, openssl and nginx; see captures/README.md): the facts recorded
+//! there, and tshark as a live differential oracle on every file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use handshakes::record::{CloseKind, ConnectionRecord, HttpMethod, Side};
+use handshakes::source::file::FileSource;
+use handshakes::{analyze, Config, Summary};
+
+use crate::tools::skip_or_fail;
+
+fn capture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("captures")
+        .join(name)
+}
+
+fn run(path: &Path) -> (Summary, Vec<ConnectionRecord>) {
+    let mut source = FileSource::open(path).unwrap_or_else(|e| panic!("{e}"));
+    let mut records = Vec::new();
+    let summary =
+        analyze(&mut source, &Config::default(), &mut records).unwrap_or_else(|e| panic!("{e}"));
+    records.sort_by_key(|r| r.id);
+    (summary, records)
+}
+
+/// What captures/README.md records about a capture.
+struct Fact {
+    file: &'static str,
+    connections: u64,
+    /// Who sends the first FIN or RST, where that is deterministic.
+    close: Option<(CloseKind, Side)>,
+    /// HTTP requests in the whole capture, and the tolerance when estimated.
+    requests: u64,
+    tolerance: u64,
+    method: HttpMethod,
+    /// Full and resumed TLS handshakes; `None` where the run decides.
+    tls: Option<(u64, u64)>,
+    /// No retransmissions or anomalies (loopback under light load).
+    clean: bool,
+}
+
+const fn fact(file: &'static str, connections: u64, requests: u64, method: HttpMethod) -> Fact {
+    Fact {
+        file,
+        connections,
+        close: None,
+        requests,
+        tolerance: 0,
+        method,
+        tls: Some((0, 0)),
+        clean: true,
+    }
+}
+
+const FIN_CLIENT: Option<(CloseKind, Side)> = Some((CloseKind::Fin, Side::Client));
+const FIN_SERVER: Option<(CloseKind, Side)> = Some((CloseKind::Fin, Side::Server));
+const H1: HttpMethod = HttpMethod::Http1;
+const TLS: HttpMethod = HttpMethod::TlsFlights;
+
+const FACTS: &[Fact] = &[
+    Fact {
+        close: FIN_CLIENT,
+        ..fact("http-curl-5-new-connections.pcap", 5, 5, H1)
+    },
+    Fact {
+        close: FIN_CLIENT,
+        ..fact("http-curl-5-new-connections-ns.pcap", 5, 5, H1)
+    },
+    Fact {
+        close: FIN_CLIENT,
+        ..fact("http-curl-5-keepalive.pcap", 1, 5, H1)
+    },
+    Fact {
+        close: FIN_CLIENT,
+        ..fact("http-curl-5-keepalive.pcapng", 1, 5, H1)
+    },
+    Fact {
+        close: FIN_CLIENT,
+        ..fact("http-python-requests-session.pcap", 1, 5, H1)
+    },
+    Fact {
+        close: FIN_CLIENT,
+        ..fact("http-python-requests-nosession.pcap", 5, 5, H1)
+    },
+    Fact {
+        close: FIN_CLIENT,
+        ..fact("http-curl-ipv6.pcap", 3, 4, H1)
+    },
+    Fact {
+        close: FIN_CLIENT,
+        ..fact("http-429-ratelimit.pcap", 5, 10, H1)
+    },
+    Fact {
+        close: Some((CloseKind::Rst, Side::Server)),
+        ..fact("http-curl-rst.pcap", 2, 2, H1)
+    },
+    Fact {
+        close: FIN_CLIENT,
+        ..fact("http-pipelined-3.pcap", 1, 3, H1)
+    },
+    Fact {
+        close: FIN_CLIENT,
+        ..fact("http-chunked-3.pcap", 1, 3, H1)
+    },
+    fact("h2c-nghttp-prior-knowledge-5.pcap", 1, 5, HttpMethod::H2c),
+    Fact {
+        tls: Some((3, 0)),
+        ..fact("tls12-curl-3-new-connections.pcap", 3, 3, TLS)
+    },
+    Fact {
+        tls: Some((1, 0)),
+        ..fact("tls13-curl-keepalive.pcap", 1, 3, TLS)
+    },
+    Fact {
+        tls: Some((1, 0)),
+        ..fact("tls13-curl-keepalive-5.pcap", 1, 5, TLS)
+    },
+    Fact {
+        close: FIN_SERVER,
+        tls: Some((1, 1)),
+        ..fact("tls13-openssl-resumption.pcap", 2, 2, TLS)
+    },
+    Fact {
+        close: FIN_SERVER,
+        tls: Some((1, 1)),
+        ..fact("tls12-openssl-resumption.pcap", 2, 2, TLS)
+    },
+    Fact {
+        tls: Some((1, 0)),
+        ..fact("tls-python-requests-session-5.pcap", 1, 5, TLS)
+    },
+    Fact {
+        tls: Some((5, 0)),
+        ..fact("tls-python-requests-nosession-5.pcap", 5, 5, TLS)
+    },
+    Fact {
+        tls: Some((1, 9)),
+        clean: false,
+        ..fact("java-urlconnection-keepalive-off-10.pcap", 10, 10, TLS)
+    },
+    Fact {
+        tls: None,
+        clean: false,
+        ..fact("java-urlconnection-keepalive-off-10x10.pcap", 100, 100, TLS)
+    },
+    Fact {
+        tls: Some((1, 0)),
+        ..fact("java-urlconnection-keepalive-on-10.pcap", 1, 10, TLS)
+    },
+    Fact {
+        tls: Some((1, 0)),
+        ..fact("java-httpclient-pooled-10.pcap", 1, 10, TLS)
+    },
+    Fact {
+        tls: Some((10, 0)),
+        clean: false,
+        ..fact("java-httpclient-pooled-10x10.pcap", 10, 100, TLS)
+    },
+    // HTTP/2 over TLS: flights are not requests; the target is ±10 %.
+    Fact {
+        tls: Some((1, 0)),
+        tolerance: 1,
+        ..fact("h2-curl-10.pcap", 1, 10, TLS)
+    },
+];
+
+#[test]
+fn recorded_facts_hold() {
+    for f in FACTS {
+        let name = f.file;
+        let (summary, records) = run(&capture(name));
+        assert_eq!(summary.connections, f.connections, "{name}: connections");
+        assert_eq!(
+            summary.tcp_handshakes, f.connections,
+            "{name}: every handshake complete"
+        );
+        assert_eq!(summary.connections_without_handshake, 0, "{name}");
+        let requests = summary.requests;
+        assert!(
+            requests.abs_diff(f.requests) <= f.tolerance,
+            "{name}: {requests} requests, expected {} ± {}",
+            f.requests,
+            f.tolerance
+        );
+        match f.tls {
+            Some((full, resumed)) => {
+                assert_eq!(
+                    (summary.tls_handshakes_full, summary.tls_handshakes_resumed),
+                    (full, resumed),
+                    "{name}: full and resumed TLS handshakes"
+                );
+            }
+            None => assert_eq!(
+                summary.tls_handshakes_full + summary.tls_handshakes_resumed,
+                f.connections,
+                "{name}: every TLS handshake completes"
+            ),
+        }
+        if f.clean {
+            assert!(
+                summary.anomalies.is_empty(),
+                "{name}: anomalies {:?}",
+                summary.anomalies
+            );
+        }
+        for r in &records {
+            assert!(
+                !r.partial && r.client_by == handshakes::record::ClientBy::Syn,
+                "{name}: {}",
+                r.id
+            );
+            assert_eq!(
+                r.http.method, f.method,
+                "{name}: how requests were counted on {}",
+                r.id
+            );
+            let connect = r.tcp.handshake.connect.expect("connect time");
+            // Loopback: the handshake takes microseconds, never a second.
+            assert!(connect > 0.0 && connect < 0.1, "{name}: connect {connect}");
+            if f.clean {
+                assert_eq!(
+                    r.tcp.retransmissions.total(),
+                    0,
+                    "{name}: no retransmissions on lo"
+                );
+            }
+            if let Some((kind, by)) = f.close {
+                assert_eq!(
+                    (r.close.kind, r.close.by),
+                    (kind, Some(by)),
+                    "{name}: close of {}",
+                    r.id
+                );
+            }
+            if r.close.kind == CloseKind::Fin && r.close.fin_both {
+                assert_eq!(r.tcp.state, "SF", "{name}");
+            }
+        }
+    }
+}
+
+#[test]
+fn rate_limited_responses_are_counted_by_status() {
+    let (summary, _) = run(&capture("http-429-ratelimit.pcap"));
+    assert_eq!(summary.status_codes.get("429"), Some(&3));
+    assert_eq!(summary.status_codes.get("200"), Some(&7));
+}
+
+#[test]
+fn verdicts_tell_reuse_from_no_reuse() {
+    let (off, _) = run(&capture("java-urlconnection-keepalive-off-10.pcap"));
+    assert!(off.verdict.contains("no reuse"), "{}", off.verdict);
+    assert_eq!(off.handshakes_per_request.tcp, Some(1.0));
+    let (pooled, _) = run(&capture("java-httpclient-pooled-10x10.pcap"));
+    assert!(pooled.verdict.contains("pooled"), "{}", pooled.verdict);
+    assert_eq!(pooled.handshakes_per_request.tcp, Some(0.1));
+    assert_eq!(pooled.peak_concurrent_connections.connections, 10);
+}
+
+#[test]
+fn pcap_and_pcapng_copies_agree() {
+    let (_, pcap) = run(&capture("http-curl-5-keepalive.pcap"));
+    let (_, pcapng) = run(&capture("http-curl-5-keepalive.pcapng"));
+    assert_eq!(pcap, pcapng, "editcap -F pcapng must not change anything");
+}
+
+/// Per tcp.stream: (packets, first SYN, first SYN-ACK) from tshark.
+type TsharkStreams = BTreeMap<u64, (u64, Option<f64>, Option<f64>)>;
+
+fn tshark_streams(path: &Path) -> Option<TsharkStreams> {
+    let out = Command::new("tshark")
+        .args(["-n", "-r"])
+        .arg(path)
+        .args([
+            "-Y",
+            "tcp",
+            "-T",
+            "fields",
+            "-e",
+            "tcp.stream",
+            "-e",
+            "frame.time_epoch",
+            "-e",
+            "tcp.flags",
+        ])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let mut streams = TsharkStreams::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let mut f = line.split('\t');
+        let (Some(stream), Some(ts), Some(flags)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        let stream: u64 = stream.parse().ok()?;
+        let ts: f64 = ts.parse().ok()?;
+        let flags = u16::from_str_radix(flags.trim_start_matches("0x"), 16).ok()?;
+        let entry = streams.entry(stream).or_insert((0, None, None));
+        entry.0 += 1;
+        if flags & 0x12 == 0x02 && entry.1.is_none() {
+            entry.1 = Some(ts);
+        }
+        if flags & 0x12 == 0x12 && entry.2.is_none() {
+            entry.2 = Some(ts);
+        }
+    }
+    Some(streams)
+}
+
+#[test]
+fn every_capture_matches_tshark() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("captures");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("captures/ exists")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "pcap" || x == "pcapng"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10, "captures/ holds the real recordings");
+    for path in files {
+        let Some(streams) = tshark_streams(&path) else {
+            skip_or_fail("tshark", "not installed or failed (apt-get install tshark)");
+            return;
+        };
+        let (_, records) = run(&path);
+        let name = path.display();
+        assert_eq!(
+            records.len(),
+            streams.len(),
+            "{name}: connections vs tshark streams"
+        );
+        for (r, (_, (packets, syn, synack))) in records.iter().zip(&streams) {
+            assert_eq!(
+                r.tcp.packets.total(),
+                *packets,
+                "{name}: packets of {}",
+                r.id
+            );
+            let same = |a: Option<f64>, b: Option<f64>| match (a, b) {
+                (Some(a), Some(b)) => (a - b).abs() < 1e-6,
+                (None, None) => true,
+                _ => false,
+            };
+            assert!(
+                same(r.tcp.handshake.syn.map(|i| i.ts), *syn),
+                "{name}: SYN of {}",
+                r.id
+            );
+            assert!(
+                same(r.tcp.handshake.synack.map(|i| i.ts), *synack),
+                "{name}: SYN-ACK of {}",
+                r.id
+            );
+        }
+    }
+}

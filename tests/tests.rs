@@ -1,0 +1,9 @@
+//! Integration tests: one test binary running the real `handshakes` binary on
+//! synthetic captures (built in tests/support with exact timestamps), on the
+//! real captures in captures/, and on the peer corpus in ../shared/corpus.
+
+mod captures;
+mod corpus;
+mod support;
+mod synthetic;
+mod tools;

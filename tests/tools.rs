@@ -1,0 +1,16 @@
+//! What tests do when something outside the crate is missing (the peer
+//! corpus, tshark, libpcap, root): skip loudly, or fail when the environment
+//! promises it is there (`HANDSHAKES_REQUIRE_ALL=1`, set by CI).
+
+/// Reports a skipped test on stderr; panics instead when
+/// `HANDSHAKES_REQUIRE_ALL` is set, so CI cannot pass by skipping.
+pub fn skip_or_fail(what: &str, why: &str) {
+    let required = std::env::var("HANDSHAKES_REQUIRE_ALL").is_ok_and(|v| !v.is_empty() && v != "0");
+    if required {
+        panic!("{what} is required (HANDSHAKES_REQUIRE_ALL is set) but unavailable: {why}");
+    }
+    eprintln!();
+    eprintln!("!!! SKIPPED: {what} unavailable: {why}");
+    eprintln!("!!! (set HANDSHAKES_REQUIRE_ALL=1 to make this a failure)");
+    eprintln!();
+}
