@@ -65,6 +65,24 @@ pub struct AnalyzeArgs {
     /// End a connection after this long without packets, e.g. 90s or 5m (default: never)
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub idle: Option<Duration>,
+
+    /// Per-direction cap on buffered stream bytes (out-of-order data, TLS handshake), e.g. 256KiB or 1MiB
+    #[arg(long, value_parser = parse_size, default_value = "256KiB", value_name = "SIZE")]
+    pub stream_buffer: usize,
+
+    /// Requests listed per connection in JSON (counts always include all)
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub max_requests_listed: usize,
+}
+
+fn parse_size(s: &str) -> Result<usize, String> {
+    let size: bytesize::ByteSize = s
+        .parse()
+        .map_err(|e| format!("{e} (examples: 64KiB, 1MiB)"))?;
+    match usize::try_from(size.as_u64()) {
+        Ok(n) if n >= 1024 => Ok(n),
+        _ => Err("must be at least 1KiB".into()),
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -100,6 +118,8 @@ impl AnalyzeArgs {
             ports: self.ports.clone(),
             hosts: self.hosts.clone(),
             idle_timeout: self.idle,
+            stream_buffer: self.stream_buffer,
+            max_requests_listed: Some(self.max_requests_listed),
         }
     }
 }

@@ -205,16 +205,22 @@ fn from_ip<'a>(data: &'a [u8], packet: &RawPacket<'a>) -> Decoded<'a> {
 }
 
 fn classify<'a>(sliced: LaxSlicedPacket<'a>, packet: &RawPacket<'a>) -> Decoded<'a> {
-    let (src_ip, dst_ip, payload) = match &sliced.net {
+    // (source, destination, payload, where the IP header starts, the IP
+    // packet's length according to its header)
+    let (src_ip, dst_ip, payload, ip_start, ip_len) = match &sliced.net {
         Some(LaxNetSlice::Ipv4(v4)) => (
             IpAddr::V4(v4.header().source_addr()),
             IpAddr::V4(v4.header().destination_addr()),
             v4.payload(),
+            v4.header().slice().as_ptr() as usize,
+            u64::from(v4.header().total_len()),
         ),
         Some(LaxNetSlice::Ipv6(v6)) => (
             IpAddr::V6(v6.header().source_addr()),
             IpAddr::V6(v6.header().destination_addr()),
             v6.payload(),
+            v6.header().slice().as_ptr() as usize,
+            40 + u64::from(v6.header().payload_length()),
         ),
         Some(LaxNetSlice::Arp(_)) => return Decoded::NotIp,
         None => {
@@ -261,10 +267,16 @@ fn classify<'a>(sliced: LaxSlicedPacket<'a>, packet: &RawPacket<'a>) -> Decoded<
     let mut payload_len = captured.len() as u64;
     let mut anomaly = None;
     if payload.incomplete {
-        // The frame was cut: what is missing from the frame is missing from the payload.
+        // The frame was cut. The IP header says how long the packet was; the
+        // TCP payload is that minus the headers in front of it. (A zero length,
+        // as with segmentation offload, falls back to the frame's wire length.)
+        let headers = (captured.as_ptr() as usize).saturating_sub(ip_start) as u64;
+        let from_ip = ip_len.checked_sub(headers).filter(|_| ip_len > 0);
         let missing = u64::from(packet.orig_len).saturating_sub(packet.data.len() as u64);
-        payload_len = payload_len.saturating_add(missing);
-        if missing > 0 {
+        payload_len = from_ip
+            .unwrap_or(payload_len.saturating_add(missing))
+            .max(payload_len);
+        if payload_len > captured.len() as u64 {
             anomaly = Some(AnomalyKind::SnaplenCut);
         }
     }

@@ -24,6 +24,8 @@ pub enum SourceError {
     Empty { path: PathBuf },
     #[error("{path}: not a pcap or pcapng capture (first bytes {magic}); convert it with `editcap -F pcapng` or check the file name")]
     NotACapture { path: PathBuf, magic: String },
+    #[error("{path}: the file ends inside its capture header; it is cut short or not a capture")]
+    TruncatedHeader { path: PathBuf },
     #[error("{path}: unsupported link type {linktype} ({name}); supported: Ethernet (VLAN, MPLS), Linux cooked (SLL, SLL2), raw IP, IPv4, IPv6, BSD/OpenBSD loopback, PPP, NFLOG")]
     UnsupportedLinkType {
         path: PathBuf,

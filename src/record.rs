@@ -56,10 +56,18 @@ pub enum AnomalyKind {
     UnsupportedLinkType,
     /// A pcapng packet naming an interface that was never described.
     UnknownInterface,
-    /// A packet's timestamp is earlier than the packet before it.
+    /// A packet's timestamp is earlier than the latest one seen before it.
     TimestampBackwards,
     /// A TCP segment with SYN and RST, or SYN and FIN, together.
     InvalidTcpFlags,
+    /// Retransmitted TCP payload that differed from the first copy.
+    RetransmissionConflict,
+    /// Stream bytes the capture never had (loss, snap length), seen by reassembly.
+    StreamGap,
+    /// The out-of-order buffer of a direction hit its cap.
+    StreamBufferFull,
+    /// A TLS record or handshake message that cannot be right (length beyond the maximum, …).
+    MalformedTls,
     /// A packet (not a SYN) for a connection already closed and reported,
     /// such as a FIN retransmitted long after the close.
     LatePacket,
@@ -82,6 +90,10 @@ impl AnomalyKind {
             AnomalyKind::TimestampBackwards => "timestamp_backwards",
             AnomalyKind::InvalidTcpFlags => "invalid_tcp_flags",
             AnomalyKind::LatePacket => "late_packet",
+            AnomalyKind::RetransmissionConflict => "retransmission_conflict",
+            AnomalyKind::StreamGap => "stream_gap",
+            AnomalyKind::StreamBufferFull => "stream_buffer_full",
+            AnomalyKind::MalformedTls => "malformed_tls",
         }
     }
 }
@@ -241,6 +253,168 @@ pub struct TcpInfo {
     pub history: String,
 }
 
+/// One step of a TLS handshake, as seen on the wire.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TlsEvent {
+    /// `client_hello`, `hello_retry_request`, `server_hello`, `certificate`,
+    /// `server_key_exchange`, `certificate_request`, `server_hello_done`,
+    /// `client_key_exchange`, `certificate_verify`, `change_cipher_spec`,
+    /// `finished`, `encrypted_record` (the first per side), `new_session_ticket`,
+    /// `alert`, `client_hello_sslv2`, `server_hello_sslv2`.
+    pub name: &'static str,
+    pub side: Side,
+    /// Capture time of the packet that completed the message.
+    pub time: Instant,
+    /// Seconds since the connection's first SYN (or first packet).
+    pub since_start: f64,
+    /// Extra detail (alert level and description, certificate count, …).
+    pub detail: Option<String>,
+}
+
+/// A TLS alert.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TlsAlert {
+    pub side: Side,
+    /// `warning`, `fatal`, or `encrypted` when only the record was visible.
+    pub level: String,
+    /// RFC 8446 name (`handshake_failure`, `protocol_version`, …) or the number.
+    pub description: String,
+    pub time: Instant,
+}
+
+/// 0-RTT early data.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct EarlyData {
+    /// The ClientHello carried the early_data extension.
+    pub offered: bool,
+    /// Whether the server accepted it: only visible with keys, so `null` for TLS 1.3.
+    pub accepted: Option<bool>,
+}
+
+/// How a TLS handshake ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TlsOutcome {
+    /// The handshake completed (see docs/tls.md for the rule).
+    Complete,
+    /// An alert ended it before completion.
+    Failed,
+    /// The capture (or the connection) ended before completion.
+    Incomplete,
+    /// Only encrypted records were seen: the handshake happened before the capture.
+    Midstream,
+    /// It looked like TLS at first, then the bytes stopped making sense.
+    NotTls,
+}
+
+/// The TLS handshake of one connection.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TlsInfo {
+    /// Negotiated version (`TLS 1.3` via supported_versions); null without a ServerHello.
+    pub version: Option<String>,
+    /// The highest version the client offered.
+    pub offered_version: Option<String>,
+    /// Negotiated cipher suite (IANA name).
+    pub cipher: Option<String>,
+    /// Server name from the ClientHello.
+    pub sni: Option<String>,
+    /// ALPN protocol selected by the server (visible in TLS ≤ 1.2 only).
+    pub alpn: Option<String>,
+    /// ALPN protocols offered by the client.
+    pub alpn_offered: Vec<String>,
+    /// An abbreviated (resumed) handshake.
+    pub resumed: bool,
+    /// How it was resumed: `session_id`, `ticket` or `psk`.
+    pub resumption: Option<String>,
+    /// The server answered with a HelloRetryRequest.
+    pub hello_retry: bool,
+    pub early_data: EarlyData,
+    /// The server asked for a client certificate (null when the request is encrypted, TLS 1.3).
+    pub client_certificate_requested: Option<bool>,
+    pub outcome: TlsOutcome,
+    /// The first alert seen, if any.
+    pub alert: Option<TlsAlert>,
+    pub client_hello: Option<Instant>,
+    pub server_hello: Option<Instant>,
+    /// When the handshake completed.
+    pub complete: Option<Instant>,
+    /// ClientHello → ServerHello, seconds.
+    pub hello_to_hello: Option<f64>,
+    /// ClientHello → handshake complete, seconds.
+    pub handshake: Option<f64>,
+    /// SYN → the client's first application-data record, seconds.
+    pub syn_to_app_data: Option<f64>,
+    /// JA4 (client), JA3 and JA3S fingerprints.
+    pub ja4: Option<String>,
+    pub ja3: Option<String>,
+    pub ja3s: Option<String>,
+    /// Every handshake step with its time (at most 64).
+    pub events: Vec<TlsEvent>,
+    /// Stream bytes missing from the capture in this connection.
+    pub gap_bytes: u64,
+}
+
+/// One HTTP request and what is known of its response.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HttpRequest {
+    /// Method and target (path, at most 200 characters); null when encrypted or not decoded.
+    pub method: Option<String>,
+    pub target: Option<String>,
+    /// First byte of the request.
+    pub start: Instant,
+    /// Response status; null when encrypted, not decoded, or no response.
+    pub status: Option<u16>,
+    /// First and last byte of the response.
+    pub response_first: Option<Instant>,
+    pub response_last: Option<Instant>,
+    /// start → first response byte, seconds.
+    pub ttfb: Option<f64>,
+    /// start → last response byte, seconds.
+    pub duration: Option<f64>,
+}
+
+/// How requests on a connection were counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum HttpMethod {
+    /// HTTP/1.x message framing on cleartext.
+    #[serde(rename = "http1")]
+    Http1,
+    /// HTTP/2 frames on cleartext (prior knowledge or Upgrade).
+    #[serde(rename = "h2c")]
+    H2c,
+    /// Estimated from TLS record flights.
+    #[serde(rename = "tls-flights")]
+    TlsFlights,
+    /// No HTTP seen.
+    #[serde(rename = "none")]
+    None,
+}
+
+/// The HTTP requests that rode on a connection.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HttpInfo {
+    pub method: HttpMethod,
+    pub requests: u64,
+    pub responses: u64,
+    /// Counted from encrypted record flights, not read from messages.
+    pub estimated: bool,
+    /// `exact`, `estimate`, or `low` (flights on HTTP/2, where they are not requests).
+    pub confidence: &'static str,
+    /// A gap or unparseable bytes: the counts are a lower bound.
+    pub lost_sync: bool,
+    /// `Connection: close` was sent by either side (HTTP/1).
+    pub connection_close: bool,
+    /// An `Upgrade` was requested (`h2c`, `websocket`, …).
+    pub upgrade: Option<String>,
+    /// HTTP/2 streams reset, and whether a GOAWAY was sent.
+    pub resets: u64,
+    pub goaway: bool,
+    /// The first requests (at most `--max-requests-listed`).
+    pub list: Vec<HttpRequest>,
+    /// More requests than the list holds.
+    pub list_truncated: bool,
+}
+
 /// One TCP connection, from its first packet to its close.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ConnectionRecord {
@@ -261,6 +435,10 @@ pub struct ConnectionRecord {
     /// end − start, seconds.
     pub duration: f64,
     pub tcp: TcpInfo,
+    /// The TLS handshake; `null` when the connection carried no TLS.
+    pub tls: Option<TlsInfo>,
+    /// The HTTP requests on the connection.
+    pub http: HttpInfo,
     pub close: Close,
     /// Anomalies seen on this connection's packets.
     pub anomalies: Anomalies,
@@ -273,8 +451,44 @@ pub struct Distribution {
     pub min: Option<f64>,
     pub median: Option<f64>,
     pub p90: Option<f64>,
+    pub p95: Option<f64>,
     pub max: Option<f64>,
     pub avg: Option<f64>,
+}
+
+/// Mean and maximum.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct MeanMax {
+    pub mean: Option<f64>,
+    pub max: Option<u64>,
+}
+
+/// Handshakes per request.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PerRequest {
+    /// TCP handshakes (SYNs of connections that carried requests) per request.
+    pub tcp: Option<f64>,
+    /// Full (not resumed) TLS handshakes per request.
+    pub tls_full: Option<f64>,
+}
+
+/// Time spent before the first request byte.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct HandshakeTime {
+    /// Sum over connections of SYN → first request byte, seconds.
+    pub total: f64,
+    /// Median per connection.
+    pub median: Option<f64>,
+    /// Connections that contributed.
+    pub connections: u64,
+}
+
+/// The most connections open at once.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Peak {
+    pub connections: u64,
+    /// When the peak was first reached.
+    pub at: Option<Instant>,
 }
 
 /// Packet counts for the whole input.
@@ -317,6 +531,32 @@ pub struct Summary {
     pub close: BTreeMap<String, u64>,
     /// SYNs sent again, over all connections.
     pub syn_retransmissions: u64,
+    /// TLS: connections that carried TLS, handshakes completed full or
+    /// resumed, handshakes that failed, by version, ALPN offered/selected, and
+    /// the distribution of handshake times (ClientHello → complete).
+    pub tls_connections: u64,
+    pub tls_handshakes_full: u64,
+    pub tls_handshakes_resumed: u64,
+    pub tls_handshakes_failed: u64,
+    pub tls_versions: BTreeMap<String, u64>,
+    pub alpn: BTreeMap<String, u64>,
+    pub tls_handshake: Distribution,
+    /// HTTP requests: all, counted exactly, and estimated from TLS records.
+    pub requests: u64,
+    pub requests_exact: u64,
+    pub requests_estimated: u64,
+    pub requests_per_connection: MeanMax,
+    pub handshakes_per_request: PerRequest,
+    pub handshake_time: HandshakeTime,
+    /// Request start → last response byte, over listed requests with a response.
+    pub request_latency: Distribution,
+    pub peak_concurrent_connections: Peak,
+    /// Responses by status code, where visible.
+    pub status_codes: BTreeMap<String, u64>,
+    /// Requests per second of capture span.
+    pub requests_per_second: Option<f64>,
+    /// One sentence answering "does this client reuse connections?".
+    pub verdict: String,
     /// Every anomaly counted in the input, by kind.
     pub anomalies: Anomalies,
     /// The capture ended early or had a corrupt block.

@@ -6,7 +6,11 @@
 //! Does not read files or write output: sources feed it, sinks receive its
 //! records.
 
+pub mod h2;
+pub mod http;
+pub mod streams;
 pub mod summary;
+pub mod tls;
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -21,6 +25,7 @@ use crate::record::{
 };
 use crate::source::{RawPacket, SourceInfo};
 use crate::time::Timestamp;
+use streams::{Analyzers, Streams};
 use summary::SummaryBuilder;
 
 /// How long a closed connection (both FINs, or RST) stays in the table to
@@ -42,9 +47,32 @@ pub struct Config {
     pub hosts: Vec<IpAddr>,
     /// Finalise a connection after this long without packets (capture time).
     pub idle_timeout: Option<Duration>,
+    /// Per-direction cap on buffered stream bytes (out-of-order data, TLS
+    /// handshake messages); 0 means the default, [`DEFAULT_STREAM_BUFFER`].
+    pub stream_buffer: usize,
+    /// Requests listed per connection; `None` means the default, [`DEFAULT_REQUESTS_LISTED`].
+    pub max_requests_listed: Option<usize>,
 }
 
+/// Default number of requests listed per connection.
+pub const DEFAULT_REQUESTS_LISTED: usize = 100;
+
+/// Default per-direction cap on buffered stream bytes.
+pub const DEFAULT_STREAM_BUFFER: usize = 256 * 1024;
+
 impl Config {
+    fn requests_listed(&self) -> usize {
+        self.max_requests_listed.unwrap_or(DEFAULT_REQUESTS_LISTED)
+    }
+
+    fn stream_cap(&self) -> usize {
+        if self.stream_buffer == 0 {
+            DEFAULT_STREAM_BUFFER
+        } else {
+            self.stream_buffer
+        }
+    }
+
     fn keeps(&self, seg: &TcpSegment<'_>) -> bool {
         let port_ok = self.ports.is_empty()
             || self.ports.contains(&seg.src.port())
@@ -79,11 +107,21 @@ struct Connection {
     start: Timestamp,
     last: Timestamp,
     tcp: TcpConn,
+    /// Reassembly and stream analyzers; dropped once none wants more bytes.
+    streams: Option<Box<Streams>>,
+    /// Kept when `streams` is dropped early.
+    analyzers: Option<Analyzers>,
     anomalies: Anomalies,
 }
 
 impl Connection {
-    fn new(id: u64, ts: Timestamp, seg: &TcpSegment<'_>) -> Connection {
+    fn new(
+        id: u64,
+        ts: Timestamp,
+        seg: &TcpSegment<'_>,
+        stream_cap: usize,
+        keep: usize,
+    ) -> Connection {
         let (client, server, client_by) = if seg.flags.syn() && !seg.flags.ack() {
             (seg.src, seg.dst, ClientBy::Syn)
         } else if seg.flags.syn() && seg.flags.ack() {
@@ -103,7 +141,26 @@ impl Connection {
             start: ts,
             last: ts,
             tcp: TcpConn::new(),
+            streams: Some(Box::new(Streams::new(stream_cap, keep))),
+            analyzers: None,
             anomalies: Anomalies::default(),
+        }
+    }
+
+    /// Feeds the stream analyzers; stops reassembling when none wants more.
+    fn stream(&mut self, side: Side, ts: Timestamp, seg: &TcpSegment<'_>) {
+        let Some(streams) = self.streams.as_mut() else {
+            return;
+        };
+        streams.segment(side, ts, seg);
+        if !streams.analyzers.wants_data() {
+            self.stop_streams();
+        }
+    }
+
+    fn stop_streams(&mut self) {
+        if let Some(streams) = self.streams.take() {
+            self.analyzers = Some(streams.finish(&mut self.anomalies));
         }
     }
 
@@ -115,10 +172,20 @@ impl Connection {
         }
     }
 
-    fn into_record(self, capture_start: Timestamp, unclosed: CloseKind) -> ConnectionRecord {
+    fn into_record(mut self, capture_start: Timestamp, unclosed: CloseKind) -> ConnectionRecord {
         let at = |t: Timestamp| Instant {
             ts: t.as_secs_f64(),
             at: t.secs_since(capture_start),
+        };
+        self.stop_streams();
+        let origin = self.tcp.syn_time().unwrap_or(self.start);
+        let tls = self
+            .analyzers
+            .as_ref()
+            .and_then(|a| a.tls_info(origin, &at));
+        let http = match &self.analyzers {
+            Some(a) => a.http_info(&at),
+            None => Analyzers::new(0, 0).http_info(&at),
         };
         let tcp = &self.tcp;
         ConnectionRecord {
@@ -138,6 +205,8 @@ impl Connection {
                 state: tcp.state().to_string(),
                 history: tcp.history(self.flipped),
             },
+            tls,
+            http,
             close: tcp.close(unclosed, at),
             anomalies: self.anomalies,
         }
@@ -223,12 +292,21 @@ impl Analyzer {
         sink: &mut dyn RecordSink,
     ) -> io::Result<()> {
         let key = FlowKey::new(seg.src, seg.dst);
+        let idle_ns = self
+            .config
+            .idle_timeout
+            .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
         let replaced = match self.table.get(&key) {
-            Some(conn) if conn.tcp.starts_new(conn.side_of(seg), seg) => self.table.remove(&key),
+            Some(conn) if idle_ns.is_some_and(|idle| ts.nanos_since(conn.last) >= idle) => {
+                self.table.remove(&key).map(|c| (c, CloseKind::Idle))
+            }
+            Some(conn) if conn.tcp.starts_new(conn.side_of(seg), seg) => {
+                self.table.remove(&key).map(|c| (c, CloseKind::Open))
+            }
             _ => None,
         };
-        if let Some(old) = replaced {
-            self.finalize(old, CloseKind::Open, sink)?;
+        if let Some((old, kind)) = replaced {
+            self.finalize(old, kind, sink)?;
         }
         if !self.table.contains_key(&key) && self.tombstones.contains_key(&key) {
             if seg.flags.syn() && !seg.flags.ack() {
@@ -239,14 +317,26 @@ impl Analyzer {
             }
         }
         let next_id = &mut self.next_id;
+        let stream_cap = self.config.stream_cap();
+        let keep = self.config.requests_listed();
         let conn = self.table.entry(key).or_insert_with(|| {
             let id = *next_id;
             *next_id += 1;
-            Connection::new(id, ts, seg)
+            Connection::new(id, ts, seg, stream_cap, keep)
         });
         conn.last = conn.last.max(ts);
+        conn.start = conn.start.min(ts);
         let side = conn.side_of(seg);
+        if side == Side::Client
+            && seg.flags.syn()
+            && !seg.flags.ack()
+            && conn.client_by == ClientBy::SynAck
+        {
+            // The SYN was captured after its SYN-ACK.
+            conn.client_by = ClientBy::Syn;
+        }
         let notes = conn.tcp.on_segment(side, ts, seg);
+        conn.stream(side, ts, seg);
         if let Some(kind) = anomaly {
             conn.anomalies.add(kind, 1);
         }
@@ -316,7 +406,7 @@ impl Analyzer {
         unclosed: CloseKind,
         sink: &mut dyn RecordSink,
     ) -> io::Result<()> {
-        let start = self.summary.first.unwrap_or(conn.start);
+        let start = self.summary.origin.unwrap_or(conn.start);
         let rec = conn.into_record(start, unclosed);
         self.summary.add_record(&rec);
         sink.record(rec)

@@ -6,13 +6,19 @@
 
 use std::collections::BTreeMap;
 
-use crate::record::{Anomalies, ConnectionRecord, Distribution, PacketCounts, Summary};
+use crate::record::{
+    Anomalies, ConnectionRecord, Distribution, HandshakeTime, Instant, MeanMax, PacketCounts, Peak,
+    PerRequest, Summary, TlsOutcome,
+};
 use crate::source::SourceInfo;
 use crate::time::Timestamp;
 
 #[derive(Debug, Default)]
 pub struct SummaryBuilder {
     pub packets: PacketCounts,
+    /// The first packet read: the origin of every `at` offset.
+    pub origin: Option<Timestamp>,
+    /// The earliest and latest timestamps.
     pub first: Option<Timestamp>,
     pub last: Option<Timestamp>,
     /// Anomalies not attached to any connection.
@@ -24,12 +30,35 @@ pub struct SummaryBuilder {
     close: BTreeMap<String, u64>,
     syn_retransmissions: u64,
     connection_anomalies: Anomalies,
+    tls_connections: u64,
+    tls_full: u64,
+    tls_resumed: u64,
+    tls_failed: u64,
+    tls_versions: BTreeMap<String, u64>,
+    alpn: BTreeMap<String, u64>,
+    tls_handshake: Vec<f64>,
+    requests_exact: u64,
+    requests_estimated: u64,
+    max_requests: u64,
+    /// Connections that carried at least one request, and their TCP and full TLS handshakes.
+    busy_connections: u64,
+    busy_tcp_handshakes: u64,
+    busy_tls_full: u64,
+    busy_tls_resumed: u64,
+    to_first_request: Vec<f64>,
+    latency: Vec<f64>,
+    status: BTreeMap<String, u64>,
+    /// (time, +1 open / −1 close) for the concurrency sweep; `at` offsets.
+    edges: Vec<(f64, f64, i8)>,
 }
 
 impl SummaryBuilder {
     /// Notes a packet's timestamp.
     pub fn saw_time(&mut self, ts: Timestamp) {
-        self.first.get_or_insert(ts);
+        self.origin.get_or_insert(ts);
+        if self.first.is_none_or(|first| ts < first) {
+            self.first = Some(ts);
+        }
         if self.last.is_none_or(|last| ts > last) {
             self.last = Some(ts);
         }
@@ -54,6 +83,64 @@ impl SummaryBuilder {
             .or_insert(0) += 1;
         self.syn_retransmissions += u64::from(hs.syn_retransmissions);
         self.connection_anomalies.merge(&rec.anomalies);
+        self.edges.push((rec.start.at, rec.start.ts, 1));
+        self.edges.push((rec.end.at, rec.end.ts, -1));
+        let mut tls_full = false;
+        if let Some(tls) = &rec.tls {
+            self.tls_connections += 1;
+            match tls.outcome {
+                TlsOutcome::Complete if tls.resumed => self.tls_resumed += 1,
+                TlsOutcome::Complete => {
+                    self.tls_full += 1;
+                    tls_full = true;
+                }
+                TlsOutcome::Failed => self.tls_failed += 1,
+                _ => {}
+            }
+            if let Some(v) = &tls.version {
+                *self.tls_versions.entry(v.clone()).or_insert(0) += 1;
+            }
+            let alpn = tls
+                .alpn
+                .clone()
+                .or_else(|| tls.alpn_offered.first().map(|a| format!("{a} (offered)")));
+            if let Some(a) = alpn {
+                *self.alpn.entry(a).or_insert(0) += 1;
+            }
+            if let Some(h) = tls.handshake {
+                self.tls_handshake.push(h);
+            }
+        }
+        let http = &rec.http;
+        if http.estimated {
+            self.requests_estimated += http.requests;
+        } else {
+            self.requests_exact += http.requests;
+        }
+        self.max_requests = self.max_requests.max(http.requests);
+        if http.requests > 0 {
+            self.busy_connections += 1;
+            if hs.syn.is_some() {
+                self.busy_tcp_handshakes += 1;
+            }
+            if tls_full {
+                self.busy_tls_full += 1;
+            }
+            if rec.tls.as_ref().is_some_and(|t| t.resumed) {
+                self.busy_tls_resumed += 1;
+            }
+            if let (Some(syn), Some(first)) = (hs.syn, http.list.first()) {
+                self.to_first_request.push(first.start.ts - syn.ts);
+            }
+        }
+        for r in &http.list {
+            if let Some(d) = r.duration {
+                self.latency.push(d);
+            }
+            if let Some(code) = r.status {
+                *self.status.entry(code.to_string()).or_insert(0) += 1;
+            }
+        }
     }
 
     pub fn finish(mut self, info: &SourceInfo) -> Summary {
@@ -63,11 +150,51 @@ impl SummaryBuilder {
             crate::record::AnomalyKind::UnknownInterface,
             info.packets_unknown_interface,
         );
-        let span = match (self.first, self.last) {
+        let span: f64 = match (self.first, self.last) {
             (Some(a), Some(b)) => b.secs_since(a),
             _ => 0.0,
         };
+        let requests = self.requests_exact + self.requests_estimated;
+        let per = |n: u64| (requests > 0).then(|| n as f64 / requests as f64);
+        let peak = peak(&mut self.edges);
+        let handshake_time = HandshakeTime {
+            total: self.to_first_request.iter().sum(),
+            median: distribution(&mut self.to_first_request).median,
+            connections: self.to_first_request.len() as u64,
+        };
+        let verdict = verdict(
+            requests,
+            self.requests_estimated,
+            self.busy_connections,
+            self.busy_tcp_handshakes,
+            self.busy_tls_full,
+            self.busy_tls_resumed,
+        );
         Summary {
+            tls_connections: self.tls_connections,
+            tls_handshakes_full: self.tls_full,
+            tls_handshakes_resumed: self.tls_resumed,
+            tls_handshakes_failed: self.tls_failed,
+            tls_versions: self.tls_versions,
+            alpn: self.alpn,
+            tls_handshake: distribution(&mut self.tls_handshake),
+            requests,
+            requests_exact: self.requests_exact,
+            requests_estimated: self.requests_estimated,
+            requests_per_connection: MeanMax {
+                mean: (self.connections > 0).then(|| requests as f64 / self.connections as f64),
+                max: (self.connections > 0).then_some(self.max_requests),
+            },
+            handshakes_per_request: PerRequest {
+                tcp: per(self.busy_tcp_handshakes),
+                tls_full: per(self.busy_tls_full),
+            },
+            handshake_time,
+            request_latency: distribution(&mut self.latency),
+            peak_concurrent_connections: peak,
+            status_codes: self.status,
+            requests_per_second: (span > 0.0 && requests > 0).then(|| requests as f64 / span),
+            verdict,
             file: info.name.clone(),
             format: info.format.clone(),
             compression: info.compression.clone(),
@@ -85,6 +212,78 @@ impl SummaryBuilder {
             truncated: info.truncated,
             warnings: info.warnings.clone(),
         }
+    }
+}
+
+/// The most connections open at once, from (offset, epoch, ±1) edges.
+/// A connection that ends at the instant another starts does not overlap it.
+fn peak(edges: &mut [(f64, f64, i8)]) -> Peak {
+    edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.2.cmp(&b.2)));
+    let (mut open, mut best, mut when) = (0i64, 0i64, None);
+    for &(at, ts, delta) in edges.iter() {
+        open += i64::from(delta);
+        if open > best {
+            best = open;
+            when = Some(Instant { ts, at });
+        }
+    }
+    Peak {
+        connections: best.max(0) as u64,
+        at: when,
+    }
+}
+
+/// The headline sentence: how many connections the requests needed.
+fn verdict(
+    requests: u64,
+    estimated: u64,
+    connections: u64,
+    tcp: u64,
+    tls_full: u64,
+    tls_resumed: u64,
+) -> String {
+    if requests == 0 {
+        return "no HTTP requests seen".to_string();
+    }
+    let plural = |n: u64, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    let how = if estimated == requests {
+        " (estimated from TLS records)"
+    } else if estimated > 0 {
+        " (partly estimated from TLS records)"
+    } else {
+        ""
+    };
+    let head = format!(
+        "{} used {}{how}",
+        plural(requests, "request"),
+        plural(connections, "connection")
+    );
+    let resumed = if tls_resumed > 0 {
+        format!(
+            ", {} resumed TLS {}",
+            tls_resumed,
+            if tls_resumed == 1 {
+                "session"
+            } else {
+                "sessions"
+            }
+        )
+    } else {
+        String::new()
+    };
+    let per_conn = requests as f64 / connections.max(1) as f64;
+    if connections >= requests && requests > 1 {
+        format!(
+            "{head}: no reuse — {:.2} TCP and {:.2} full TLS handshakes per request{resumed}",
+            tcp as f64 / requests as f64,
+            tls_full as f64 / requests as f64
+        )
+    } else if per_conn < 1.5 && requests > 1 {
+        format!("{head}: little reuse, {per_conn:.2} requests per connection{resumed}")
+    } else if connections == 1 {
+        format!("{head}: one connection reused for every request{resumed}")
+    } else {
+        format!("{head}: pooled, {per_conn:.1} requests per connection{resumed}")
     }
 }
 
@@ -108,6 +307,7 @@ pub fn distribution(values: &mut [f64]) -> Distribution {
         min: values.first().copied(),
         median: percentile(values, 0.5),
         p90: percentile(values, 0.9),
+        p95: percentile(values, 0.95),
         max: values.last().copied(),
         avg: (n > 0).then(|| values.iter().sum::<f64>() / n as f64),
     }

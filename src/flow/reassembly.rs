@@ -13,6 +13,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use crate::decode::TcpSegment;
 use crate::flow::seq::Seq;
 use crate::time::Timestamp;
 
@@ -99,19 +100,21 @@ impl Reassembler {
         u64::try_from(self.delivered as i64 + diff).ok()
     }
 
-    /// Feeds one segment. `payload` is what was captured, `wire_len` its
-    /// length on the wire (≥ `payload.len()`).
-    pub fn segment(
-        &mut self,
-        seq: u32,
-        syn: bool,
-        fin: bool,
-        payload: &[u8],
-        wire_len: u32,
-        ts: Timestamp,
-        sink: &mut dyn StreamSink,
-    ) {
+    /// Feeds one segment captured at `ts`. Its payload may be shorter than
+    /// its length on the wire (`payload_len`) when the snap length cut it.
+    pub fn segment(&mut self, seg: &TcpSegment<'_>, ts: Timestamp, sink: &mut dyn StreamSink) {
+        let (seq, syn, fin, payload, wire_len) = (
+            seg.seq,
+            seg.flags.syn(),
+            seg.flags.fin(),
+            seg.payload,
+            seg.payload_len,
+        );
         let data_seq = Seq(seq).plus(u32::from(syn));
+        if syn && self.delivered == 0 && self.pending.is_empty() && self.base != Some(data_seq) {
+            // A SYN (or SYN-ACK) with a new ISN before any data: the stream starts there.
+            self.base = None;
+        }
         if self.base.is_none() {
             if syn || wire_len > 0 || fin {
                 // Without a SYN the stream begins with the first segment seen.
@@ -183,7 +186,9 @@ impl Reassembler {
     }
 
     fn deliver(&mut self, bytes: &[u8], wire: u64, ts: Timestamp, sink: &mut dyn StreamSink) {
-        let present = bytes.get(..wire.min(bytes.len() as u64) as usize).unwrap_or(&[]);
+        let present = bytes
+            .get(..wire.min(bytes.len() as u64) as usize)
+            .unwrap_or(&[]);
         if !present.is_empty() {
             sink.data(ts, present);
             self.remember(present);
@@ -236,7 +241,14 @@ impl Reassembler {
         }
     }
 
-    fn buffer(&mut self, start: u64, payload: &[u8], wire: u64, ts: Timestamp, sink: &mut dyn StreamSink) {
+    fn buffer(
+        &mut self,
+        start: u64,
+        payload: &[u8],
+        wire: u64,
+        ts: Timestamp,
+        sink: &mut dyn StreamSink,
+    ) {
         if let Some(existing) = self.pending.get(&start) {
             // First copy wins.
             let n = existing.data.len().min(payload.len());
@@ -282,7 +294,9 @@ impl Reassembler {
     }
 
     fn remember(&mut self, bytes: &[u8]) {
-        let tail = bytes.get(bytes.len().saturating_sub(RECENT)..).unwrap_or(bytes);
+        let tail = bytes
+            .get(bytes.len().saturating_sub(RECENT)..)
+            .unwrap_or(bytes);
         let overflow = (self.recent.len() + tail.len()).saturating_sub(RECENT);
         self.recent.drain(..overflow.min(self.recent.len()));
         self.recent.extend(tail);
@@ -296,8 +310,12 @@ impl Reassembler {
         if from >= to {
             return;
         }
-        let old = self.recent.range((from - remembered_from) as usize..(to - remembered_from) as usize);
-        let new = payload.get((from - start) as usize..(to - start) as usize).unwrap_or(&[]);
+        let old = self
+            .recent
+            .range((from - remembered_from) as usize..(to - remembered_from) as usize);
+        let new = payload
+            .get((from - start) as usize..(to - start) as usize)
+            .unwrap_or(&[]);
         if !old.eq(new.iter()) {
             self.stats.conflicts += 1;
         }
@@ -307,6 +325,7 @@ impl Reassembler {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decode::TcpFlags;
 
     #[derive(Default)]
     struct Collect {
@@ -328,15 +347,48 @@ mod tests {
 
     const ISN: u32 = u32::MAX - 3; // wraps inside the stream
 
+    fn seg(seq: u32, flags: u8, payload: &[u8], wire: u32) -> TcpSegment<'_> {
+        TcpSegment {
+            src: "10.0.0.1:1".parse().expect("addr"),
+            dst: "10.0.0.2:2".parse().expect("addr"),
+            seq,
+            ack: 0,
+            flags: TcpFlags(flags),
+            window: 100,
+            payload,
+            payload_len: wire,
+        }
+    }
+
+    fn send(
+        r: &mut Reassembler,
+        c: &mut Collect,
+        seq: u32,
+        flags: u8,
+        data: &[u8],
+        wire: u32,
+        ts: i64,
+    ) {
+        r.segment(&seg(seq, flags, data, wire), Timestamp(ts), c);
+    }
+
     fn feed(r: &mut Reassembler, c: &mut Collect, rel: u32, data: &[u8]) {
         let seq = ISN.wrapping_add(1).wrapping_add(rel);
-        r.segment(seq, false, false, data, data.len() as u32, Timestamp(i64::from(rel)), c);
+        send(
+            r,
+            c,
+            seq,
+            TcpFlags::ACK,
+            data,
+            data.len() as u32,
+            i64::from(rel),
+        );
     }
 
     fn start() -> (Reassembler, Collect) {
         let mut r = Reassembler::new(1024);
         let mut c = Collect::default();
-        r.segment(ISN, true, false, &[], 0, Timestamp(0), &mut c);
+        send(&mut r, &mut c, ISN, TcpFlags::SYN, &[], 0, 0);
         (r, c)
     }
 
@@ -362,7 +414,13 @@ mod tests {
     #[test]
     fn every_permutation_and_duplicate_gives_the_same_stream() {
         let pieces: [(u32, &[u8]); 4] = [(0, b"GET "), (4, b"/ HT"), (8, b"TP/1"), (12, b".1\r\n")];
-        let orders = [[0, 1, 2, 3], [3, 2, 1, 0], [1, 3, 0, 2], [2, 0, 3, 1], [3, 0, 2, 1]];
+        let orders = [
+            [0, 1, 2, 3],
+            [3, 2, 1, 0],
+            [1, 3, 0, 2],
+            [2, 0, 3, 1],
+            [3, 0, 2, 1],
+        ];
         for order in orders {
             let (mut r, mut c) = start();
             for &i in order.iter().chain(order.iter().rev()) {
@@ -383,7 +441,10 @@ mod tests {
         assert_eq!(c.bytes, b"abcdefghi");
         assert_eq!(r.stats.conflicts, 1);
         feed(&mut r, &mut c, 0, b"abc");
-        assert_eq!(r.stats.conflicts, 1, "an identical retransmission is no conflict");
+        assert_eq!(
+            r.stats.conflicts, 1,
+            "an identical retransmission is no conflict"
+        );
     }
 
     #[test]
@@ -400,7 +461,7 @@ mod tests {
     fn snaplen_cut_segment_is_data_then_gap() {
         let (mut r, mut c) = start();
         let seq = ISN.wrapping_add(1);
-        r.segment(seq, false, false, b"abcd", 10, Timestamp(1), &mut c);
+        send(&mut r, &mut c, seq, TcpFlags::ACK, b"abcd", 10, 1);
         feed(&mut r, &mut c, 10, b"Z");
         assert_eq!(c.bytes, b"abcd??????Z");
         assert_eq!(r.stats.gap_bytes, 6);
@@ -410,7 +471,7 @@ mod tests {
     fn buffer_cap_turns_the_oldest_hole_into_a_gap() {
         let mut r = Reassembler::new(8);
         let mut c = Collect::default();
-        r.segment(ISN, true, false, &[], 0, Timestamp(0), &mut c);
+        send(&mut r, &mut c, ISN, TcpFlags::SYN, &[], 0, 0);
         feed(&mut r, &mut c, 4, b"efgh");
         feed(&mut r, &mut c, 12, b"mnop");
         assert!(c.bytes.is_empty());
@@ -425,8 +486,16 @@ mod tests {
     fn mid_stream_start_and_fin_ack_is_not_a_gap() {
         let mut r = Reassembler::new(64);
         let mut c = Collect::default();
-        r.segment(1000, false, false, b"late", 4, Timestamp(0), &mut c);
-        r.segment(1004, false, true, &[], 0, Timestamp(1), &mut c);
+        send(&mut r, &mut c, 1000, TcpFlags::ACK, b"late", 4, 0);
+        send(
+            &mut r,
+            &mut c,
+            1004,
+            TcpFlags::ACK | TcpFlags::FIN,
+            &[],
+            0,
+            1,
+        );
         r.acked(1005, &mut c);
         assert_eq!(c.bytes, b"late");
         assert!(c.gaps.is_empty());
@@ -436,7 +505,8 @@ mod tests {
     fn absurd_sequence_numbers_are_ignored() {
         let (mut r, mut c) = start();
         feed(&mut r, &mut c, 0, b"ok");
-        r.segment(ISN.wrapping_add(1 << 31), false, false, b"far away", 8, Timestamp(2), &mut c);
+        let far = ISN.wrapping_add(1 << 31);
+        send(&mut r, &mut c, far, TcpFlags::ACK, b"far away", 8, 2);
         r.finish(&mut c);
         assert_eq!(c.bytes, b"ok");
     }

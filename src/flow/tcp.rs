@@ -96,6 +96,11 @@ impl TcpConn {
         self.syn.is_some()
     }
 
+    /// When the client's first SYN was seen.
+    pub fn syn_time(&self) -> Option<Timestamp> {
+        self.syn.map(|(t, _)| t)
+    }
+
     /// Whether this segment, arriving on this connection's tuple, opens a new
     /// connection instead: a SYN (without ACK) after the connection closed,
     /// or a SYN whose initial sequence number differs from the one this

@@ -8,7 +8,7 @@ use std::io::{self, Write};
 use comfy_table::{presets, Cell, CellAlignment, ContentArrangement, Table};
 
 use super::{human_bytes, human_duration, Opts};
-use crate::record::{CloseKind, ConnectionRecord, Distribution, Summary};
+use crate::record::{CloseKind, ConnectionRecord, Distribution, HttpMethod, Summary, TlsOutcome};
 
 /// Writes the summary block and the connection table.
 pub fn write(
@@ -38,8 +38,104 @@ fn dist_line(d: &Distribution) -> String {
     }
 }
 
-/// The summary block: what was read and the connection-level totals.
+fn histogram(map: &std::collections::BTreeMap<String, u64>) -> String {
+    let mut items: Vec<(&String, &u64)> = map.iter().collect();
+    items.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    items
+        .iter()
+        .map(|(k, n)| format!("{k} ×{n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn ratio(v: Option<f64>) -> String {
+    v.map_or("-".to_string(), |x| format!("{x:.2}"))
+}
+
+/// The headline: requests, connections, handshakes and what they cost.
+pub fn write_headline(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "verdict       {}", s.verdict)?;
+    if s.requests > 0 {
+        let rps = s
+            .requests_per_second
+            .map_or(String::new(), |r| format!(", {r:.1}/s"));
+        writeln!(
+            out,
+            "requests      {} ({} exact, {} estimated) — {} per connection (max {}){rps}",
+            s.requests,
+            s.requests_exact,
+            s.requests_estimated,
+            ratio(s.requests_per_connection.mean),
+            s.requests_per_connection.max.unwrap_or(0),
+        )?;
+    }
+    let tls = if s.tls_connections == 0 {
+        "no TLS".to_string()
+    } else {
+        format!(
+            "TLS {} full, {} resumed, {} failed",
+            s.tls_handshakes_full, s.tls_handshakes_resumed, s.tls_handshakes_failed
+        )
+    };
+    let tls_per_request = if s.tls_connections == 0 {
+        String::new()
+    } else {
+        format!(", TLS full {}", ratio(s.handshakes_per_request.tls_full))
+    };
+    writeln!(
+        out,
+        "handshakes    TCP {} · {tls} · per request: TCP {}{tls_per_request}",
+        s.tcp_handshakes,
+        ratio(s.handshakes_per_request.tcp),
+    )?;
+    if let Some(median) = s.handshake_time.median {
+        writeln!(
+            out,
+            "setup time    {} in total, median {} per connection (SYN → first request byte)",
+            human_duration(s.handshake_time.total),
+            human_duration(median)
+        )?;
+    }
+    let l = &s.request_latency;
+    if let (Some(avg), Some(min), Some(med), Some(p90), Some(p95), Some(max)) =
+        (l.avg, l.min, l.median, l.p90, l.p95, l.max)
+    {
+        writeln!(
+            out,
+            "latency       avg {}  min {}  med {}  p90 {}  p95 {}  max {}  (n={})",
+            human_duration(avg),
+            human_duration(min),
+            human_duration(med),
+            human_duration(p90),
+            human_duration(p95),
+            human_duration(max),
+            l.count
+        )?;
+    }
+    if let Some(at) = &s.peak_concurrent_connections.at {
+        writeln!(
+            out,
+            "concurrency   peak {} connection{} at +{:.3}s",
+            s.peak_concurrent_connections.connections,
+            if s.peak_concurrent_connections.connections == 1 {
+                ""
+            } else {
+                "s"
+            },
+            at.at
+        )?;
+    }
+    if !s.status_codes.is_empty() {
+        writeln!(out, "status        {}", histogram(&s.status_codes))?;
+    }
+    Ok(())
+}
+
+/// The summary block: the headline, then what was read and the
+/// connection-level and TLS totals.
 pub fn write_summary(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
+    write_headline(s, out)?;
+    writeln!(out)?;
     let format = match &s.compression {
         Some(c) => format!("{}, {c}", s.format),
         None => s.format.clone(),
@@ -66,6 +162,18 @@ pub fn write_summary(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
         s.connections, s.tcp_handshakes, s.connections_without_handshake
     )?;
     writeln!(out, "connect       {}", dist_line(&s.connect))?;
+    if s.tls_connections > 0 {
+        writeln!(
+            out,
+            "TLS           {} connections: {}",
+            s.tls_connections,
+            histogram(&s.tls_versions)
+        )?;
+        writeln!(out, "TLS handshake {}", dist_line(&s.tls_handshake))?;
+        if !s.alpn.is_empty() {
+            writeln!(out, "ALPN          {}", histogram(&s.alpn))?;
+        }
+    }
     if s.syn_retransmissions > 0 {
         writeln!(out, "SYN resent    {}", s.syn_retransmissions)?;
     }
@@ -89,6 +197,37 @@ pub fn write_summary(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+fn tls_text(rec: &ConnectionRecord) -> (String, String, String, String) {
+    let Some(t) = &rec.tls else {
+        return ("-".into(), "-".into(), "-".into(), "-".into());
+    };
+    let version = t
+        .version
+        .as_deref()
+        .unwrap_or("?")
+        .trim_start_matches("TLS ")
+        .to_string();
+    let kind = match t.outcome {
+        TlsOutcome::Complete if t.resumed => "resumed",
+        TlsOutcome::Complete => "full",
+        TlsOutcome::Failed => "failed",
+        TlsOutcome::Incomplete => "incomplete",
+        TlsOutcome::Midstream => "midstream",
+        TlsOutcome::NotTls => "not TLS",
+    };
+    let alpn = t
+        .alpn
+        .clone()
+        .or_else(|| (!t.alpn_offered.is_empty()).then(|| format!("({})", t.alpn_offered.join(","))))
+        .unwrap_or_else(|| "-".into());
+    (
+        format!("{version} {kind}"),
+        t.handshake.map_or("-".into(), human_duration),
+        t.sni.clone().unwrap_or_else(|| "-".into()),
+        alpn,
+    )
 }
 
 fn close_text(rec: &ConnectionRecord) -> String {
@@ -115,7 +254,8 @@ pub fn write_connections(
         ContentArrangement::Disabled
     });
     table.set_header(vec![
-        "id", "client", "server", "start", "connect", "up", "down", "pkts", "state", "close",
+        "id", "client", "server", "start", "connect", "TLS", "TLS hs", "SNI", "ALPN", "reqs", "up",
+        "down", "close",
     ]);
     let shown = if opts.limit == 0 {
         records.len()
@@ -128,16 +268,25 @@ pub fn write_connections(
             None if rec.partial => "no SYN".to_string(),
             None => "-".to_string(),
         };
+        let (tls, tls_hs, sni, alpn) = tls_text(rec);
+        let reqs = match rec.http.method {
+            HttpMethod::None => "-".to_string(),
+            _ if rec.http.estimated => format!("~{}", rec.http.requests),
+            _ => rec.http.requests.to_string(),
+        };
         table.add_row(vec![
             Cell::new(rec.id).set_alignment(CellAlignment::Right),
             Cell::new(&rec.client),
             Cell::new(&rec.server),
             Cell::new(format!("{:.6}", rec.start.at)).set_alignment(CellAlignment::Right),
             Cell::new(connect).set_alignment(CellAlignment::Right),
+            Cell::new(tls),
+            Cell::new(tls_hs).set_alignment(CellAlignment::Right),
+            Cell::new(sni),
+            Cell::new(alpn),
+            Cell::new(reqs).set_alignment(CellAlignment::Right),
             Cell::new(human_bytes(rec.tcp.bytes.client)).set_alignment(CellAlignment::Right),
             Cell::new(human_bytes(rec.tcp.bytes.server)).set_alignment(CellAlignment::Right),
-            Cell::new(rec.tcp.packets.total()).set_alignment(CellAlignment::Right),
-            Cell::new(&rec.tcp.state),
             Cell::new(close_text(rec)),
         ]);
     }

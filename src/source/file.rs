@@ -132,6 +132,11 @@ impl FileSource {
                 let source = take_error(&slot).unwrap_or_else(|| io::Error::other("read failed"));
                 return Err(read_err(source));
             }
+            Err(PcapError::Incomplete(_)) | Err(PcapError::UnexpectedEof) => {
+                return Err(SourceError::TruncatedHeader {
+                    path: path.to_path_buf(),
+                })
+            }
             Err(_) => {
                 return Err(SourceError::NotACapture {
                     path: path.to_path_buf(),
@@ -323,7 +328,7 @@ impl FileSource {
                 }
                 PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
                     let link = LinkType(idb.linktype.0 as u32);
-                    let units = idb.ts_resolution().unwrap_or_else(|| {
+                    let units = units_per_sec(idb.if_tsresol).unwrap_or_else(|| {
                         self.info.warnings.push(format!(
                             "{path}: interface {} has an invalid if_tsresol {}; assuming microseconds",
                             self.interfaces.len(),
@@ -404,6 +409,17 @@ impl FileSource {
     }
 }
 
+/// Ticks per second for a pcapng `if_tsresol` byte: 10^-n, or 2^-n when the
+/// top bit is set. (pcap-parser's own helper rejects every binary value.)
+fn units_per_sec(tsresol: u8) -> Option<u64> {
+    let exp = u32::from(tsresol & 0x7f);
+    if tsresol & 0x80 != 0 {
+        2u64.checked_pow(exp)
+    } else {
+        10u64.checked_pow(exp)
+    }
+}
+
 fn truncated_message(path: &str, at: usize) -> String {
     format!("{path}: the capture is cut short at byte {at} (the last record is incomplete); everything before it is reported")
 }
@@ -473,6 +489,14 @@ mod tests {
             open_bytes(b"hello world, not a capture at all".to_vec()),
             Err(SourceError::NotACapture { .. })
         ));
+    }
+
+    #[test]
+    fn binary_and_decimal_tsresol() {
+        assert_eq!(units_per_sec(6), Some(1_000_000));
+        assert_eq!(units_per_sec(9), Some(1_000_000_000));
+        assert_eq!(units_per_sec(0x80 | 10), Some(1024));
+        assert_eq!(units_per_sec(100), None);
     }
 
     #[test]

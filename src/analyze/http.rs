@@ -1,0 +1,627 @@
+//! HTTP/1.x message framing on a cleartext connection's two reassembled
+//! streams: requests and responses counted exactly (pipelining included),
+//! each request's method, target, start, status and response first/last byte
+//! times. Bodies are skipped by Content-Length, chunked encoding or close,
+//! never buffered. The only module that names `httparse`.
+//!
+//! Does not handle HTTP/2 (see `h2`) or TLS; it stops at `Upgrade`.
+
+use crate::record::Side;
+use crate::time::Timestamp;
+
+/// Largest header block buffered for one message.
+const MAX_HEADER: usize = 64 * 1024;
+/// Headers parsed per message.
+const MAX_HEADERS: usize = 96;
+/// Characters of a request target kept.
+pub const MAX_TARGET: usize = 200;
+
+/// One request and what is known of its response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exchange {
+    pub method: String,
+    pub target: String,
+    pub start: Timestamp,
+    pub status: Option<u16>,
+    pub response_first: Option<Timestamp>,
+    pub response_last: Option<Timestamp>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Chunk {
+    /// Reading a chunk-size line.
+    Size,
+    /// Inside chunk data, this many bytes left.
+    Data(u64),
+    /// The CRLF after chunk data, this many bytes left.
+    DataEnd(u8),
+    /// Trailer lines after the last chunk.
+    Trailers,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Body {
+    Length(u64),
+    Chunked(Chunk),
+    UntilClose,
+}
+
+#[derive(Debug, Default)]
+struct Direction {
+    /// Header bytes (or a chunk-size / trailer line) not yet complete.
+    buf: Vec<u8>,
+    body: Option<Body>,
+    /// When the current message's first byte arrived.
+    started: Option<Timestamp>,
+    /// Stopped: upgraded, or lost track after a gap or a parse error.
+    stopped: bool,
+}
+
+/// HTTP/1.x on one connection.
+#[derive(Debug, Default)]
+pub struct Http1 {
+    client: Direction,
+    server: Direction,
+    /// Requests in order; the oldest without a response gets the next one.
+    pub exchanges: Vec<Exchange>,
+    /// Requests and final responses counted (beyond the kept list too).
+    pub requests: u64,
+    pub responses: u64,
+    /// Index of the oldest request still waiting for its response.
+    waiting: usize,
+    /// How many requests the list keeps.
+    kept: usize,
+    pub connection_close: bool,
+    pub upgrade: Option<String>,
+    /// Gaps or unparseable bytes made the counts a lower bound.
+    pub lost_sync: bool,
+    /// HEAD requests waiting for their response, by request index.
+    heads: Vec<u64>,
+    /// CONNECT requests waiting for their response, by request index.
+    connects: Vec<u64>,
+    /// A CONNECT was answered 2xx: the connection became a tunnel.
+    pub tunnel: bool,
+    switched: bool,
+}
+
+impl Http1 {
+    /// A parser keeping at most `keep` requests in its list (counts go on).
+    pub fn new(keep: usize) -> Http1 {
+        Http1 {
+            kept: keep,
+            ..Http1::default()
+        }
+    }
+
+    /// Whether the first bytes of a client stream look like an HTTP/1.x request.
+    pub fn looks_like_request(bytes: &[u8]) -> bool {
+        let mut headers = [httparse::EMPTY_HEADER; 4];
+        let mut req = httparse::Request::new(&mut headers);
+        match req.parse(bytes) {
+            Ok(_) => req.method.is_some_and(|m| !m.is_empty()),
+            // Too many headers for our small probe still means HTTP.
+            Err(httparse::Error::TooManyHeaders) => true,
+            Err(_) => false,
+        }
+    }
+
+    pub fn wants_data(&self) -> bool {
+        !(self.client.stopped && self.server.stopped)
+    }
+
+    /// Bytes of the stream went missing: counts from here on are uncertain.
+    pub fn gap(&mut self, side: Side, len: u64) {
+        let dir = self.dir(side);
+        match dir.body {
+            Some(Body::Length(n)) if n > len => {
+                dir.body = Some(Body::Length(n - len));
+                return;
+            }
+            Some(Body::Chunked(Chunk::Data(n))) if n > len => {
+                dir.body = Some(Body::Chunked(Chunk::Data(n - len)));
+                return;
+            }
+            Some(Body::UntilClose) => return,
+            _ => {}
+        }
+        dir.stopped = true;
+        self.lost_sync = true;
+    }
+
+    fn dir(&mut self, side: Side) -> &mut Direction {
+        match side {
+            Side::Client => &mut self.client,
+            Side::Server => &mut self.server,
+        }
+    }
+
+    /// In-order stream bytes from `side`. Returns how many were consumed:
+    /// fewer than given only when the protocol switched (`101`), and the
+    /// rest belongs to the new protocol.
+    pub fn data(&mut self, side: Side, ts: Timestamp, bytes: &[u8]) -> usize {
+        let total = bytes.len();
+        let mut bytes = bytes;
+        while !bytes.is_empty() && !self.dir(side).stopped {
+            let dir = self.dir(side);
+            dir.started.get_or_insert(ts);
+            if let Some(body) = dir.body {
+                let used = self.body(side, body, ts, bytes);
+                bytes = bytes.get(used..).unwrap_or(&[]);
+                continue;
+            }
+            // Header block: look for its end in what is buffered plus this chunk.
+            let dir = self.dir(side);
+            let before = dir.buf.len();
+            let take = bytes.len().min(MAX_HEADER.saturating_sub(before).max(1));
+            dir.buf
+                .extend_from_slice(bytes.get(..take).unwrap_or(bytes));
+            let parsed = match side {
+                Side::Client => self.request(ts),
+                Side::Server => self.response(ts),
+            };
+            match parsed {
+                Some(header_len) => {
+                    // Bytes of this chunk past the header block belong to the body.
+                    let used = header_len.saturating_sub(before);
+                    bytes = bytes.get(used..).unwrap_or(&[]);
+                    let dir = self.dir(side);
+                    dir.buf.clear();
+                }
+                None => {
+                    bytes = bytes.get(take..).unwrap_or(&[]);
+                    let dir = self.dir(side);
+                    if dir.buf.len() >= MAX_HEADER {
+                        dir.stopped = true;
+                        self.lost_sync = true;
+                    }
+                }
+            }
+        }
+        total - bytes.len()
+    }
+
+    /// The server switched protocols (`101`).
+    pub fn switched(&self) -> bool {
+        self.switched
+    }
+
+    /// Tries to parse a request header block; returns its length when complete.
+    fn request(&mut self, ts: Timestamp) -> Option<usize> {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut req = httparse::Request::new(&mut headers);
+        let len = match req.parse(&self.client.buf) {
+            Ok(httparse::Status::Complete(n)) => n,
+            Ok(httparse::Status::Partial) => return None,
+            Err(_) => {
+                self.client.stopped = true;
+                self.lost_sync = true;
+                return None;
+            }
+        };
+        let method = req.method.unwrap_or_default().to_string();
+        let target: String = req
+            .path
+            .unwrap_or_default()
+            .chars()
+            .take(MAX_TARGET)
+            .collect();
+        let framing = Framing::of(req.headers);
+        if framing.close {
+            self.connection_close = true;
+        }
+        let start = self.client.started.take().unwrap_or(ts);
+        if method == "HEAD" {
+            self.heads.push(self.requests);
+        }
+        if method == "CONNECT" {
+            self.connects.push(self.requests);
+        }
+        self.requests += 1;
+        if self.exchanges.len() < self.kept {
+            self.exchanges.push(Exchange {
+                method,
+                target,
+                start,
+                status: None,
+                response_first: None,
+                response_last: None,
+            });
+        }
+        if let Some(proto) = framing.upgrade.clone() {
+            self.upgrade = Some(proto);
+        }
+        // A request without Content-Length or chunked encoding has no body.
+        self.client.body = framing
+            .body(false)
+            .filter(|b| *b != Body::Length(0) && *b != Body::UntilClose);
+        Some(len)
+    }
+
+    /// Tries to parse a response header block; returns its length when complete.
+    fn response(&mut self, ts: Timestamp) -> Option<usize> {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut resp = httparse::Response::new(&mut headers);
+        let len = match resp.parse(&self.server.buf) {
+            Ok(httparse::Status::Complete(n)) => n,
+            Ok(httparse::Status::Partial) => return None,
+            Err(_) => {
+                self.server.stopped = true;
+                self.lost_sync = true;
+                return None;
+            }
+        };
+        let status = resp.code.unwrap_or(0);
+        let framing = Framing::of(resp.headers);
+        let first = self.server.started.take().unwrap_or(ts);
+        if status == 101 {
+            // Switching protocols: what follows is not HTTP/1.
+            self.server.stopped = true;
+            self.client.stopped = true;
+            self.switched = true;
+            self.note_response(status, first, ts);
+            return Some(len);
+        }
+        if (100..200).contains(&status) {
+            // Interim response (100 Continue): the final one is still to come.
+            return Some(len);
+        }
+        if framing.close {
+            self.connection_close = true;
+        }
+        let index = self.responses;
+        let head = self.heads.first() == Some(&index);
+        if head {
+            self.heads.remove(0);
+        }
+        if self.connects.first() == Some(&index) {
+            self.connects.remove(0);
+            if (200..300).contains(&status) {
+                // A tunnel: what follows is not HTTP/1 (usually TLS).
+                self.tunnel = true;
+                self.server.stopped = true;
+                self.client.stopped = true;
+                self.note_response(status, first, ts);
+                self.finish_response(ts);
+                return Some(len);
+            }
+        }
+        self.note_response(status, first, ts);
+        let no_body = head || status == 204 || status == 304;
+        self.server.body = if no_body { None } else { framing.body(true) };
+        if self.server.body.is_none() || self.server.body == Some(Body::Length(0)) {
+            self.server.body = None;
+            self.finish_response(ts);
+        }
+        Some(len)
+    }
+
+    fn note_response(&mut self, status: u16, first: Timestamp, ts: Timestamp) {
+        self.responses += 1;
+        if let Some(ex) = self.exchanges.get_mut(self.waiting) {
+            ex.status = Some(status);
+            ex.response_first = Some(first);
+            ex.response_last = Some(ts);
+        }
+    }
+
+    /// The current response's last byte arrived at `ts`.
+    fn finish_response(&mut self, ts: Timestamp) {
+        if let Some(ex) = self.exchanges.get_mut(self.waiting) {
+            ex.response_last = Some(ts);
+        }
+        self.waiting += 1;
+    }
+
+    /// Consumes body bytes; returns how many were used.
+    fn body(&mut self, side: Side, body: Body, ts: Timestamp, bytes: &[u8]) -> usize {
+        let (used, next) = match body {
+            Body::Length(n) => {
+                let used = (n.min(bytes.len() as u64)) as usize;
+                let left = n - used as u64;
+                (used, (left > 0).then_some(Body::Length(left)))
+            }
+            Body::UntilClose => (bytes.len(), Some(Body::UntilClose)),
+            Body::Chunked(state) => {
+                let (used, next) = self.chunked(side, state, bytes);
+                (used, next.map(Body::Chunked))
+            }
+        };
+        if side == Side::Server {
+            if let Some(ex) = self.exchanges.get_mut(self.waiting) {
+                ex.response_last = Some(ts);
+            }
+        }
+        let dir = self.dir(side);
+        dir.body = next;
+        if next.is_none() {
+            dir.started = None;
+            if side == Side::Server {
+                self.finish_response(ts);
+            }
+        }
+        used
+    }
+
+    fn chunked(&mut self, side: Side, state: Chunk, bytes: &[u8]) -> (usize, Option<Chunk>) {
+        match state {
+            Chunk::Data(n) => {
+                let used = n.min(bytes.len() as u64) as usize;
+                let left = n - used as u64;
+                (
+                    used,
+                    Some(if left > 0 {
+                        Chunk::Data(left)
+                    } else {
+                        Chunk::DataEnd(2)
+                    }),
+                )
+            }
+            Chunk::DataEnd(n) => {
+                let used = usize::from(n).min(bytes.len());
+                let left = n - used as u8;
+                (
+                    used,
+                    Some(if left > 0 {
+                        Chunk::DataEnd(left)
+                    } else {
+                        Chunk::Size
+                    }),
+                )
+            }
+            Chunk::Size | Chunk::Trailers => {
+                // A line: buffer up to its LF.
+                let (line_part, complete) = match bytes.iter().position(|&b| b == b'\n') {
+                    Some(i) => (bytes.get(..=i).unwrap_or(bytes), true),
+                    None => (bytes, false),
+                };
+                let dir = self.dir(side);
+                dir.buf.extend_from_slice(line_part);
+                if dir.buf.len() > MAX_HEADER {
+                    dir.stopped = true;
+                    self.lost_sync = true;
+                    return (bytes.len(), None);
+                }
+                if !complete {
+                    return (line_part.len(), Some(state));
+                }
+                let line = std::mem::take(&mut dir.buf);
+                let next = if state == Chunk::Trailers {
+                    // An empty line ends the trailers, and the message.
+                    if line == b"\r\n" || line == b"\n" {
+                        None
+                    } else {
+                        Some(Chunk::Trailers)
+                    }
+                } else {
+                    match httparse::parse_chunk_size(&line) {
+                        Ok(httparse::Status::Complete((_, 0))) => Some(Chunk::Trailers),
+                        Ok(httparse::Status::Complete((_, n))) => Some(Chunk::Data(n)),
+                        _ => {
+                            dir.stopped = true;
+                            self.lost_sync = true;
+                            None
+                        }
+                    }
+                };
+                (line_part.len(), next)
+            }
+        }
+    }
+
+    /// The connection ended: a body read until close is complete now.
+    pub fn finish(&mut self, last_server_ts: Option<Timestamp>) {
+        if self.server.body == Some(Body::UntilClose) {
+            self.server.body = None;
+            if let Some(ts) = last_server_ts {
+                self.finish_response(ts);
+            }
+        }
+    }
+}
+
+/// What the headers say about the body and the connection.
+struct Framing {
+    length: Option<u64>,
+    chunked: bool,
+    close: bool,
+    upgrade: Option<String>,
+}
+
+impl Framing {
+    fn of(headers: &[httparse::Header<'_>]) -> Framing {
+        let mut f = Framing {
+            length: None,
+            chunked: false,
+            close: false,
+            upgrade: None,
+        };
+        for h in headers {
+            let value = String::from_utf8_lossy(h.value);
+            let value = value.trim();
+            if h.name.eq_ignore_ascii_case("content-length") {
+                f.length = value.parse().ok();
+            } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+                f.chunked = value
+                    .to_ascii_lowercase()
+                    .split(',')
+                    .any(|t| t.trim() == "chunked");
+            } else if h.name.eq_ignore_ascii_case("connection") {
+                f.close |= value
+                    .to_ascii_lowercase()
+                    .split(',')
+                    .any(|t| t.trim() == "close");
+            } else if h.name.eq_ignore_ascii_case("upgrade") {
+                f.upgrade = Some(value.chars().take(40).collect());
+            }
+        }
+        f
+    }
+
+    /// The body framing; responses without length or chunking run to the close.
+    fn body(&self, response: bool) -> Option<Body> {
+        if self.chunked {
+            Some(Body::Chunked(Chunk::Size))
+        } else if let Some(n) = self.length {
+            Some(Body::Length(n))
+        } else if response {
+            Some(Body::UntilClose)
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(n: i64) -> Timestamp {
+        Timestamp(n)
+    }
+
+    #[test]
+    fn keep_alive_requests_and_responses_with_lengths() {
+        let mut h = Http1::new(10);
+        for i in 0..3 {
+            h.data(
+                Side::Client,
+                t(i * 10),
+                b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n",
+            );
+            h.data(
+                Side::Server,
+                t(i * 10 + 1),
+                b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel",
+            );
+            h.data(Side::Server, t(i * 10 + 2), b"lo");
+        }
+        assert_eq!((h.requests, h.responses), (3, 3));
+        let ex = &h.exchanges[2];
+        assert_eq!(
+            (ex.method.as_str(), ex.target.as_str(), ex.status),
+            ("GET", "/a", Some(200))
+        );
+        assert_eq!(
+            (ex.start, ex.response_first, ex.response_last),
+            (t(20), Some(t(21)), Some(t(22)))
+        );
+    }
+
+    #[test]
+    fn pipelined_requests_in_one_segment_and_byte_by_byte() {
+        let reqs = b"GET /1 HTTP/1.1\r\nHost: x\r\n\r\nGET /2 HTTP/1.1\r\nHost: x\r\n\r\nPOST /3 HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc";
+        let resps = b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nAHTTP/1.1 429 Too Many Requests\r\nRetry-After: 1\r\nContent-Length: 0\r\n\r\nHTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX-T: 1\r\n\r\n";
+        for bytewise in [false, true] {
+            let mut h = Http1::new(10);
+            if bytewise {
+                reqs.iter().for_each(|b| {
+                    h.data(Side::Client, t(1), &[*b]);
+                });
+                resps.iter().for_each(|b| {
+                    h.data(Side::Server, t(2), &[*b]);
+                });
+            } else {
+                h.data(Side::Client, t(1), reqs);
+                h.data(Side::Server, t(2), resps);
+            }
+            assert_eq!((h.requests, h.responses), (3, 3), "bytewise {bytewise}");
+            let statuses: Vec<_> = h.exchanges.iter().map(|e| e.status).collect();
+            assert_eq!(statuses, vec![Some(200), Some(429), Some(201)]);
+            assert!(!h.lost_sync);
+        }
+    }
+
+    #[test]
+    fn head_304_and_continue_have_no_body_and_interim_is_not_final() {
+        let mut h = Http1::new(10);
+        h.data(
+            Side::Client,
+            t(1),
+            b"HEAD / HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\n",
+        );
+        h.data(
+            Side::Server,
+            t(2),
+            b"HTTP/1.1 200 OK\r\nContent-Length: 999\r\n\r\n",
+        );
+        h.data(
+            Side::Server,
+            t(3),
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\n\r\n",
+        );
+        h.data(
+            Side::Server,
+            t(4),
+            b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end",
+        );
+        h.finish(Some(t(5)));
+        assert_eq!((h.requests, h.responses), (3, 3));
+        assert!(h.connection_close);
+        assert_eq!(h.exchanges[2].response_last, Some(t(5)));
+    }
+
+    #[test]
+    fn upgrade_h2c_stops_parsing() {
+        let mut h = Http1::new(10);
+        h.data(
+            Side::Client,
+            t(1),
+            b"GET / HTTP/1.1\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n\r\n",
+        );
+        let reply = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n\x00\x00\x12\x04";
+        assert_eq!(h.data(Side::Server, t(2), reply), reply.len() - 4);
+        assert!(h.switched());
+        assert_eq!(h.upgrade.as_deref(), Some("h2c"));
+        assert!(!h.wants_data());
+        assert_eq!(h.responses, 1);
+    }
+
+    #[test]
+    fn gap_inside_a_body_is_harmless_elsewhere_loses_sync() {
+        let mut h = Http1::new(10);
+        h.data(
+            Side::Server,
+            t(1),
+            b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n",
+        );
+        h.gap(Side::Server, 50);
+        h.data(Side::Server, t(2), &[b'x'; 50]);
+        assert!(!h.lost_sync);
+        h.gap(Side::Server, 10);
+        assert!(h.lost_sync);
+    }
+
+    #[test]
+    fn connect_tunnel_stops_http() {
+        let mut h = Http1::new(10);
+        h.data(
+            Side::Client,
+            t(1),
+            b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
+        );
+        h.data(
+            Side::Server,
+            t(2),
+            b"HTTP/1.1 200 Connection established\r\n\r\n",
+        );
+        h.data(Side::Client, t(3), &[22, 3, 1, 0, 5, 1, 0, 0, 1, 0]);
+        assert!(h.tunnel && !h.wants_data() && !h.lost_sync);
+        assert_eq!((h.requests, h.responses), (1, 1));
+    }
+
+    #[test]
+    fn detection_and_garbage() {
+        assert!(Http1::looks_like_request(b"GET / HTTP/1.1\r\n"));
+        assert!(Http1::looks_like_request(b"POST /x HTT"));
+        assert!(!Http1::looks_like_request(&[22, 3, 1, 0, 5]));
+
+        let mut h = Http1::new(2);
+        h.data(Side::Client, t(1), &[0xff; 100]);
+        assert!(h.lost_sync);
+        let mut h = Http1::new(1);
+        for _ in 0..5 {
+            h.data(Side::Client, t(1), b"GET / HTTP/1.1\r\n\r\n");
+        }
+        assert_eq!((h.requests, h.exchanges.len()), (5, 1));
+    }
+}

@@ -1,0 +1,291 @@
+//! A connection's two reassembled byte streams and the analyzers they feed:
+//! TLS (detected from the bytes, any port) and, on cleartext, HTTP/1.x or
+//! HTTP/2. Also turns what the analyzers learned into the record's `tls` and
+//! `http` sections.
+//!
+//! Does not track TCP state or decide connection boundaries (`flow`).
+
+use super::h2::H2;
+use super::http::{Exchange, Http1};
+use super::tls::TlsAnalyzer;
+use crate::decode::TcpSegment;
+use crate::flow::reassembly::{Reassembler, StreamSink};
+use crate::record::{
+    Anomalies, AnomalyKind, HttpInfo, HttpMethod, HttpRequest, Instant, Side, TlsInfo,
+};
+use crate::time::Timestamp;
+
+/// The cleartext application protocol, once the first bytes decided it.
+#[derive(Debug)]
+enum App {
+    Undecided,
+    Http1(Http1),
+    H2(H2),
+    Other,
+}
+
+/// The stream analyzers of one connection.
+#[derive(Debug)]
+pub struct Analyzers {
+    tls: TlsAnalyzer,
+    app: App,
+    keep: usize,
+    last_server_data: Option<Timestamp>,
+}
+
+impl Analyzers {
+    pub fn new(cap: usize, keep: usize) -> Analyzers {
+        Analyzers {
+            tls: TlsAnalyzer::new(cap, keep),
+            app: App::Undecided,
+            keep,
+            last_server_data: None,
+        }
+    }
+
+    pub fn wants_data(&self) -> bool {
+        let app = match &self.app {
+            App::Undecided => true,
+            App::Http1(h) => h.wants_data(),
+            App::H2(h) => h.wants_data(),
+            App::Other => false,
+        };
+        app || self.tls.wants_data()
+    }
+
+    fn data(&mut self, side: Side, ts: Timestamp, bytes: &[u8]) {
+        if side == Side::Server {
+            self.last_server_data = Some(ts);
+        }
+        self.tls.data(side, ts, bytes);
+        if let App::Undecided = self.app {
+            self.app = if self.tls.is_tls() || side == Side::Server {
+                App::Other
+            } else if H2::looks_like_preface(bytes) {
+                App::H2(H2::prior_knowledge(self.keep))
+            } else if Http1::looks_like_request(bytes) {
+                App::Http1(Http1::new(self.keep))
+            } else {
+                App::Other
+            };
+        }
+        match &mut self.app {
+            App::Http1(h) => {
+                let used = h.data(side, ts, bytes);
+                if h.switched()
+                    && h.upgrade
+                        .as_deref()
+                        .is_some_and(|u| u.eq_ignore_ascii_case("h2c"))
+                {
+                    let upgraded = h.exchanges.last().cloned();
+                    let mut h2 = H2::after_upgrade(self.keep, upgraded);
+                    h2.data(side, ts, bytes.get(used..).unwrap_or(&[]));
+                    // Keep HTTP/1's count of the upgrade request; HTTP/2 adds the rest.
+                    self.app = App::H2(carry_over(h, h2));
+                }
+            }
+            App::H2(h) => h.data(side, ts, bytes),
+            App::Undecided | App::Other => {}
+        }
+    }
+
+    fn gap(&mut self, side: Side, len: u64) {
+        self.tls.gap(side, len);
+        match &mut self.app {
+            App::Http1(h) => h.gap(side, len),
+            App::H2(h) => h.gap(side, len),
+            App::Undecided | App::Other => {}
+        }
+    }
+
+    /// The streams ended.
+    pub fn end(&mut self) {
+        self.tls.end_of_streams();
+        if let App::Http1(h) = &mut self.app {
+            h.finish(self.last_server_data);
+        }
+    }
+
+    pub fn malformed_tls(&self) -> u64 {
+        self.tls.malformed()
+    }
+
+    pub fn tls_info(&self, start: Timestamp, at: &dyn Fn(Timestamp) -> Instant) -> Option<TlsInfo> {
+        self.tls.info(start, at)
+    }
+
+    /// The record's `http` section.
+    pub fn http_info(&self, at: &dyn Fn(Timestamp) -> Instant) -> HttpInfo {
+        let (method, requests, responses, exchanges, estimated, confidence) = match &self.app {
+            App::Http1(h) if !(h.tunnel && self.tls.is_tls()) => (
+                HttpMethod::Http1,
+                h.requests,
+                h.responses,
+                &h.exchanges,
+                false,
+                "exact",
+            ),
+            App::H2(h) => (
+                HttpMethod::H2c,
+                h.requests,
+                h.responses,
+                &h.exchanges,
+                false,
+                "exact",
+            ),
+            // TLS after STARTTLS carries other protocols; after CONNECT or
+            // from the first byte, HTTP.
+            _ if self.tls.is_tls() && !(self.tls.late_start && matches!(self.app, App::Other)) => {
+                let f = self.tls.flights();
+                let confidence = if self.tls.alpn_h2() {
+                    "low"
+                } else {
+                    "estimate"
+                };
+                let responses = f
+                    .exchanges
+                    .iter()
+                    .filter(|e| e.response_first.is_some())
+                    .count() as u64;
+                (
+                    HttpMethod::TlsFlights,
+                    f.requests,
+                    responses,
+                    &f.exchanges,
+                    true,
+                    confidence,
+                )
+            }
+            _ => (
+                HttpMethod::None,
+                0,
+                0,
+                &Vec::new() as &Vec<Exchange>,
+                false,
+                "exact",
+            ),
+        };
+        let list: Vec<HttpRequest> = exchanges.iter().map(|e| request(e, at)).collect();
+        let (lost_sync, connection_close, upgrade, resets, goaway) = match &self.app {
+            App::Http1(h) => (h.lost_sync, h.connection_close, h.upgrade.clone(), 0, false),
+            App::H2(h) => (h.lost_sync, false, None, h.resets, h.goaway),
+            _ => (false, false, None, 0, false),
+        };
+        HttpInfo {
+            method,
+            requests,
+            responses,
+            estimated,
+            confidence,
+            lost_sync,
+            connection_close,
+            upgrade,
+            resets,
+            goaway,
+            list_truncated: (list.len() as u64) < requests,
+            list,
+        }
+    }
+}
+
+/// HTTP/2 after an h2c upgrade keeps the HTTP/1 request that asked for it.
+fn carry_over(h1: &Http1, mut h2: H2) -> H2 {
+    h2.requests += h1.requests;
+    h2
+}
+
+fn request(e: &Exchange, at: &dyn Fn(Timestamp) -> Instant) -> HttpRequest {
+    let text = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    HttpRequest {
+        method: text(&e.method),
+        target: text(&e.target),
+        start: at(e.start),
+        status: e.status,
+        response_first: e.response_first.map(at),
+        response_last: e.response_last.map(at),
+        ttfb: e.response_first.map(|t| t.secs_since(e.start)),
+        duration: e.response_last.map(|t| t.secs_since(e.start)),
+    }
+}
+
+/// Hands one direction's stream to the analyzers.
+struct Dispatch<'a> {
+    side: Side,
+    analyzers: &'a mut Analyzers,
+}
+
+impl StreamSink for Dispatch<'_> {
+    fn data(&mut self, ts: Timestamp, bytes: &[u8]) {
+        self.analyzers.data(self.side, ts, bytes);
+    }
+    fn gap(&mut self, len: u64) {
+        self.analyzers.gap(self.side, len);
+    }
+}
+
+/// Both directions' reassembly and the analyzers fed by it.
+#[derive(Debug)]
+pub struct Streams {
+    client: Reassembler,
+    server: Reassembler,
+    pub analyzers: Analyzers,
+}
+
+impl Streams {
+    pub fn new(cap: usize, keep: usize) -> Streams {
+        Streams {
+            client: Reassembler::new(cap),
+            server: Reassembler::new(cap),
+            analyzers: Analyzers::new(cap, keep),
+        }
+    }
+
+    pub fn segment(&mut self, side: Side, ts: Timestamp, seg: &TcpSegment<'_>) {
+        let Streams {
+            client,
+            server,
+            analyzers,
+        } = self;
+        let (this, other) = match side {
+            Side::Client => (client, server),
+            Side::Server => (server, client),
+        };
+        let f = seg.flags;
+        this.segment(seg, ts, &mut Dispatch { side, analyzers });
+        if f.ack() && !f.rst() {
+            other.acked(
+                seg.ack,
+                &mut Dispatch {
+                    side: side.other(),
+                    analyzers,
+                },
+            );
+        }
+    }
+
+    /// Flushes both directions, ends the analyzers, and folds the counters
+    /// into `anomalies`; what remains are the analyzers.
+    pub fn finish(mut self, anomalies: &mut Anomalies) -> Analyzers {
+        let Streams {
+            client,
+            server,
+            analyzers,
+        } = &mut self;
+        client.finish(&mut Dispatch {
+            side: Side::Client,
+            analyzers,
+        });
+        server.finish(&mut Dispatch {
+            side: Side::Server,
+            analyzers,
+        });
+        analyzers.end();
+        for r in [&*client, &*server] {
+            anomalies.add(AnomalyKind::RetransmissionConflict, r.stats.conflicts);
+            anomalies.add(AnomalyKind::StreamGap, r.stats.gaps);
+            anomalies.add(AnomalyKind::StreamBufferFull, r.stats.overflows);
+        }
+        anomalies.add(AnomalyKind::MalformedTls, analyzers.malformed_tls());
+        self.analyzers
+    }
+}

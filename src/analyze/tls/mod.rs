@@ -1,0 +1,665 @@
+//! TLS handshake analysis of one connection, from its two reassembled
+//! streams: every handshake message timed, version, cipher, SNI, ALPN, full or
+//! resumed, HelloRetryRequest, 0-RTT, alerts, the completion time, and
+//! JA4/JA3/JA3S fingerprints. Detection is by the bytes, on any port.
+//!
+//! Does not decrypt anything and does not count requests; it never sees
+//! packets, only stream bytes and gaps.
+
+pub mod flights;
+pub mod hello;
+pub mod records;
+
+use crate::record::{EarlyData, Instant, Side, TlsAlert, TlsEvent, TlsInfo, TlsOutcome};
+use crate::time::Timestamp;
+use flights::Flights;
+use hello::{cipher_name, version_name, ClientHelloFacts, ServerHelloFacts};
+use records::{Item, RecordReader, ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, HANDSHAKE};
+
+/// Default cap on buffered handshake bytes per direction.
+pub const DEFAULT_HANDSHAKE_CAP: usize = 256 * 1024;
+/// Client bytes watched for a ClientHello that starts TLS late (STARTTLS,
+/// HTTP CONNECT) when the stream did not begin with TLS.
+const LATE_START_WATCH: u64 = 64 * 1024;
+/// At most this many events are kept per connection.
+const MAX_EVENTS: usize = 64;
+const TLS13: u16 = 0x0304;
+
+/// TLS 1.3, its drafts (0x7fxx) and Facebook's Fizz variants (0xfbxx).
+fn is_tls13(version: u16) -> bool {
+    version == TLS13 || version >> 8 == 0x7f || version >> 8 == 0xfb
+}
+
+/// Sizes of an encrypted TLS 1.3 Finished record: header-less length of
+/// Finished(4 + 32 or 48) + content type (1) + AEAD tag (16).
+const FINISHED_13_LENS: [usize; 2] = [53, 69];
+
+#[derive(Debug, Default)]
+struct Direction {
+    reader: RecordReader,
+    /// Handshake messages being put together across records.
+    pending: Vec<u8>,
+    /// ChangeCipherSpec seen (TLS ≤ 1.2): later handshake records are encrypted.
+    encrypted: bool,
+    finished: Option<Timestamp>,
+    first_encrypted: Option<Timestamp>,
+    overflowed: bool,
+}
+
+/// The analyzer's state for one connection.
+#[derive(Debug)]
+pub struct TlsAnalyzer {
+    cap: usize,
+    /// None until the first bytes decide; Some(false) stops the analysis.
+    detected: Option<bool>,
+    not_tls_after_all: bool,
+    /// Client bytes still watched for a late ClientHello.
+    watch_left: u64,
+    /// TLS began after other bytes (STARTTLS, a CONNECT tunnel).
+    pub late_start: bool,
+    client: Direction,
+    server: Direction,
+    client_hello: Option<(Timestamp, ClientHelloFacts)>,
+    client_hellos: u32,
+    /// The first ClientHello of any kind (SSLv2 included).
+    first_hello: Option<Timestamp>,
+    server_hello: Option<(Timestamp, ServerHelloFacts)>,
+    sslv2_version: Option<u16>,
+    hello_retry: bool,
+    certificate_from_server: bool,
+    certificate_requested: bool,
+    /// TLS 1.3: the server's encrypted flight has begun.
+    server_flight: bool,
+    /// TLS 1.3: the client's first and second encrypted records after the
+    /// server flight (the Finished and, usually, the first request).
+    client_flight_first: Option<Timestamp>,
+    client_flight_second: Option<(Timestamp, usize)>,
+    flights: Flights,
+    complete: Option<Timestamp>,
+    first_app_data: Option<Timestamp>,
+    alert: Option<(Side, String, String, Timestamp)>,
+    events: Vec<(&'static str, Side, Timestamp, Option<String>)>,
+    gap_bytes: u64,
+    malformed: u64,
+}
+
+impl TlsAnalyzer {
+    /// `cap` bounds buffered handshake bytes per direction; `keep` bounds the
+    /// list of estimated requests.
+    pub fn new(cap: usize, keep: usize) -> TlsAnalyzer {
+        TlsAnalyzer {
+            cap,
+            detected: None,
+            not_tls_after_all: false,
+            watch_left: 0,
+            late_start: false,
+            client: Direction::default(),
+            server: Direction::default(),
+            client_hello: None,
+            client_hellos: 0,
+            first_hello: None,
+            server_hello: None,
+            sslv2_version: None,
+            hello_retry: false,
+            certificate_from_server: false,
+            certificate_requested: false,
+            server_flight: false,
+            client_flight_first: None,
+            client_flight_second: None,
+            flights: Flights::new(keep),
+            complete: None,
+            first_app_data: None,
+            alert: None,
+            events: Vec::new(),
+            gap_bytes: 0,
+            malformed: 0,
+        }
+    }
+
+    /// Whether more stream bytes are of use.
+    pub fn wants_data(&self) -> bool {
+        match self.detected {
+            Some(false) => self.watch_left > 0,
+            _ => !(self.client.reader.dead && self.server.reader.dead),
+        }
+    }
+
+    /// TLS records or handshake messages that could not be right.
+    pub fn malformed(&self) -> u64 {
+        self.malformed
+    }
+
+    fn negotiated_13(&self) -> bool {
+        self.server_hello
+            .as_ref()
+            .is_some_and(|(_, sh)| is_tls13(sh.version()))
+    }
+
+    fn dir(&mut self, side: Side) -> &mut Direction {
+        match side {
+            Side::Client => &mut self.client,
+            Side::Server => &mut self.server,
+        }
+    }
+
+    fn event(&mut self, name: &'static str, side: Side, ts: Timestamp, detail: Option<String>) {
+        if self.events.len() < MAX_EVENTS {
+            self.events.push((name, side, ts, detail));
+        }
+    }
+
+    /// Stream bytes `bytes` from `side`, carried by a packet captured at `ts`.
+    pub fn data(&mut self, side: Side, ts: Timestamp, bytes: &[u8]) {
+        if self.detected.is_none() {
+            let tls = looks_like_tls(bytes);
+            self.detected = Some(tls);
+            if !tls {
+                self.watch_left = LATE_START_WATCH;
+            }
+        }
+        if self.detected == Some(false) {
+            if side != Side::Client || self.watch_left == 0 {
+                return;
+            }
+            if !starts_client_hello(bytes) {
+                self.watch_left = self.watch_left.saturating_sub(bytes.len() as u64);
+                return;
+            }
+            self.detected = Some(true);
+            self.late_start = true;
+            self.watch_left = 0;
+        }
+        let mut input = bytes;
+        loop {
+            let dir = match side {
+                Side::Client => &mut self.client,
+                Side::Server => &mut self.server,
+            };
+            let encrypted = dir.encrypted;
+            let want = |t: u8| match t {
+                HANDSHAKE => !encrypted,
+                ALERT | CHANGE_CIPHER_SPEC => true,
+                _ => false,
+            };
+            let item = match dir.reader.next(&mut input, ts, &want) {
+                Some(Item::Record {
+                    content_type,
+                    len,
+                    body,
+                    ts,
+                    ..
+                }) => Owned::Record(content_type, len, body.map(<[u8]>::to_vec), ts),
+                Some(Item::SslV2 { body, ts }) => Owned::SslV2(body.to_vec(), ts),
+                Some(Item::NotARecord) => Owned::NotARecord,
+                None => break,
+            };
+            match item {
+                Owned::Record(content_type, len, body, ts) => {
+                    self.record(side, content_type, len, body.as_deref(), ts)
+                }
+                Owned::SslV2(body, ts) => self.sslv2(side, &body, ts),
+                Owned::NotARecord => {
+                    if self.client_hello.is_none() && self.server_hello.is_none() {
+                        self.not_tls_after_all = true;
+                    }
+                    self.malformed += 1;
+                }
+            }
+        }
+    }
+
+    /// `len` bytes of `side`'s stream were not captured.
+    pub fn gap(&mut self, side: Side, len: u64) {
+        self.gap_bytes += len;
+        if self.detected == Some(true) {
+            let dir = self.dir(side);
+            dir.reader.gap(len);
+            dir.pending.clear();
+        }
+    }
+
+    fn sslv2(&mut self, side: Side, body: &[u8], ts: Timestamp) {
+        // SSLv2 CLIENT-HELLO: type 1, version (2 bytes); SERVER-HELLO: type 4.
+        match (side, body.first()) {
+            (Side::Client, Some(1)) => {
+                if let Some(v) = body.get(1..3).and_then(|v| v.first_chunk::<2>()) {
+                    self.sslv2_version = Some(u16::from_be_bytes(*v));
+                }
+                self.client_hellos += 1;
+                self.first_hello.get_or_insert(ts);
+                self.event("client_hello_sslv2", side, ts, None);
+            }
+            (Side::Server, Some(4)) => self.event("server_hello_sslv2", side, ts, None),
+            _ => self.malformed += 1,
+        }
+    }
+
+    fn record(
+        &mut self,
+        side: Side,
+        content_type: u8,
+        len: usize,
+        body: Option<&[u8]>,
+        ts: Timestamp,
+    ) {
+        match content_type {
+            HANDSHAKE => match body {
+                Some(body) => self.handshake_bytes(side, body, ts),
+                None => {
+                    // After ChangeCipherSpec: the encrypted Finished.
+                    let dir = self.dir(side);
+                    if dir.finished.is_none() {
+                        dir.finished = Some(ts);
+                        self.event("finished", side, ts, None);
+                        self.check_complete_12();
+                    }
+                }
+            },
+            CHANGE_CIPHER_SPEC => {
+                self.event("change_cipher_spec", side, ts, None);
+                // Only a TLS ≤ 1.2 ServerHello makes ChangeCipherSpec real; in
+                // TLS 1.3 (or after a HelloRetryRequest) it is middlebox padding.
+                if self.server_hello.is_some() && !self.negotiated_13() {
+                    self.dir(side).encrypted = true;
+                }
+            }
+            ALERT => {
+                let plaintext = !self.dir(side).encrypted;
+                let visible = body
+                    .and_then(|b| b.first_chunk::<2>())
+                    .filter(|_| plaintext && body.is_some_and(|b| b.len() == 2));
+                let (level, description) = match visible {
+                    Some([level, code]) => (alert_level(*level), alert_description(*code)),
+                    None => ("encrypted".to_string(), "encrypted".to_string()),
+                };
+                self.event("alert", side, ts, Some(format!("{level} {description}")));
+                if self.alert.is_none() {
+                    self.alert = Some((side, level, description, ts));
+                }
+            }
+            APPLICATION_DATA => self.application_data(side, len, ts),
+            _ => {}
+        }
+    }
+
+    fn application_data(&mut self, side: Side, len: usize, ts: Timestamp) {
+        let first = self.dir(side).first_encrypted.is_none();
+        if first {
+            self.dir(side).first_encrypted = Some(ts);
+            self.event("encrypted_record", side, ts, None);
+        }
+        if self.negotiated_13() {
+            match side {
+                Side::Server => {
+                    self.server_flight = true;
+                    if self.client_flight_first.is_some() && self.complete.is_none() {
+                        // The server spoke again: the client's flight is over.
+                        self.complete_from_flight();
+                    }
+                }
+                Side::Client if self.server_flight && self.complete.is_none() => {
+                    if FINISHED_13_LENS.contains(&len) {
+                        self.complete = Some(ts);
+                        self.client.finished = Some(ts);
+                        self.event("finished", side, ts, None);
+                    } else if self.client_flight_first.is_none() {
+                        self.client_flight_first = Some(ts);
+                    } else {
+                        self.client_flight_second.get_or_insert((ts, len));
+                    }
+                    return;
+                }
+                Side::Client => {}
+            }
+        }
+        // Application data proper: in TLS 1.3 after the handshake completed;
+        // in TLS ≤ 1.2 once the client sent its Finished (False Start sends
+        // the request before the server's Finished).
+        let tls13 = self.negotiated_13();
+        let started = if tls13 {
+            self.complete.is_some_and(|c| c <= ts)
+        } else {
+            self.client.finished.is_some_and(|c| c <= ts)
+        };
+        if started {
+            if side == Side::Client && self.first_app_data.is_none() {
+                self.first_app_data = Some(ts);
+            }
+            self.flights.record(side, len, ts, tls13);
+        }
+    }
+
+    /// TLS 1.3 without a Finished-sized record: the flight's first record
+    /// completed the handshake and its second, if any, was application data.
+    fn complete_from_flight(&mut self) {
+        self.complete = self.client_flight_first;
+        if let Some((ts, len)) = self.client_flight_second.take() {
+            self.first_app_data.get_or_insert(ts);
+            self.flights.record(Side::Client, len, ts, true);
+        }
+    }
+
+    fn check_complete_12(&mut self) {
+        if let (Some(c), Some(s)) = (self.client.finished, self.server.finished) {
+            if self.complete.is_none() {
+                self.complete = Some(c.max(s));
+            }
+        }
+    }
+
+    /// Plaintext handshake bytes: split into messages, which may span records.
+    fn handshake_bytes(&mut self, side: Side, body: &[u8], ts: Timestamp) {
+        let cap = self.cap;
+        let dir = self.dir(side);
+        if dir.overflowed {
+            return;
+        }
+        if dir.pending.len() + body.len() > cap {
+            dir.overflowed = true;
+            dir.pending.clear();
+            self.malformed += 1;
+            return;
+        }
+        dir.pending.extend_from_slice(body);
+        loop {
+            let dir = self.dir(side);
+            let Some((&[kind, a, b, c], rest)) = dir.pending.split_first_chunk::<4>() else {
+                return;
+            };
+            let len = u32::from_be_bytes([0, a, b, c]) as usize;
+            if len > cap {
+                dir.overflowed = true;
+                dir.pending.clear();
+                self.malformed += 1;
+                return;
+            }
+            let Some(msg) = rest.get(..len) else {
+                return;
+            };
+            let msg = msg.to_vec();
+            dir.pending.drain(..4 + len);
+            self.message(side, kind, &msg, ts);
+        }
+    }
+
+    fn message(&mut self, side: Side, kind: u8, body: &[u8], ts: Timestamp) {
+        let name = match kind {
+            0 => "hello_request",
+            1 => {
+                self.client_hellos += 1;
+                self.first_hello.get_or_insert(ts);
+                match ClientHelloFacts::parse(body) {
+                    Some(facts) => {
+                        if self.client_hello.is_none() {
+                            self.client_hello = Some((ts, facts));
+                        }
+                    }
+                    None => self.malformed += 1,
+                }
+                "client_hello"
+            }
+            2 => match ServerHelloFacts::parse(body) {
+                Some(facts) if facts.is_hello_retry_request() => {
+                    self.hello_retry = true;
+                    "hello_retry_request"
+                }
+                Some(facts) => {
+                    if self.server_hello.is_none() {
+                        self.flights.h2_selected = facts.alpn.as_deref() == Some("h2");
+                        self.server_hello = Some((ts, facts));
+                    }
+                    "server_hello"
+                }
+                None => {
+                    self.malformed += 1;
+                    "server_hello"
+                }
+            },
+            4 => "new_session_ticket",
+            5 => "end_of_early_data",
+            6 => {
+                self.hello_retry = true;
+                "hello_retry_request"
+            }
+            8 => "encrypted_extensions",
+            11 => {
+                if side == Side::Server {
+                    self.certificate_from_server = true;
+                }
+                "certificate"
+            }
+            12 => "server_key_exchange",
+            13 => {
+                self.certificate_requested = true;
+                "certificate_request"
+            }
+            14 => "server_hello_done",
+            15 => "certificate_verify",
+            16 => "client_key_exchange",
+            20 => {
+                let dir = self.dir(side);
+                dir.finished.get_or_insert(ts);
+                self.check_complete_12();
+                "finished"
+            }
+            22 => "certificate_status",
+            24 => "key_update",
+            67 => "next_protocol",
+            _ => "unknown_handshake",
+        };
+        self.event(name, side, ts, None);
+    }
+
+    /// Whether ALPN says HTTP/2: selected (TLS ≤ 1.2), or offered when the
+    /// selection is encrypted (TLS 1.3).
+    pub fn alpn_h2(&self) -> bool {
+        match &self.server_hello {
+            Some((_, sh)) if sh.alpn.is_some() => sh.alpn.as_deref() == Some("h2"),
+            _ => self
+                .client_hello
+                .as_ref()
+                .is_some_and(|(_, ch)| ch.alpn.iter().any(|p| p == "h2")),
+        }
+    }
+
+    /// Requests estimated from the record conversation.
+    pub fn flights(&self) -> &Flights {
+        &self.flights
+    }
+
+    /// Whether the connection turned out to be TLS.
+    pub fn is_tls(&self) -> bool {
+        self.detected == Some(true)
+    }
+
+    /// Settles what the end of the streams decides (TLS 1.3 completion
+    /// without a Finished-sized record, the first response's start).
+    pub fn end_of_streams(&mut self) {
+        if self.complete.is_none() && self.negotiated_13() && self.client_flight_first.is_some() {
+            self.complete_from_flight();
+        }
+        self.flights.finish();
+    }
+
+    /// The TLS section, or `None` when the connection was not TLS.
+    /// `start` is the connection's SYN (or first packet); `at` converts times.
+    pub fn info(&self, start: Timestamp, at: &dyn Fn(Timestamp) -> Instant) -> Option<TlsInfo> {
+        if self.detected != Some(true) {
+            return None;
+        }
+        let ch = self.client_hello.as_ref();
+        let sh = self.server_hello.as_ref();
+        let version_code = sh.map(|(_, s)| s.version());
+        let offered = ch.map(|(_, c)| c.max_version()).or(self.sslv2_version);
+        let tls13 = sh.is_some_and(|(_, s)| is_tls13(s.version()));
+        let (resumed, resumption) = resumption(
+            ch.map(|(_, c)| c),
+            sh.map(|(_, s)| s),
+            self.certificate_from_server,
+            self.server.finished.is_some() || self.server.encrypted,
+        );
+        let outcome = if self.not_tls_after_all {
+            TlsOutcome::NotTls
+        } else if self.complete.is_some() {
+            TlsOutcome::Complete
+        } else if self.alert.is_some() {
+            TlsOutcome::Failed
+        } else if ch.is_none() && sh.is_none() && self.sslv2_version.is_none() {
+            TlsOutcome::Midstream
+        } else {
+            TlsOutcome::Incomplete
+        };
+        let since = |t: Timestamp| t.secs_since(start);
+        let events = self
+            .events
+            .iter()
+            .map(|(name, side, ts, detail)| TlsEvent {
+                name,
+                side: *side,
+                time: at(*ts),
+                since_start: since(*ts),
+                detail: detail.clone(),
+            })
+            .collect();
+        let ch_ts = self.first_hello;
+        Some(TlsInfo {
+            version: version_code.map(version_name),
+            offered_version: offered.map(version_name),
+            cipher: sh.map(|(_, s)| cipher_name(s.cipher)),
+            sni: ch.and_then(|(_, c)| c.sni.clone()),
+            alpn: sh.and_then(|(_, s)| s.alpn.clone()),
+            alpn_offered: ch.map(|(_, c)| c.alpn.clone()).unwrap_or_default(),
+            resumed,
+            resumption: resumption.map(str::to_string),
+            hello_retry: self.hello_retry,
+            early_data: EarlyData {
+                offered: ch.is_some_and(|(_, c)| c.early_data),
+                accepted: None,
+            },
+            client_certificate_requested: if tls13 {
+                None
+            } else {
+                Some(self.certificate_requested)
+            },
+            outcome,
+            alert: self
+                .alert
+                .as_ref()
+                .map(|(side, level, description, ts)| TlsAlert {
+                    side: *side,
+                    level: level.clone(),
+                    description: description.clone(),
+                    time: at(*ts),
+                }),
+            client_hello: ch_ts.map(at),
+            server_hello: sh.map(|(t, _)| at(*t)),
+            complete: self.complete.map(at),
+            hello_to_hello: ch_ts.zip(sh.map(|(t, _)| *t)).map(|(c, s)| s.secs_since(c)),
+            handshake: ch_ts.zip(self.complete).map(|(c, d)| d.secs_since(c)),
+            syn_to_app_data: self.first_app_data.map(since),
+            ja4: ch.map(|(_, c)| c.ja4()),
+            ja3: ch.map(|(_, c)| c.ja3()),
+            ja3s: sh.map(|(_, s)| s.ja3s()),
+            events,
+            gap_bytes: self.gap_bytes,
+        })
+    }
+}
+
+/// Owned copy of a reader item, so the reader's borrow ends before handling.
+enum Owned {
+    Record(u8, usize, Option<Vec<u8>>, Timestamp),
+    SslV2(Vec<u8>, Timestamp),
+    NotARecord,
+}
+
+/// Whether the first bytes of a stream look like TLS (or SSLv2's ClientHello).
+fn looks_like_tls(bytes: &[u8]) -> bool {
+    match bytes {
+        [t, 3, minor, ..] => (CHANGE_CIPHER_SPEC..=APPLICATION_DATA).contains(t) && *minor <= 4,
+        [hi, _, 1, 0 | 2 | 3, ..] => hi & 0x80 != 0,
+        _ => false,
+    }
+}
+
+/// Whether a chunk begins with a TLS record holding a ClientHello.
+fn starts_client_hello(bytes: &[u8]) -> bool {
+    matches!(bytes, [22, 3, minor, _, _, 1, ..] if *minor <= 4)
+}
+
+/// Full or resumed, and how.
+fn resumption(
+    ch: Option<&ClientHelloFacts>,
+    sh: Option<&ServerHelloFacts>,
+    server_certificate: bool,
+    server_changed_cipher: bool,
+) -> (bool, Option<&'static str>) {
+    let Some(sh) = sh else {
+        return (false, None);
+    };
+    if is_tls13(sh.version()) {
+        return if sh.psk {
+            (true, Some("psk"))
+        } else {
+            (false, None)
+        };
+    }
+    let offered_id = ch.map(|c| c.session_id.as_slice()).unwrap_or(&[]);
+    let echoed = !sh.session_id.is_empty() && sh.session_id == offered_id;
+    let abbreviated = server_changed_cipher && !server_certificate;
+    if (echoed || abbreviated) && !server_certificate {
+        // With a ticket offered, the echoed id only signals the ticket's acceptance.
+        let ticket = ch.is_some_and(|c| c.session_ticket);
+        return (true, Some(if ticket { "ticket" } else { "session_id" }));
+    }
+    (false, None)
+}
+
+fn alert_level(level: u8) -> String {
+    match level {
+        1 => "warning".into(),
+        2 => "fatal".into(),
+        n => n.to_string(),
+    }
+}
+
+fn alert_description(code: u8) -> String {
+    let name = match code {
+        0 => "close_notify",
+        10 => "unexpected_message",
+        20 => "bad_record_mac",
+        21 => "decryption_failed",
+        22 => "record_overflow",
+        30 => "decompression_failure",
+        40 => "handshake_failure",
+        41 => "no_certificate",
+        42 => "bad_certificate",
+        43 => "unsupported_certificate",
+        44 => "certificate_revoked",
+        45 => "certificate_expired",
+        46 => "certificate_unknown",
+        47 => "illegal_parameter",
+        48 => "unknown_ca",
+        49 => "access_denied",
+        50 => "decode_error",
+        51 => "decrypt_error",
+        60 => "export_restriction",
+        70 => "protocol_version",
+        71 => "insufficient_security",
+        80 => "internal_error",
+        86 => "inappropriate_fallback",
+        90 => "user_canceled",
+        100 => "no_renegotiation",
+        109 => "missing_extension",
+        110 => "unsupported_extension",
+        111 => "certificate_unobtainable",
+        112 => "unrecognized_name",
+        113 => "bad_certificate_status_response",
+        114 => "bad_certificate_hash_value",
+        115 => "unknown_psk_identity",
+        116 => "certificate_required",
+        120 => "no_application_protocol",
+        n => return n.to_string(),
+    };
+    name.to_string()
+}
