@@ -6,25 +6,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use handshakes::record::{CloseKind, ConnectionRecord, HttpMethod, Side};
-use handshakes::source::file::FileSource;
-use handshakes::{analyze, Config, Summary};
+use handshakes::record::{CloseKind, HttpMethod, Side};
 
-use crate::tools::skip_or_fail;
+use crate::tools::{analyze_path as run, skip_or_fail};
 
 fn capture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("captures")
         .join(name)
-}
-
-fn run(path: &Path) -> (Summary, Vec<ConnectionRecord>) {
-    let mut source = FileSource::open(path).unwrap_or_else(|e| panic!("{e}"));
-    let mut records = Vec::new();
-    let summary =
-        analyze(&mut source, &Config::default(), &mut records).unwrap_or_else(|e| panic!("{e}"));
-    records.sort_by_key(|r| r.id);
-    (summary, records)
 }
 
 /// What captures/README.md records about a capture.

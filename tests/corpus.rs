@@ -11,9 +11,9 @@ use serde_json::Value;
 
 use handshakes::record::{AnomalyKind, ConnectionRecord};
 use handshakes::source::file::FileSource;
-use handshakes::{analyze, Config, Summary};
+use handshakes::{analyze, Config};
 
-use crate::tools::skip_or_fail;
+use crate::tools::{analyze_path as run, skip_or_fail};
 
 /// Captures whose tshark facts we knowingly do not reproduce, and why.
 const TSHARK_EXCEPTIONS: &[(&str, &str)] = &[
@@ -53,15 +53,6 @@ fn load_expected() -> Option<(PathBuf, Vec<Value>)> {
     Some((dir, entries))
 }
 
-fn run(path: &Path) -> (Summary, Vec<ConnectionRecord>) {
-    let mut source = FileSource::open(path).unwrap_or_else(|e| panic!("{e}"));
-    let mut records = Vec::new();
-    let summary =
-        analyze(&mut source, &Config::default(), &mut records).unwrap_or_else(|e| panic!("{e}"));
-    records.sort_by_key(|r| r.id);
-    (summary, records)
-}
-
 /// tshark writes IPv6 endpoints without brackets.
 fn plain(endpoint: &str) -> String {
     endpoint.replace(['[', ']'], "")
@@ -82,6 +73,19 @@ fn close_to(expected: Option<f64>, got: Option<f64>) -> bool {
         (None, None) => true,
         _ => false,
     }
+}
+
+/// The rows of one Zeek log (`conn`, `ssl`, `http`) recorded for a capture.
+fn zeek_rows<'a>(entry: &'a Value, log: &str) -> Vec<&'a Value> {
+    entry
+        .pointer("/facts/peer/items")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|i| i["log"] == log)
+        .filter_map(|i| i["rows"].as_array())
+        .flatten()
+        .collect()
 }
 
 /// Arkime's verdict on whether the handshake's ACK was valid, by client port.
@@ -239,14 +243,8 @@ fn conn_state_and_history_match_zeek() {
     let mut failures = Vec::new();
     for entry in &entries {
         let file = entry["file"].as_str().expect("file name");
-        let Some(items) = entry.pointer("/facts/peer/items").and_then(Value::as_array) else {
-            continue;
-        };
-        let rows: Vec<&Value> = items
-            .iter()
-            .filter(|i| i["log"] == "conn")
-            .filter_map(|i| i["rows"].as_array())
-            .flatten()
+        let rows: Vec<&Value> = zeek_rows(entry, "conn")
+            .into_iter()
             .filter(|r| r["proto"] == "tcp" && r["conn_state"].is_string())
             .collect();
         if rows.is_empty() || TSHARK_EXCEPTIONS.iter().any(|(f, _)| *f == file) {
@@ -437,15 +435,7 @@ fn tls_handshakes_match_zeek_ssl_log() {
     let (mut compared, mut failures) = (0, Vec::new());
     for entry in &entries {
         let file = entry["file"].as_str().expect("file name");
-        let rows: Vec<&Value> = entry
-            .pointer("/facts/peer/items")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter(|i| i["log"] == "ssl")
-            .filter_map(|i| i["rows"].as_array())
-            .flatten()
-            .collect();
+        let rows = zeek_rows(entry, "ssl");
         // QUIC is UDP: out of scope.
         if rows.is_empty() || file.contains("/quic/") {
             continue;

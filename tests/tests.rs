@@ -4,6 +4,8 @@
 
 mod captures;
 mod corpus;
+mod http;
 mod support;
 mod synthetic;
+mod tls;
 mod tools;

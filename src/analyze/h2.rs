@@ -159,14 +159,7 @@ impl H2 {
                 self.last_client_stream = stream;
                 self.requests += 1;
                 let index = if self.exchanges.len() < self.keep {
-                    self.exchanges.push(Exchange {
-                        method: String::new(),
-                        target: String::new(),
-                        start: ts,
-                        status: None,
-                        response_first: None,
-                        response_last: None,
-                    });
+                    self.exchanges.push(Exchange::started(ts));
                     self.exchanges.len() - 1
                 } else {
                     usize::MAX

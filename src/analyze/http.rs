@@ -27,6 +27,20 @@ pub struct Exchange {
     pub response_last: Option<Timestamp>,
 }
 
+impl Exchange {
+    /// A request that started at `start`, method and target unknown (encrypted, or HTTP/2).
+    pub fn started(start: Timestamp) -> Exchange {
+        Exchange {
+            method: String::new(),
+            target: String::new(),
+            start,
+            status: None,
+            response_first: None,
+            response_last: None,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Chunk {
     /// Reading a chunk-size line.
@@ -221,10 +235,7 @@ impl Http1 {
             self.exchanges.push(Exchange {
                 method,
                 target,
-                start,
-                status: None,
-                response_first: None,
-                response_last: None,
+                ..Exchange::started(start)
             });
         }
         if let Some(proto) = framing.upgrade.clone() {

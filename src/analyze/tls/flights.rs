@@ -80,14 +80,7 @@ impl Flights {
                     self.settle_first_response();
                     self.requests += 1;
                     if self.exchanges.len() < self.keep {
-                        self.exchanges.push(Exchange {
-                            method: String::new(),
-                            target: String::new(),
-                            start: ts,
-                            status: None,
-                            response_first: None,
-                            response_last: None,
-                        });
+                        self.exchanges.push(Exchange::started(ts));
                     }
                 }
                 self.last = Some(Side::Client);
