@@ -46,6 +46,8 @@ pub struct SummaryBuilder {
     busy_tls_full: u64,
     busy_tls_resumed: u64,
     to_first_request: Vec<f64>,
+    /// Requests estimated with low confidence (TLS flights on HTTP/2).
+    low_confidence: u64,
     latency: Vec<f64>,
     status: BTreeMap<String, u64>,
     /// (time, +1 open / −1 close) for the concurrency sweep; `at` offsets.
@@ -114,6 +116,9 @@ impl SummaryBuilder {
         let http = &rec.http;
         if http.estimated {
             self.requests_estimated += http.requests;
+            if http.confidence == "low" {
+                self.low_confidence += http.requests;
+            }
         } else {
             self.requests_exact += http.requests;
         }
@@ -162,14 +167,16 @@ impl SummaryBuilder {
             median: distribution(&mut self.to_first_request).median,
             connections: self.to_first_request.len() as u64,
         };
-        let verdict = verdict(
+        let verdict = verdict(&Counts {
             requests,
-            self.requests_estimated,
-            self.busy_connections,
-            self.busy_tcp_handshakes,
-            self.busy_tls_full,
-            self.busy_tls_resumed,
-        );
+            estimated: self.requests_estimated,
+            low_confidence: self.low_confidence,
+            connections: self.busy_connections,
+            tcp: self.busy_tcp_handshakes,
+            tls: self.tls_connections > 0,
+            tls_full: self.busy_tls_full,
+            tls_resumed: self.busy_tls_resumed,
+        });
         Summary {
             tls_connections: self.tls_connections,
             tls_handshakes_full: self.tls_full,
@@ -233,20 +240,37 @@ fn peak(edges: &mut [(f64, f64, i8)]) -> Peak {
     }
 }
 
-/// The headline sentence: how many connections the requests needed.
-fn verdict(
+/// What the verdict is made of.
+struct Counts {
     requests: u64,
     estimated: u64,
+    low_confidence: u64,
+    /// Connections that carried requests, and their handshakes.
     connections: u64,
     tcp: u64,
+    tls: bool,
     tls_full: u64,
     tls_resumed: u64,
-) -> String {
+}
+
+/// The headline sentence: how many connections the requests needed.
+fn verdict(c: &Counts) -> String {
+    let Counts {
+        requests,
+        estimated,
+        connections,
+        tcp,
+        tls_full,
+        tls_resumed,
+        ..
+    } = *c;
     if requests == 0 {
         return "no HTTP requests seen".to_string();
     }
     let plural = |n: u64, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
-    let how = if estimated == requests {
+    let how = if c.low_confidence > 0 {
+        " (estimated from TLS records; rough where HTTP/2 multiplexes)"
+    } else if estimated == requests {
         " (estimated from TLS records)"
     } else if estimated > 0 {
         " (partly estimated from TLS records)"
@@ -273,10 +297,14 @@ fn verdict(
     };
     let per_conn = requests as f64 / connections.max(1) as f64;
     if connections >= requests && requests > 1 {
+        let tls = if c.tls {
+            format!(" and {:.2} full TLS", tls_full as f64 / requests as f64)
+        } else {
+            String::new()
+        };
         format!(
-            "{head}: no reuse — {:.2} TCP and {:.2} full TLS handshakes per request{resumed}",
-            tcp as f64 / requests as f64,
-            tls_full as f64 / requests as f64
+            "{head}: no reuse — {:.2} TCP{tls} handshakes per request{resumed}",
+            tcp as f64 / requests as f64
         )
     } else if per_conn < 1.5 && requests > 1 {
         format!("{head}: little reuse, {per_conn:.2} requests per connection{resumed}")

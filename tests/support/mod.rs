@@ -6,6 +6,7 @@
 pub mod capture;
 pub mod conv;
 pub mod frames;
+pub mod tls;
 
 use std::ffi::OsStr;
 use std::io::Write;

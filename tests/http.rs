@@ -1,0 +1,1 @@
+//! Synthetic HTTP conversations (being written).

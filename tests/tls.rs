@@ -1,0 +1,1 @@
+//! Synthetic TLS conversations (being written).
