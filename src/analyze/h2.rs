@@ -84,6 +84,12 @@ impl H2 {
             && PREFACE.starts_with(bytes.get(..PREFACE.len().min(bytes.len())).unwrap_or(&[]))
     }
 
+    /// Whether a server's first bytes are an HTTP/2 SETTINGS frame on stream 0.
+    pub fn starts_with_settings(bytes: &[u8]) -> bool {
+        matches!(bytes, [a, b, c, 4, flags, 0, 0, 0, 0, ..]
+            if u32::from_be_bytes([0, *a, *b, *c]) <= 16_384 && *flags & !1 == 0)
+    }
+
     pub fn wants_data(&self) -> bool {
         !(self.client.stopped && self.server.stopped)
     }
@@ -238,6 +244,13 @@ mod tests {
         );
         assert!(h.exchanges[0].response_last.is_some());
         assert!(!h.lost_sync);
+    }
+
+    #[test]
+    fn server_settings_first() {
+        assert!(H2::starts_with_settings(&frame(4, 0, 0, 18)));
+        assert!(!H2::starts_with_settings(b"220 smtp.example.com ESMTP"));
+        assert!(!H2::starts_with_settings(b"HTTP/1.1 200 OK\r\n"));
     }
 
     #[test]

@@ -96,6 +96,8 @@ pub struct Http1 {
     /// A CONNECT was answered 2xx: the connection became a tunnel.
     pub tunnel: bool,
     switched: bool,
+    /// An HTTP/0.9 exchange: the response has no status line.
+    http09: bool,
 }
 
 impl Http1 {
@@ -115,7 +117,7 @@ impl Http1 {
             Ok(_) => req.method.is_some_and(|m| !m.is_empty()),
             // Too many headers for our small probe still means HTTP.
             Err(httparse::Error::TooManyHeaders) => true,
-            Err(_) => false,
+            Err(_) => is_http09(bytes),
         }
     }
 
@@ -206,6 +208,7 @@ impl Http1 {
         let len = match req.parse(&self.client.buf) {
             Ok(httparse::Status::Complete(n)) => n,
             Ok(httparse::Status::Partial) => return None,
+            Err(_) if self.requests == 0 && is_http09(&self.client.buf) => return self.http09(ts),
             Err(_) => {
                 self.client.stopped = true;
                 self.lost_sync = true;
@@ -246,6 +249,37 @@ impl Http1 {
             .body(false)
             .filter(|b| *b != Body::Length(0) && *b != Body::UntilClose);
         Some(len)
+    }
+
+    /// An HTTP/0.9 request, `GET /path` and a line end with no version: the
+    /// response is the raw body until the close, with no status line.
+    fn http09(&mut self, ts: Timestamp) -> Option<usize> {
+        let line_end = self.client.buf.iter().position(|&b| b == b'\n')?;
+        let line = String::from_utf8_lossy(self.client.buf.get(..line_end)?)
+            .trim_end()
+            .to_string();
+        let target = match line.split_once(' ') {
+            Some(("GET", target)) if !target.contains(' ') => target,
+            _ => {
+                self.client.stopped = true;
+                self.lost_sync = true;
+                return None;
+            }
+        };
+        let start = self.client.started.take().unwrap_or(ts);
+        self.requests += 1;
+        if self.exchanges.len() < self.kept {
+            self.exchanges.push(Exchange {
+                method: "GET".into(),
+                target: target.chars().take(MAX_TARGET).collect(),
+                ..Exchange::started(start)
+            });
+        }
+        // One request per connection; the server's bytes are the response.
+        self.client.stopped = true;
+        self.server.body = Some(Body::UntilClose);
+        self.http09 = true;
+        Some(line_end + 1)
     }
 
     /// Tries to parse a response header block; returns its length when complete.
@@ -338,6 +372,12 @@ impl Http1 {
             }
         };
         if side == Side::Server {
+            if self.http09 && self.responses == 0 {
+                self.responses = 1;
+                if let Some(ex) = self.exchanges.get_mut(self.waiting) {
+                    ex.response_first = Some(ts);
+                }
+            }
             if let Some(ex) = self.exchanges.get_mut(self.waiting) {
                 ex.response_last = Some(ts);
             }
@@ -428,6 +468,16 @@ impl Http1 {
             }
         }
     }
+}
+
+/// An HTTP/0.9 request line: `GET /path` and a line end, no version.
+fn is_http09(bytes: &[u8]) -> bool {
+    let line = match bytes.iter().position(|&b| b == b'\n') {
+        Some(end) => bytes.get(..end).unwrap_or(bytes),
+        None => return false,
+    };
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    line.starts_with(b"GET /") && !line.iter().skip(4).any(|&b| b == b' ' || b < 0x21)
 }
 
 /// What the headers say about the body and the connection.
@@ -618,6 +668,20 @@ mod tests {
         h.data(Side::Client, t(3), &[22, 3, 1, 0, 5, 1, 0, 0, 1, 0]);
         assert!(h.tunnel && !h.wants_data() && !h.lost_sync);
         assert_eq!((h.requests, h.responses), (1, 1));
+    }
+
+    #[test]
+    fn http09_request_and_raw_response() {
+        let mut h = Http1::new(10);
+        assert!(Http1::looks_like_request(b"GET /\r\n"));
+        h.data(Side::Client, t(1), b"GET /\r\n");
+        h.data(Side::Server, t(2), b"<html>");
+        h.data(Side::Server, t(3), b"</html>");
+        h.finish(Some(t(3)));
+        assert_eq!((h.requests, h.responses), (1, 1));
+        assert_eq!(h.exchanges[0].response_first, Some(t(2)));
+        assert_eq!(h.exchanges[0].response_last, Some(t(3)));
+        assert!(!h.lost_sync);
     }
 
     #[test]

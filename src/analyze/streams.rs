@@ -59,8 +59,16 @@ impl Analyzers {
         }
         self.tls.data(side, ts, bytes);
         if let App::Undecided = self.app {
-            self.app = if self.tls.is_tls() || side == Side::Server {
+            self.app = if self.tls.is_tls() {
                 App::Other
+            } else if side == Side::Server {
+                // Servers speak first only in HTTP/2 with prior knowledge
+                // (SETTINGS before the client's preface arrives).
+                if H2::starts_with_settings(bytes) {
+                    App::H2(H2::prior_knowledge(self.keep))
+                } else {
+                    App::Undecided
+                }
             } else if H2::looks_like_preface(bytes) {
                 App::H2(H2::prior_knowledge(self.keep))
             } else if Http1::looks_like_request(bytes) {
