@@ -8,6 +8,7 @@
 
 pub mod h2;
 pub mod http;
+pub mod stats;
 pub mod streams;
 pub mod summary;
 pub mod tls;
@@ -21,7 +22,8 @@ use crate::decode::{decode, Decoded, TcpSegment};
 use crate::flow::tcp::TcpConn;
 use crate::flow::FlowKey;
 use crate::record::{
-    Anomalies, AnomalyKind, ClientBy, CloseKind, ConnectionRecord, Instant, Side, Summary, TcpInfo,
+    Anomalies, AnomalyKind, ClientBy, CloseKind, ConnectionRecord, Instant, Peak, Side, Summary,
+    TcpInfo,
 };
 use crate::source::{RawPacket, SourceInfo};
 use crate::time::Timestamp;
@@ -111,6 +113,8 @@ struct Connection {
     streams: Option<Box<Streams>>,
     /// Kept when `streams` is dropped early.
     analyzers: Option<Analyzers>,
+    /// Counted among the open connections (until it closes or is finalised).
+    counted_open: bool,
     anomalies: Anomalies,
 }
 
@@ -143,6 +147,7 @@ impl Connection {
             tcp: TcpConn::new(),
             streams: Some(Box::new(Streams::new(stream_cap, keep))),
             analyzers: None,
+            counted_open: true,
             anomalies: Anomalies::default(),
         }
     }
@@ -227,6 +232,8 @@ pub struct Analyzer {
     now: Option<Timestamp>,
     next_idle_scan: Option<Timestamp>,
     summary: SummaryBuilder,
+    /// Connections opened and not yet closed or finalised.
+    open_now: u64,
 }
 
 impl Analyzer {
@@ -241,6 +248,7 @@ impl Analyzer {
             now: None,
             next_idle_scan: None,
             summary: SummaryBuilder::default(),
+            open_now: 0,
         }
     }
 
@@ -319,9 +327,11 @@ impl Analyzer {
         let next_id = &mut self.next_id;
         let stream_cap = self.config.stream_cap();
         let keep = self.config.requests_listed();
+        let mut created = false;
         let conn = self.table.entry(key).or_insert_with(|| {
             let id = *next_id;
             *next_id += 1;
+            created = true;
             Connection::new(id, ts, seg, stream_cap, keep)
         });
         conn.last = conn.last.max(ts);
@@ -343,9 +353,29 @@ impl Analyzer {
         if notes.invalid_flags {
             conn.anomalies.add(AnomalyKind::InvalidTcpFlags, 1);
         }
+        let closed_now = notes.closed_now && conn.counted_open;
+        if closed_now {
+            conn.counted_open = false;
+        }
         if notes.closed_now {
             let deadline = Timestamp(ts.0.saturating_add(CLOSE_LINGER.as_nanos() as i64));
             self.closing.push_back((deadline, key, conn.id));
+        }
+        if created {
+            self.open_now += 1;
+            if self.open_now > self.summary.peak.connections {
+                let origin = self.summary.origin.unwrap_or(ts);
+                self.summary.peak = Peak {
+                    connections: self.open_now,
+                    at: Some(Instant {
+                        ts: ts.as_secs_f64(),
+                        at: ts.secs_since(origin),
+                    }),
+                };
+            }
+        }
+        if closed_now {
+            self.open_now = self.open_now.saturating_sub(1);
         }
         Ok(())
     }
@@ -406,6 +436,9 @@ impl Analyzer {
         unclosed: CloseKind,
         sink: &mut dyn RecordSink,
     ) -> io::Result<()> {
+        if conn.counted_open {
+            self.open_now = self.open_now.saturating_sub(1);
+        }
         let start = self.summary.origin.unwrap_or(conn.start);
         let rec = conn.into_record(start, unclosed);
         self.summary.add_record(&rec);

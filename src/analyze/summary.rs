@@ -6,9 +6,10 @@
 
 use std::collections::BTreeMap;
 
+use super::stats::Samples;
 use crate::record::{
-    Anomalies, ConnectionRecord, Distribution, HandshakeTime, Instant, MeanMax, PacketCounts, Peak,
-    PerRequest, Summary, TlsOutcome,
+    Anomalies, ConnectionRecord, HandshakeTime, MeanMax, PacketCounts, Peak, PerRequest, Summary,
+    TlsOutcome,
 };
 use crate::source::SourceInfo;
 use crate::time::Timestamp;
@@ -26,7 +27,7 @@ pub struct SummaryBuilder {
     connections: u64,
     tcp_handshakes: u64,
     without_handshake: u64,
-    connect: Vec<f64>,
+    connect: Samples,
     close: BTreeMap<String, u64>,
     syn_retransmissions: u64,
     connection_anomalies: Anomalies,
@@ -36,7 +37,7 @@ pub struct SummaryBuilder {
     tls_failed: u64,
     tls_versions: BTreeMap<String, u64>,
     alpn: BTreeMap<String, u64>,
-    tls_handshake: Vec<f64>,
+    tls_handshake: Samples,
     requests_exact: u64,
     requests_estimated: u64,
     max_requests: u64,
@@ -45,13 +46,13 @@ pub struct SummaryBuilder {
     busy_tcp_handshakes: u64,
     busy_tls_full: u64,
     busy_tls_resumed: u64,
-    to_first_request: Vec<f64>,
+    to_first_request: Samples,
     /// Requests estimated with low confidence (TLS flights on HTTP/2).
     low_confidence: u64,
-    latency: Vec<f64>,
+    latency: Samples,
     status: BTreeMap<String, u64>,
-    /// (time, +1 open / −1 close) for the concurrency sweep; `at` offsets.
-    edges: Vec<(f64, f64, i8)>,
+    /// The most connections open at once, tracked by the analyzer.
+    pub peak: Peak,
 }
 
 impl SummaryBuilder {
@@ -85,8 +86,6 @@ impl SummaryBuilder {
             .or_insert(0) += 1;
         self.syn_retransmissions += u64::from(hs.syn_retransmissions);
         self.connection_anomalies.merge(&rec.anomalies);
-        self.edges.push((rec.start.at, rec.start.ts, 1));
-        self.edges.push((rec.end.at, rec.end.ts, -1));
         let mut tls_full = false;
         if let Some(tls) = &rec.tls {
             self.tls_connections += 1;
@@ -161,11 +160,10 @@ impl SummaryBuilder {
         };
         let requests = self.requests_exact + self.requests_estimated;
         let per = |n: u64| (requests > 0).then(|| n as f64 / requests as f64);
-        let peak = peak(&mut self.edges);
         let handshake_time = HandshakeTime {
-            total: self.to_first_request.iter().sum(),
-            median: distribution(&mut self.to_first_request).median,
-            connections: self.to_first_request.len() as u64,
+            total: self.to_first_request.sum(),
+            median: self.to_first_request.distribution().median,
+            connections: self.to_first_request.len(),
         };
         let verdict = verdict(&Counts {
             requests,
@@ -184,7 +182,7 @@ impl SummaryBuilder {
             tls_handshakes_failed: self.tls_failed,
             tls_versions: self.tls_versions,
             alpn: self.alpn,
-            tls_handshake: distribution(&mut self.tls_handshake),
+            tls_handshake: self.tls_handshake.distribution(),
             requests,
             requests_exact: self.requests_exact,
             requests_estimated: self.requests_estimated,
@@ -197,8 +195,8 @@ impl SummaryBuilder {
                 tls_full: per(self.busy_tls_full),
             },
             handshake_time,
-            request_latency: distribution(&mut self.latency),
-            peak_concurrent_connections: peak,
+            request_latency: self.latency.distribution(),
+            peak_concurrent_connections: self.peak.clone(),
             status_codes: self.status,
             requests_per_second: (span > 0.0 && requests > 0).then(|| requests as f64 / span),
             verdict,
@@ -212,31 +210,13 @@ impl SummaryBuilder {
             connections: self.connections,
             tcp_handshakes: self.tcp_handshakes,
             connections_without_handshake: self.without_handshake,
-            connect: distribution(&mut self.connect),
+            connect: self.connect.distribution(),
             close: self.close,
             syn_retransmissions: self.syn_retransmissions,
             anomalies,
             truncated: info.truncated,
             warnings: info.warnings.clone(),
         }
-    }
-}
-
-/// The most connections open at once, from (offset, epoch, ±1) edges.
-/// A connection that ends at the instant another starts does not overlap it.
-fn peak(edges: &mut [(f64, f64, i8)]) -> Peak {
-    edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.2.cmp(&b.2)));
-    let (mut open, mut best, mut when) = (0i64, 0i64, None);
-    for &(at, ts, delta) in edges.iter() {
-        open += i64::from(delta);
-        if open > best {
-            best = open;
-            when = Some(Instant { ts, at });
-        }
-    }
-    Peak {
-        connections: best.max(0) as u64,
-        at: when,
     }
 }
 
@@ -312,57 +292,5 @@ fn verdict(c: &Counts) -> String {
         format!("{head}: one connection reused for every request{resumed}")
     } else {
         format!("{head}: pooled, {per_conn:.1} requests per connection{resumed}")
-    }
-}
-
-/// Percentile by linear interpolation between closest ranks (numpy's
-/// default): `q` in 0..=1 over sorted `values`.
-pub fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
-    let last = sorted.len().checked_sub(1)?;
-    let rank = q.clamp(0.0, 1.0) * last as f64;
-    let lo = rank.floor() as usize;
-    let hi = rank.ceil() as usize;
-    let (a, b) = (*sorted.get(lo)?, *sorted.get(hi)?);
-    Some(a + (b - a) * (rank - lo as f64))
-}
-
-/// Count, min, median, p90, max and mean of `values` (sorted in place).
-pub fn distribution(values: &mut [f64]) -> Distribution {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    Distribution {
-        count: n as u64,
-        min: values.first().copied(),
-        median: percentile(values, 0.5),
-        p90: percentile(values, 0.9),
-        p95: percentile(values, 0.95),
-        max: values.last().copied(),
-        avg: (n > 0).then(|| values.iter().sum::<f64>() / n as f64),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percentiles_interpolate() {
-        let v = [1.0, 2.0, 3.0, 4.0];
-        assert_eq!(percentile(&v, 0.5), Some(2.5));
-        assert_eq!(percentile(&v, 0.0), Some(1.0));
-        assert_eq!(percentile(&v, 1.0), Some(4.0));
-        assert!((percentile(&v, 0.9).expect("some") - 3.7).abs() < 1e-12);
-        assert_eq!(percentile(&[], 0.5), None);
-    }
-
-    #[test]
-    fn distribution_of_unsorted_values() {
-        let mut v = vec![0.3, 0.1, 0.2];
-        let d = distribution(&mut v);
-        assert_eq!(d.count, 3);
-        assert_eq!(d.min, Some(0.1));
-        assert_eq!(d.median, Some(0.2));
-        assert_eq!(d.max, Some(0.3));
-        assert!((d.avg.expect("some") - 0.2).abs() < 1e-12);
     }
 }
