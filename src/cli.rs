@@ -30,6 +30,67 @@ pub struct Cli {
 pub enum Command {
     /// Analyze saved captures (pcap, pcapng; gzip or zstd compressed; `-` for stdin)
     Analyze(AnalyzeArgs),
+    /// Capture live on an interface and print each connection as it closes (needs the `live` feature)
+    Live(LiveArgs),
+    /// List the interfaces live capture can use, with their addresses
+    Interfaces,
+}
+
+/// Output formats of `live`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LiveFormat {
+    /// One line per connection as it closes, then the summary
+    Table,
+    /// One JSON object per connection as it closes, then `{"summary": …}`
+    Jsonl,
+}
+
+#[derive(Debug, Args)]
+pub struct LiveArgs {
+    /// Interface to capture on (see `handshakes interfaces`)
+    #[arg(short = 'i', long, value_name = "IFACE")]
+    pub interface: String,
+
+    /// Capture filter in BPF syntax, as for tcpdump (e.g. 'tcp port 8443')
+    #[arg(short = 'f', long, value_name = "BPF")]
+    pub filter: Option<String>,
+
+    /// Stop after this long, e.g. 30s or 5m (default: until Ctrl-C)
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub duration: Option<Duration>,
+
+    /// Stop after this many packets
+    #[arg(short = 'c', long, value_name = "N")]
+    pub count: Option<u64>,
+
+    /// Also write the captured packets to this pcap file
+    #[arg(short = 'w', long, value_name = "FILE")]
+    pub write: Option<PathBuf>,
+
+    /// Output format
+    #[arg(short = 'T', long, value_enum, default_value_t = LiveFormat::Table)]
+    pub format: LiveFormat,
+
+    /// Report a connection after this long without packets
+    #[arg(long, value_parser = parse_duration, default_value = "60s", value_name = "DURATION")]
+    pub idle: Duration,
+
+    /// Per-direction cap on buffered stream bytes, e.g. 256KiB or 1MiB
+    #[arg(long, value_parser = parse_size, default_value = "256KiB", value_name = "SIZE")]
+    pub stream_buffer: usize,
+}
+
+impl LiveArgs {
+    #[cfg_attr(not(feature = "live"), allow(dead_code))]
+    pub fn config(&self) -> Config {
+        Config {
+            ports: Vec::new(),
+            hosts: Vec::new(),
+            idle_timeout: Some(self.idle),
+            stream_buffer: self.stream_buffer,
+            max_requests_listed: None,
+        }
+    }
 }
 
 #[derive(Debug, Args)]

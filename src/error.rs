@@ -34,6 +34,26 @@ pub enum SourceError {
     },
 }
 
+/// Why a live capture could not start or go on.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    #[error("capturing on {interface} needs privileges: run as root, or grant them once with `sudo setcap cap_net_raw,cap_net_admin=eip $(which handshakes)`")]
+    Permission { interface: String },
+    #[error("no interface named {interface}; available: {available} (list them with `handshakes interfaces`)")]
+    UnknownInterface {
+        interface: String,
+        available: String,
+    },
+    #[error("bad capture filter `{filter}`: {message}")]
+    BadFilter { filter: String, message: String },
+    #[error("{interface}: {message}")]
+    Capture { interface: String, message: String },
+    #[error("{path}: cannot write the capture: {message}")]
+    Write { path: PathBuf, message: String },
+    #[error("this build has no live capture: rebuild with `cargo build --release --features live` (needs libpcap: `apt-get install libpcap-dev`, or `brew install libpcap` on macOS)")]
+    NotBuilt,
+}
+
 impl SourceError {
     /// Exit code for this error: 2, the code for unreadable input.
     pub fn exit_code(&self) -> u8 {

@@ -21,7 +21,7 @@ pub mod source;
 pub mod time;
 
 pub use analyze::{Analyzer, Config, RecordSink};
-pub use error::{Error, SourceError};
+pub use error::{Error, LiveError, SourceError};
 pub use record::{ConnectionRecord, Summary};
 pub use source::PacketSource;
 

@@ -6,6 +6,7 @@
 //! Does not analyze or format anything itself.
 
 mod cli;
+mod live_cmd;
 
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
@@ -27,6 +28,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Analyze(args) => run_analyze(&args),
+        Command::Live(args) => live_cmd::run_live(&args),
+        Command::Interfaces => live_cmd::run_interfaces(),
     }
 }
 

@@ -563,4 +563,14 @@ pub struct Summary {
     pub truncated: bool,
     /// Lines worth a human's attention (truncation, unsupported interfaces, …).
     pub warnings: Vec<String>,
+    /// Live capture only: what the kernel and the interface received and dropped.
+    pub capture_drops: Option<CaptureDrops>,
+}
+
+/// Packet counters from libpcap at the end of a live capture.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CaptureDrops {
+    pub received: u64,
+    pub dropped: u64,
+    pub if_dropped: u64,
 }

@@ -5,6 +5,7 @@
 mod captures;
 mod corpus;
 mod http;
+mod report;
 mod support;
 mod synthetic;
 mod tls;

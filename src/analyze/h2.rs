@@ -50,6 +50,8 @@ pub struct H2 {
     pub resets: u64,
     pub goaway: bool,
     pub lost_sync: bool,
+    /// Reached through `Upgrade: h2c` from HTTP/1.1.
+    pub upgraded: bool,
 }
 
 impl H2 {
@@ -68,9 +70,16 @@ impl H2 {
     pub fn after_upgrade(keep: usize, request: Option<Exchange>) -> H2 {
         let mut h = H2::prior_knowledge(keep);
         h.last_client_stream = 1;
+        h.upgraded = true;
         let index = match request {
             Some(ex) => {
-                h.exchanges.push(ex);
+                // The 101 was interim: the response proper comes on stream 1.
+                h.exchanges.push(Exchange {
+                    status: None,
+                    response_first: None,
+                    response_last: None,
+                    ..ex
+                });
                 0
             }
             None => usize::MAX,

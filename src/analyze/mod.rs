@@ -218,6 +218,15 @@ impl Connection {
     }
 }
 
+/// Running totals, for a status line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    pub open: u64,
+    pub finished: u64,
+    pub requests: u64,
+    pub tcp_handshakes: u64,
+}
+
 /// The connection table and everything learned so far.
 pub struct Analyzer {
     config: Config,
@@ -443,6 +452,26 @@ impl Analyzer {
         let rec = conn.into_record(start, unclosed);
         self.summary.add_record(&rec);
         sink.record(rec)
+    }
+
+    /// Lets time pass without packets (live capture): finalises connections
+    /// whose linger or idle time is over by `now`.
+    pub fn tick(&mut self, now: Timestamp, sink: &mut dyn RecordSink) -> io::Result<()> {
+        let now = self.now.map_or(now, |n| n.max(now));
+        self.now = Some(now);
+        self.expire(now, sink)
+    }
+
+    /// Connections open now, finished so far, requests and TCP handshakes
+    /// in finished connections.
+    pub fn progress(&self) -> Progress {
+        let (finished, requests, tcp_handshakes) = self.summary.progress();
+        Progress {
+            open: self.table.len() as u64,
+            finished,
+            requests,
+            tcp_handshakes,
+        }
     }
 
     /// Finalises every connection still open (in id order) and returns the summary.

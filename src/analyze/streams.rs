@@ -176,7 +176,13 @@ impl Analyzers {
         let list: Vec<HttpRequest> = exchanges.iter().map(|e| request(e, at)).collect();
         let (lost_sync, connection_close, upgrade, resets, goaway) = match &self.app {
             App::Http1(h) => (h.lost_sync, h.connection_close, h.upgrade.clone(), 0, false),
-            App::H2(h) => (h.lost_sync, false, None, h.resets, h.goaway),
+            App::H2(h) => (
+                h.lost_sync,
+                false,
+                h.upgraded.then(|| "h2c".to_string()),
+                h.resets,
+                h.goaway,
+            ),
             _ => (false, false, None, 0, false),
         };
         HttpInfo {
@@ -196,7 +202,8 @@ impl Analyzers {
     }
 }
 
-/// HTTP/2 after an h2c upgrade keeps the HTTP/1 request that asked for it.
+/// HTTP/2 after an h2c upgrade keeps the HTTP/1 request that asked for it
+/// (its `101` was interim, so no response is carried over).
 fn carry_over(h1: &Http1, mut h2: H2) -> H2 {
     h2.requests += h1.requests;
     h2

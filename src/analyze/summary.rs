@@ -67,6 +67,15 @@ impl SummaryBuilder {
         }
     }
 
+    /// Running totals for a status line: (connections finished, requests, TCP handshakes).
+    pub fn progress(&self) -> (u64, u64, u64) {
+        (
+            self.connections,
+            self.requests_exact + self.requests_estimated,
+            self.tcp_handshakes,
+        )
+    }
+
     /// Folds in one finished connection.
     pub fn add_record(&mut self, rec: &ConnectionRecord) {
         self.connections += 1;
@@ -216,6 +225,7 @@ impl SummaryBuilder {
             anomalies,
             truncated: info.truncated,
             warnings: info.warnings.clone(),
+            capture_drops: None,
         }
     }
 }
@@ -288,6 +298,8 @@ fn verdict(c: &Counts) -> String {
         )
     } else if per_conn < 1.5 && requests > 1 {
         format!("{head}: little reuse, {per_conn:.2} requests per connection{resumed}")
+        } else if requests == 1 {
+        format!("{head}{resumed}")
     } else if connections == 1 {
         format!("{head}: one connection reused for every request{resumed}")
     } else {

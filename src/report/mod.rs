@@ -5,9 +5,12 @@
 //! Does not parse packets or compute statistics: everything comes from
 //! `record` types.
 
+pub mod compare;
 pub mod csv;
+pub mod html;
 pub mod json;
 pub mod table;
+pub mod timeline;
 
 /// Output formats of `analyze`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -190,6 +190,13 @@ pub fn write_summary(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
             .collect();
         writeln!(out, "anomalies     {}", list.join(", "))?;
     }
+    if let Some(d) = &s.capture_drops {
+        writeln!(
+            out,
+            "kernel        {} received, {} dropped, {} dropped by the interface",
+            d.received, d.dropped, d.if_dropped
+        )?;
+    }
     if s.truncated {
         writeln!(
             out,
@@ -228,6 +235,15 @@ fn tls_text(rec: &ConnectionRecord) -> (String, String, String, String) {
         t.sni.clone().unwrap_or_else(|| "-".into()),
         alpn,
     )
+}
+
+/// Requests on a connection; `~` marks an estimate from TLS records.
+fn requests_text(rec: &ConnectionRecord) -> String {
+    match rec.http.method {
+        HttpMethod::None => "-".to_string(),
+        _ if rec.http.estimated => format!("~{}", rec.http.requests),
+        _ => rec.http.requests.to_string(),
+    }
 }
 
 fn close_text(rec: &ConnectionRecord) -> String {
@@ -269,11 +285,7 @@ pub fn write_connections(
             None => "-".to_string(),
         };
         let (tls, tls_hs, sni, alpn) = tls_text(rec);
-        let reqs = match rec.http.method {
-            HttpMethod::None => "-".to_string(),
-            _ if rec.http.estimated => format!("~{}", rec.http.requests),
-            _ => rec.http.requests.to_string(),
-        };
+        let reqs = requests_text(rec);
         table.add_row(vec![
             Cell::new(rec.id).set_alignment(CellAlignment::Right),
             Cell::new(&rec.client),
@@ -299,4 +311,54 @@ pub fn write_connections(
         )?;
     }
     Ok(())
+}
+
+/// Live capture: one fixed-width line per connection as it finishes, under a
+/// header printed with the first one (a table cannot be laid out before all
+/// rows are known).
+pub struct LiveRows<'w> {
+    out: &'w mut dyn Write,
+    header: bool,
+}
+
+impl<'w> LiveRows<'w> {
+    pub fn new(out: &'w mut dyn Write) -> LiveRows<'w> {
+        LiveRows { out, header: false }
+    }
+
+    /// The writer, to print the summary after the rows.
+    pub fn out(&mut self) -> &mut dyn Write {
+        &mut *self.out
+    }
+}
+
+impl crate::analyze::RecordSink for LiveRows<'_> {
+    fn record(&mut self, rec: ConnectionRecord) -> io::Result<()> {
+        if !self.header {
+            self.header = true;
+            writeln!(
+                self.out,
+                "{:>5}  {:<24} {:<24} {:>8}  {:<12} {:>8}  {:>4}  {:>9} {:>9}  close",
+                "id", "client", "server", "connect", "TLS", "TLS hs", "reqs", "up", "down"
+            )?;
+        }
+        let (tls, tls_hs, _, _) = tls_text(&rec);
+        let connect = rec.tcp.handshake.connect.map_or("-".into(), human_duration);
+        let reqs = requests_text(&rec);
+        writeln!(
+            self.out,
+            "{:>5}  {:<24} {:<24} {:>8}  {:<12} {:>8}  {:>4}  {:>9} {:>9}  {}",
+            rec.id,
+            rec.client,
+            rec.server,
+            connect,
+            tls,
+            tls_hs,
+            reqs,
+            human_bytes(rec.tcp.bytes.client),
+            human_bytes(rec.tcp.bytes.server),
+            close_text(&rec)
+        )?;
+        self.out.flush()
+    }
 }

@@ -5,6 +5,8 @@
 //! Does not decode any header above the capture format; that is `decode`.
 
 pub mod file;
+#[cfg(feature = "live")]
+pub mod live;
 pub mod merge;
 
 use crate::error::SourceError;

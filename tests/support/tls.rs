@@ -1,12 +1,15 @@
 //! Application bytes for synthetic captures: TLS records and handshake
 //! messages (around the real hello fixtures in tests/data/hello, or built by
-//! hand), and [`SendBytes`], which puts chosen bytes into a [`Conv`]'s segments
-//! at exact times (TLS records, HTTP/1 text, HTTP/2 frames alike).
+//! hand), [`SendBytes`], which puts chosen bytes into a [`Conv`]'s segments
+//! at exact times (TLS records, HTTP/1 text, HTTP/2 frames alike), and the
+//! small report helpers the TLS and HTTP tests share (one connection's JSON,
+//! events and times in nanoseconds).
 
 use serde_json::Value;
 
-use super::at;
-use super::conv::{Conv, Side};
+use super::conv::{pcap_of, us, Conv, Side};
+use super::frames::Link;
+use super::{analyze, at, connections};
 
 pub const CHANGE_CIPHER_SPEC: u8 = 20;
 pub const ALERT: u8 = 21;
@@ -144,6 +147,34 @@ impl SendBytes for Conv {
     }
 }
 
+/// A conversation from `client` to `server` after a TCP handshake at `t`,
+/// `t` + 100 µs and `t` + 150 µs.
+pub fn opened_at(client: &str, server: &str, t: i64) -> Conv {
+    let mut c = Conv::new(client, server, 1_000, 5_000);
+    c.handshake(t, t + us(100), t + us(150));
+    c
+}
+
+/// The report of an Ethernet capture holding `convs`.
+pub fn report(convs: &[&Conv]) -> Value {
+    analyze(&pcap_of(Link::Ethernet, convs))
+}
+
+/// The only connection of the capture holding `c`.
+pub fn only(c: &Conv) -> Value {
+    let v = report(&[c]);
+    assert_eq!(connections(&v), 1, "{v:#}");
+    at(&v, "/connections/0").clone()
+}
+
+pub fn assert_null(v: &Value, pointer: &str) {
+    assert_eq!(at(v, pointer), &Value::Null, "{pointer} in {v:#}");
+}
+
+pub fn assert_bool(v: &Value, pointer: &str, want: bool) {
+    assert_eq!(at(v, pointer), &Value::Bool(want), "{pointer} in {v:#}");
+}
+
 /// Nanoseconds since the first packet of an `{ts, at}` instant (or a
 /// duration in seconds), rounded.
 pub fn nanos(v: &Value) -> i64 {
@@ -170,4 +201,10 @@ pub fn expect_events(list: &[(&str, &str, i64)]) -> Vec<(String, String, i64)> {
     list.iter()
         .map(|&(n, s, t)| (n.to_string(), s.to_string(), t))
         .collect()
+}
+
+/// The server_name extension naming `host`.
+pub fn sni(host: &str) -> Vec<u8> {
+    let entry = [&[0][..], &prefixed(2, host.as_bytes())].concat();
+    ext(0, &prefixed(2, &entry))
 }

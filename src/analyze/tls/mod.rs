@@ -37,8 +37,10 @@ const FINISHED_13_LENS: [usize; 2] = [53, 69];
 #[derive(Debug, Default)]
 struct Direction {
     reader: RecordReader,
-    /// Handshake messages being put together across records.
+    /// Handshake messages being put together across records, and the
+    /// latest capture time among their bytes.
     pending: Vec<u8>,
+    pending_ts: Timestamp,
     /// ChangeCipherSpec seen (TLS ≤ 1.2): later handshake records are encrypted.
     encrypted: bool,
     finished: Option<Timestamp>,
@@ -361,6 +363,8 @@ impl TlsAnalyzer {
             return;
         }
         dir.pending.extend_from_slice(body);
+        dir.pending_ts = dir.pending_ts.max(ts);
+        let ts = dir.pending_ts;
         loop {
             let dir = self.dir(side);
             let Some((&[kind, a, b, c], rest)) = dir.pending.split_first_chunk::<4>() else {
@@ -378,6 +382,9 @@ impl TlsAnalyzer {
             };
             let msg = msg.to_vec();
             dir.pending.drain(..4 + len);
+            if dir.pending.is_empty() {
+                dir.pending_ts = Timestamp::default();
+            }
             self.message(side, kind, &msg, ts);
         }
     }

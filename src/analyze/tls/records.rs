@@ -53,6 +53,10 @@ pub struct RecordReader {
     started: bool,
     /// After a gap: looking for the next plausible record header.
     resync: bool,
+    /// The latest capture time among the current record's bytes (bytes
+    /// drained from the out-of-order buffer can be older than the packet
+    /// that completed the record).
+    record_ts: Timestamp,
     /// Gave up on this direction.
     pub dead: bool,
     /// Times a gap forced a resynchronisation.
@@ -107,6 +111,7 @@ impl RecordReader {
                 }
                 continue;
             };
+            self.record_ts = self.record_ts.max(ts);
             if self.remaining > 0 {
                 if input.is_empty() {
                     return None;
@@ -123,6 +128,7 @@ impl RecordReader {
                 }
             }
             self.current = None;
+            let ts = std::mem::take(&mut self.record_ts).max(ts);
             let body = self.want_body.then_some(self.body.as_slice());
             return Some(if sslv2 {
                 Item::SslV2 {

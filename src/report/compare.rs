@@ -1,0 +1,512 @@
+//! Comparing two captures (`compare A B`): the headline metrics of each side
+//! by side with a B/A ratio column (comfy-table), and a verdict sentence
+//! derived from the numbers; or the same as one JSON document; or as the
+//! comparison section of the HTML report (`write_html`, which `html` calls).
+//!
+//! "Handshake events" (key `handshake_events`) is the one metric computed here
+//! rather than read from `Summary`: per connection, the TCP handshake packets
+//! seen (the SYN and its retransmissions, the SYN-ACK and its
+//! retransmissions, the ACK) plus the TLS handshake messages in `tls.events`
+//! up to the handshake's completion (all of them when it did not complete).
+//! It is exact from the records, unlike bytes spent on handshakes, which
+//! the records do not hold.
+//!
+//! Does not analyze captures or define the summary figures: everything else
+//! comes from `Summary`. Does not lay out the HTML page (that is `html`).
+
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+use comfy_table::{presets, Attribute, Cell, CellAlignment, Color, ContentArrangement, Table};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::html::{card, esc};
+use super::human_duration;
+use super::timeline::sanitize;
+use crate::record::{ConnectionRecord, Distribution, Summary};
+
+/// One analysed capture and the name to show for it.
+#[derive(Clone, Debug)]
+pub struct Labeled<'a> {
+    pub label: String,
+    pub summary: &'a Summary,
+    pub records: &'a [ConnectionRecord],
+}
+
+/// How to draw the comparison table.
+#[derive(Clone, Debug, Default)]
+pub struct CompareOpts {
+    /// Colour the ratio column: green where B is better, red where worse.
+    pub color: bool,
+}
+
+/// How a metric's values print.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unit {
+    Count,
+    Ratio,
+    Seconds,
+    PerSecond,
+}
+
+/// Which direction is an improvement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Better {
+    Lower,
+    Higher,
+    Neither,
+}
+
+/// One row of the comparison.
+#[derive(Clone, Debug)]
+pub(crate) struct Metric {
+    /// Stable JSON key.
+    pub key: &'static str,
+    /// Row label for people.
+    pub label: &'static str,
+    pub unit: Unit,
+    pub better: Better,
+    pub a: Option<f64>,
+    pub b: Option<f64>,
+}
+
+impl Metric {
+    /// b / a, or `None` when either is missing or a is zero.
+    pub fn ratio(&self) -> Option<f64> {
+        match (self.a, self.b) {
+            (Some(a), Some(b)) if a != 0.0 && a.is_finite() && b.is_finite() => Some(b / a),
+            _ => None,
+        }
+    }
+
+    /// Some(true) when B is better than A, Some(false) when worse.
+    pub fn b_better(&self) -> Option<bool> {
+        let (a, b) = (self.a?, self.b?);
+        if (a - b).abs() <= 1e-12 * a.abs().max(b.abs()) {
+            return None;
+        }
+        match self.better {
+            Better::Lower => Some(b < a),
+            Better::Higher => Some(b > a),
+            Better::Neither => None,
+        }
+    }
+}
+
+/// A value for people.
+pub(crate) fn format_value(v: Option<f64>, unit: Unit) -> String {
+    match (v, unit) {
+        (None, _) => "-".to_string(),
+        (Some(x), Unit::Count) => format!("{x:.0}"),
+        (Some(x), Unit::Ratio) => format!("{x:.2}"),
+        (Some(x), Unit::Seconds) => human_duration(x),
+        (Some(x), Unit::PerSecond) => format!("{x:.1}/s"),
+    }
+}
+
+/// The handshake events of one capture (see the module doc).
+pub fn handshake_events(records: &[ConnectionRecord]) -> u64 {
+    records
+        .iter()
+        .map(|r| {
+            let hs = &r.tcp.handshake;
+            let mut n = 0u64;
+            if hs.syn.is_some() {
+                n += 1 + u64::from(hs.syn_retransmissions);
+            }
+            if hs.synack.is_some() {
+                n += 1 + u64::from(hs.synack_retransmissions);
+            }
+            if hs.ack.is_some() {
+                n += 1;
+            }
+            if let Some(tls) = &r.tls {
+                n += match tls.complete {
+                    Some(done) => tls.events.iter().filter(|e| e.time.at <= done.at).count(),
+                    None => tls.events.len(),
+                } as u64;
+            }
+            n
+        })
+        .sum()
+}
+
+fn per_request(n: f64, requests: u64) -> Option<f64> {
+    (requests > 0).then(|| n / requests as f64)
+}
+
+/// The values of every metric for one capture, in row order:
+/// `(key, label, unit, better, value)`.
+fn values(
+    s: &Summary,
+    records: &[ConnectionRecord],
+) -> Vec<(&'static str, &'static str, Unit, Better, Option<f64>)> {
+    use Better::{Higher, Lower, Neither};
+    use Unit::{Count, PerSecond, Ratio, Seconds};
+    let c = |n: u64| Some(n as f64);
+    let events = handshake_events(records);
+    let dist = |d: &Distribution| [d.median, d.p90, d.p95, d.max];
+    let [cm, c90, c95, cmax] = dist(&s.connect);
+    let [tm, t90, t95, tmax] = dist(&s.tls_handshake);
+    let l = &s.request_latency;
+    #[rustfmt::skip]
+    let rows = vec![
+        ("connections", "connections", Count, Neither, c(s.connections)),
+        ("tcp_handshakes", "TCP handshakes", Count, Lower, c(s.tcp_handshakes)),
+        ("tls_full", "TLS handshakes: full", Count, Lower, c(s.tls_handshakes_full)),
+        ("tls_resumed", "TLS handshakes: resumed", Count, Neither, c(s.tls_handshakes_resumed)),
+        ("tls_failed", "TLS handshakes: failed", Count, Lower, c(s.tls_handshakes_failed)),
+        ("requests", "requests", Count, Neither, c(s.requests)),
+        ("requests_exact", "requests: exact", Count, Neither, c(s.requests_exact)),
+        ("requests_estimated", "requests: estimated", Count, Neither, c(s.requests_estimated)),
+        ("tcp_handshakes_per_request", "TCP handshakes per request", Ratio, Lower, s.handshakes_per_request.tcp),
+        ("tls_full_per_request", "full TLS handshakes per request", Ratio, Lower, s.handshakes_per_request.tls_full),
+        ("requests_per_connection_mean", "requests per connection: mean", Ratio, Higher, s.requests_per_connection.mean),
+        ("requests_per_connection_max", "requests per connection: max", Count, Higher, s.requests_per_connection.max.map(|m| m as f64)),
+        ("handshake_time_total", "setup time (SYN → 1st request byte): total", Seconds, Lower, (s.handshake_time.connections > 0).then_some(s.handshake_time.total)),
+        ("handshake_time_median", "setup time: median per connection", Seconds, Lower, s.handshake_time.median),
+        ("connect_median", "connect: median", Seconds, Lower, cm),
+        ("connect_p90", "connect: p90", Seconds, Lower, c90),
+        ("connect_p95", "connect: p95", Seconds, Lower, c95),
+        ("connect_max", "connect: max", Seconds, Lower, cmax),
+        ("tls_handshake_median", "TLS handshake: median", Seconds, Lower, tm),
+        ("tls_handshake_p90", "TLS handshake: p90", Seconds, Lower, t90),
+        ("tls_handshake_p95", "TLS handshake: p95", Seconds, Lower, t95),
+        ("tls_handshake_max", "TLS handshake: max", Seconds, Lower, tmax),
+        ("latency_avg", "request latency: avg", Seconds, Lower, l.avg),
+        ("latency_min", "request latency: min", Seconds, Lower, l.min),
+        ("latency_median", "request latency: median", Seconds, Lower, l.median),
+        ("latency_p90", "request latency: p90", Seconds, Lower, l.p90),
+        ("latency_p95", "request latency: p95", Seconds, Lower, l.p95),
+        ("latency_max", "request latency: max", Seconds, Lower, l.max),
+        ("peak_concurrent_connections", "peak concurrent connections", Count, Neither, c(s.peak_concurrent_connections.connections)),
+        ("requests_per_second", "requests per second", PerSecond, Higher, s.requests_per_second),
+        ("handshake_events", "handshake events (TCP packets + TLS messages)", Count, Lower, c(events)),
+        ("handshake_events_per_request", "handshake events per request", Ratio, Lower, per_request(events as f64, s.requests)),
+    ];
+    rows
+}
+
+/// Every metric of A and B, in row order. The keys are stable (JSON):
+/// `connections`, `tcp_handshakes`, `tls_full`, `tls_resumed`, `tls_failed`,
+/// `requests`, `requests_exact`, `requests_estimated`,
+/// `tcp_handshakes_per_request`, `tls_full_per_request`,
+/// `requests_per_connection_mean`, `requests_per_connection_max`,
+/// `handshake_time_total`, `handshake_time_median`, `connect_median`,
+/// `connect_p90`, `connect_p95`, `connect_max`, `tls_handshake_median`,
+/// `tls_handshake_p90`, `tls_handshake_p95`, `tls_handshake_max`,
+/// `latency_avg`, `latency_min`, `latency_median`, `latency_p90`,
+/// `latency_p95`, `latency_max`, `peak_concurrent_connections`,
+/// `requests_per_second`, `handshake_events`, `handshake_events_per_request`.
+/// Times are seconds.
+pub(crate) fn metrics(a: &Labeled, b: &Labeled) -> Vec<Metric> {
+    values(a.summary, a.records)
+        .into_iter()
+        .zip(values(b.summary, b.records))
+        .map(
+            |((key, label, unit, better, va), (_, _, _, _, vb))| Metric {
+                key,
+                label,
+                unit,
+                better,
+                a: va,
+                b: vb,
+            },
+        )
+        .collect()
+}
+
+fn find<'m>(ms: &'m [Metric], key: &str) -> Option<&'m Metric> {
+    ms.iter().find(|m| m.key == key)
+}
+
+/// How B compares with A: `None` when they are equal, else "10× fewer",
+/// "35% fewer", "2.5× more", or plain "more" when A's is zero.
+fn how_many(a: f64, b: f64) -> Option<String> {
+    if (a - b).abs() <= 1e-9 * a.abs().max(b.abs()) {
+        return None;
+    }
+    if a <= 0.0 {
+        return Some("more".to_string());
+    }
+    if b <= 0.0 {
+        return Some("100% fewer".to_string());
+    }
+    let (factor, word) = if b < a {
+        (a / b, "fewer")
+    } else {
+        (b / a, "more")
+    };
+    Some(if factor >= 10.0 {
+        format!("{factor:.0}× {word}")
+    } else if factor >= 2.0 {
+        let f = format!("{factor:.1}");
+        format!("{}× {word}", f.trim_end_matches(".0"))
+    } else {
+        // Fewer: the share of A's saved; more: the share of A's added.
+        let pct = if b < a { 1.0 - b / a } else { b / a - 1.0 };
+        format!("{:.0}% {word}", pct * 100.0)
+    })
+}
+
+/// The verdict: one sentence comparing B with A, from the numbers. Values
+/// are written "B vs A".
+pub(crate) fn verdict(a: &Labeled, b: &Labeled, ms: &[Metric]) -> String {
+    let pair = |key: &str| find(ms, key).and_then(|m| Some((m.a?, m.b?)));
+    let fmt = |key: &str, v: f64| {
+        find(ms, key).map_or_else(|| format!("{v}"), |m| format_value(Some(v), m.unit))
+    };
+    let a_name = "A";
+    let mut parts = vec!["B ".to_string()];
+    match pair("tcp_handshakes_per_request") {
+        Some((x, y)) => {
+            if let Some(first) = parts.first_mut() {
+                first.push_str(&match how_many(x, y) {
+                    None => {
+                        format!("used as many TCP handshakes per request as {a_name} ({x:.2} each)")
+                    }
+                    Some(s) => format!(
+                        "used {s} TCP handshakes per request than {a_name} ({y:.2} vs {x:.2})"
+                    ),
+                });
+            }
+        }
+        None => {
+            let (x, y) = pair("tcp_handshakes").unwrap_or((0.0, 0.0));
+            if let Some(first) = parts.first_mut() {
+                first.push_str(&format!(
+                    "completed {y:.0} TCP handshakes, {a_name} {x:.0}, and neither carried requests to divide them by"
+                ));
+            }
+        }
+    }
+    let tls_any = a.summary.tls_connections > 0 || b.summary.tls_connections > 0;
+    if let (true, Some((x, y))) = (tls_any, pair("tls_full_per_request")) {
+        parts.push(match how_many(x, y) {
+            None => format!("as many full TLS handshakes per request ({x:.2} each)"),
+            Some(s) => format!("{s} full TLS handshakes per request ({y:.2} vs {x:.2})"),
+        });
+    }
+    let mut tail = Vec::new();
+    let (ra, rb) = (
+        a.summary.tls_handshakes_resumed,
+        b.summary.tls_handshakes_resumed,
+    );
+    if ra != rb {
+        tail.push(format!("{rb} vs {ra} resumed TLS sessions"));
+    }
+    if let Some((x, y)) = pair("requests_per_connection_mean") {
+        tail.push(format!("{y:.1} vs {x:.1} requests per connection"));
+    }
+    if let Some((x, y)) = pair("latency_median") {
+        tail.push(format!(
+            "median request latency {} vs {}",
+            fmt("latency_median", y),
+            fmt("latency_median", x)
+        ));
+    }
+    if let Some((x, y)) = pair("handshake_time_total") {
+        tail.push(format!(
+            "setup time {} vs {} in total (SYN → first request byte)",
+            fmt("handshake_time_total", y),
+            fmt("handshake_time_total", x)
+        ));
+    }
+    let mut sentence = parts.join(" and ");
+    for t in tail {
+        sentence.push_str("; ");
+        sentence.push_str(&t);
+    }
+    sentence.push('.');
+    sentence
+}
+
+/// Writes the comparison table and the verdict.
+pub fn write(a: &Labeled, b: &Labeled, out: &mut dyn Write, opts: &CompareOpts) -> io::Result<()> {
+    let ms = metrics(a, b);
+    let (la, lb) = (sanitize(&a.label), sanitize(&b.label));
+    writeln!(out, "A             {la}")?;
+    writeln!(out, "B             {lb}")?;
+    writeln!(out, "verdict       {}", sanitize(&verdict(a, b, &ms)))?;
+    writeln!(out)?;
+    let mut table = Table::new();
+    table.load_style(presets::UTF8_FULL_CONDENSED);
+    table.set_content_arrangement(ContentArrangement::Disabled);
+    if opts.color {
+        table.enforce_styling();
+    }
+    let header = |s: String| {
+        let c = Cell::new(s);
+        if opts.color {
+            c.add_attribute(Attribute::Bold)
+        } else {
+            c
+        }
+    };
+    table.set_header(vec![
+        header("metric".to_string()),
+        header(format!("A: {la}")),
+        header(format!("B: {lb}")),
+        header("B/A".to_string()),
+    ]);
+    for m in &ms {
+        let ratio = m.ratio().map_or("-".to_string(), |r| format!("{r:.2}"));
+        let mut ratio_cell = Cell::new(ratio).set_alignment(CellAlignment::Right);
+        if opts.color {
+            match m.b_better() {
+                Some(true) => ratio_cell = ratio_cell.fg(Color::Green),
+                Some(false) => ratio_cell = ratio_cell.fg(Color::Red),
+                None => {}
+            }
+        }
+        table.add_row(vec![
+            Cell::new(m.label),
+            Cell::new(format_value(m.a, m.unit)).set_alignment(CellAlignment::Right),
+            Cell::new(format_value(m.b, m.unit)).set_alignment(CellAlignment::Right),
+            ratio_cell,
+        ]);
+    }
+    writeln!(out, "{table}")?;
+    writeln!(
+        out,
+        "handshake events: SYN, SYN-ACK and ACK packets seen (retransmissions included) plus TLS handshake messages up to completion"
+    )
+}
+
+#[derive(Serialize)]
+struct Side<'a> {
+    label: &'a str,
+    summary: &'a Summary,
+}
+
+#[derive(Serialize)]
+struct Pair {
+    a: Option<f64>,
+    b: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct Document<'a> {
+    a: Side<'a>,
+    b: Side<'a>,
+    metrics: Map<String, Value>,
+    ratios: Map<String, Value>,
+    verdict: String,
+}
+
+fn json_number(v: Option<f64>) -> Value {
+    v.and_then(serde_json::Number::from_f64)
+        .map_or(Value::Null, Value::Number)
+}
+
+/// Writes one pretty-printed JSON document and a newline:
+/// `{"a": {"label", "summary"}, "b": {…}, "metrics": {key: {"a", "b"}},
+/// "ratios": {key: b/a or null}, "verdict": "…"}`, with the keys of
+/// [`metrics`]. A ratio is null when either value is null or A's is zero.
+pub fn write_json(a: &Labeled, b: &Labeled, out: &mut dyn Write) -> io::Result<()> {
+    let ms = metrics(a, b);
+    let mut metrics_map = Map::new();
+    let mut ratios = Map::new();
+    for m in &ms {
+        let pair = serde_json::to_value(Pair { a: m.a, b: m.b }).map_err(io::Error::from)?;
+        metrics_map.insert(m.key.to_string(), pair);
+        ratios.insert(m.key.to_string(), json_number(m.ratio()));
+    }
+    let doc = Document {
+        a: Side {
+            label: &a.label,
+            summary: a.summary,
+        },
+        b: Side {
+            label: &b.label,
+            summary: b.summary,
+        },
+        metrics: metrics_map,
+        ratios,
+        verdict: verdict(a, b, &ms),
+    };
+    serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::from)?;
+    out.write_all(b"\n")
+}
+
+/// The metrics shown as cards above the comparison table.
+const HEADLINE: [&str; 6] = [
+    "tcp_handshakes_per_request",
+    "tls_full_per_request",
+    "requests_per_connection_mean",
+    "handshake_time_total",
+    "latency_median",
+    "handshake_events_per_request",
+];
+
+/// The comparison section of the HTML report: the verdict, the headline
+/// metrics as cards, and every metric in a folded table.
+pub(crate) fn write_html(h: &mut String, a: &Labeled, b: &Labeled) {
+    let ms = metrics(a, b);
+    let _ = writeln!(
+        h,
+        "<section class=\"compare\">\n<h2>Comparison<span class=\"tag\">A</span>{}\
+         <span class=\"tag\">B</span>{}</h2>\n<p class=\"verdict\">{}</p>\n<div class=\"cards\">",
+        esc(&a.label),
+        esc(&b.label),
+        esc(&verdict(a, b, &ms))
+    );
+    let class = |m: &Metric| match m.b_better() {
+        Some(true) => "good",
+        Some(false) => "bad",
+        None => "",
+    };
+    let ratio = |m: &Metric| m.ratio().map_or("-".to_string(), |r| format!("{r:.2}"));
+    for m in ms.iter().filter(|m| HEADLINE.contains(&m.key)) {
+        let v = format!(
+            "{} → {}",
+            format_value(m.a, m.unit),
+            format_value(m.b, m.unit)
+        );
+        card(
+            h,
+            m.label,
+            &v,
+            &format!("A → B · B/A {}", ratio(m)),
+            class(m),
+        );
+    }
+    let _ = writeln!(
+        h,
+        "</div>\n<details><summary>All {} metrics</summary>\n<div class=\"box cmp\"><table>\n\
+         <thead><tr><th>metric</th><th>A</th><th>B</th><th>B/A</th></tr></thead>\n<tbody>",
+        ms.len()
+    );
+    for m in &ms {
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+             <td class=\"n {}\">{}</td></tr>",
+            esc(m.label),
+            esc(&format_value(m.a, m.unit)),
+            esc(&format_value(m.b, m.unit)),
+            class(m),
+            ratio(m)
+        );
+    }
+    h.push_str("</tbody></table></div>\n</details>\n</section>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::how_many;
+
+    #[test]
+    fn changes_in_words() {
+        assert_eq!(how_many(1.0, 1.0), None);
+        assert_eq!(how_many(1.0, 0.1).as_deref(), Some("10× fewer"));
+        assert_eq!(how_many(0.63, 0.1).as_deref(), Some("6.3× fewer"));
+        assert_eq!(how_many(1.0, 0.5).as_deref(), Some("2× fewer"));
+        assert_eq!(how_many(1.0, 0.65).as_deref(), Some("35% fewer"));
+        assert_eq!(how_many(1.0, 1.5).as_deref(), Some("50% more"));
+        assert_eq!(how_many(0.1, 1.0).as_deref(), Some("10× more"));
+        assert_eq!(how_many(0.0, 1.0).as_deref(), Some("more"));
+        assert_eq!(how_many(1.0, 0.0).as_deref(), Some("100% fewer"));
+    }
+}

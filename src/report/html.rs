@@ -1,0 +1,616 @@
+//! The HTML report (`--html`): one self-contained file (inline CSS and
+//! inline SVG, no scripts, no external resources) with, per capture, the
+//! verdict and summary figures, a waterfall of connections like a browser's
+//! network panel (hover tooltips are SVG `<title>` elements), histograms of
+//! connect and TLS handshake times, and the per-connection table; with two
+//! captures, a comparison (from `compare`) first.
+//!
+//! Does not compute statistics beyond binning for the histograms: the
+//! figures come from `Summary`, the phases from `timeline::segments`. Every
+//! string from a capture is escaped here (`esc`), as hostile input.
+
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+use super::compare::{self, Labeled};
+use super::timeline::{close_text, requests_text, segments, tls_kind, Phase, Segment};
+use super::{human_bytes, human_duration};
+use crate::record::{CloseKind, ConnectionRecord, Distribution, Summary};
+
+/// Waterfall rows and table rows drawn at most, per capture.
+pub const MAX_ROWS: usize = 2000;
+
+const FONT: &str = "system-ui,-apple-system,\"Segoe UI\",Roboto,\"DejaVu Sans\",Arial,sans-serif";
+
+const CSS: &str = r#"
+*{box-sizing:border-box}body{margin:0;background:#f3f4f6;color:#1f2328;font:14px/1.45 FONT}
+main{max-width:1280px;margin:0 auto;padding:20px 24px 40px}h1{font-size:22px;margin:0 0 2px}
+h1 small{font-weight:400;color:#656d76;font-size:14px;margin-left:10px}
+h2{font-size:18px;margin:0 0 8px;overflow-wrap:anywhere}
+h3{font-size:13px;margin:22px 0 8px;color:#424a53;text-transform:uppercase;letter-spacing:.05em}
+section{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:18px 20px;margin:18px 0;box-shadow:0 1px 2px rgba(0,0,0,.04)}
+.tag{display:inline-block;background:#0969da;color:#fff;border-radius:4px;padding:0 7px;margin:0 8px 0 4px;font-size:14px}
+.verdict{font-size:15px;background:#f6f8fa;border-left:4px solid #0969da;padding:8px 12px;margin:6px 0 14px;border-radius:0 4px 4px 0;overflow-wrap:anywhere}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(190px,1fr));gap:10px}
+.card{border:1px solid #d8dee4;border-radius:6px;padding:8px 12px}
+.card .v{font-size:22px;font-weight:600;font-variant-numeric:tabular-nums}
+.card .k{color:#424a53;font-size:11.5px;text-transform:uppercase;letter-spacing:.03em}
+.card .s{color:#656d76;font-size:12px}
+.legend{display:flex;flex-wrap:wrap;gap:16px;font-size:12px;color:#424a53;margin:0 0 6px}
+.legend i{display:inline-block;width:14px;height:10px;border-radius:2px;margin-right:5px;vertical-align:-1px}
+.note{color:#9a6700;font-size:13px}svg{display:block;width:100%;height:auto}
+svg text{font:11px FONT;fill:#424a53;font-variant-numeric:tabular-nums}svg .muted{fill:#8c959f}
+.conn:hover .bg{fill:#ddf4ff}
+.hists{display:grid;grid-template-columns:1fr 1fr;gap:24px;margin-top:18px}figure{margin:0}
+figcaption{font-size:13px;color:#424a53;margin-bottom:4px}
+.box{overflow:auto;border:1px solid #d8dee4;border-radius:6px}.scroll{max-height:640px}
+table{border-collapse:collapse;width:100%;font-size:12.5px}
+th,td{padding:4px 10px;border-bottom:1px solid #eaeef2;white-space:nowrap;text-align:left}
+th{position:sticky;top:0;background:#f6f8fa;font-weight:600;color:#424a53}
+td.n{text-align:right;font-variant-numeric:tabular-nums}tr:hover td{background:#f6f8fa}
+.cmp{max-width:900px;margin-top:8px}details{margin-top:12px}.compare .v{font-size:19px}
+summary{cursor:pointer;color:#0969da;font-size:13px}
+.good,.card .good{color:#1a7f37;font-weight:600}.bad,.card .bad{color:#cf222e;font-weight:600}
+footer{color:#8c959f;font-size:12px;text-align:center}
+"#;
+
+/// Escapes text for HTML text and attribute values; control characters
+/// (not allowed in XML) become U+FFFD.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            '\n' | '\t' => out.push(c),
+            c if c.is_control() => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn color(p: Phase) -> &'static str {
+    match p {
+        Phase::Tcp => "#f0883e",
+        Phase::Tls => "#a371f7",
+        Phase::Wait => "#2da44e",
+        Phase::Transfer => "#218bff",
+        Phase::Idle => "#afb8c1",
+        Phase::Close => "#cf222e",
+    }
+}
+
+/// An SVG rectangle with a tooltip (`title` is escaped here).
+fn rect(h: &mut String, [x, y, w, ht]: [f64; 4], fill: &str, extra: &str, title: &str) {
+    let _ = writeln!(
+        h,
+        "<rect x=\"{x:.2}\" y=\"{y:.2}\" width=\"{w:.2}\" height=\"{ht:.2}\" fill=\"{fill}\"{extra}>\
+         <title>{}</title></rect>",
+        esc(title)
+    );
+}
+
+/// SVG text (escaped here).
+fn text(h: &mut String, x: f64, y: f64, anchor: &str, class: &str, s: &str) {
+    let _ = write!(
+        h,
+        "<text x=\"{x:.1}\" y=\"{y:.1}\" text-anchor=\"{anchor}\" class=\"{class}\">{}</text>",
+        esc(s)
+    );
+}
+
+/// Writes the whole document.
+pub fn write(docs: &[Labeled], out: &mut dyn Write) -> io::Result<()> {
+    let mut h = String::new();
+    let title: Vec<&str> = docs.iter().map(|d| d.label.as_str()).collect();
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>handshakes: {}</title>\n<style>{}</style>\n</head>\n<body>\n<main>\n\
+         <h1>handshakes<small>TCP and TLS handshakes per request, per connection</small></h1>\n",
+        esc(&title.join(" vs ")),
+        CSS.replace("FONT", FONT)
+    );
+    if let [a, b] = docs {
+        compare::write_html(&mut h, a, b);
+    }
+    for (i, doc) in docs.iter().enumerate() {
+        let tag = match (docs.len(), i) {
+            (2, 0) => "A",
+            (2, _) => "B",
+            _ => "",
+        };
+        document(&mut h, doc, tag);
+    }
+    let _ = write!(
+        h,
+        "<footer>handshakes {} · self-contained: no scripts, no external resources · \
+         hover a bar for details</footer>\n</main>\n</body>\n</html>\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    out.write_all(h.as_bytes())
+}
+
+/// One summary card; `class` colours the small line (`good`, `bad` or ``).
+pub(crate) fn card(h: &mut String, key: &str, value: &str, sub: &str, class: &str) {
+    let (k, v, sub) = (esc(key), esc(value), esc(sub));
+    let _ = writeln!(
+        h,
+        "<div class=\"card\"><div class=\"k\">{k}</div><div class=\"v\">{v}</div>\
+         <div class=\"s {class}\">{sub}</div></div>"
+    );
+}
+
+fn opt_dur(v: Option<f64>) -> String {
+    v.map_or("-".to_string(), human_duration)
+}
+
+fn opt_ratio(v: Option<f64>) -> String {
+    v.map_or("-".to_string(), |x| format!("{x:.2}"))
+}
+
+/// "p90 … · max …" of a distribution.
+fn tail(d: &Distribution) -> String {
+    match (d.p90, d.max) {
+        (Some(p90), Some(max)) => {
+            format!("p90 {} · max {}", human_duration(p90), human_duration(max))
+        }
+        _ => "none measured".to_string(),
+    }
+}
+
+fn cards(h: &mut String, s: &Summary) {
+    let (l, peak, hs) = (
+        &s.request_latency,
+        &s.peak_concurrent_connections,
+        &s.handshake_time,
+    );
+    let (per_req, tls) = (&s.handshakes_per_request, s.tls_connections > 0);
+    let rate = s
+        .requests_per_second
+        .map_or("-".into(), |r| format!("{r:.1}"));
+    let (full, resumed, failed) = (
+        s.tls_handshakes_full,
+        s.tls_handshakes_resumed,
+        s.tls_handshakes_failed,
+    );
+    let max_rpc = s.requests_per_connection.max.unwrap_or(0);
+    #[rustfmt::skip]
+    let cards: Vec<(bool, &str, String, String)> = vec![
+        (true, "requests", s.requests.to_string(), format!("{} exact", s.requests_exact)),
+        (true, "connections", s.connections.to_string(), format!("{} TCP handshakes", s.tcp_handshakes)),
+        (true, "TCP handshakes / request", opt_ratio(per_req.tcp), "1.00: no reuse".into()),
+        (tls, "full TLS handshakes / request", opt_ratio(per_req.tls_full),
+            format!("{full} full · {resumed} resumed · {failed} failed")),
+        (true, "requests / connection", opt_ratio(s.requests_per_connection.mean), format!("max {max_rpc}")),
+        (true, "setup time (SYN → 1st request)", human_duration(hs.total),
+            format!("median {} per connection", opt_dur(hs.median))),
+        (true, "connect (median)", opt_dur(s.connect.median), tail(&s.connect)),
+        (tls, "TLS handshake (median)", opt_dur(s.tls_handshake.median), tail(&s.tls_handshake)),
+        (true, "request latency (median)", opt_dur(l.median), tail(l)),
+        (true, "peak concurrency", peak.connections.to_string(), "connections".into()),
+        (true, "requests / second", rate, format!("over {}", human_duration(s.span))),
+    ];
+    h.push_str("<div class=\"cards\">\n");
+    for (_, k, v, sub) in cards.iter().filter(|c| c.0) {
+        card(h, k, v, sub, "");
+    }
+    h.push_str("</div>\n");
+}
+
+fn document(h: &mut String, doc: &Labeled, tag: &str) {
+    let s = doc.summary;
+    let id = match tag {
+        "" => "doc".to_string(),
+        t => format!("doc-{}", t.to_lowercase()),
+    };
+    let _ = write!(h, "<section class=\"doc\" id=\"{id}\">\n<h2>");
+    if !tag.is_empty() {
+        let _ = write!(h, "<span class=\"tag\">{tag}</span>");
+    }
+    let _ = writeln!(
+        h,
+        "{}</h2>\n<p class=\"verdict\">{}</p>",
+        esc(&doc.label),
+        esc(&s.verdict)
+    );
+    cards(h, s);
+    for w in &s.warnings {
+        let _ = writeln!(h, "<p class=\"note\">warning: {}</p>", esc(w));
+    }
+    h.push_str("<h3>Connections over time</h3>\n<div class=\"legend\">");
+    use Phase::{Close, Idle, Tcp, Tls, Transfer, Wait};
+    for p in [Tcp, Tls, Wait, Transfer, Idle, Close] {
+        let (c, name) = (color(p), esc(p.name()));
+        let _ = write!(h, "<span><i style=\"background:{c}\"></i>{name}</span>");
+    }
+    h.push_str("</div>\n");
+    waterfall(h, doc.records);
+    let recs = doc.records.iter();
+    let connects: Vec<f64> = recs
+        .clone()
+        .filter_map(|r| r.tcp.handshake.connect)
+        .collect();
+    let tls: Vec<f64> = recs.filter_map(|r| r.tls.as_ref()?.handshake).collect();
+    h.push_str("<div class=\"hists\">\n");
+    histogram(h, "Connect time (SYN → ACK)", &connects, color(Phase::Tcp));
+    histogram(
+        h,
+        "TLS handshake time (ClientHello → complete)",
+        &tls,
+        color(Phase::Tls),
+    );
+    h.push_str("</div>\n<h3>Connections</h3>\n");
+    table(h, doc.records);
+    h.push_str("</section>\n");
+}
+
+/// Tick step of about `span / 8`, rounded to 1, 2 or 5 × 10^k.
+fn nice_step(span: f64) -> f64 {
+    let raw = (span / 8.0).max(1e-9);
+    let mag = 10f64.powf(raw.log10().floor());
+    let f = match raw / mag {
+        n if n < 1.5 => 1.0,
+        n if n < 3.5 => 2.0,
+        n if n < 7.5 => 5.0,
+        _ => 10.0,
+    };
+    f * mag
+}
+
+/// An axis label: the unit fits the span, the decimals fit the step.
+fn tick_label(v: f64, step: f64, span: f64) -> String {
+    let (scale, unit) = if span >= 1.0 {
+        (1.0, "s")
+    } else if span >= 1e-3 {
+        (1e3, "ms")
+    } else {
+        (1e6, "µs")
+    };
+    let s = step * scale;
+    let decimals = if s >= 1.0 {
+        0
+    } else {
+        (-s.log10().floor()).max(0.0) as usize
+    };
+    format!("{:.*}{unit}", decimals, v * scale)
+}
+
+fn ms(origin: f64, t: f64) -> String {
+    format!("+{:.3} ms", (t - origin) * 1000.0)
+}
+
+/// The tooltip of one segment.
+fn segment_title(rec: &ConnectionRecord, seg: &Segment, origin: f64) -> String {
+    let hs = &rec.tcp.handshake;
+    let span = format!("{} → {}", ms(origin, seg.from), ms(origin, seg.to));
+    let took = human_duration(seg.to - seg.from);
+    match seg.phase {
+        Phase::Tcp => {
+            let mut t = format!("TCP handshake: SYN {}", ms(origin, seg.from));
+            if let Some(sa) = hs.synack {
+                let _ = write!(t, " → SYN-ACK {}", ms(origin, sa.at));
+            }
+            match (hs.ack, hs.connect) {
+                (Some(a), Some(c)) => {
+                    let _ = write!(
+                        t,
+                        " → ACK {} (connect {})",
+                        ms(origin, a.at),
+                        human_duration(c)
+                    );
+                }
+                _ => t.push_str(" (not completed)"),
+            }
+            if hs.syn_retransmissions > 0 {
+                let _ = write!(t, "\nSYN sent {} more times", hs.syn_retransmissions);
+            }
+            t
+        }
+        Phase::Tls => {
+            let Some(tls) = &rec.tls else {
+                return String::new();
+            };
+            let took = tls.handshake.map_or("not completed".into(), human_duration);
+            let mut lines = vec![
+                format!("TLS handshake {took}: ClientHello {span}"),
+                format!("{} {}", tls_kind(rec), tls.cipher.as_deref().unwrap_or("")),
+                format!("SNI {}", tls.sni.as_deref().unwrap_or("-")),
+            ];
+            if let Some(r) = &tls.resumption {
+                lines.push(format!("resumed by {r}"));
+            }
+            match (&tls.alpn, tls.alpn_offered.is_empty()) {
+                (Some(a), _) => lines.push(format!("ALPN {a}")),
+                (None, false) => {
+                    lines.push(format!("ALPN offered {}", tls.alpn_offered.join(", ")))
+                }
+                (None, true) => {}
+            }
+            if let Some(a) = &tls.alert {
+                let side = a.side.as_str();
+                lines.push(format!("alert from {side}: {} {}", a.level, a.description));
+            }
+            lines.join("\n")
+        }
+        Phase::Wait | Phase::Transfer => {
+            let n = seg.request.unwrap_or(0);
+            let req = n.checked_sub(1).and_then(|i| rec.http.list.get(i));
+            let what = match req.map(|r| (&r.method, &r.target, r.status)) {
+                Some((Some(m), Some(tg), Some(st))) => format!("\n{m} {tg} → {st}"),
+                Some((Some(m), Some(tg), None)) => format!("\n{m} {tg}"),
+                _ if rec.http.estimated => "\n(estimated from TLS records)".to_string(),
+                _ => String::new(),
+            };
+            if seg.phase == Phase::Wait {
+                format!("request {n}: waiting {took} (sent → first byte: {span}){what}")
+            } else {
+                format!("response {n}: {took} (first → last byte: {span}){what}")
+            }
+        }
+        Phase::Idle => format!(
+            "connection {}: open {} ({})",
+            rec.id,
+            human_duration(rec.duration),
+            format_args!("{} → {}", ms(origin, rec.start.at), ms(origin, rec.end.at))
+        ),
+        Phase::Close => format!("{} at {}", close_text(rec), ms(origin, seg.from)),
+    }
+}
+
+fn waterfall(h: &mut String, records: &[ConnectionRecord]) {
+    let shown = records.get(..MAX_ROWS).unwrap_or(records);
+    let (Some(t0), Some(t1)) = (
+        shown.iter().map(|r| r.start.at).min_by(f64::total_cmp),
+        shown.iter().map(|r| r.end.at).max_by(f64::total_cmp),
+    ) else {
+        h.push_str("<p class=\"note\">No connections.</p>\n");
+        return;
+    };
+    let (width, label_w, axis_h, row_h) = (1220.0, 170.0, 24.0, 20.0);
+    let chart_w = width - label_w - 40.0;
+    let span = (t1 - t0).max(1e-6);
+    let x = |t: f64| label_w + (t - t0) / span * chart_w;
+    let height = axis_h + row_h * shown.len() as f64 + 6.0;
+    let _ = writeln!(
+        h,
+        "<svg class=\"waterfall\" viewBox=\"0 0 {width} {height}\" role=\"img\" \
+         aria-label=\"waterfall of connections\">"
+    );
+    let step = nice_step(span);
+    let mut i = 0u32;
+    while f64::from(i) * step <= span * 1.0001 {
+        let tick = f64::from(i) * step;
+        let tx = label_w + tick / span * chart_w;
+        let _ = write!(
+            h,
+            "<line x1=\"{tx:.1}\" y1=\"{:.1}\" x2=\"{tx:.1}\" y2=\"{height:.1}\" stroke=\"#eaeef2\"/>",
+            axis_h - 5.0
+        );
+        let anchor = if i == 0 { "start" } else { "middle" };
+        text(h, tx, 14.0, anchor, "muted", &tick_label(tick, step, span));
+        i += 1;
+    }
+    text(h, 6.0, 14.0, "start", "muted", "conn · client port · reqs");
+    h.push('\n');
+    for (row, rec) in shown.iter().enumerate() {
+        let y = axis_h + row_h * row as f64;
+        let base = y + row_h / 2.0 + 4.0;
+        let origin = rec.tcp.handshake.syn.map_or(rec.start.at, |s| s.at);
+        let port = rec
+            .client
+            .rsplit_once(':')
+            .map_or(rec.client.as_str(), |(_, p)| p);
+        let sni = rec
+            .tls
+            .as_ref()
+            .and_then(|t| t.sni.as_deref())
+            .map_or(String::new(), |s| format!(" · SNI {s}"));
+        let summary = format!(
+            "connection {} · {} → {} · {} requests · {}{sni} · open {} · {}",
+            rec.id,
+            rec.client,
+            rec.server,
+            requests_text(rec),
+            tls_kind(rec),
+            human_duration(rec.duration),
+            close_text(rec)
+        );
+        let _ = write!(
+            h,
+            "<g class=\"conn\" data-id=\"{}\"><title>{}</title>",
+            rec.id,
+            esc(&summary)
+        );
+        let fill = if row % 2 == 0 { "#ffffff" } else { "#f6f8fa" };
+        let _ = write!(
+            h,
+            "<rect class=\"bg\" x=\"0\" y=\"{y:.1}\" width=\"{width}\" height=\"{row_h}\" fill=\"{fill}\"/>"
+        );
+        text(h, 6.0, base, "start", "", &format!("#{}", rec.id));
+        text(h, 56.0, base, "start", "", &format!(":{port}"));
+        text(h, label_w - 12.0, base, "end", "muted", &requests_text(rec));
+        h.push('\n');
+        for seg in segments(rec) {
+            let title = segment_title(rec, &seg, origin);
+            let (x0, x1) = (x(seg.from), x(seg.to));
+            let (geometry, extra) = match seg.phase {
+                Phase::Idle => ([x0, y + 9.0, (x1 - x0).max(1.0), 2.0], ""),
+                Phase::Close => {
+                    let w = if rec.close.kind == CloseKind::Rst {
+                        3.0
+                    } else {
+                        2.0
+                    };
+                    ([x0 - w / 2.0, y + 3.0, w, row_h - 6.0], "")
+                }
+                _ => (
+                    [x0, y + 4.0, (x1 - x0).max(2.0), row_h - 8.0],
+                    " rx=\"1.5\"",
+                ),
+            };
+            rect(h, geometry, color(seg.phase), extra, &title);
+        }
+        h.push_str("</g>\n");
+    }
+    h.push_str("</svg>\n");
+    if records.len() > shown.len() {
+        let _ = writeln!(
+            h,
+            "<p class=\"note\">Showing the first {} of {} connections.</p>",
+            shown.len(),
+            records.len()
+        );
+    }
+}
+
+fn histogram(h: &mut String, caption: &str, values: &[f64], fill: &str) {
+    let _ = writeln!(
+        h,
+        "<figure><figcaption>{} · n={}</figcaption>",
+        esc(caption),
+        values.len()
+    );
+    let (Some(lo), Some(hi)) = (
+        values.iter().copied().min_by(f64::total_cmp),
+        values.iter().copied().max_by(f64::total_cmp),
+    ) else {
+        h.push_str("<p class=\"note\">None in this capture.</p></figure>\n");
+        return;
+    };
+    // Logarithmic bins when the values span more than two decades.
+    let log = lo > 0.0 && hi / lo > 100.0;
+    let map = |v: f64| if log { v.ln() } else { v };
+    let (mlo, mhi) = (map(lo), map(hi));
+    let bins = if mhi > mlo {
+        values.len().clamp(5, 24)
+    } else {
+        1
+    };
+    let mut counts = vec![0u64; bins];
+    for &v in values {
+        let pos = (map(v) - mlo) / (mhi - mlo).max(f64::MIN_POSITIVE) * bins as f64;
+        if let Some(c) = counts.get_mut((pos.max(0.0) as usize).min(bins - 1)) {
+            *c += 1;
+        }
+    }
+    let unmap = |m: f64| if log { m.exp() } else { m };
+    let edge = |i: usize| unmap(mlo + (mhi - mlo) * i as f64 / bins as f64);
+    let (w, ht, left, bottom) = (600.0, 190.0, 40.0, 30.0);
+    let (plot_w, plot_h) = (w - left - 12.0, ht - bottom - 14.0);
+    let top = counts.iter().copied().max().unwrap_or(1).max(1) as f64;
+    let _ = writeln!(
+        h,
+        "<svg viewBox=\"0 0 {w} {ht}\" role=\"img\" aria-label=\"{}\">",
+        esc(caption)
+    );
+    let _ = write!(
+        h,
+        "<line x1=\"{left}\" y1=\"{0:.1}\" x2=\"{1:.1}\" y2=\"{0:.1}\" stroke=\"#8c959f\"/>",
+        ht - bottom,
+        w - 12.0
+    );
+    text(h, left - 6.0, 18.0, "end", "muted", &format!("{top}"));
+    text(h, left - 6.0, ht - bottom, "end", "muted", "0");
+    // One bin (all values equal) is a narrow bar in the middle.
+    let bw = if bins == 1 {
+        60.0
+    } else {
+        plot_w / bins as f64
+    };
+    let x0 = if bins == 1 {
+        left + (plot_w - bw) / 2.0
+    } else {
+        left
+    };
+    for (i, &c) in counts.iter().enumerate() {
+        let bh = c as f64 / top * plot_h;
+        let range = if bins == 1 {
+            format!("all {}", human_duration(lo))
+        } else {
+            let (from, to) = (human_duration(edge(i)), human_duration(edge(i + 1)));
+            format!("{from} – {to}")
+        };
+        let plural = if c == 1 { "" } else { "s" };
+        let bx = x0 + bw * i as f64 + 1.0;
+        let title = format!("{c} connection{plural}: {range}");
+        let geometry = [bx, ht - bottom - bh, (bw - 2.0).max(1.0), bh];
+        rect(h, geometry, fill, " rx=\"1\"", &title);
+    }
+    let half = bins / 2;
+    let ticks = if bins == 1 {
+        vec![(0.5, "middle", lo)]
+    } else {
+        vec![
+            (0.0, "start", lo),
+            (half as f64 / bins as f64, "middle", edge(half)),
+            (1.0, "end", hi),
+        ]
+    };
+    let y = ht - bottom + 15.0;
+    for (f, anchor, v) in ticks {
+        text(h, left + plot_w * f, y, anchor, "muted", &human_duration(v));
+    }
+    if log {
+        text(h, w - 12.0, ht - 2.0, "end", "muted", "log scale");
+    }
+    h.push_str("</svg></figure>\n");
+}
+
+fn table(h: &mut String, records: &[ConnectionRecord]) {
+    h.push_str(
+        "<div class=\"box scroll\"><table>\n<thead><tr><th>id</th><th>client</th><th>server</th>\
+         <th>start</th><th>connect</th><th>TLS</th><th>TLS hs</th><th>SNI</th><th>ALPN</th>\
+         <th>reqs</th><th>up</th><th>down</th><th>close</th></tr></thead>\n<tbody>\n",
+    );
+    for rec in records.iter().take(MAX_ROWS) {
+        let tls = rec.tls.as_ref();
+        let alpn = tls.and_then(|t| {
+            let offered =
+                || (!t.alpn_offered.is_empty()).then(|| format!("({})", t.alpn_offered.join(",")));
+            t.alpn.clone().or_else(offered)
+        });
+        let connect = match rec.tcp.handshake.connect {
+            Some(c) => human_duration(c),
+            None if rec.partial => "no SYN".into(),
+            None => "-".into(),
+        };
+        let sni = tls
+            .and_then(|t| t.sni.clone())
+            .unwrap_or_else(|| "-".into());
+        let cells = [
+            (true, rec.id.to_string()),
+            (false, rec.client.clone()),
+            (false, rec.server.clone()),
+            (true, format!("{:.6}", rec.start.at)),
+            (true, connect),
+            (false, tls_kind(rec)),
+            (true, opt_dur(tls.and_then(|t| t.handshake))),
+            (false, sni),
+            (false, alpn.unwrap_or_else(|| "-".into())),
+            (true, requests_text(rec)),
+            (true, human_bytes(rec.tcp.bytes.client)),
+            (true, human_bytes(rec.tcp.bytes.server)),
+            (false, close_text(rec)),
+        ];
+        h.push_str("<tr>");
+        for (num, c) in cells {
+            let class = if num { " class=\"n\"" } else { "" };
+            let _ = write!(h, "<td{class}>{}</td>", esc(&c));
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</tbody></table></div>\n");
+    if records.len() > MAX_ROWS {
+        let _ = writeln!(
+            h,
+            "<p class=\"note\">Showing the first {MAX_ROWS} of {} connections; the JSON report has every one.</p>",
+            records.len()
+        );
+    }
+}

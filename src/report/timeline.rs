@@ -1,0 +1,592 @@
+//! The terminal waterfall (`timeline`): one line per connection on a shared
+//! time axis, each column showing the most important phase that overlaps it
+//! (close marker > TCP handshake > TLS handshake > response transfer >
+//! waiting for the first byte > idle), with a legend and axis labels; for one
+//! connection (`conn`) also its event list with offsets from the SYN.
+//! Also owns `segments` (the phases of a connection, which the HTML
+//! waterfall draws too) and the short texts both share (`tls_kind`,
+//! `close_text`, `requests_text`, `sanitize` for terminal output).
+//!
+//! Does not compute statistics or decide anything about the capture: it only
+//! lays out the times already in `ConnectionRecord`. Every line it writes is
+//! at most `width` visible characters (ANSI colour codes do not count).
+
+use std::io::{self, Write};
+
+use super::human_duration;
+use crate::record::{CloseKind, ConnectionRecord, HttpMethod, Side, Summary, TlsOutcome};
+
+/// How to draw the waterfall.
+#[derive(Clone, Debug)]
+pub struct TimelineOpts {
+    /// Columns per line, label column included.
+    pub width: usize,
+    /// ANSI colours (and Unicode glyphs); plain ASCII otherwise.
+    pub color: bool,
+    /// Only this connection, followed by its event list.
+    pub conn: Option<u64>,
+    /// Only the N longest connections (shown in id order).
+    pub top: Option<usize>,
+}
+
+impl Default for TimelineOpts {
+    fn default() -> TimelineOpts {
+        TimelineOpts {
+            width: 100,
+            color: false,
+            conn: None,
+            top: None,
+        }
+    }
+}
+
+/// A phase of a connection's life, in drawing priority order (lowest first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    /// Open, with nothing below happening.
+    Idle,
+    /// A request sent, its first response byte not yet seen.
+    Wait,
+    /// First to last response byte.
+    Transfer,
+    /// ClientHello → handshake complete.
+    Tls,
+    /// SYN → ACK.
+    Tcp,
+    /// The first FIN or RST.
+    Close,
+}
+
+impl Phase {
+    /// Name for legends and tooltips.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Idle => "idle",
+            Phase::Wait => "waiting (request → first byte)",
+            Phase::Transfer => "response transfer",
+            Phase::Tls => "TLS handshake",
+            Phase::Tcp => "TCP handshake",
+            Phase::Close => "close (FIN, RST)",
+        }
+    }
+
+    fn glyph(self, color: bool, rst: bool) -> char {
+        match (self, color) {
+            (Phase::Idle, false) => '.',
+            (Phase::Idle, true) => '─',
+            (Phase::Wait, false) => '~',
+            (Phase::Wait, true) => '░',
+            (Phase::Transfer, false) => '=',
+            (Phase::Transfer, true) => '█',
+            (Phase::Tls, false) => '#',
+            (Phase::Tls, true) => '▓',
+            (Phase::Tcp, false) => '>',
+            (Phase::Tcp, true) => '▶',
+            (Phase::Close, _) if rst => 'X',
+            (Phase::Close, _) => '|',
+        }
+    }
+
+    fn ansi(self) -> &'static str {
+        match self {
+            Phase::Idle => "\x1b[90m",
+            Phase::Wait => "\x1b[32m",
+            Phase::Transfer => "\x1b[34m",
+            Phase::Tls => "\x1b[35m",
+            Phase::Tcp => "\x1b[33m",
+            Phase::Close => "\x1b[31;1m",
+        }
+    }
+}
+
+const RESET: &str = "\x1b[0m";
+
+/// One stretch of a connection's life, in capture seconds (`at`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Segment {
+    pub phase: Phase,
+    pub from: f64,
+    pub to: f64,
+    /// 1-based request number for `Wait` and `Transfer`.
+    pub request: Option<usize>,
+}
+
+fn seg(phase: Phase, from: f64, to: f64, request: Option<usize>) -> Segment {
+    Segment {
+        phase,
+        from,
+        to: to.max(from),
+        request,
+    }
+}
+
+/// The phases of a connection: idle over its whole life first, then the TCP
+/// handshake, the TLS handshake, each listed request's wait and transfer, and
+/// the close marker (a zero-length segment).
+pub fn segments(rec: &ConnectionRecord) -> Vec<Segment> {
+    let (start, end) = (rec.start.at, rec.end.at.max(rec.start.at));
+    let mut out = vec![seg(Phase::Idle, start, end, None)];
+    let hs = &rec.tcp.handshake;
+    if let Some(syn) = hs.syn {
+        let to = hs.ack.or(hs.synack).map_or(end, |i| i.at);
+        out.push(seg(Phase::Tcp, syn.at, to, None));
+    }
+    if let Some(tls) = &rec.tls {
+        if let Some(ch) = tls.client_hello {
+            let to = match tls.complete {
+                Some(c) => c.at,
+                None if tls.outcome == TlsOutcome::Failed => {
+                    tls.events.last().map_or(ch.at, |e| e.time.at)
+                }
+                None => end,
+            };
+            out.push(seg(Phase::Tls, ch.at, to, None));
+        }
+    }
+    for (i, req) in rec.http.list.iter().enumerate() {
+        let n = Some(i.saturating_add(1));
+        match req.response_first {
+            Some(first) => {
+                out.push(seg(Phase::Wait, req.start.at, first.at, n));
+                let last = req.response_last.map_or(first.at, |l| l.at);
+                out.push(seg(Phase::Transfer, first.at, last, n));
+            }
+            None => out.push(seg(Phase::Wait, req.start.at, end, n)),
+        }
+    }
+    if let (CloseKind::Fin | CloseKind::Rst, Some(t)) = (rec.close.kind, rec.close.time) {
+        out.push(seg(Phase::Close, t.at, t.at, None));
+    }
+    out
+}
+
+/// A duration for the terminal: `human_duration`, with `us` for `µs` in
+/// plain (ASCII) mode.
+fn dur(secs: f64, color: bool) -> String {
+    let s = human_duration(secs);
+    if color {
+        s
+    } else {
+        s.replace('µ', "u")
+    }
+}
+
+/// Replaces control characters (escape sequences from a hostile capture
+/// would otherwise reach the terminal).
+pub(crate) fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
+fn truncate(s: &str, width: usize) -> String {
+    s.chars().take(width).collect()
+}
+
+fn client_port(rec: &ConnectionRecord) -> String {
+    rec.client
+        .rsplit_once(':')
+        .map_or_else(|| rec.client.clone(), |(_, p)| p.to_string())
+}
+
+/// Requests on a connection: `~9` when estimated, `-` without HTTP.
+pub(crate) fn requests_text(rec: &ConnectionRecord) -> String {
+    match rec.http.method {
+        HttpMethod::None => "-".to_string(),
+        _ if rec.http.estimated => format!("~{}", rec.http.requests),
+        _ => rec.http.requests.to_string(),
+    }
+}
+
+/// `TLS 1.3 full`, `TLS 1.2 resumed`, `TLS ? failed`, or `-` without TLS.
+pub(crate) fn tls_kind(rec: &ConnectionRecord) -> String {
+    let Some(t) = &rec.tls else {
+        return "-".into();
+    };
+    let kind = match t.outcome {
+        TlsOutcome::Complete if t.resumed => "resumed",
+        TlsOutcome::Complete => "full",
+        TlsOutcome::Failed => "failed",
+        TlsOutcome::Incomplete => "incomplete",
+        TlsOutcome::Midstream => "midstream",
+        TlsOutcome::NotTls => "not TLS",
+    };
+    format!("{} {kind}", t.version.as_deref().unwrap_or("TLS ?"))
+}
+
+/// `FIN by client`, `RST by server`, `open`, …
+pub(crate) fn close_text(rec: &ConnectionRecord) -> String {
+    match (rec.close.kind, rec.close.by) {
+        (k @ (CloseKind::Fin | CloseKind::Rst), Some(by)) => {
+            format!("{} by {}", k.as_str().to_uppercase(), by.as_str())
+        }
+        (k, _) => k.as_str().to_string(),
+    }
+}
+
+/// Which connections to draw, in id order.
+fn select<'r>(records: &'r [ConnectionRecord], opts: &TimelineOpts) -> Vec<&'r ConnectionRecord> {
+    let mut chosen: Vec<&ConnectionRecord> = match opts.conn {
+        Some(id) => records.iter().filter(|r| r.id == id).collect(),
+        None => records.iter().collect(),
+    };
+    if let Some(n) = opts.top {
+        chosen.sort_by(|a, b| b.duration.total_cmp(&a.duration).then(a.id.cmp(&b.id)));
+        chosen.truncate(n);
+    }
+    chosen.sort_by_key(|r| r.id);
+    chosen
+}
+
+/// Writes the waterfall (and, with `conn`, that connection's events).
+pub fn write(
+    records: &[ConnectionRecord],
+    summary: &Summary,
+    out: &mut dyn Write,
+    opts: &TimelineOpts,
+) -> io::Result<()> {
+    let width = opts.width;
+    let shown = select(records, opts);
+    let (Some(t0), Some(t1)) = (
+        shown.iter().map(|r| r.start.at).min_by(f64::total_cmp),
+        shown.iter().map(|r| r.end.at).max_by(f64::total_cmp),
+    ) else {
+        let msg = match opts.conn {
+            Some(id) => format!(
+                "no connection with id {id} ({} connections in {})",
+                records.len(),
+                sanitize(&summary.file)
+            ),
+            None => format!("no connections in {}", sanitize(&summary.file)),
+        };
+        return writeln!(out, "{}", truncate(&msg, width));
+    };
+    let width_of = |f: &dyn Fn(&ConnectionRecord) -> String, min: usize| {
+        shown
+            .iter()
+            .map(|r| f(r).chars().count())
+            .fold(min, usize::max)
+    };
+    let id_w = width_of(&|r| r.id.to_string(), 2);
+    let port_w = width_of(&client_port, 4);
+    let req_w = width_of(&requests_text, 4);
+    // "id :port reqs " then the bar.
+    let mut label_w = id_w + 2 + port_w + 1 + req_w + 1;
+    if label_w + 10 > width {
+        label_w = 0;
+    }
+    let bar_w = width.saturating_sub(label_w);
+    if bar_w == 0 {
+        return Ok(());
+    }
+    let span = (t1 - t0).max(1e-6);
+    let dt = span / bar_w as f64;
+
+    let mut header = format!(
+        "{}/{} connections  +{:.3}s..+{:.3}s  1 column = {}",
+        shown.len(),
+        records.len(),
+        t0,
+        t1,
+        dur(dt, opts.color)
+    );
+    if let Some(n) = opts.top {
+        header.push_str(&format!("  (the {n} longest)"));
+    }
+    writeln!(out, "{}", truncate(&header, width))?;
+    if label_w > 0 {
+        let head = format!("{:>id_w$} :{:<port_w$} {:>req_w$} ", "id", "port", "reqs");
+        write_axis(out, &truncate(&head, label_w), bar_w, span, opts.color)?;
+    } else {
+        write_axis(out, "", bar_w, span, opts.color)?;
+    }
+    for rec in &shown {
+        let label = if label_w > 0 {
+            format!(
+                "{:>id_w$} :{:<port_w$} {:>req_w$} ",
+                rec.id,
+                sanitize(&client_port(rec)),
+                requests_text(rec)
+            )
+        } else {
+            String::new()
+        };
+        let mut line = truncate(&label, label_w);
+        line.push_str(&bar(rec, t0, dt, bar_w, opts.color));
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    write_legend(out, width, opts.color)?;
+    if let (Some(_), Some(rec)) = (opts.conn, shown.first()) {
+        writeln!(out)?;
+        write_events(rec, out, width, opts.color)?;
+    }
+    Ok(())
+}
+
+/// The bar of one connection: `bar_w` cells, each the highest-priority phase
+/// overlapping the cell's time interval.
+fn bar(rec: &ConnectionRecord, t0: f64, dt: f64, bar_w: usize, color: bool) -> String {
+    let segs = segments(rec);
+    let rst = rec.close.kind == CloseKind::Rst;
+    let mut cells: Vec<Option<Phase>> = vec![None; bar_w];
+    for s in &segs {
+        let first = (((s.from - t0) / dt).floor().max(0.0) as usize).min(bar_w.saturating_sub(1));
+        let last = (((s.to - t0) / dt).floor().max(0.0) as usize).min(bar_w.saturating_sub(1));
+        for cell in cells.iter_mut().take(last + 1).skip(first) {
+            if cell.is_none_or(|p| p < s.phase) {
+                *cell = Some(s.phase);
+            }
+        }
+    }
+    let mut line = String::new();
+    let mut current: Option<Phase> = None;
+    for cell in cells {
+        if color && cell != current {
+            if current.is_some() {
+                line.push_str(RESET);
+            }
+            if let Some(p) = cell {
+                line.push_str(p.ansi());
+            }
+            current = cell;
+        }
+        line.push(cell.map_or(' ', |p| p.glyph(color, rst)));
+    }
+    if color && current.is_some() {
+        line.push_str(RESET);
+    }
+    line
+}
+
+/// Tick marks and labels (time since the axis start) above the bars.
+fn write_axis(
+    out: &mut dyn Write,
+    label: &str,
+    bar_w: usize,
+    span: f64,
+    color: bool,
+) -> io::Result<()> {
+    let mut labels = vec![' '; bar_w];
+    let mut marks = vec![if color { '─' } else { '-' }; bar_w];
+    let step = (bar_w / 5).max(12);
+    let mut free_from = 0usize;
+    let mut col = 0usize;
+    while col < bar_w {
+        let text: Vec<char> = format!("+{}", dur(span * col as f64 / bar_w as f64, color))
+            .chars()
+            .collect();
+        // The last tick stays clear of the end label.
+        if col >= free_from && col + text.len() + 2 <= bar_w.saturating_sub(8) || col == 0 {
+            for (i, c) in text.iter().enumerate() {
+                if let Some(slot) = labels.get_mut(col + i) {
+                    *slot = *c;
+                }
+            }
+            if let Some(m) = marks.get_mut(col) {
+                *m = if color { '┬' } else { '+' };
+            }
+            free_from = col + text.len() + 2;
+        }
+        col += step;
+    }
+    let end: Vec<char> = format!("+{}", dur(span, color)).chars().collect();
+    if bar_w >= free_from + end.len() {
+        let at = bar_w - end.len();
+        for (i, c) in end.iter().enumerate() {
+            if let Some(slot) = labels.get_mut(at + i) {
+                *slot = *c;
+            }
+        }
+        if let Some(m) = marks.last_mut() {
+            *m = if color { '┐' } else { '+' };
+        }
+    }
+    let pad = " ".repeat(label.chars().count());
+    let labels: String = labels.iter().collect();
+    writeln!(out, "{}", format!("{label}{labels}").trim_end())?;
+    writeln!(out, "{pad}{}", marks.iter().collect::<String>())
+}
+
+fn write_legend(out: &mut dyn Write, width: usize, color: bool) -> io::Result<()> {
+    let items = [
+        (Phase::Tcp, false, "TCP handshake"),
+        (Phase::Tls, false, "TLS handshake"),
+        (Phase::Wait, false, "waiting for 1st byte"),
+        (Phase::Transfer, false, "response"),
+        (Phase::Idle, false, "idle"),
+        (Phase::Close, false, "FIN"),
+        (Phase::Close, true, "RST"),
+    ];
+    let mut line = String::new();
+    let mut visible = 0usize;
+    for (phase, rst, name) in items {
+        let glyph = phase.glyph(color, rst);
+        let plain = format!("{glyph} {name}");
+        let len = plain.chars().count();
+        if visible > 0 && visible + 2 + len > width {
+            writeln!(out, "{line}")?;
+            line.clear();
+            visible = 0;
+        }
+        if visible > 0 {
+            line.push_str("  ");
+            visible += 2;
+        }
+        if len > width {
+            // Narrower than one item: cut it, without colour codes.
+            line.push_str(&truncate(&plain, width));
+            visible += width;
+        } else if color {
+            line.push_str(&format!("{}{glyph}{RESET} {name}", phase.ansi()));
+            visible += len;
+        } else {
+            line.push_str(&plain);
+            visible += len;
+        }
+    }
+    if !line.is_empty() {
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
+}
+
+/// One connection's events, offsets in ms from its SYN (or first packet).
+fn write_events(
+    rec: &ConnectionRecord,
+    out: &mut dyn Write,
+    width: usize,
+    color: bool,
+) -> io::Result<()> {
+    let hs = &rec.tcp.handshake;
+    let origin = hs.syn.map_or(rec.start.at, |s| s.at);
+    let mut events: Vec<(f64, Option<Side>, String)> = Vec::new();
+    if let Some(t) = hs.syn {
+        let resent = match hs.syn_retransmissions {
+            0 => String::new(),
+            n => format!(" (sent {} more times)", n),
+        };
+        events.push((t.at, Some(Side::Client), format!("TCP SYN{resent}")));
+    }
+    if let Some(t) = hs.synack {
+        events.push((t.at, Some(Side::Server), "TCP SYN-ACK".to_string()));
+    }
+    if let Some(t) = hs.ack {
+        let connect = hs
+            .connect
+            .map_or(String::new(), |c| format!(" (connect {})", dur(c, color)));
+        events.push((t.at, Some(Side::Client), format!("TCP ACK{connect}")));
+    }
+    if let Some(tls) = &rec.tls {
+        for e in &tls.events {
+            let detail = e
+                .detail
+                .as_deref()
+                .map_or(String::new(), |d| format!(" ({})", sanitize(d)));
+            events.push((e.time.at, Some(e.side), format!("TLS {}{detail}", e.name)));
+        }
+        if let Some(c) = tls.complete {
+            let kind = if tls.resumed { "resumed" } else { "full" };
+            let version = tls.version.as_deref().map_or("?".to_string(), sanitize);
+            let took = tls
+                .handshake
+                .map_or(String::new(), |h| format!(", {}", dur(h, color)));
+            events.push((
+                c.at,
+                None,
+                format!("TLS handshake complete ({version} {kind}{took})"),
+            ));
+        }
+    }
+    for (i, req) in rec.http.list.iter().enumerate() {
+        let n = i + 1;
+        let what = match (&req.method, &req.target) {
+            (Some(m), Some(t)) => format!(" {} {}", sanitize(m), sanitize(t)),
+            _ => String::new(),
+        };
+        events.push((
+            req.start.at,
+            Some(Side::Client),
+            format!("request {n} sent{what}"),
+        ));
+        let status = req.status.map_or(String::new(), |s| format!(" {s}"));
+        match (req.response_first, req.response_last) {
+            (Some(f), Some(l)) if l.at > f.at => {
+                let ttfb = req
+                    .ttfb
+                    .map_or(String::new(), |t| format!(" (ttfb {})", dur(t, color)));
+                events.push((
+                    f.at,
+                    Some(Side::Server),
+                    format!("response {n} first byte{status}{ttfb}"),
+                ));
+                let took = req.duration.map_or(String::new(), |d| {
+                    format!(" (request took {})", dur(d, color))
+                });
+                events.push((
+                    l.at,
+                    Some(Side::Server),
+                    format!("response {n} last byte{took}"),
+                ));
+            }
+            (Some(f), _) => {
+                let ttfb = req
+                    .ttfb
+                    .map_or(String::new(), |t| format!(" (ttfb {})", dur(t, color)));
+                events.push((
+                    f.at,
+                    Some(Side::Server),
+                    format!("response {n} first and last byte{status}{ttfb}"),
+                ));
+            }
+            (None, _) => {}
+        }
+    }
+    if let (CloseKind::Fin | CloseKind::Rst, Some(t)) = (rec.close.kind, rec.close.time) {
+        let both = if rec.close.fin_both {
+            ", FIN from both sides"
+        } else {
+            ""
+        };
+        events.push((
+            t.at,
+            rec.close.by,
+            format!("{}{both}", rec.close.kind.as_str().to_uppercase()),
+        ));
+    }
+    events.push((rec.end.at, None, "last packet".to_string()));
+    events.sort_by(|a, b| a.0.total_cmp(&b.0));
+
+    let title = format!(
+        "connection {}  {} -> {}  ({} requests, {}, {}, {})",
+        rec.id,
+        sanitize(&rec.client),
+        sanitize(&rec.server),
+        requests_text(rec),
+        sanitize(&tls_kind(rec)),
+        dur(rec.duration, color),
+        close_text(rec)
+    );
+    writeln!(out, "{}", truncate(&title, width))?;
+    writeln!(
+        out,
+        "{}",
+        truncate(
+            "      offset ms  side    event (offsets from the SYN)",
+            width
+        )
+    )?;
+    for (at, side, what) in &events {
+        let line = format!(
+            "{:>15.3}  {:<6}  {what}",
+            (at - origin) * 1000.0,
+            side.map_or("", |s| s.as_str())
+        );
+        writeln!(out, "{}", truncate(&line, width))?;
+    }
+    if rec.http.list_truncated {
+        let more = rec.http.requests.saturating_sub(rec.http.list.len() as u64);
+        let line = format!("{:>15}  {:<6}  ... {more} more requests not listed", "", "");
+        writeln!(out, "{}", truncate(&line, width))?;
+    }
+    Ok(())
+}
