@@ -32,8 +32,80 @@ pub enum Command {
     Analyze(AnalyzeArgs),
     /// Capture live on an interface and print each connection as it closes (needs the `live` feature)
     Live(LiveArgs),
-    /// List the interfaces live capture can use, with their addresses
+        /// List the interfaces live capture can use, with their addresses
     Interfaces,
+    /// Compare two captures side by side (e.g. a client without and with a connection pool)
+    Compare(CompareArgs),
+    /// Draw connections as a waterfall on a shared time axis in the terminal
+    Timeline(TimelineArgs),
+}
+
+/// Output formats of `compare`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompareFormat {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The baseline capture (A)
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+
+    /// The capture compared with it (B); ratios are B/A
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+
+    /// Names for the two sides, e.g. --label A=HttpURLConnection --label B=HttpClient
+    #[arg(long = "label", value_name = "SIDE=NAME", value_parser = parse_label)]
+    pub labels: Vec<(char, String)>,
+
+    /// Output format
+    #[arg(short = 'T', long, value_enum, default_value_t = CompareFormat::Table)]
+    pub format: CompareFormat,
+
+    /// Also write a self-contained HTML report of both captures
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+}
+
+fn parse_label(s: &str) -> Result<(char, String), String> {
+    match s.split_once('=') {
+        Some(("A" | "a", name)) if !name.is_empty() => Ok(('A', name.to_string())),
+        Some(("B" | "b", name)) if !name.is_empty() => Ok(('B', name.to_string())),
+        _ => Err("expected A=NAME or B=NAME".into()),
+    }
+}
+
+impl CompareArgs {
+    /// The label of side `side` ('A' or 'B'), defaulting to the file name.
+    pub fn label(&self, side: char) -> String {
+        if let Some((_, name)) = self.labels.iter().rev().find(|(s, _)| *s == side) {
+            return name.clone();
+        }
+        let path = if side == 'A' { &self.a } else { &self.b };
+        path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct TimelineArgs {
+    /// The capture to draw
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+
+    /// Only this connection, with its event list
+    #[arg(long, value_name = "ID", conflicts_with = "top")]
+    pub conn: Option<u64>,
+
+    /// Only the N longest connections
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
+
+    /// Columns to fit (default: the terminal's width, or 100)
+    #[arg(long, value_name = "N")]
+    pub width: Option<usize>,
 }
 
 /// Output formats of `live`.
@@ -131,9 +203,13 @@ pub struct AnalyzeArgs {
     #[arg(long, value_parser = parse_size, default_value = "256KiB", value_name = "SIZE")]
     pub stream_buffer: usize,
 
-    /// Requests listed per connection in JSON (counts always include all)
+        /// Requests listed per connection in JSON (counts always include all)
     #[arg(long, default_value_t = 100, value_name = "N")]
     pub max_requests_listed: usize,
+
+    /// Also write a self-contained HTML report (waterfall, histograms, table)
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 fn parse_size(s: &str) -> Result<usize, String> {

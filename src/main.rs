@@ -6,6 +6,7 @@
 //! Does not analyze or format anything itself.
 
 mod cli;
+mod commands;
 mod live_cmd;
 
 use std::io::{self, BufWriter, IsTerminal, Write};
@@ -17,7 +18,8 @@ use clap::Parser;
 use handshakes::report::{self, csv::CsvReport, json::JsonlSink, Format, Opts};
 use handshakes::source::file::FileSource;
 use handshakes::source::merge::MergedSource;
-use handshakes::{analyze, ConnectionRecord, Error, PacketSource};
+use handshakes::report::compare::Labeled;
+use handshakes::{analyze, ConnectionRecord, Error, PacketSource, RecordSink, Summary};
 
 use cli::{AnalyzeArgs, Cli, Command};
 
@@ -29,7 +31,9 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Analyze(args) => run_analyze(&args),
         Command::Live(args) => live_cmd::run_live(&args),
-        Command::Interfaces => live_cmd::run_interfaces(),
+                Command::Interfaces => live_cmd::run_interfaces(),
+        Command::Compare(args) => commands::run_compare(&args),
+        Command::Timeline(args) => commands::run_timeline(&args),
     }
 }
 
@@ -49,11 +53,12 @@ fn run_analyze(args: &AnalyzeArgs) -> ExitCode {
         limit: args.limit,
         fit_terminal,
     };
-    let mut run = Run {
+        let mut run = Run {
         args,
         opts,
         csv: CsvReport::new(),
         first: true,
+        kept: Vec::new(),
     };
     let inputs = args.inputs();
     let mut failed = false;
@@ -76,6 +81,21 @@ fn run_analyze(args: &AnalyzeArgs) -> ExitCode {
             }
         }
     }
+        if let Some(path) = &args.html {
+        let docs: Vec<Labeled> = run
+            .kept
+            .iter()
+            .map(|(summary, records)| Labeled {
+                label: summary.file.clone(),
+                summary,
+                records,
+            })
+            .collect();
+        if let Err(e) = commands::write_html(path, &docs) {
+            eprintln!("handshakes: {}: cannot write the HTML report: {e}", path.display());
+            return ExitCode::from(EXIT_OUTPUT);
+        }
+    }
     match out.flush() {
         Err(e) if !is_broken_pipe(&e) => {
             eprintln!("handshakes: writing output: {e}");
@@ -91,6 +111,23 @@ struct Run<'a> {
     opts: Opts,
     csv: CsvReport,
     first: bool,
+    /// Every input's results, kept for `--html`.
+    kept: Vec<(Summary, Vec<ConnectionRecord>)>,
+}
+
+/// Streams JSON Lines and keeps a copy of each record for `--html`.
+struct Tee<'a, 'w> {
+    jsonl: JsonlSink<'w>,
+    keep: Option<&'a mut Vec<ConnectionRecord>>,
+}
+
+impl RecordSink for Tee<'_, '_> {
+    fn record(&mut self, rec: ConnectionRecord) -> io::Result<()> {
+        if let Some(keep) = self.keep.as_mut() {
+            keep.push(rec.clone());
+        }
+        self.jsonl.record(rec)
+    }
 }
 
 impl Run<'_> {
@@ -109,13 +146,17 @@ impl Run<'_> {
             Box::new(MergedSource::new(sources))
         };
         let config = self.args.config();
+                let mut records: Vec<ConnectionRecord> = Vec::new();
         let summary = if self.args.format == Format::Jsonl {
-            let mut sink = JsonlSink::new(out);
+            let mut sink = Tee {
+                jsonl: JsonlSink::new(out),
+                keep: self.args.html.is_some().then_some(&mut records),
+            };
             let summary = analyze(source.as_mut(), &config, &mut sink)?;
-            sink.summary(&summary)?;
+            sink.jsonl.summary(&summary)?;
+            records.sort_by_key(|r| r.id);
             summary
         } else {
-            let mut records: Vec<ConnectionRecord> = Vec::new();
             let summary = analyze(source.as_mut(), &config, &mut records)?;
             records.sort_by_key(|r| r.id);
             match self.args.format {
@@ -133,8 +174,11 @@ impl Run<'_> {
         };
         self.first = false;
         out.flush()?;
-        for w in &summary.warnings {
+                for w in &summary.warnings {
             eprintln!("handshakes: warning: {w}");
+        }
+        if self.args.html.is_some() {
+            self.kept.push((summary, records));
         }
         Ok(())
     }

@@ -1,0 +1,122 @@
+//! The `compare` and `timeline` subcommands and the `--html` report of
+//! `analyze`: read captures through the library, hand the results to the
+//! reports, and map failures to exit codes.
+//!
+//! Does not analyze or format anything itself.
+
+use std::fs::File;
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::Path;
+use std::process::ExitCode;
+
+use handshakes::report::compare::{self, CompareOpts, Labeled};
+use handshakes::report::html;
+use handshakes::report::timeline::{self, TimelineOpts};
+use handshakes::source::file::FileSource;
+use handshakes::{analyze, Config, ConnectionRecord, Error, Summary};
+
+use crate::cli::{CompareArgs, CompareFormat, TimelineArgs};
+
+const EXIT_OUTPUT: u8 = 1;
+const EXIT_INPUT: u8 = 2;
+
+/// Colour only for a terminal, and never with NO_COLOR set.
+pub fn use_color() -> bool {
+    io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// One analysed capture.
+pub struct Analysed {
+    pub summary: Summary,
+    pub records: Vec<ConnectionRecord>,
+}
+
+/// Runs the whole pipeline on one file.
+pub fn analyse(path: &Path, config: &Config) -> Result<Analysed, Error> {
+    let mut source = FileSource::open(path)?;
+    let mut records = Vec::new();
+    let summary = analyze(&mut source, config, &mut records)?;
+    records.sort_by_key(|r| r.id);
+    Ok(Analysed { summary, records })
+}
+
+/// Writes an HTML report of `docs` to `path`.
+pub fn write_html(path: &Path, docs: &[Labeled]) -> io::Result<()> {
+    let mut out = BufWriter::new(File::create(path)?);
+    html::write(docs, &mut out)?;
+    out.flush()
+}
+
+fn fail(e: Error) -> ExitCode {
+    match e {
+        Error::Output(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Error::Output(e) => {
+            eprintln!("handshakes: writing output: {e}");
+            ExitCode::from(EXIT_OUTPUT)
+        }
+        Error::Source(e) => {
+            eprintln!("handshakes: {e}");
+            ExitCode::from(EXIT_INPUT)
+        }
+    }
+}
+
+pub fn run_compare(args: &CompareArgs) -> ExitCode {
+    let config = Config::default();
+    let (a, b) = match (analyse(&args.a, &config), analyse(&args.b, &config)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => return fail(e),
+    };
+    for w in a.summary.warnings.iter().chain(&b.summary.warnings) {
+        eprintln!("handshakes: warning: {w}");
+    }
+    let la = Labeled {
+        label: args.label('A'),
+        summary: &a.summary,
+        records: &a.records,
+    };
+    let lb = Labeled {
+        label: args.label('B'),
+        summary: &b.summary,
+        records: &b.records,
+    };
+    if let Some(path) = &args.html {
+        if let Err(e) = write_html(path, &[la.clone(), lb.clone()]) {
+            eprintln!("handshakes: {}: cannot write the HTML report: {e}", path.display());
+            return ExitCode::from(EXIT_OUTPUT);
+        }
+    }
+    let mut out = BufWriter::new(io::stdout().lock());
+    let written = match args.format {
+        CompareFormat::Table => compare::write(&la, &lb, &mut out, &CompareOpts { color: use_color() }),
+        CompareFormat::Json => compare::write_json(&la, &lb, &mut out),
+    };
+    match written.and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(Error::Output(e)),
+    }
+}
+
+pub fn run_timeline(args: &TimelineArgs) -> ExitCode {
+    let doc = match analyse(&args.file, &Config::default()) {
+        Ok(doc) => doc,
+        Err(e) => return fail(e),
+    };
+    let width = args.width.unwrap_or_else(|| {
+        terminal_size::terminal_size()
+            .map(|(w, _)| usize::from(w.0))
+            .filter(|_| io::stdout().is_terminal())
+            .unwrap_or(100)
+    });
+    let opts = TimelineOpts {
+        width,
+        color: use_color(),
+        conn: args.conn,
+        top: args.top,
+    };
+    let mut out = BufWriter::new(io::stdout().lock());
+    match timeline::write(&doc.records, &doc.summary, &mut out, &opts).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(Error::Output(e)),
+    }
+}
