@@ -32,7 +32,7 @@ pub enum Command {
     Analyze(AnalyzeArgs),
     /// Capture live on an interface and print each connection as it closes (needs the `live` feature)
     Live(LiveArgs),
-        /// List the interfaces live capture can use, with their addresses
+    /// List the interfaces live capture can use, with their addresses
     Interfaces,
     /// Compare two captures side by side (e.g. a client without and with a connection pool)
     Compare(CompareArgs),
@@ -85,7 +85,10 @@ impl CompareArgs {
             return name.clone();
         }
         let path = if side == 'A' { &self.a } else { &self.b };
-        path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
+        path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
     }
 }
 
@@ -203,7 +206,7 @@ pub struct AnalyzeArgs {
     #[arg(long, value_parser = parse_size, default_value = "256KiB", value_name = "SIZE")]
     pub stream_buffer: usize,
 
-        /// Requests listed per connection in JSON (counts always include all)
+    /// Requests listed per connection in JSON (counts always include all)
     #[arg(long, default_value_t = 100, value_name = "N")]
     pub max_requests_listed: usize,
 

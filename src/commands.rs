@@ -82,13 +82,18 @@ pub fn run_compare(args: &CompareArgs) -> ExitCode {
     };
     if let Some(path) = &args.html {
         if let Err(e) = write_html(path, &[la.clone(), lb.clone()]) {
-            eprintln!("handshakes: {}: cannot write the HTML report: {e}", path.display());
+            eprintln!(
+                "handshakes: {}: cannot write the HTML report: {e}",
+                path.display()
+            );
             return ExitCode::from(EXIT_OUTPUT);
         }
     }
     let mut out = BufWriter::new(io::stdout().lock());
     let written = match args.format {
-        CompareFormat::Table => compare::write(&la, &lb, &mut out, &CompareOpts { color: use_color() }),
+        CompareFormat::Table => {
+            compare::write(&la, &lb, &mut out, &CompareOpts { color: use_color() })
+        }
         CompareFormat::Json => compare::write_json(&la, &lb, &mut out),
     };
     match written.and_then(|()| out.flush()) {

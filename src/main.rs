@@ -15,10 +15,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+use handshakes::report::compare::Labeled;
 use handshakes::report::{self, csv::CsvReport, json::JsonlSink, Format, Opts};
 use handshakes::source::file::FileSource;
 use handshakes::source::merge::MergedSource;
-use handshakes::report::compare::Labeled;
 use handshakes::{analyze, ConnectionRecord, Error, PacketSource, RecordSink, Summary};
 
 use cli::{AnalyzeArgs, Cli, Command};
@@ -31,7 +31,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Analyze(args) => run_analyze(&args),
         Command::Live(args) => live_cmd::run_live(&args),
-                Command::Interfaces => live_cmd::run_interfaces(),
+        Command::Interfaces => live_cmd::run_interfaces(),
         Command::Compare(args) => commands::run_compare(&args),
         Command::Timeline(args) => commands::run_timeline(&args),
     }
@@ -53,7 +53,7 @@ fn run_analyze(args: &AnalyzeArgs) -> ExitCode {
         limit: args.limit,
         fit_terminal,
     };
-        let mut run = Run {
+    let mut run = Run {
         args,
         opts,
         csv: CsvReport::new(),
@@ -81,7 +81,7 @@ fn run_analyze(args: &AnalyzeArgs) -> ExitCode {
             }
         }
     }
-        if let Some(path) = &args.html {
+    if let Some(path) = &args.html {
         let docs: Vec<Labeled> = run
             .kept
             .iter()
@@ -92,7 +92,10 @@ fn run_analyze(args: &AnalyzeArgs) -> ExitCode {
             })
             .collect();
         if let Err(e) = commands::write_html(path, &docs) {
-            eprintln!("handshakes: {}: cannot write the HTML report: {e}", path.display());
+            eprintln!(
+                "handshakes: {}: cannot write the HTML report: {e}",
+                path.display()
+            );
             return ExitCode::from(EXIT_OUTPUT);
         }
     }
@@ -146,7 +149,7 @@ impl Run<'_> {
             Box::new(MergedSource::new(sources))
         };
         let config = self.args.config();
-                let mut records: Vec<ConnectionRecord> = Vec::new();
+        let mut records: Vec<ConnectionRecord> = Vec::new();
         let summary = if self.args.format == Format::Jsonl {
             let mut sink = Tee {
                 jsonl: JsonlSink::new(out),
@@ -174,7 +177,7 @@ impl Run<'_> {
         };
         self.first = false;
         out.flush()?;
-                for w in &summary.warnings {
+        for w in &summary.warnings {
             eprintln!("handshakes: warning: {w}");
         }
         if self.args.html.is_some() {

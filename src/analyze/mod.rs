@@ -109,7 +109,8 @@ struct Connection {
     start: Timestamp,
     last: Timestamp,
     tcp: TcpConn,
-    /// Reassembly and stream analyzers; dropped once none wants more bytes.
+    /// Reassembly and stream analyzers: made with the first payload byte
+    /// (so half-open connections stay small), dropped once none wants more.
     streams: Option<Box<Streams>>,
     /// Kept when `streams` is dropped early.
     analyzers: Option<Analyzers>,
@@ -119,13 +120,7 @@ struct Connection {
 }
 
 impl Connection {
-    fn new(
-        id: u64,
-        ts: Timestamp,
-        seg: &TcpSegment<'_>,
-        stream_cap: usize,
-        keep: usize,
-    ) -> Connection {
+    fn new(id: u64, ts: Timestamp, seg: &TcpSegment<'_>) -> Connection {
         let (client, server, client_by) = if seg.flags.syn() && !seg.flags.ack() {
             (seg.src, seg.dst, ClientBy::Syn)
         } else if seg.flags.syn() && seg.flags.ack() {
@@ -145,7 +140,7 @@ impl Connection {
             start: ts,
             last: ts,
             tcp: TcpConn::new(),
-            streams: Some(Box::new(Streams::new(stream_cap, keep))),
+            streams: None,
             analyzers: None,
             counted_open: true,
             anomalies: Anomalies::default(),
@@ -153,7 +148,13 @@ impl Connection {
     }
 
     /// Feeds the stream analyzers; stops reassembling when none wants more.
-    fn stream(&mut self, side: Side, ts: Timestamp, seg: &TcpSegment<'_>) {
+    fn stream(&mut self, side: Side, ts: Timestamp, seg: &TcpSegment<'_>, config: &Config) {
+        if self.streams.is_none() && self.analyzers.is_none() && seg.payload_len > 0 {
+            let mut streams = Streams::new(config.stream_cap(), config.requests_listed());
+            let (client_isn, server_isn) = self.tcp.isns();
+            streams.start_at(client_isn, server_isn);
+            self.streams = Some(Box::new(streams));
+        }
         let Some(streams) = self.streams.as_mut() else {
             return;
         };
@@ -334,14 +335,12 @@ impl Analyzer {
             }
         }
         let next_id = &mut self.next_id;
-        let stream_cap = self.config.stream_cap();
-        let keep = self.config.requests_listed();
         let mut created = false;
         let conn = self.table.entry(key).or_insert_with(|| {
             let id = *next_id;
             *next_id += 1;
             created = true;
-            Connection::new(id, ts, seg, stream_cap, keep)
+            Connection::new(id, ts, seg)
         });
         conn.last = conn.last.max(ts);
         conn.start = conn.start.min(ts);
@@ -355,7 +354,7 @@ impl Analyzer {
             conn.client_by = ClientBy::Syn;
         }
         let notes = conn.tcp.on_segment(side, ts, seg);
-        conn.stream(side, ts, seg);
+        conn.stream(side, ts, seg, &self.config);
         if let Some(kind) = anomaly {
             conn.anomalies.add(kind, 1);
         }

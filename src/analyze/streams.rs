@@ -10,6 +10,7 @@ use super::http::{Exchange, Http1};
 use super::tls::TlsAnalyzer;
 use crate::decode::TcpSegment;
 use crate::flow::reassembly::{Reassembler, StreamSink};
+use crate::flow::seq::Seq;
 use crate::record::{
     Anomalies, AnomalyKind, HttpInfo, HttpMethod, HttpRequest, Instant, Side, TlsInfo,
 };
@@ -252,6 +253,17 @@ impl Streams {
             client: Reassembler::new(cap),
             server: Reassembler::new(cap),
             analyzers: Analyzers::new(cap, keep),
+        }
+    }
+
+    /// Where each direction's stream starts: one past the SYN's (and the
+    /// SYN-ACK's) sequence number, when the handshake was seen.
+    pub fn start_at(&mut self, client_isn: Option<Seq>, server_isn: Option<Seq>) {
+        if let Some(isn) = client_isn {
+            self.client.start_at(isn.plus(1));
+        }
+        if let Some(isn) = server_isn {
+            self.server.start_at(isn.plus(1));
         }
     }
 

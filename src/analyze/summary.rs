@@ -298,7 +298,7 @@ fn verdict(c: &Counts) -> String {
         )
     } else if per_conn < 1.5 && requests > 1 {
         format!("{head}: little reuse, {per_conn:.2} requests per connection{resumed}")
-        } else if requests == 1 {
+    } else if requests == 1 {
         format!("{head}{resumed}")
     } else if connections == 1 {
         format!("{head}: one connection reused for every request{resumed}")

@@ -79,6 +79,14 @@ impl Reassembler {
         }
     }
 
+    /// The stream's first byte has sequence number `seq` (known from the
+    /// handshake before any payload arrived). Ignored once the stream began.
+    pub fn start_at(&mut self, seq: Seq) {
+        if self.base.is_none() {
+            self.base = Some(seq);
+        }
+    }
+
     /// Bytes delivered (or skipped as gaps) so far.
     pub fn delivered(&self) -> u64 {
         self.delivered

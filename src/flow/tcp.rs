@@ -96,6 +96,11 @@ impl TcpConn {
         self.syn.is_some()
     }
 
+    /// The client's ISN (from its SYN) and the server's (from its latest SYN-ACK).
+    pub fn isns(&self) -> (Option<Seq>, Option<Seq>) {
+        (self.syn.map(|(_, isn)| isn), self.server_isn)
+    }
+
     /// When the client's first SYN was seen.
     pub fn syn_time(&self) -> Option<Timestamp> {
         self.syn.map(|(t, _)| t)
