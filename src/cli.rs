@@ -164,6 +164,7 @@ impl LiveArgs {
             idle_timeout: Some(self.idle),
             stream_buffer: self.stream_buffer,
             max_requests_listed: None,
+            max_connections: 0,
         }
     }
 }
@@ -213,6 +214,10 @@ pub struct AnalyzeArgs {
     /// Also write a self-contained HTML report (waterfall, histograms, table)
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+
+    /// Connections tracked at once; beyond, the least recently active is reported as evicted
+    #[arg(long, default_value_t = 500_000, value_name = "N")]
+    pub max_connections: usize,
 }
 
 fn parse_size(s: &str) -> Result<usize, String> {
@@ -260,6 +265,7 @@ impl AnalyzeArgs {
             idle_timeout: self.idle,
             stream_buffer: self.stream_buffer,
             max_requests_listed: Some(self.max_requests_listed),
+            max_connections: self.max_connections,
         }
     }
 }

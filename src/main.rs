@@ -15,6 +15,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+use handshakes::analyze::FirstById;
 use handshakes::report::compare::Labeled;
 use handshakes::report::{self, csv::CsvReport, json::JsonlSink, Format, Opts};
 use handshakes::source::file::FileSource;
@@ -160,8 +161,20 @@ impl Run<'_> {
             records.sort_by_key(|r| r.id);
             summary
         } else {
-            let summary = analyze(source.as_mut(), &config, &mut records)?;
-            records.sort_by_key(|r| r.id);
+            let summary = if self.args.format == Format::Table
+                && self.args.html.is_none()
+                && self.args.limit > 0
+            {
+                // Only the first rows are shown: keep only those in memory.
+                let mut first = FirstById::new(self.args.limit);
+                let summary = analyze(source.as_mut(), &config, &mut first)?;
+                records = first.into_sorted();
+                summary
+            } else {
+                let summary = analyze(source.as_mut(), &config, &mut records)?;
+                records.sort_by_key(|r| r.id);
+                summary
+            };
             match self.args.format {
                 Format::Table => {
                     if !self.first {

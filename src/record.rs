@@ -68,6 +68,8 @@ pub enum AnomalyKind {
     StreamBufferFull,
     /// A TLS record or handshake message that cannot be right (length beyond the maximum, …).
     MalformedTls,
+    /// A connection finalised early to keep the table under `--max-connections`.
+    EvictedConnection,
     /// A packet (not a SYN) for a connection already closed and reported,
     /// such as a FIN retransmitted long after the close.
     LatePacket,
@@ -90,6 +92,7 @@ impl AnomalyKind {
             AnomalyKind::TimestampBackwards => "timestamp_backwards",
             AnomalyKind::InvalidTcpFlags => "invalid_tcp_flags",
             AnomalyKind::LatePacket => "late_packet",
+            AnomalyKind::EvictedConnection => "evicted_connection",
             AnomalyKind::RetransmissionConflict => "retransmission_conflict",
             AnomalyKind::StreamGap => "stream_gap",
             AnomalyKind::StreamBufferFull => "stream_buffer_full",

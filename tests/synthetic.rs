@@ -1109,3 +1109,34 @@ fn idle_timeout_applies_to_every_gap_longer_than_the_timeout() {
     assert_eq!(connections(&v), 3, "{v:#}");
     assert_str(conn(&v, 0), "/close/kind", "idle");
 }
+
+#[test]
+fn connection_cap_evicts_the_least_recently_active() {
+    // Five half-open connections on distinct ports; room for three.
+    let convs: Vec<Conv> = (0..5u16)
+        .map(|i| {
+            let mut c = Conv::new(
+                &format!("10.0.0.1:{}", 40_000 + i),
+                SERVER,
+                1000 + u32::from(i),
+                9000,
+            );
+            c.syn(T0 + ms(i64::from(i)));
+            c
+        })
+        .collect();
+    let refs: Vec<&Conv> = convs.iter().collect();
+    let out = analyze_with(
+        &pcap_of(Link::Ethernet, &refs),
+        &["-T", "json", "--max-connections", "3"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(connections(&v), 5, "evicted connections are still reported");
+    assert_u64(&v, "/summary/anomalies/evicted_connection", 2);
+    assert_u64(&v, "/summary/close/evicted", 2);
+    // The two oldest were evicted.
+    assert_str(conn(&v, 0), "/close/kind", "evicted");
+    assert_str(conn(&v, 1), "/close/kind", "evicted");
+    assert_str(conn(&v, 4), "/close/kind", "open");
+}

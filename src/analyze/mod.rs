@@ -54,7 +54,13 @@ pub struct Config {
     pub stream_buffer: usize,
     /// Requests listed per connection; `None` means the default, [`DEFAULT_REQUESTS_LISTED`].
     pub max_requests_listed: Option<usize>,
+    /// Connections tracked at once; 0 means the default, [`DEFAULT_MAX_CONNECTIONS`].
+    /// Beyond it the least recently active connection is finalised (`evicted`).
+    pub max_connections: usize,
 }
+
+/// Default cap on connections tracked at once.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 500_000;
 
 /// Default number of requests listed per connection.
 pub const DEFAULT_REQUESTS_LISTED: usize = 100;
@@ -63,6 +69,14 @@ pub const DEFAULT_REQUESTS_LISTED: usize = 100;
 pub const DEFAULT_STREAM_BUFFER: usize = 256 * 1024;
 
 impl Config {
+    fn max_connections(&self) -> usize {
+        if self.max_connections == 0 {
+            DEFAULT_MAX_CONNECTIONS
+        } else {
+            self.max_connections
+        }
+    }
+
     fn requests_listed(&self) -> usize {
         self.max_requests_listed.unwrap_or(DEFAULT_REQUESTS_LISTED)
     }
@@ -98,6 +112,67 @@ impl RecordSink for Vec<ConnectionRecord> {
     }
 }
 
+/// Keeps only the `limit` connections with the smallest ids (the first to
+/// start), so a table of the first 50 connections of a huge capture does not
+/// hold every record in memory.
+pub struct FirstById {
+    limit: usize,
+    heap: std::collections::BinaryHeap<ById>,
+    /// Records seen in all.
+    pub total: u64,
+}
+
+struct ById(ConnectionRecord);
+
+impl PartialEq for ById {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.id == other.0.id
+    }
+}
+impl Eq for ById {}
+impl PartialOrd for ById {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ById {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.id.cmp(&other.0.id)
+    }
+}
+
+impl FirstById {
+    pub fn new(limit: usize) -> FirstById {
+        FirstById {
+            limit,
+            heap: std::collections::BinaryHeap::new(),
+            total: 0,
+        }
+    }
+
+    /// The kept records in id order.
+    pub fn into_sorted(self) -> Vec<ConnectionRecord> {
+        self.heap
+            .into_sorted_vec()
+            .into_iter()
+            .map(|r| r.0)
+            .collect()
+    }
+}
+
+impl RecordSink for FirstById {
+    fn record(&mut self, rec: ConnectionRecord) -> io::Result<()> {
+        self.total += 1;
+        if self.heap.len() < self.limit {
+            self.heap.push(ById(rec));
+        } else if self.heap.peek().is_some_and(|top| rec.id < top.0.id) {
+            self.heap.pop();
+            self.heap.push(ById(rec));
+        }
+        Ok(())
+    }
+}
+
 /// One TCP connection being tracked.
 struct Connection {
     id: u64,
@@ -112,8 +187,8 @@ struct Connection {
     /// Reassembly and stream analyzers: made with the first payload byte
     /// (so half-open connections stay small), dropped once none wants more.
     streams: Option<Box<Streams>>,
-    /// Kept when `streams` is dropped early.
-    analyzers: Option<Analyzers>,
+    /// Kept when `streams` is dropped early (boxed: most connections never need one).
+    analyzers: Option<Box<Analyzers>>,
     /// Counted among the open connections (until it closes or is finalised).
     counted_open: bool,
     anomalies: Anomalies,
@@ -166,7 +241,7 @@ impl Connection {
 
     fn stop_streams(&mut self) {
         if let Some(streams) = self.streams.take() {
-            self.analyzers = Some(streams.finish(&mut self.anomalies));
+            self.analyzers = Some(Box::new(streams.finish(&mut self.anomalies)));
         }
     }
 
@@ -234,6 +309,9 @@ pub struct Analyzer {
     table: HashMap<FlowKey, Connection>,
     /// Closed connections waiting out [`CLOSE_LINGER`], oldest first.
     closing: VecDeque<(Timestamp, FlowKey, u64)>,
+    /// Connections in order of (roughly) last activity, oldest first: a lazy
+    /// LRU for eviction. Entries are re-queued when found to be stale.
+    lru: VecDeque<(Timestamp, FlowKey, u64)>,
     /// Tuples of closed, finalised connections and when to forget them.
     tombstones: HashMap<FlowKey, Timestamp>,
     tombstone_order: VecDeque<(Timestamp, FlowKey)>,
@@ -252,6 +330,7 @@ impl Analyzer {
             config,
             table: HashMap::new(),
             closing: VecDeque::new(),
+            lru: VecDeque::new(),
             tombstones: HashMap::new(),
             tombstone_order: VecDeque::new(),
             next_id: 1,
@@ -334,6 +413,9 @@ impl Analyzer {
                 return Ok(());
             }
         }
+        if !self.table.contains_key(&key) {
+            self.make_room(sink)?;
+        }
         let next_id = &mut self.next_id;
         let mut created = false;
         let conn = self.table.entry(key).or_insert_with(|| {
@@ -370,6 +452,7 @@ impl Analyzer {
             self.closing.push_back((deadline, key, conn.id));
         }
         if created {
+            self.lru.push_back((ts, key, conn.id));
             self.open_now += 1;
             if self.open_now > self.summary.peak.connections {
                 let origin = self.summary.origin.unwrap_or(ts);
@@ -388,6 +471,34 @@ impl Analyzer {
         Ok(())
     }
 
+    /// Keeps the table under its cap: finalises the least recently active
+    /// connection (half-open ones from a SYN flood are the usual victims).
+    fn make_room(&mut self, sink: &mut dyn RecordSink) -> io::Result<()> {
+        let cap = self.config.max_connections();
+        // Each stale entry is re-queued at most once per eviction round.
+        let mut budget = self.lru.len() + 1;
+        while self.table.len() >= cap && budget > 0 {
+            budget -= 1;
+            let Some((seen, key, id)) = self.lru.pop_front() else {
+                break;
+            };
+            let Some(conn) = self.table.get(&key).filter(|c| c.id == id) else {
+                continue;
+            };
+            if conn.last > seen {
+                self.lru.push_back((conn.last, key, id));
+                continue;
+            }
+            if let Some(conn) = self.table.remove(&key) {
+                self.summary
+                    .anomalies
+                    .add(AnomalyKind::EvictedConnection, 1);
+                self.finalize(conn, CloseKind::Evicted, sink)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Finalises connections whose linger or idle time has passed by `now`.
     fn expire(&mut self, now: Timestamp, sink: &mut dyn RecordSink) -> io::Result<()> {
         while let Some(&(deadline, key, id)) = self.closing.front() {
@@ -399,8 +510,10 @@ impl Analyzer {
                 if let Some(conn) = self.table.remove(&key) {
                     self.finalize(conn, CloseKind::Open, sink)?;
                     let forget = Timestamp(now.0.saturating_add(TOMBSTONE.as_nanos() as i64));
-                    self.tombstones.insert(key, forget);
-                    self.tombstone_order.push_back((forget, key));
+                    if self.tombstones.len() < self.config.max_connections() {
+                        self.tombstones.insert(key, forget);
+                        self.tombstone_order.push_back((forget, key));
+                    }
                 }
             }
         }
@@ -481,5 +594,16 @@ impl Analyzer {
             self.finalize(conn, CloseKind::Open, sink)?;
         }
         Ok(self.summary.finish(info))
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    /// A SYN flood fills the table with half-open connections: each must stay
+    /// small (streams and analyzers are boxed and made only with payload).
+    #[test]
+    fn half_open_connections_are_small() {
+        let size = std::mem::size_of::<super::Connection>();
+        assert!(size <= 400, "Connection is {size} bytes");
     }
 }

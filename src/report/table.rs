@@ -22,7 +22,7 @@ pub fn write(
         return Ok(());
     }
     writeln!(out)?;
-    write_connections(records, out, opts)
+    write_connections(records, summary.connections, out, opts)
 }
 
 fn dist_line(d: &Distribution) -> String {
@@ -257,8 +257,11 @@ fn close_text(rec: &ConnectionRecord) -> String {
 }
 
 /// The per-connection table, at most `opts.limit` rows (0: all).
+/// The per-connection table of `records` (the first ones, in id order), at
+/// most `opts.limit` rows (0: all), and a footer when `total` is larger.
 pub fn write_connections(
     records: &[ConnectionRecord],
+    total: u64,
     out: &mut dyn Write,
     opts: &Opts,
 ) -> io::Result<()> {
@@ -303,11 +306,11 @@ pub fn write_connections(
         ]);
     }
     writeln!(out, "{table}")?;
-    if shown < records.len() {
+    let more = total.saturating_sub(shown as u64);
+    if more > 0 {
         writeln!(
             out,
-            "… {} more connections not shown (--limit 0 shows all; --format json has every one)",
-            records.len() - shown
+            "… {more} more connections not shown (--limit 0 shows all; --format json has every one)"
         )?;
     }
     Ok(())

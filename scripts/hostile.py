@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Writes hostile captures (classic pcap, raw IPv4) to stdout, streamed, for
+measuring handshakes' memory and time on inputs that try to exhaust it:
+
+  syn-flood N        N SYNs from N distinct source ports/addresses (no answers)
+  garbage BYTES      one connection streaming BYTES of random-looking payload
+  tls-16mb           a TLS handshake record header claiming 16 MB, then data
+  ooo-holes N        one connection, N small segments delivered with holes
+                     (every other segment missing) in reverse order
+
+Usage: scripts/hostile.py KIND ARG | handshakes analyze -
+"""
+import struct
+import sys
+
+out = sys.stdout.buffer
+MSS = 1400
+
+
+def header():
+    out.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 65535, 101))
+
+
+def checksum(b):
+    if len(b) % 2:
+        b += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    s = (s >> 16) + (s & 0xFFFF)
+    s += s >> 16
+    return ~s & 0xFFFF
+
+
+def packet(ts_ns, src, dst, sport, dport, seq, ack, flags, payload=b""):
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, 5 << 4, flags, 65535, 0, 0)
+    total = 20 + len(tcp) + len(payload)
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, total, 0, 0x4000, 64, 6, 0, src, dst)
+    ip = ip[:10] + struct.pack("!H", checksum(ip)) + ip[12:]
+    frame = ip + tcp + payload
+    out.write(struct.pack("<IIII", ts_ns // 10**9, ts_ns % 10**9, len(frame), len(frame)))
+    out.write(frame)
+
+
+C = bytes([10, 0, 0, 1])
+S = bytes([10, 0, 0, 2])
+SYN, ACK, PSH, FIN = 0x02, 0x10, 0x08, 0x01
+T0 = 1_700_000_000 * 10**9
+
+
+def handshake(t):
+    packet(t, C, S, 40000, 443, 1000, 0, SYN)
+    packet(t + 1000, S, C, 443, 40000, 5000, 1001, SYN | ACK)
+    packet(t + 2000, C, S, 40000, 443, 1001, 5001, ACK)
+
+
+def syn_flood(n):
+    for i in range(n):
+        src = bytes([10, 1 + (i >> 16) % 250, (i >> 8) & 0xFF, i & 0xFF])
+        packet(T0 + i * 1000, src, S, 1024 + i % 60000, 443, i * 7919, 0, SYN)
+
+
+def garbage(total):
+    handshake(T0)
+    block = bytes((i * 131 + 7) % 256 for i in range(MSS))
+    seq, t, sent = 1001, T0 + 10_000, 0
+    while sent < total:
+        packet(t, C, S, 40000, 443, seq, 5001, ACK | PSH, block)
+        seq += MSS
+        sent += MSS
+        t += 1000
+
+
+def tls_16mb():
+    handshake(T0)
+    # Handshake record header claiming 16 MB (0xFFFFFF is not a valid record
+    # length; 0xFFFF is the most a header can say, the message header claims 16 MB).
+    rec = bytes([22, 3, 3, 0xFF, 0xFF, 1, 0xFF, 0xFF, 0xFF])
+    seq, t = 1001, T0 + 10_000
+    packet(t, C, S, 40000, 443, seq, 5001, ACK | PSH, rec)
+    seq += len(rec)
+    block = b"\x00" * MSS
+    for _ in range(20000):
+        t += 1000
+        packet(t, C, S, 40000, 443, seq, 5001, ACK | PSH, block)
+        seq += MSS
+
+
+def ooo_holes(n):
+    handshake(T0)
+    block = b"x" * 100
+    t = T0 + 10_000
+    for i in reversed(range(0, 2 * n, 2)):
+        packet(t, C, S, 40000, 443, 1001 + i * 100, 5001, ACK | PSH, block)
+        t += 1000
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    kind = sys.argv[1]
+    arg = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+    header()
+    {"syn-flood": syn_flood, "garbage": garbage, "ooo-holes": ooo_holes}.get(kind, lambda _: tls_16mb())(arg)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except BrokenPipeError:
+        pass
