@@ -42,6 +42,8 @@ mod imp {
 
     use crate::cli::{LiveArgs, LiveFormat};
 
+    /// Packets read after the stop at most.
+    const DRAIN_MAX: usize = 100_000;
     /// How long to wait when no packet is waiting.
     const IDLE_POLL: Duration = Duration::from_millis(2);
     const EXIT_OUTPUT: u8 = 1;
@@ -155,17 +157,18 @@ mod imp {
     }
 
     fn live(args: &LiveArgs) -> Result<(), Failure> {
+        let stop = Arc::new(AtomicBool::new(false));
+        {
+            let stop = Arc::clone(&stop);
+            // SIGINT and SIGTERM ("termination" feature): stop reading, then
+            // report. Installed before the device opens, so no signal is lost.
+            let _ = ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst));
+        }
         let mut source = LiveSource::open(
             &args.interface,
             args.filter.as_deref(),
             args.write.as_deref(),
         )?;
-        let stop = Arc::new(AtomicBool::new(false));
-        {
-            let stop = Arc::clone(&stop);
-            // SIGINT and SIGTERM ("termination" feature): stop reading, then report.
-            let _ = ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst));
-        }
         let mut stdout = LineWriter::new(io::stdout().lock());
         let mut output = match args.format {
             LiveFormat::Table => Output::Table(LiveRows::new(&mut stdout)),
@@ -195,6 +198,16 @@ mod imp {
                 last_tick = Instant::now();
                 analyzer.tick(wall_clock(), &mut output)?;
                 status.update(started.elapsed(), &analyzer);
+            }
+        }
+        // Packets already in the kernel's buffer when the stop came are still
+        // part of the capture (bounded, in case the interface is busy).
+        if args.count.is_none() {
+            for _ in 0..DRAIN_MAX {
+                match source.poll()? {
+                    Some(packet) => analyzer.packet(&packet, &mut output)?,
+                    None => break,
+                }
             }
         }
         status.finish();
