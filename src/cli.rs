@@ -17,9 +17,10 @@ use handshakes::Config;
     name = "handshakes",
     version,
     about = "Count TCP and TLS handshakes per connection in packet captures",
-    long_about = "Reads pcap or pcapng captures and rebuilds every TCP connection: its handshake \
-                  (SYN, SYN-ACK, ACK and their timing), traffic and how it closed, so you can see \
-                  whether an HTTP client reuses connections."
+        long_about = "Reads pcap or pcapng captures (or captures live) and rebuilds every TCP connection: \
+                  its TCP handshake and timing, its TLS handshake (version, cipher, SNI, ALPN, full or \
+                  resumed), the HTTP requests that rode on it and how it closed, so you can see how \
+                  many handshakes an HTTP client pays per request."
 )]
 pub struct Cli {
     #[command(subcommand)]
