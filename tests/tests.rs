@@ -4,9 +4,15 @@
 
 mod captures;
 mod corpus;
+mod fuzz_regressions;
 mod http;
+#[cfg(feature = "live")]
+mod live;
+mod malformed;
+mod properties;
 mod report;
 mod support;
 mod synthetic;
 mod tls;
 mod tools;
+mod tshark;

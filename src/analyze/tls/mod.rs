@@ -41,6 +41,8 @@ struct Direction {
     /// latest capture time among their bytes.
     pending: Vec<u8>,
     pending_ts: Timestamp,
+    /// A message whose body is being skipped: its type and the bytes still to come.
+    skipping: Option<(u8, usize)>,
     /// ChangeCipherSpec seen (TLS ≤ 1.2): later handshake records are encrypted.
     encrypted: bool,
     finished: Option<Timestamp>,
@@ -217,6 +219,7 @@ impl TlsAnalyzer {
             let dir = self.dir(side);
             dir.reader.gap(len);
             dir.pending.clear();
+            dir.skipping = None;
         }
     }
 
@@ -350,27 +353,55 @@ impl TlsAnalyzer {
     }
 
     /// Plaintext handshake bytes: split into messages, which may span records.
+    /// Plaintext handshake bytes: split into messages, which may span
+    /// records. Only the hellos are kept whole (to parse them); the bodies of
+    /// other messages (a Certificate chain can be hundreds of kilobytes) are
+    /// skipped by their length.
     fn handshake_bytes(&mut self, side: Side, body: &[u8], ts: Timestamp) {
         let cap = self.cap;
         let dir = self.dir(side);
         if dir.overflowed {
             return;
         }
-        if dir.pending.len() + body.len() > cap {
-            dir.overflowed = true;
-            dir.pending.clear();
-            self.malformed += 1;
-            return;
-        }
-        dir.pending.extend_from_slice(body);
         dir.pending_ts = dir.pending_ts.max(ts);
         let ts = dir.pending_ts;
+        let mut input = body;
         loop {
             let dir = self.dir(side);
+            if let Some((kind, remaining)) = dir.skipping {
+                let n = remaining.min(input.len());
+                input = input.get(n..).unwrap_or(&[]);
+                if n < remaining {
+                    dir.skipping = Some((kind, remaining - n));
+                    return;
+                }
+                dir.skipping = None;
+                self.message(side, kind, &[], ts);
+                continue;
+            }
+            if dir.pending.len() + input.len() > cap {
+                dir.overflowed = true;
+                dir.pending.clear();
+                self.malformed += 1;
+                return;
+            }
+            dir.pending.extend_from_slice(input);
+            input = &[];
             let Some((&[kind, a, b, c], rest)) = dir.pending.split_first_chunk::<4>() else {
                 return;
             };
             let len = u32::from_be_bytes([0, a, b, c]) as usize;
+            if !matches!(kind, 1 | 2) {
+                // Not kept: drop what is here, skip the rest as it arrives.
+                let here = len.min(rest.len());
+                dir.pending.drain(..4 + here);
+                if here < len {
+                    dir.skipping = Some((kind, len - here));
+                    return;
+                }
+                self.message(side, kind, &[], ts);
+                continue;
+            }
             if len > cap {
                 dir.overflowed = true;
                 dir.pending.clear();

@@ -1,0 +1,440 @@
+//! tshark as a live differential oracle: for every capture in captures/ and
+//! in ../shared/corpus, run tshark and compare, connection by connection
+//! (tshark's `tcp.stream` order is ours), the number of TCP connections, the
+//! SYN / SYN-ACK / ACK times, the sequence of plaintext TLS handshake message
+//! types each way, SNI, negotiated version and cipher, and the HTTP/1 request
+//! count on cleartext. Every difference fails unless it is listed, with its
+//! reason, in tests/tshark-known-differences.toml — and a listed difference
+//! that no longer occurs fails too, so the list stays true.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Deserialize;
+
+use handshakes::analyze::tls::hello::{cipher_name, version_name};
+use handshakes::record::ConnectionRecord;
+
+use crate::tools::{analyze_path, skip_or_fail};
+
+#[derive(Deserialize)]
+struct Known {
+    difference: Vec<KnownDifference>,
+}
+
+#[derive(Deserialize)]
+struct KnownDifference {
+    /// Path relative to the corpus or captures/ (as printed by the test).
+    file: String,
+    /// The kind of fact: `connections`, `handshake`, `tls_types`, `sni`,
+    /// `version`, `cipher`, `http_requests`.
+    what: String,
+    reason: String,
+}
+
+/// Per tshark stream, what we compare.
+#[derive(Debug, Default)]
+struct Stream {
+    syn: Option<f64>,
+    synack: Option<f64>,
+    ack: Option<f64>,
+    client: Option<(String, u16)>,
+    /// Plaintext handshake message types by sender (address, port).
+    types: BTreeMap<(String, u16), Vec<u8>>,
+    sni: Option<String>,
+    version: Option<u16>,
+    cipher: Option<u16>,
+    http_requests: u64,
+}
+
+fn hex(v: &str) -> Option<u16> {
+    u16::from_str_radix(v.trim_start_matches("0x"), 16).ok()
+}
+
+/// Runs tshark on `path`, decoding TLS and HTTP on the server ports where we found them.
+fn tshark(path: &Path, records: &[ConnectionRecord]) -> Option<Vec<Stream>> {
+    let mut args: Vec<String> = vec![
+        "-n".into(),
+        "-r".into(),
+        path.display().to_string(),
+        "-o".into(),
+        "tcp.reassemble_out_of_order:TRUE".into(),
+    ];
+    let mut ports = BTreeSet::new();
+    for r in records {
+        let port = r
+            .server
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse::<u16>().ok());
+        if let Some(p) = port {
+            if r.tls.is_some() && p != 443 {
+                ports.insert((p, "tls"));
+            } else if r.http.method == handshakes::record::HttpMethod::Http1 && p != 80 {
+                ports.insert((p, "http"));
+            }
+        }
+    }
+    for (p, proto) in ports {
+        args.push("-d".into());
+        args.push(format!("tcp.port=={p},{proto}"));
+    }
+    let fields = [
+        "tcp.stream",
+        "frame.time_epoch",
+        "tcp.flags",
+        "ip.src",
+        "ipv6.src",
+        "tcp.srcport",
+        "tls.handshake.type",
+        "tls.handshake.extensions_server_name",
+        "tls.handshake.ciphersuite",
+        "tls.handshake.extensions.supported_version",
+        "tls.handshake.version",
+        "http.request.method",
+    ];
+    args.extend([
+        "-Y".into(),
+        "tcp".into(),
+        "-T".into(),
+        "fields".into(),
+        "-E".into(),
+        "separator=|".into(),
+        "-E".into(),
+        "occurrence=a".into(),
+        "-E".into(),
+        "aggregator=,".into(),
+    ]);
+    for f in fields {
+        args.push("-e".into());
+        args.push(f.into());
+    }
+    let out = Command::new("tshark").args(&args).output().ok()?;
+    if !out.status.success() && out.stdout.is_empty() {
+        return Some(Vec::new());
+    }
+    let mut streams: Vec<Stream> = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let f: Vec<&str> = line.split('|').collect();
+        let (Some(stream), Some(ts), Some(flags)) = (f.first(), f.get(1), f.get(2)) else {
+            continue;
+        };
+        let Ok(stream) = stream.parse::<usize>() else {
+            continue;
+        };
+        while streams.len() <= stream {
+            streams.push(Stream::default());
+        }
+        let Some(s) = streams.get_mut(stream) else {
+            continue;
+        };
+        let ts: f64 = ts.parse().unwrap_or(0.0);
+        let flags = hex(flags).unwrap_or(0);
+        let src = [f.get(3), f.get(4)]
+            .into_iter()
+            .flatten()
+            .find(|a| !a.is_empty())
+            .map(|a| a.to_string());
+        let port: Option<u16> = f.get(5).and_then(|p| p.parse().ok());
+        let me = src.zip(port);
+        if s.client.is_none() && flags & 0x12 == 0x02 {
+            s.client = me.clone();
+        }
+        let from_client = s.client.is_none() || s.client == me;
+        if flags & 0x12 == 0x02 && s.syn.is_none() {
+            s.syn = Some(ts);
+        }
+        if flags & 0x12 == 0x12 && s.synack.is_none() {
+            s.synack = Some(ts);
+        }
+        if flags & 0x17 == 0x10 && s.synack.is_some() && s.ack.is_none() && from_client {
+            s.ack = Some(ts);
+        }
+        let types: Vec<u8> = f
+            .get(6)
+            .into_iter()
+            .flat_map(|t| t.split(','))
+            .filter_map(|t| t.parse().ok())
+            .collect();
+        if let Some(sender) = me.clone() {
+            s.types.entry(sender).or_default().extend(&types);
+        }
+        if let Some(sni) = f.get(7).filter(|v| !v.is_empty()) {
+            s.sni
+                .get_or_insert_with(|| sni.split(',').next().unwrap_or_default().to_string());
+        }
+        if !from_client && types.contains(&2) {
+            // The ServerHello's chosen suite and version (the last ServerHello wins: after a HelloRetryRequest).
+            s.cipher = f
+                .get(8)
+                .and_then(|c| c.split(',').next_back())
+                .and_then(hex);
+            let supported = f
+                .get(9)
+                .and_then(|v| v.split(',').next_back())
+                .and_then(hex);
+            let legacy = f
+                .get(10)
+                .and_then(|v| {
+                    v.split(',')
+                        .nth(types.iter().position(|t| *t == 2).unwrap_or(0))
+                })
+                .and_then(hex);
+            s.version = supported.or(legacy);
+        }
+        s.http_requests += f
+            .get(11)
+            .map_or(0, |m| m.split(',').filter(|m| !m.is_empty()).count() as u64);
+    }
+    Some(streams)
+}
+
+/// Our plaintext handshake message types, as tshark numbers them.
+fn our_types(r: &ConnectionRecord, client: bool) -> Vec<u8> {
+    let Some(tls) = &r.tls else {
+        return Vec::new();
+    };
+    let side = if client {
+        handshakes::record::Side::Client
+    } else {
+        handshakes::record::Side::Server
+    };
+    tls.events
+        .iter()
+        .filter(|e| e.side == side)
+        .filter_map(|e| match e.name {
+            "client_hello" | "client_hello_sslv2" => Some(1),
+            "server_hello" | "hello_retry_request" => Some(2),
+            "server_hello_sslv2" => Some(4),
+            "new_session_ticket" => Some(4),
+            "encrypted_extensions" => Some(8),
+            "certificate" => Some(11),
+            "server_key_exchange" => Some(12),
+            "certificate_request" => Some(13),
+            "server_hello_done" => Some(14),
+            "certificate_verify" => Some(15),
+            "client_key_exchange" => Some(16),
+            "certificate_status" => Some(22),
+            _ => None,
+        })
+        .collect()
+}
+
+fn close(a: Option<f64>, b: Option<f64>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => (a - b).abs() < 2e-6,
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// Every difference between our records and tshark's streams, as (what, detail).
+fn differences(records: &[ConnectionRecord], streams: &[Stream]) -> Vec<(String, String)> {
+    let mut d = Vec::new();
+    if records.len() != streams.len() {
+        d.push((
+            "connections".into(),
+            format!("{} vs tshark {}", records.len(), streams.len()),
+        ));
+        return d;
+    }
+    for (r, s) in records.iter().zip(streams) {
+        let hs = &r.tcp.handshake;
+        let id = r.id;
+        if !close(s.syn, hs.syn.map(|i| i.ts))
+            || !close(s.synack, hs.synack.map(|i| i.ts))
+            || !close(s.ack, hs.ack.map(|i| i.ts))
+        {
+            d.push((
+                "handshake".into(),
+                format!(
+                    "connection {id}: SYN/SYN-ACK/ACK {:?} vs tshark {:?}",
+                    (
+                        hs.syn.map(|i| i.ts),
+                        hs.synack.map(|i| i.ts),
+                        hs.ack.map(|i| i.ts)
+                    ),
+                    (s.syn, s.synack, s.ack)
+                ),
+            ));
+        }
+        for client in [true, false] {
+            let endpoint = if client { &r.client } else { &r.server };
+            let (addr, port) = endpoint.rsplit_once(':').unwrap_or((endpoint, "0"));
+            let key = (addr.replace(['[', ']'], ""), port.parse().unwrap_or(0));
+            let theirs = s.types.get(&key).cloned().unwrap_or_default();
+            let ours = our_types(r, client);
+            if theirs != ours {
+                d.push((
+                    "tls_types".into(),
+                    format!(
+                        "connection {id} {}: {ours:?} vs tshark {theirs:?}",
+                        if client { "client" } else { "server" }
+                    ),
+                ));
+            }
+        }
+        let tls = r.tls.as_ref();
+        if s.sni.is_some() && tls.and_then(|t| t.sni.clone()) != s.sni {
+            d.push((
+                "sni".into(),
+                format!(
+                    "connection {id}: {:?} vs tshark {:?}",
+                    tls.and_then(|t| t.sni.clone()),
+                    s.sni
+                ),
+            ));
+        }
+        if let Some(v) = s.version {
+            if tls.and_then(|t| t.version.clone()) != Some(version_name(v)) {
+                d.push((
+                    "version".into(),
+                    format!(
+                        "connection {id}: {:?} vs tshark {}",
+                        tls.and_then(|t| t.version.clone()),
+                        version_name(v)
+                    ),
+                ));
+            }
+        }
+        if let Some(c) = s.cipher {
+            if tls.and_then(|t| t.cipher.clone()) != Some(cipher_name(c)) {
+                d.push((
+                    "cipher".into(),
+                    format!(
+                        "connection {id}: {:?} vs tshark {}",
+                        tls.and_then(|t| t.cipher.clone()),
+                        cipher_name(c)
+                    ),
+                ));
+            }
+        }
+        if r.tls.is_none()
+            && r.http.method == handshakes::record::HttpMethod::Http1
+            && r.http.requests != s.http_requests
+        {
+            d.push((
+                "http_requests".into(),
+                format!(
+                    "connection {id}: {} vs tshark {}",
+                    r.http.requests, s.http_requests
+                ),
+            ));
+        }
+    }
+    d
+}
+
+fn captures() -> Vec<(String, PathBuf)> {
+    let mut files = Vec::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let corpus = root.join("../shared/corpus");
+    for (prefix, dir) in [("captures", root.join("captures")), ("corpus", corpus)] {
+        let mut stack = vec![dir.clone()];
+        while let Some(d) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p
+                    .extension()
+                    .is_some_and(|x| x == "pcap" || x == "pcapng" || x == "gz")
+                {
+                    let rel = p
+                        .strip_prefix(&dir)
+                        .map(|r| r.display().to_string())
+                        .unwrap_or_default();
+                    files.push((format!("{prefix}/{rel}"), p));
+                }
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn every_capture_matches_tshark_or_the_difference_is_known() {
+    if Command::new("tshark").arg("--version").output().is_err() {
+        skip_or_fail("tshark", "not installed (apt-get install tshark)");
+        return;
+    }
+    let known: Known = toml::from_str(include_str!("tshark-known-differences.toml"))
+        .expect("known differences parse");
+    let files = captures();
+    assert!(files.len() >= 100, "found only {} captures", files.len());
+    let results: Vec<(String, Vec<(String, String)>)> = std::thread::scope(|scope| {
+        let chunks: Vec<&[(String, PathBuf)]> = files.chunks(files.len().div_ceil(2)).collect();
+        let handles: Vec<_> = chunks
+            .into_iter()
+            .map(|chunk| {
+                scope.spawn(move || {
+                    chunk
+                        .iter()
+                        .filter_map(|(name, path)| {
+                            let mut src = handshakes::source::file::FileSource::open(path).ok()?;
+                            let mut records = Vec::new();
+                            handshakes::analyze(
+                                &mut src,
+                                &handshakes::Config::default(),
+                                &mut records,
+                            )
+                            .ok()?;
+                            records.sort_by_key(|r| r.id);
+                            let _ = analyze_path;
+                            let streams = tshark(path, &records)?;
+                            Some((name.clone(), differences(&records, &streams)))
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("worker"))
+            .collect()
+    });
+    let mut unexplained = Vec::new();
+    let mut used = BTreeSet::new();
+    let mut compared = 0;
+    for (file, diffs) in &results {
+        compared += 1;
+        for (what, detail) in diffs {
+            match known
+                .difference
+                .iter()
+                .position(|k| &k.file == file && (k.what == *what || k.what == "*"))
+            {
+                Some(i) => {
+                    used.insert(i);
+                }
+                None => unexplained.push(format!("{file}: {what}: {detail}")),
+            }
+        }
+    }
+    let stale: Vec<String> = known
+        .difference
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !used.contains(i))
+        .map(|(_, k)| format!("{} {} ({})", k.file, k.what, k.reason))
+        .collect();
+    eprintln!(
+        "tshark differential: {compared} captures, {} known differences",
+        used.len()
+    );
+    assert!(
+        unexplained.is_empty(),
+        "differences from tshark not in tests/tshark-known-differences.toml:\n{}",
+        unexplained.join("\n")
+    );
+    assert!(
+        stale.is_empty(),
+        "listed differences that no longer occur:\n{}",
+        stale.join("\n")
+    );
+}
