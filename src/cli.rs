@@ -17,7 +17,7 @@ use handshakes::Config;
     name = "handshakes",
     version,
     about = "Count TCP and TLS handshakes per connection in packet captures",
-        long_about = "Reads pcap or pcapng captures (or captures live) and rebuilds every TCP connection: \
+    long_about = "Reads pcap or pcapng captures (or captures live) and rebuilds every TCP connection: \
                   its TCP handshake and timing, its TLS handshake (version, cipher, SNI, ALPN, full or \
                   resumed), the HTTP requests that rode on it and how it closed, so you can see how \
                   many handshakes an HTTP client pays per request."
@@ -215,6 +215,10 @@ pub struct AnalyzeArgs {
     /// Also write a self-contained HTML report (waterfall, histograms, table)
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+
+    /// No progress display on stderr (it only appears for inputs over 100 MB on a terminal)
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
 
     /// Connections tracked at once; beyond, the least recently active is reported as evicted
     #[arg(long, default_value_t = 500_000, value_name = "N")]

@@ -25,6 +25,50 @@ pub fn use_color() -> bool {
     io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
+/// Inputs smaller than this finish too fast to need a progress display.
+const PROGRESS_FROM: u64 = 100 << 20;
+
+/// A progress bar on stderr for large inputs, only when stderr is a terminal.
+pub struct Progress {
+    enabled: bool,
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Progress {
+    pub fn new(enabled: bool) -> Progress {
+        Progress {
+            enabled: enabled && io::stderr().is_terminal(),
+            bar: None,
+        }
+    }
+
+    pub fn update(&mut self, read: u64, total: Option<u64>) {
+        if !self.enabled {
+            return;
+        }
+        let bar = match (&self.bar, total) {
+            (Some(bar), _) => bar,
+            (None, Some(total)) if total >= PROGRESS_FROM => {
+                let bar = indicatif::ProgressBar::new(total);
+                if let Ok(style) = indicatif::ProgressStyle::with_template(
+                    "{bar:30} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}",
+                ) {
+                    bar.set_style(style);
+                }
+                self.bar.insert(bar)
+            }
+            _ => return,
+        };
+        bar.set_position(read);
+    }
+
+    pub fn finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
 /// One analysed capture.
 pub struct Analysed {
     pub summary: Summary,

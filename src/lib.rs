@@ -33,9 +33,31 @@ pub fn analyze(
     config: &Config,
     sink: &mut dyn RecordSink,
 ) -> Result<Summary, Error> {
+    analyze_with_progress(source, config, sink, &mut |_, _| {})
+}
+
+/// Packets between two calls of the progress callback.
+const PROGRESS_EVERY: u64 = 16_384;
+
+/// [`analyze`], calling `progress(bytes read, input size)` now and then.
+pub fn analyze_with_progress(
+    source: &mut dyn PacketSource,
+    config: &Config,
+    sink: &mut dyn RecordSink,
+    progress: &mut dyn FnMut(u64, Option<u64>),
+) -> Result<Summary, Error> {
     let mut analyzer = Analyzer::new(config.clone());
-    while let Some(packet) = source.next_packet()? {
+    let mut packets = 0u64;
+    loop {
+        let Some(packet) = source.next_packet()? else {
+            break;
+        };
         analyzer.packet(&packet, sink)?;
+        packets += 1;
+        if packets % PROGRESS_EVERY == 0 {
+            let (read, total) = source.progress();
+            progress(read, total);
+        }
     }
     Ok(analyzer.finish(source.info(), sink)?)
 }

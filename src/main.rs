@@ -20,7 +20,9 @@ use handshakes::report::compare::Labeled;
 use handshakes::report::{self, csv::CsvReport, json::JsonlSink, Format, Opts};
 use handshakes::source::file::FileSource;
 use handshakes::source::merge::MergedSource;
-use handshakes::{analyze, ConnectionRecord, Error, PacketSource, RecordSink, Summary};
+use handshakes::{
+    analyze_with_progress, ConnectionRecord, Error, PacketSource, RecordSink, Summary,
+};
 
 use cli::{AnalyzeArgs, Cli, Command};
 
@@ -150,13 +152,17 @@ impl Run<'_> {
             Box::new(MergedSource::new(sources))
         };
         let config = self.args.config();
+        let mut bar = commands::Progress::new(!self.args.quiet);
         let mut records: Vec<ConnectionRecord> = Vec::new();
         let summary = if self.args.format == Format::Jsonl {
             let mut sink = Tee {
                 jsonl: JsonlSink::new(out),
                 keep: self.args.html.is_some().then_some(&mut records),
             };
-            let summary = analyze(source.as_mut(), &config, &mut sink)?;
+            let summary =
+                analyze_with_progress(source.as_mut(), &config, &mut sink, &mut |r, t| {
+                    bar.update(r, t)
+                })?;
             sink.jsonl.summary(&summary)?;
             records.sort_by_key(|r| r.id);
             summary
@@ -167,11 +173,17 @@ impl Run<'_> {
             {
                 // Only the first rows are shown: keep only those in memory.
                 let mut first = FirstById::new(self.args.limit);
-                let summary = analyze(source.as_mut(), &config, &mut first)?;
+                let summary =
+                    analyze_with_progress(source.as_mut(), &config, &mut first, &mut |r, t| {
+                        bar.update(r, t)
+                    })?;
                 records = first.into_sorted();
                 summary
             } else {
-                let summary = analyze(source.as_mut(), &config, &mut records)?;
+                let summary =
+                    analyze_with_progress(source.as_mut(), &config, &mut records, &mut |r, t| {
+                        bar.update(r, t)
+                    })?;
                 records.sort_by_key(|r| r.id);
                 summary
             };
@@ -188,6 +200,7 @@ impl Run<'_> {
             }
             summary
         };
+        bar.finish();
         self.first = false;
         out.flush()?;
         for w in &summary.warnings {

@@ -8,6 +8,7 @@
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use pcap_parser::pcapng::Block;
@@ -40,8 +41,25 @@ pub struct FileSource {
     index: u64,
     buffer_size: usize,
     last_io_error: Arc<Mutex<Option<io::Error>>>,
+    /// Input bytes read so far, and the file's size when it is a regular file.
+    read: Arc<AtomicU64>,
+    size: Option<u64>,
     info: SourceInfo,
     done: bool,
+}
+
+/// Counts the bytes read from the input (before decompression), for progress.
+struct Counting<R> {
+    inner: R,
+    read: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
 }
 
 /// Remembers the last I/O error, which `pcap-parser` reduces to `ReadError`.
@@ -67,6 +85,7 @@ impl FileSource {
     /// Opens `path` (`-` for standard input), detecting compression and the
     /// capture format from the first bytes.
     pub fn open(path: &Path) -> Result<FileSource, SourceError> {
+        let mut size = None;
         let input: Box<dyn Read + Send> = if path.as_os_str() == "-" {
             Box::new(io::stdin())
         } else {
@@ -80,9 +99,22 @@ impl FileSource {
                     source: io::Error::other("is a directory"),
                 });
             }
+            size = file
+                .metadata()
+                .ok()
+                .filter(|m| m.is_file())
+                .map(|m| m.len());
             Box::new(file)
         };
-        Self::from_reader(path, input)
+        let read = Arc::new(AtomicU64::new(0));
+        let counted = Counting {
+            inner: input,
+            read: Arc::clone(&read),
+        };
+        let mut source = Self::from_reader(path, Box::new(counted))?;
+        source.read = read;
+        source.size = size;
+        Ok(source)
     }
 
     /// Reads a capture from any byte stream; `path` names it in messages.
@@ -157,6 +189,8 @@ impl FileSource {
             index: 0,
             buffer_size: INITIAL_BUFFER,
             last_io_error: slot,
+            read: Arc::new(AtomicU64::new(0)),
+            size: None,
             info,
             done: false,
         })
@@ -229,6 +263,15 @@ impl PacketSource for FileSource {
                         return self.read_failed();
                     }
                 }
+                Step::Grow if self.reader.data().len() < self.buffer_size => {
+                    // The block claims more than the buffer holds: read
+                    // until the buffer is full (or the input ends) before
+                    // growing, so a short file claiming a huge block is
+                    // truncated, not a reason to allocate 64 MiB.
+                    if self.reader.refill().is_err() {
+                        return self.read_failed();
+                    }
+                }
                 Step::Grow => {
                     let wanted = self.buffer_size.saturating_mul(2);
                     if wanted > MAX_BLOCK || !self.reader.grow(wanted) {
@@ -258,6 +301,10 @@ impl PacketSource for FileSource {
 
     fn info(&self) -> &SourceInfo {
         &self.info
+    }
+
+    fn progress(&self) -> (u64, Option<u64>) {
+        (self.read.load(Ordering::Relaxed), self.size)
     }
 }
 
@@ -522,6 +569,24 @@ mod tests {
         let mut src = open_bytes(bytes).expect("opens");
         assert!(src.next_packet().expect("reads").is_some());
         assert!(src.next_packet().expect("reads").is_none());
+        assert!(src.info().truncated);
+        assert!(src.info().warnings[0].contains("cut short"));
+    }
+
+    #[test]
+    fn short_file_claiming_a_huge_record_is_truncated_without_growing() {
+        // Found by fuzzing (fuzz/regressions/pipeline/): a record claiming
+        // 48 MiB made the reader double its buffer up to 64 MiB before it
+        // found out that the file ends a few bytes later.
+        let mut bytes = pcap_header(0xa1b2_c3d4, 1);
+        bytes.extend(record(1, 2, &[1, 2, 3]));
+        let mut huge = record(3, 4, &[5, 6, 7]);
+        huge[8..12].copy_from_slice(&(48u32 << 20).to_le_bytes());
+        bytes.extend(huge);
+        let mut src = open_bytes(bytes).expect("opens");
+        assert!(src.next_packet().expect("reads").is_some());
+        assert!(src.next_packet().expect("reads").is_none());
+        assert_eq!(src.buffer_size, INITIAL_BUFFER);
         assert!(src.info().truncated);
         assert!(src.info().warnings[0].contains("cut short"));
     }

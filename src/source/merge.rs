@@ -119,4 +119,13 @@ impl<S: PacketSource> PacketSource for MergedSource<S> {
     fn info(&self) -> &SourceInfo {
         &self.info
     }
+
+    fn progress(&self) -> (u64, Option<u64>) {
+        self.inputs
+            .iter()
+            .fold((0, Some(0)), |(read, total), input| {
+                let (r, t) = input.progress();
+                (read + r, total.zip(t).map(|(a, b)| a + b))
+            })
+    }
 }

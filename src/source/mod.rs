@@ -109,4 +109,10 @@ pub trait PacketSource {
 
     /// What the source has learned so far.
     fn info(&self) -> &SourceInfo;
+
+    /// Bytes of input read so far and the input's size when known (a
+    /// regular file), for a progress display.
+    fn progress(&self) -> (u64, Option<u64>) {
+        (0, None)
+    }
 }
