@@ -515,3 +515,43 @@ fn html_renders_in_chromium() {
         std::fs::copy(&shot, keep).unwrap();
     }
 }
+
+/// `timeline` and `compare` (through the real binary) work on every real capture.
+#[test]
+fn timeline_and_compare_run_on_every_capture() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("captures");
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .expect("captures/")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "pcap" || x == "pcapng"))
+        .collect();
+    files.sort();
+    let baseline = dir.join("http-curl-5-keepalive.pcap");
+    for f in &files {
+        let out = crate::support::bin()
+            .args(["timeline", "--width", "80"])
+            .arg(f)
+            .output()
+            .expect("run timeline");
+        assert_eq!(out.status.code(), Some(0), "timeline {}", f.display());
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.lines().all(|l| l.chars().count() <= 80),
+            "timeline wider than 80 on {}",
+            f.display()
+        );
+        let out = crate::support::bin()
+            .args(["compare", "-T", "json"])
+            .arg(&baseline)
+            .arg(f)
+            .output()
+            .expect("run compare");
+        assert_eq!(out.status.code(), Some(0), "compare {}", f.display());
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("compare JSON");
+        assert!(
+            v["verdict"].is_string() && v["ratios"].is_object(),
+            "{}",
+            f.display()
+        );
+    }
+}
