@@ -235,6 +235,14 @@ fn classify<'a>(sliced: LaxSlicedPacket<'a>, packet: &RawPacket<'a>) -> Decoded<
             };
         }
     };
+    if let Some(LaxNetSlice::Ipv4(v4)) = &sliced.net {
+        // A total length shorter than the header cannot be (0 is segmentation
+        // offload, where the capture saw the packet before the length was set).
+        let total = v4.header().total_len();
+        if total != 0 && usize::from(total) < v4.header().slice().len() {
+            return Decoded::Bad(AnomalyKind::MalformedIp);
+        }
+    }
     if payload.ip_number != IpNumber::TCP {
         return Decoded::OtherIp;
     }

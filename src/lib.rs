@@ -48,7 +48,7 @@ pub fn analyze_with_progress(
 ) -> Result<Summary, Error> {
     let mut analyzer = Analyzer::new(config.clone());
     let mut packets = 0u64;
-        while let Some(packet) = source.next_packet()? {
+    while let Some(packet) = source.next_packet()? {
         analyzer.packet(&packet, sink)?;
         packets += 1;
         if packets % PROGRESS_EVERY == 0 {

@@ -32,7 +32,15 @@ pub struct Analyzers {
     app: App,
     keep: usize,
     last_server_data: Option<Timestamp>,
+    /// The client's first bytes, held back until the first line is whole,
+    /// and when the last of them arrived.
+    probe: Vec<u8>,
+    probe_ts: Timestamp,
 }
+
+/// Client bytes looked at to decide the cleartext protocol (the HTTP/2
+/// preface is 24 bytes; an HTTP/1 request line ends earlier or later).
+const APP_PROBE: usize = 24;
 
 impl Analyzers {
     pub fn new(cap: usize, keep: usize) -> Analyzers {
@@ -41,6 +49,8 @@ impl Analyzers {
             app: App::Undecided,
             keep,
             last_server_data: None,
+            probe: Vec::new(),
+            probe_ts: Timestamp::default(),
         }
     }
 
@@ -60,24 +70,54 @@ impl Analyzers {
         }
         self.tls.data(side, ts, bytes);
         if let App::Undecided = self.app {
-            self.app = if self.tls.is_tls() {
-                App::Other
-            } else if side == Side::Server {
+            if side == Side::Client {
+                // Decide on the first line, however it was segmented.
+                self.probe.extend_from_slice(bytes);
+                self.probe_ts = ts;
+                if self.probe.len() < APP_PROBE && !self.probe.contains(&b'\n') {
+                    return;
+                }
+                let probe = std::mem::take(&mut self.probe);
+                self.app = self.decide(&probe);
+                return self.feed(side, ts, &probe);
+            }
+            if !self.probe.is_empty() {
+                // The server answered before the client's first line was whole.
+                self.decide_now();
+            } else if !self.tls.is_tls() && H2::starts_with_settings(bytes) {
                 // Servers speak first only in HTTP/2 with prior knowledge
                 // (SETTINGS before the client's preface arrives).
-                if H2::starts_with_settings(bytes) {
-                    App::H2(H2::prior_knowledge(self.keep))
-                } else {
-                    App::Undecided
-                }
-            } else if H2::looks_like_preface(bytes) {
-                App::H2(H2::prior_knowledge(self.keep))
-            } else if Http1::looks_like_request(bytes) {
-                App::Http1(Http1::new(self.keep))
-            } else {
-                App::Other
-            };
+                self.app = App::H2(H2::prior_knowledge(self.keep));
+            }
         }
+        self.feed(side, ts, bytes);
+    }
+
+    /// Decides on the client bytes held so far (a gap, the server speaking,
+    /// or the end came before the first line was whole) and feeds them.
+    fn decide_now(&mut self) {
+        if matches!(self.app, App::Undecided) && !self.probe.is_empty() {
+            let probe = std::mem::take(&mut self.probe);
+            self.app = self.decide(&probe);
+            self.feed(Side::Client, self.probe_ts, &probe);
+        }
+    }
+
+    /// What the client's first bytes say the cleartext protocol is.
+    fn decide(&self, first: &[u8]) -> App {
+        if self.tls.is_tls() {
+            App::Other
+        } else if H2::looks_like_preface(first) {
+            App::H2(H2::prior_knowledge(self.keep))
+        } else if Http1::looks_like_request(first) {
+            App::Http1(Http1::new(self.keep))
+        } else {
+            App::Other
+        }
+    }
+
+    /// Hands stream bytes to the cleartext protocol's parser.
+    fn feed(&mut self, side: Side, ts: Timestamp, bytes: &[u8]) {
         match &mut self.app {
             App::Http1(h) => {
                 let used = h.data(side, ts, bytes);
@@ -100,6 +140,7 @@ impl Analyzers {
 
     fn gap(&mut self, side: Side, len: u64) {
         self.tls.gap(side, len);
+        self.decide_now();
         match &mut self.app {
             App::Http1(h) => h.gap(side, len),
             App::H2(h) => h.gap(side, len),
@@ -109,6 +150,7 @@ impl Analyzers {
 
     /// The streams ended.
     pub fn end(&mut self) {
+        self.decide_now();
         self.tls.end_of_streams();
         if let App::Http1(h) = &mut self.app {
             h.finish(self.last_server_data);

@@ -257,12 +257,19 @@ impl Reassembler {
         ts: Timestamp,
         sink: &mut dyn StreamSink,
     ) {
-        if let Some(existing) = self.pending.get(&start) {
-            // First copy wins.
+        if let Some(existing) = self.pending.get_mut(&start) {
+            // First copy wins where they overlap; a longer copy adds its tail.
             let n = existing.data.len().min(payload.len());
             if existing.data.get(..n) != payload.get(..n) {
                 self.stats.conflicts += 1;
             }
+            let tail = payload.get(n..).unwrap_or(&[]);
+            if tail.is_empty() || self.pending_bytes + tail.len() > self.cap {
+                return;
+            }
+            existing.data.extend_from_slice(tail);
+            existing.wire = existing.wire.max(wire);
+            self.pending_bytes += tail.len();
             return;
         }
         while self.pending_bytes + payload.len() > self.cap && !self.pending.is_empty() {
@@ -453,6 +460,17 @@ mod tests {
             r.stats.conflicts, 1,
             "an identical retransmission is no conflict"
         );
+    }
+
+    #[test]
+    fn longer_copy_at_the_same_offset_adds_its_tail() {
+        // Found by the property tests: [1..2) buffered, then [1..4), then [0..1).
+        let (mut r, mut c) = start();
+        feed(&mut r, &mut c, 1, b"b");
+        feed(&mut r, &mut c, 1, b"bcd");
+        feed(&mut r, &mut c, 0, b"a");
+        assert_eq!(c.bytes, b"abcd");
+        assert!(c.gaps.is_empty());
     }
 
     #[test]

@@ -21,6 +21,8 @@ pub const DEFAULT_HANDSHAKE_CAP: usize = 256 * 1024;
 /// Client bytes watched for a ClientHello that starts TLS late (STARTTLS,
 /// HTTP CONNECT) when the stream did not begin with TLS.
 const LATE_START_WATCH: u64 = 64 * 1024;
+/// Bytes looked at to decide whether a stream is TLS: a record header.
+const PROBE: usize = 5;
 /// At most this many events are kept per connection.
 const MAX_EVENTS: usize = 64;
 const TLS13: u16 = 0x0304;
@@ -57,6 +59,9 @@ pub struct TlsAnalyzer {
     /// None until the first bytes decide; Some(false) stops the analysis.
     detected: Option<bool>,
     not_tls_after_all: bool,
+    /// The first bytes, held back until there are enough to decide.
+    probe: Vec<u8>,
+    probe_side: Option<Side>,
     /// Client bytes still watched for a late ClientHello.
     watch_left: u64,
     /// TLS began after other bytes (STARTTLS, a CONNECT tunnel).
@@ -95,6 +100,8 @@ impl TlsAnalyzer {
             cap,
             detected: None,
             not_tls_after_all: false,
+            probe: Vec::new(),
+            probe_side: None,
             watch_left: 0,
             late_start: false,
             client: Direction::default(),
@@ -155,10 +162,30 @@ impl TlsAnalyzer {
     /// Stream bytes `bytes` from `side`, carried by a packet captured at `ts`.
     pub fn data(&mut self, side: Side, ts: Timestamp, bytes: &[u8]) {
         if self.detected.is_none() {
-            let tls = looks_like_tls(bytes);
+            // Decide on the first few bytes, however they were segmented: hold
+            // them back until there are enough, or the other side speaks.
+            let other_side_spoke = self.probe_side.is_some_and(|s| s != side);
+            if !other_side_spoke {
+                self.probe_side = Some(side);
+                self.probe.extend_from_slice(bytes);
+                if self.probe.len() < PROBE {
+                    return;
+                }
+            }
+            let probe = std::mem::take(&mut self.probe);
+            let probe_side = self.probe_side.unwrap_or(side);
+            let tls = looks_like_tls(&probe);
             self.detected = Some(tls);
-            if !tls {
+            if tls {
+                self.feed(probe_side, ts, &probe);
+            } else {
                 self.watch_left = LATE_START_WATCH;
+                if probe_side == Side::Client {
+                    self.watch_left = self.watch_left.saturating_sub(probe.len() as u64);
+                }
+            }
+            if !other_side_spoke {
+                return;
             }
         }
         if self.detected == Some(false) {
@@ -173,6 +200,11 @@ impl TlsAnalyzer {
             self.late_start = true;
             self.watch_left = 0;
         }
+        self.feed(side, ts, bytes);
+    }
+
+    /// Hands stream bytes to the record reader and handles what it finds.
+    fn feed(&mut self, side: Side, ts: Timestamp, bytes: &[u8]) {
         let mut input = bytes;
         loop {
             let dir = match side {
