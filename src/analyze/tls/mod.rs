@@ -6,12 +6,15 @@
 //! Does not decrypt anything and does not count requests; it never sees
 //! packets, only stream bytes and gaps.
 
+mod alerts;
 pub mod flights;
 pub mod hello;
+mod messages;
 pub mod records;
 
 use crate::record::{EarlyData, Instant, Side, TlsAlert, TlsEvent, TlsInfo, TlsOutcome};
 use crate::time::Timestamp;
+use alerts::{alert_description, alert_level};
 use flights::Flights;
 use hello::{cipher_name, version_name, ClientHelloFacts, ServerHelloFacts};
 use records::{Item, RecordReader, ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, HANDSHAKE};
@@ -255,22 +258,6 @@ impl TlsAnalyzer {
         }
     }
 
-    fn sslv2(&mut self, side: Side, body: &[u8], ts: Timestamp) {
-        // SSLv2 CLIENT-HELLO: type 1, version (2 bytes); SERVER-HELLO: type 4.
-        match (side, body.first()) {
-            (Side::Client, Some(1)) => {
-                if let Some(v) = body.get(1..3).and_then(|v| v.first_chunk::<2>()) {
-                    self.sslv2_version = Some(u16::from_be_bytes(*v));
-                }
-                self.client_hellos += 1;
-                self.first_hello.get_or_insert(ts);
-                self.event("client_hello_sslv2", side, ts, None);
-            }
-            (Side::Server, Some(4)) => self.event("server_hello_sslv2", side, ts, None),
-            _ => self.malformed += 1,
-        }
-    }
-
     fn record(
         &mut self,
         side: Side,
@@ -382,142 +369,6 @@ impl TlsAnalyzer {
                 self.complete = Some(c.max(s));
             }
         }
-    }
-
-    /// Plaintext handshake bytes: split into messages, which may span records.
-    /// Plaintext handshake bytes: split into messages, which may span
-    /// records. Only the hellos are kept whole (to parse them); the bodies of
-    /// other messages (a Certificate chain can be hundreds of kilobytes) are
-    /// skipped by their length.
-    fn handshake_bytes(&mut self, side: Side, body: &[u8], ts: Timestamp) {
-        let cap = self.cap;
-        let dir = self.dir(side);
-        if dir.overflowed {
-            return;
-        }
-        dir.pending_ts = dir.pending_ts.max(ts);
-        let ts = dir.pending_ts;
-        let mut input = body;
-        loop {
-            let dir = self.dir(side);
-            if let Some((kind, remaining)) = dir.skipping {
-                let n = remaining.min(input.len());
-                input = input.get(n..).unwrap_or(&[]);
-                if n < remaining {
-                    dir.skipping = Some((kind, remaining - n));
-                    return;
-                }
-                dir.skipping = None;
-                self.message(side, kind, &[], ts);
-                continue;
-            }
-            if dir.pending.len() + input.len() > cap {
-                dir.overflowed = true;
-                dir.pending.clear();
-                self.malformed += 1;
-                return;
-            }
-            dir.pending.extend_from_slice(input);
-            input = &[];
-            let Some((&[kind, a, b, c], rest)) = dir.pending.split_first_chunk::<4>() else {
-                return;
-            };
-            let len = u32::from_be_bytes([0, a, b, c]) as usize;
-            if !matches!(kind, 1 | 2) {
-                // Not kept: drop what is here, skip the rest as it arrives.
-                let here = len.min(rest.len());
-                dir.pending.drain(..4 + here);
-                if here < len {
-                    dir.skipping = Some((kind, len - here));
-                    return;
-                }
-                self.message(side, kind, &[], ts);
-                continue;
-            }
-            if len > cap {
-                dir.overflowed = true;
-                dir.pending.clear();
-                self.malformed += 1;
-                return;
-            }
-            let Some(msg) = rest.get(..len) else {
-                return;
-            };
-            let msg = msg.to_vec();
-            dir.pending.drain(..4 + len);
-            if dir.pending.is_empty() {
-                dir.pending_ts = Timestamp::default();
-            }
-            self.message(side, kind, &msg, ts);
-        }
-    }
-
-    fn message(&mut self, side: Side, kind: u8, body: &[u8], ts: Timestamp) {
-        let name = match kind {
-            0 => "hello_request",
-            1 => {
-                self.client_hellos += 1;
-                self.first_hello.get_or_insert(ts);
-                match ClientHelloFacts::parse(body) {
-                    Some(facts) => {
-                        if self.client_hello.is_none() {
-                            self.client_hello = Some((ts, facts));
-                        }
-                    }
-                    None => self.malformed += 1,
-                }
-                "client_hello"
-            }
-            2 => match ServerHelloFacts::parse(body) {
-                Some(facts) if facts.is_hello_retry_request() => {
-                    self.hello_retry = true;
-                    "hello_retry_request"
-                }
-                Some(facts) => {
-                    if self.server_hello.is_none() {
-                        self.flights.h2_selected = facts.alpn.as_deref() == Some("h2");
-                        self.server_hello = Some((ts, facts));
-                    }
-                    "server_hello"
-                }
-                None => {
-                    self.malformed += 1;
-                    "server_hello"
-                }
-            },
-            4 => "new_session_ticket",
-            5 => "end_of_early_data",
-            6 => {
-                self.hello_retry = true;
-                "hello_retry_request"
-            }
-            8 => "encrypted_extensions",
-            11 => {
-                if side == Side::Server {
-                    self.certificate_from_server = true;
-                }
-                "certificate"
-            }
-            12 => "server_key_exchange",
-            13 => {
-                self.certificate_requested = true;
-                "certificate_request"
-            }
-            14 => "server_hello_done",
-            15 => "certificate_verify",
-            16 => "client_key_exchange",
-            20 => {
-                let dir = self.dir(side);
-                dir.finished.get_or_insert(ts);
-                self.check_complete_12();
-                "finished"
-            }
-            22 => "certificate_status",
-            24 => "key_update",
-            67 => "next_protocol",
-            _ => "unknown_handshake",
-        };
-        self.event(name, side, ts, None);
     }
 
     /// Whether ALPN says HTTP/2: selected (TLS ≤ 1.2), or offered when the
@@ -683,53 +534,4 @@ fn resumption(
         return (true, Some(if ticket { "ticket" } else { "session_id" }));
     }
     (false, None)
-}
-
-fn alert_level(level: u8) -> String {
-    match level {
-        1 => "warning".into(),
-        2 => "fatal".into(),
-        n => n.to_string(),
-    }
-}
-
-fn alert_description(code: u8) -> String {
-    let name = match code {
-        0 => "close_notify",
-        10 => "unexpected_message",
-        20 => "bad_record_mac",
-        21 => "decryption_failed",
-        22 => "record_overflow",
-        30 => "decompression_failure",
-        40 => "handshake_failure",
-        41 => "no_certificate",
-        42 => "bad_certificate",
-        43 => "unsupported_certificate",
-        44 => "certificate_revoked",
-        45 => "certificate_expired",
-        46 => "certificate_unknown",
-        47 => "illegal_parameter",
-        48 => "unknown_ca",
-        49 => "access_denied",
-        50 => "decode_error",
-        51 => "decrypt_error",
-        60 => "export_restriction",
-        70 => "protocol_version",
-        71 => "insufficient_security",
-        80 => "internal_error",
-        86 => "inappropriate_fallback",
-        90 => "user_canceled",
-        100 => "no_renegotiation",
-        109 => "missing_extension",
-        110 => "unsupported_extension",
-        111 => "certificate_unobtainable",
-        112 => "unrecognized_name",
-        113 => "bad_certificate_status_response",
-        114 => "bad_certificate_hash_value",
-        115 => "unknown_psk_identity",
-        116 => "certificate_required",
-        120 => "no_application_protocol",
-        n => return n.to_string(),
-    };
-    name.to_string()
 }

@@ -1,0 +1,164 @@
+//! The handshake layer of the TLS analyzer: plaintext handshake bytes put
+//! together into messages across records, each message turned into an event
+//! and, for the hellos, parsed (`hello`); the SSLv2-compatible hellos.
+//!
+//! Does not read records (`records`) or decide completion (`mod.rs`).
+
+use super::hello::{ClientHelloFacts, ServerHelloFacts};
+use super::TlsAnalyzer;
+use crate::record::Side;
+use crate::time::Timestamp;
+
+impl TlsAnalyzer {
+    pub(super) fn sslv2(&mut self, side: Side, body: &[u8], ts: Timestamp) {
+        // SSLv2 CLIENT-HELLO: type 1, version (2 bytes); SERVER-HELLO: type 4.
+        match (side, body.first()) {
+            (Side::Client, Some(1)) => {
+                if let Some(v) = body.get(1..3).and_then(|v| v.first_chunk::<2>()) {
+                    self.sslv2_version = Some(u16::from_be_bytes(*v));
+                }
+                self.client_hellos += 1;
+                self.first_hello.get_or_insert(ts);
+                self.event("client_hello_sslv2", side, ts, None);
+            }
+            (Side::Server, Some(4)) => self.event("server_hello_sslv2", side, ts, None),
+            _ => self.malformed += 1,
+        }
+    }
+
+    /// Plaintext handshake bytes: split into messages, which may span records.
+    /// Plaintext handshake bytes: split into messages, which may span
+    /// records. Only the hellos are kept whole (to parse them); the bodies of
+    /// other messages (a Certificate chain can be hundreds of kilobytes) are
+    /// skipped by their length.
+    pub(super) fn handshake_bytes(&mut self, side: Side, body: &[u8], ts: Timestamp) {
+        let cap = self.cap;
+        let dir = self.dir(side);
+        if dir.overflowed {
+            return;
+        }
+        dir.pending_ts = dir.pending_ts.max(ts);
+        let ts = dir.pending_ts;
+        let mut input = body;
+        loop {
+            let dir = self.dir(side);
+            if let Some((kind, remaining)) = dir.skipping {
+                let n = remaining.min(input.len());
+                input = input.get(n..).unwrap_or(&[]);
+                if n < remaining {
+                    dir.skipping = Some((kind, remaining - n));
+                    return;
+                }
+                dir.skipping = None;
+                self.message(side, kind, &[], ts);
+                continue;
+            }
+            if dir.pending.len() + input.len() > cap {
+                dir.overflowed = true;
+                dir.pending.clear();
+                self.malformed += 1;
+                return;
+            }
+            dir.pending.extend_from_slice(input);
+            input = &[];
+            let Some((&[kind, a, b, c], rest)) = dir.pending.split_first_chunk::<4>() else {
+                return;
+            };
+            let len = u32::from_be_bytes([0, a, b, c]) as usize;
+            if !matches!(kind, 1 | 2) {
+                // Not kept: drop what is here, skip the rest as it arrives.
+                let here = len.min(rest.len());
+                dir.pending.drain(..4 + here);
+                if here < len {
+                    dir.skipping = Some((kind, len - here));
+                    return;
+                }
+                self.message(side, kind, &[], ts);
+                continue;
+            }
+            if len > cap {
+                dir.overflowed = true;
+                dir.pending.clear();
+                self.malformed += 1;
+                return;
+            }
+            let Some(msg) = rest.get(..len) else {
+                return;
+            };
+            let msg = msg.to_vec();
+            dir.pending.drain(..4 + len);
+            if dir.pending.is_empty() {
+                dir.pending_ts = Timestamp::default();
+            }
+            self.message(side, kind, &msg, ts);
+        }
+    }
+
+    fn message(&mut self, side: Side, kind: u8, body: &[u8], ts: Timestamp) {
+        let name = match kind {
+            0 => "hello_request",
+            1 => {
+                self.client_hellos += 1;
+                self.first_hello.get_or_insert(ts);
+                match ClientHelloFacts::parse(body) {
+                    Some(facts) => {
+                        if self.client_hello.is_none() {
+                            self.client_hello = Some((ts, facts));
+                        }
+                    }
+                    None => self.malformed += 1,
+                }
+                "client_hello"
+            }
+            2 => match ServerHelloFacts::parse(body) {
+                Some(facts) if facts.is_hello_retry_request() => {
+                    self.hello_retry = true;
+                    "hello_retry_request"
+                }
+                Some(facts) => {
+                    if self.server_hello.is_none() {
+                        self.flights.h2_selected = facts.alpn.as_deref() == Some("h2");
+                        self.server_hello = Some((ts, facts));
+                    }
+                    "server_hello"
+                }
+                None => {
+                    self.malformed += 1;
+                    "server_hello"
+                }
+            },
+            4 => "new_session_ticket",
+            5 => "end_of_early_data",
+            6 => {
+                self.hello_retry = true;
+                "hello_retry_request"
+            }
+            8 => "encrypted_extensions",
+            11 => {
+                if side == Side::Server {
+                    self.certificate_from_server = true;
+                }
+                "certificate"
+            }
+            12 => "server_key_exchange",
+            13 => {
+                self.certificate_requested = true;
+                "certificate_request"
+            }
+            14 => "server_hello_done",
+            15 => "certificate_verify",
+            16 => "client_key_exchange",
+            20 => {
+                let dir = self.dir(side);
+                dir.finished.get_or_insert(ts);
+                self.check_complete_12();
+                "finished"
+            }
+            22 => "certificate_status",
+            24 => "key_update",
+            67 => "next_protocol",
+            _ => "unknown_handshake",
+        };
+        self.event(name, side, ts, None);
+    }
+}
