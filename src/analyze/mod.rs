@@ -173,6 +173,11 @@ impl RecordSink for FirstById {
     }
 }
 
+/// The connection table's hasher: fast, with a random seed per process
+/// (captures are hostile input, so the seed keeps crafted tuples from
+/// colliding on purpose).
+type FastHash = foldhash::fast::RandomState;
+
 /// One TCP connection being tracked.
 struct Connection {
     id: u64,
@@ -306,14 +311,14 @@ pub struct Progress {
 /// The connection table and everything learned so far.
 pub struct Analyzer {
     config: Config,
-    table: HashMap<FlowKey, Connection>,
+    table: HashMap<FlowKey, Connection, FastHash>,
     /// Closed connections waiting out [`CLOSE_LINGER`], oldest first.
     closing: VecDeque<(Timestamp, FlowKey, u64)>,
     /// Connections in order of (roughly) last activity, oldest first: a lazy
     /// LRU for eviction. Entries are re-queued when found to be stale.
     lru: VecDeque<(Timestamp, FlowKey, u64)>,
     /// Tuples of closed, finalised connections and when to forget them.
-    tombstones: HashMap<FlowKey, Timestamp>,
+    tombstones: HashMap<FlowKey, Timestamp, FastHash>,
     tombstone_order: VecDeque<(Timestamp, FlowKey)>,
     next_id: u64,
     /// The latest timestamp seen (never goes backwards).
@@ -328,10 +333,10 @@ impl Analyzer {
     pub fn new(config: Config) -> Analyzer {
         Analyzer {
             config,
-            table: HashMap::new(),
+            table: HashMap::default(),
             closing: VecDeque::new(),
             lru: VecDeque::new(),
-            tombstones: HashMap::new(),
+            tombstones: HashMap::default(),
             tombstone_order: VecDeque::new(),
             next_id: 1,
             now: None,
@@ -393,37 +398,39 @@ impl Analyzer {
             .config
             .idle_timeout
             .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-        let replaced = match self.table.get(&key) {
+        // One lookup for the usual packet of a known connection.
+        let (exists, replaced) = match self.table.get(&key) {
             Some(conn) if idle_ns.is_some_and(|idle| ts.nanos_since(conn.last) >= idle) => {
-                self.table.remove(&key).map(|c| (c, CloseKind::Idle))
+                (false, self.table.remove(&key).map(|c| (c, CloseKind::Idle)))
             }
             Some(conn) if conn.tcp.starts_new(conn.side_of(seg), seg) => {
-                self.table.remove(&key).map(|c| (c, CloseKind::Open))
+                (false, self.table.remove(&key).map(|c| (c, CloseKind::Open)))
             }
-            _ => None,
+            Some(_) => (true, None),
+            None => (false, None),
         };
         if let Some((old, kind)) = replaced {
             self.finalize(old, kind, sink)?;
         }
-        if !self.table.contains_key(&key) && self.tombstones.contains_key(&key) {
-            if seg.flags.syn() && !seg.flags.ack() {
-                self.tombstones.remove(&key);
-            } else {
-                self.summary.anomalies.add(AnomalyKind::LatePacket, 1);
-                return Ok(());
-            }
-        }
-        if !self.table.contains_key(&key) {
-            self.make_room(sink)?;
-        }
-        let next_id = &mut self.next_id;
         let mut created = false;
-        let conn = self.table.entry(key).or_insert_with(|| {
-            let id = *next_id;
-            *next_id += 1;
+        if !exists {
+            if !self.tombstones.is_empty() && self.tombstones.contains_key(&key) {
+                if seg.flags.syn() && !seg.flags.ack() {
+                    self.tombstones.remove(&key);
+                } else {
+                    self.summary.anomalies.add(AnomalyKind::LatePacket, 1);
+                    return Ok(());
+                }
+            }
+            self.make_room(sink)?;
+            let id = self.next_id;
+            self.next_id += 1;
             created = true;
-            Connection::new(id, ts, seg)
-        });
+            self.table.insert(key, Connection::new(id, ts, seg));
+        }
+        let Some(conn) = self.table.get_mut(&key) else {
+            return Ok(());
+        };
         conn.last = conn.last.max(ts);
         conn.start = conn.start.min(ts);
         let side = conn.side_of(seg);

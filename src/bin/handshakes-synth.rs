@@ -888,6 +888,7 @@ struct Stats {
     reordered: u64,
     retransmitted: u64,
     max_concurrent: u64,
+    close_notify_replies: u64,
 }
 
 struct Sim {
@@ -1420,23 +1421,39 @@ impl Sim {
             CloseKind::FinServer | CloseKind::RstServer => Side::Server,
         };
         let delay = rng.log_uniform(20_000, 50_000_000);
-        // A TLS close_notify from the side that closes (only that side: a
-        // TLS 1.2 reply from the other side would look like one more flight).
+        // close_notify from the side that closes, often answered by the other.
         let fin = matches!(kind, CloseKind::FinClient | CloseKind::FinServer);
         if c.tls.is_some() && fin && rng.chance(0.7) {
             let overhead = c.overhead();
-            let mut flight = Flight::default();
-            let mut header = Buf::default();
-            header.u8(21);
-            header.u16(0x0303);
-            header.u16((2 + overhead) as u16);
-            flight.lit(header.0);
-            flight.fill(rng, true, 2 + overhead);
+            // TLS 1.3 hides the alert in an application-data record.
+            let outer = if c.tls.as_ref().is_some_and(|t| t.v13) {
+                23
+            } else {
+                21
+            };
+            let alert = |rng: &mut Rng| {
+                let mut flight = Flight::default();
+                let mut header = Buf::default();
+                header.u8(outer);
+                header.u16(0x0303);
+                header.u16((2 + overhead) as u16);
+                flight.lit(header.0);
+                flight.fill(rng, true, 2 + overhead);
+                flight
+            };
             c.script.push_back(Step::Send {
                 side: closer,
-                flight,
+                flight: alert(rng),
                 delay,
             });
+            if rng.chance(0.5) {
+                self.stats.close_notify_replies += 1;
+                c.script.push_back(Step::Send {
+                    side: closer.other(),
+                    flight: alert(rng),
+                    delay: c.rtt / 2 + 20_000,
+                });
+            }
             c.script.push_back(Step::Close {
                 kind,
                 delay: 10_000,
@@ -1925,8 +1942,8 @@ fn report(sim: &Sim, args: &Args, elapsed: f64) {
             s.requests_cleartext, s.chunked_responses, s.requests_tls_http1, s.requests_tls_h2
         );
         eprintln!(
-            "closes       FIN by client {}, FIN by server {}, RST by client {}, RST by server {}; {} reordered pairs, {} retransmissions",
-            s.closes[0], s.closes[1], s.closes[2], s.closes[3], s.reordered, s.retransmitted
+            "closes       FIN by client {}, FIN by server {}, RST by client {}, RST by server {}; {} reordered pairs, {} retransmissions, {} close_notify replies",
+            s.closes[0], s.closes[1], s.closes[2], s.closes[3], s.reordered, s.retransmitted, s.close_notify_replies
         );
     }
     eprintln!(

@@ -11,7 +11,7 @@
 //! Does not interpret the bytes: stream analyzers (`analyze::tls`, …)
 //! receive them through [`StreamSink`].
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 use crate::decode::TcpSegment;
 use crate::flow::seq::Seq;
@@ -58,7 +58,9 @@ pub struct Reassembler {
     pending: BTreeMap<u64, Pending>,
     pending_bytes: usize,
     cap: usize,
-    recent: VecDeque<u8>,
+    /// The last delivered bytes, byte at stream offset `o` at `o % RECENT`.
+    recent: Box<[u8; RECENT]>,
+    recent_len: usize,
     /// Stream offset of the FIN, once seen.
     fin_at: Option<u64>,
     pub stats: ReassemblyStats,
@@ -73,7 +75,8 @@ impl Reassembler {
             pending: BTreeMap::new(),
             pending_bytes: 0,
             cap,
-            recent: VecDeque::new(),
+            recent: Box::new([0; RECENT]),
+            recent_len: 0,
             fin_at: None,
             stats: ReassemblyStats::default(),
         }
@@ -218,7 +221,7 @@ impl Reassembler {
         self.stats.gaps += 1;
         self.stats.gap_bytes += len;
         self.delivered += len;
-        self.recent.clear();
+        self.recent_len = 0;
         sink.gap(len);
     }
 
@@ -308,30 +311,37 @@ impl Reassembler {
         );
     }
 
+    /// Keeps the last [`RECENT`] delivered bytes (in a ring, without
+    /// allocating) to check retransmissions against. `bytes` start at
+    /// stream offset `delivered`.
     fn remember(&mut self, bytes: &[u8]) {
         let tail = bytes
             .get(bytes.len().saturating_sub(RECENT)..)
             .unwrap_or(bytes);
-        let overflow = (self.recent.len() + tail.len()).saturating_sub(RECENT);
-        self.recent.drain(..overflow.min(self.recent.len()));
-        self.recent.extend(tail);
+        let start = self.delivered + (bytes.len() - tail.len()) as u64;
+        let pos = (start % RECENT as u64) as usize;
+        let first = (RECENT - pos).min(tail.len());
+        let (head, rest) = tail.split_at(first);
+        if let Some(dst) = self.recent.get_mut(pos..pos + first) {
+            dst.copy_from_slice(head);
+        }
+        if let Some(dst) = self.recent.get_mut(..rest.len()) {
+            dst.copy_from_slice(rest);
+        }
+        self.recent_len = (self.recent_len + bytes.len()).min(RECENT);
     }
 
     /// Compares a retransmitted segment with the delivered bytes still remembered.
     fn check_conflict(&mut self, start: u64, payload: &[u8]) {
-        let remembered_from = self.delivered - self.recent.len() as u64;
+        let remembered_from = self.delivered - self.recent_len as u64;
         let from = start.max(remembered_from);
         let to = (start + payload.len() as u64).min(self.delivered);
-        if from >= to {
-            return;
-        }
-        let old = self
-            .recent
-            .range((from - remembered_from) as usize..(to - remembered_from) as usize);
-        let new = payload
-            .get((from - start) as usize..(to - start) as usize)
-            .unwrap_or(&[]);
-        if !old.eq(new.iter()) {
+        let differs = (from..to).any(|o| {
+            let old = self.recent.get((o % RECENT as u64) as usize);
+            let new = payload.get((o - start) as usize);
+            old != new
+        });
+        if differs {
             self.stats.conflicts += 1;
         }
     }

@@ -34,6 +34,8 @@ struct Interface {
 /// A capture file or stream read block by block.
 pub struct FileSource {
     path: PathBuf,
+    /// `path` as text, for messages (formatted once).
+    label: String,
     reader: Box<dyn PcapReaderIterator + Send>,
     /// Bytes of the block handed out last, consumed on the next call.
     pending: usize,
@@ -183,6 +185,7 @@ impl FileSource {
         };
         Ok(FileSource {
             path: path.to_path_buf(),
+            label: path.display().to_string(),
             reader,
             pending: 0,
             interfaces: Vec::new(),
@@ -323,7 +326,8 @@ impl FileSource {
     fn parse_step(&mut self) -> Step {
         let base = self.reader.data().as_ptr() as usize;
         let consumed_so_far = self.reader.consumed();
-        let path = self.path.display().to_string();
+        // Borrowed, not formatted: this runs for every packet.
+        let path = &self.label;
         let result = self.reader.next();
         let offset_of = |data: &[u8]| (data.as_ptr() as usize).saturating_sub(base);
         match result {
@@ -435,12 +439,12 @@ impl FileSource {
             Err(PcapError::Eof) => Step::End,
             Err(PcapError::Incomplete(_)) => {
                 if self.reader.reader_exhausted() {
-                    Step::Stop(truncated_message(&path, consumed_so_far))
+                    Step::Stop(truncated_message(path, consumed_so_far))
                 } else {
                     Step::Refill
                 }
             }
-            Err(PcapError::UnexpectedEof) => Step::Stop(truncated_message(&path, consumed_so_far)),
+            Err(PcapError::UnexpectedEof) => Step::Stop(truncated_message(path, consumed_so_far)),
             Err(PcapError::BufferTooSmall) => Step::Grow,
             Err(PcapError::ReadError) => Step::ReadFailed,
             Err(PcapError::HeaderNotRecognized) => Step::Stop(format!(

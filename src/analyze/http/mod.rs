@@ -153,11 +153,15 @@ impl Http1 {
             let dir = self.dir(side);
             let before = dir.buf.len();
             let take = bytes.len().min(MAX_HEADER.saturating_sub(before).max(1));
-            dir.buf
-                .extend_from_slice(bytes.get(..take).unwrap_or(bytes));
-            let parsed = match side {
-                Side::Client => self.request(ts),
-                Side::Server => self.response(ts),
+            let chunk = bytes.get(..take).unwrap_or(bytes);
+            dir.buf.extend_from_slice(chunk);
+            let parsed = if worth_parsing(before, dir.buf.len(), chunk) {
+                match side {
+                    Side::Client => self.request(ts),
+                    Side::Server => self.response(ts),
+                }
+            } else {
+                None
             };
             match parsed {
                 Some(header_len) => {
@@ -343,6 +347,15 @@ impl Http1 {
 
     /// The connection ended: a body read until close is complete now.
     pub fn finish(&mut self, last_server_ts: Option<Timestamp>) {
+        // A header block cut off without its line end may not have been
+        // parsed (see `worth_parsing`): bytes that cannot be HTTP still lose sync.
+        let ts = last_server_ts.unwrap_or_default();
+        if !self.client.stopped && self.client.body.is_none() && !self.client.buf.is_empty() {
+            self.request(ts);
+        }
+        if !self.server.stopped && self.server.body.is_none() && !self.server.buf.is_empty() {
+            self.response(ts);
+        }
         if self.server.body == Some(Body::UntilClose) {
             self.server.body = None;
             if let Some(ts) = last_server_ts {
@@ -350,6 +363,15 @@ impl Http1 {
             }
         }
     }
+}
+
+/// Whether a header block that grew from `before` to `after` buffered bytes
+/// with `chunk` is worth parsing again. It can only be complete once a line
+/// end arrived; otherwise parse only its first bytes and each time it doubles
+/// (to notice garbage early), so that a block arriving a byte per segment
+/// costs linear time, not a full parse per byte.
+fn worth_parsing(before: usize, after: usize, chunk: &[u8]) -> bool {
+    chunk.contains(&b'\n') || after.checked_ilog2() != before.checked_ilog2()
 }
 
 /// An HTTP/0.9 request line: `GET /path` and a line end, no version.
@@ -512,6 +534,36 @@ mod tests {
         assert_eq!(h.exchanges[0].response_first, Some(t(2)));
         assert_eq!(h.exchanges[0].response_last, Some(t(3)));
         assert!(!h.lost_sync);
+    }
+
+    #[test]
+    fn header_trickling_in_byte_by_byte_is_parsed_rarely_and_still_checked() {
+        // Found while fuzzing: a 64 KiB header block delivered a byte per
+        // segment was parsed again from its start for every byte (quadratic).
+        assert!(worth_parsing(0, 1, b"G"));
+        assert!(!worth_parsing(5, 6, b"x"));
+        assert!(worth_parsing(5, 6, b"\n"));
+        assert!(worth_parsing(7, 8, b"x"), "doubled");
+        let parses = (1..=MAX_HEADER)
+            .filter(|&n| worth_parsing(n - 1, n, b"a"))
+            .count();
+        assert!(parses <= 17, "{parses} parses for a 64 KiB block");
+
+        let long = [b"GET / HTTP/1.1\r\nX-Long: ".as_slice(), &[b'a'; 5000]].concat();
+        let mut h = Http1::new(2);
+        for b in &long {
+            h.data(Side::Client, t(1), &[*b]);
+        }
+        h.data(Side::Client, t(2), b"\r\n\r\n");
+        assert_eq!((h.requests, h.lost_sync), (1, false));
+        assert_eq!(h.exchanges[0].start, t(1));
+
+        // Garbage after a valid start, cut off before any line end.
+        let mut h = Http1::new(2);
+        h.data(Side::Client, t(1), b"GET / HTTP/1.1\r\nHost: x\r\n");
+        h.data(Side::Client, t(2), b"\x01\x02");
+        h.finish(None);
+        assert!(h.lost_sync);
     }
 
     #[test]

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Benchmarks `handshakes analyze` against tshark, tcpdump and cat on a large
+# synthetic capture written by `handshakes-synth` into a temporary directory
+# (deleted afterwards; KEEP=1 keeps it). Checks first that `handshakes`
+# finds what the generator made (connections, TLS handshakes, requests), then
+# times every tool RUNS times, alternating, and prints a markdown table of
+# medians: wall time, CPU time (user+sys, steadier on a busy machine), MB/s
+# and packets/s (by wall time), peak RSS, and times relative to ours.
+# docs/performance.md records the figures.
+#
+# Usage: scripts/bench.sh [SIZE]        (default 1GiB; e.g. 50MiB for a quick run)
+# Environment: RUNS (3), SEED (1), KEEP (0), TMPDIR.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SIZE=${1:-1GiB}
+RUNS=${RUNS:-3}
+SEED=${SEED:-1}
+
+echo "== building (release)" >&2
+cargo build --release --quiet --bin handshakes --bin handshakes-synth
+BIN=$PWD/target/release/handshakes
+SYNTH=$PWD/target/release/handshakes-synth
+
+DIR=$(mktemp -d "${TMPDIR:-/tmp}/handshakes-bench.XXXXXX")
+if [ "${KEEP:-0}" = 1 ]; then
+    echo "== keeping $DIR" >&2
+else
+    trap 'rm -rf "$DIR"' EXIT
+fi
+FILE=$DIR/synth.pcap
+
+echo "== generating $SIZE (seed $SEED) into $FILE" >&2
+"$SYNTH" --out "$FILE" --size "$SIZE" --seed "$SEED" 2> "$DIR/synth.txt"
+sed '$d' "$DIR/synth.txt" >&2
+tail -1 "$DIR/synth.txt" > "$DIR/expected.json"
+
+echo "== checking that handshakes finds what was generated" >&2
+"$BIN" analyze -T jsonl "$FILE" | tail -1 > "$DIR/summary.json"
+python3 - "$DIR/expected.json" "$DIR/summary.json" >&2 <<'EOF'
+import json, sys
+want = json.load(open(sys.argv[1]))
+got = json.load(open(sys.argv[2]))["summary"]
+rows = [(k, want[k], got[k]) for k in (
+    "connections", "tcp_handshakes", "tls_connections", "tls_handshakes_full",
+    "tls_handshakes_resumed", "requests_exact", "requests_estimated")]
+rows.append(("close fin", want["closes_fin"], got["close"].get("fin", 0)))
+rows.append(("close rst", want["closes_rst"], got["close"].get("rst", 0)))
+bad = 0
+for name, w, g in rows:
+    ok = w == g
+    bad += not ok
+    print(f"  {name:24} generated {w:>9}  found {g:>9}  {'ok' if ok else 'MISMATCH'}")
+if got.get("anomalies"):
+    print(f"  anomalies: {got['anomalies']}")
+print("  all match" if bad == 0 else f"  {bad} MISMATCHES")
+EOF
+
+# name|command (FILE is substituted); tools that are not installed are skipped.
+TOOLS=(
+    "handshakes analyze (table)|$BIN analyze FILE > /dev/null"
+    "handshakes analyze -T jsonl|$BIN analyze -T jsonl FILE > /dev/null"
+    "tshark -z conv,tcp|tshark -q -z conv,tcp -r FILE > /dev/null"
+    "tshark SNI of ClientHellos|tshark -r FILE -Y tls.handshake.type==1 -T fields -e tls.handshake.extensions_server_name > /dev/null"
+    "tcpdump -w /dev/null|tcpdump -r FILE -w /dev/null"
+    "cat > /dev/null|cat FILE > /dev/null"
+)
+ACTIVE=()
+for t in "${TOOLS[@]}"; do
+    name=${t%%|*}
+    cmd=${t#*|}
+    exe=$(basename "${cmd%% *}")
+    if command -v "${cmd%% *}" > /dev/null 2>&1; then
+        ACTIVE+=("$t")
+    else
+        echo "   skipped: $name ($exe is not installed)" >&2
+        echo "skip|$name|$exe" >> "$DIR/skipped.txt"
+    fi
+done
+
+echo "== timing ${#ACTIVE[@]} tools, $RUNS runs each, alternating" >&2
+cat "$FILE" > /dev/null # page cache warm for everyone
+: > "$DIR/runs.tsv"
+for run in $(seq 1 "$RUNS"); do
+    for t in "${ACTIVE[@]}"; do
+        name=${t%%|*}
+        cmd=${t#*|}
+        cmd=${cmd//FILE/\"$FILE\"}
+        start=$(date +%s%N)
+        /usr/bin/time -f "%M %U %S" -o "$DIR/rss.txt" bash -c "$cmd" 2> /dev/null
+        end=$(date +%s%N)
+        read -r kib user sys < <(tail -1 "$DIR/rss.txt")
+        printf '%s\t%s\t%s\t%s\n' "$name" "$(((end - start) / 1000))" "$kib" "$(echo "$user + $sys" | bc -l)" >> "$DIR/runs.tsv"
+        printf '   run %s  %-30s %8.2f s\n' "$run" "$name" "$(echo "($end - $start) / 1000000000" | bc -l)" >&2
+    done
+done
+
+python3 - "$DIR/runs.tsv" "$DIR/expected.json" "$(stat -c %s "$FILE")" "$RUNS" "$SIZE" "$DIR/skipped.txt" <<'EOF'
+import json, os, statistics, sys
+runs_path, expected_path, size, runs, label, skipped_path = sys.argv[1:7]
+size = int(size)
+packets = json.load(open(expected_path))["packets"]
+times, cpu, rss, order = {}, {}, {}, []
+for line in open(runs_path):
+    name, us, kib, secs = line.rstrip("\n").split("\t")
+    if name not in times:
+        order.append(name)
+    times.setdefault(name, []).append(int(us) / 1e6)
+    cpu.setdefault(name, []).append(float(secs))
+    rss.setdefault(name, []).append(int(kib))
+ours = statistics.median(times[order[0]]) if order else None
+ours_cpu = statistics.median(cpu[order[0]]) if order else None
+print(f"Capture: {label} synthetic pcap, {size / 1e6:.0f} MB, {packets:,} packets; "
+      f"median of {runs} runs, alternating; ratio = tool time / `handshakes analyze` time.")
+print()
+print("| tool | wall (median) | CPU user+sys | MB/s | packets/s | peak RSS | wall vs ours | CPU vs ours |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
+for name in order:
+    t = statistics.median(times[name])
+    c = statistics.median(cpu[name])
+    r = max(rss[name]) / 1024
+    ratio = t / ours if ours else float("nan")
+    cratio = c / ours_cpu if ours_cpu else float("nan")
+    print(f"| {name} | {t:.2f} s | {c:.2f} s | {size / 1e6 / t:,.0f} | {packets / t:,.0f} "
+          f"| {r:,.1f} MiB | {ratio:.2f}× | {cratio:.2f}× |")
+if os.path.exists(skipped_path):
+    for line in open(skipped_path):
+        _, name, exe = line.rstrip("\n").split("|")
+        print(f"| {name} | skipped: `{exe}` not installed | | | | | | |")
+EOF
