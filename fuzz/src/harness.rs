@@ -1,0 +1,352 @@
+//! The fuzz targets' bodies, shared by the `cargo fuzz` binaries
+//! (fuzz/fuzz_targets/*.rs) and the regression tests in the main crate
+//! (tests/fuzz_regressions.rs includes this file with `#[path]`), so a
+//! crash input found by a fuzzer replays through exactly the same code.
+//!
+//! Depends on nothing but `handshakes` and std. Input formats are documented
+//! in docs/fuzzing.md.
+
+#![allow(dead_code)]
+
+use std::io::{self, Cursor};
+use std::path::Path;
+
+use handshakes::analyze::h2::H2;
+use handshakes::analyze::http::{Exchange, Http1};
+use handshakes::analyze::tls::TlsAnalyzer;
+use handshakes::decode::{TcpFlags, TcpSegment};
+use handshakes::flow::reassembly::{Reassembler, StreamSink};
+use handshakes::record::{Instant, Side, TlsInfo};
+use handshakes::source::file::FileSource;
+use handshakes::time::Timestamp;
+
+/// Reads little-endian numbers and slices off the front of the input;
+/// past the end everything reads as zero / empty.
+pub struct Bytes<'a> {
+    data: &'a [u8],
+}
+
+impl<'a> Bytes<'a> {
+    pub fn new(data: &'a [u8]) -> Bytes<'a> {
+        Bytes { data }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    pub fn u8(&mut self) -> u8 {
+        match self.data.split_first() {
+            Some((&b, rest)) => {
+                self.data = rest;
+                b
+            }
+            None => 0,
+        }
+    }
+
+    pub fn u16(&mut self) -> u16 {
+        u16::from_le_bytes([self.u8(), self.u8()])
+    }
+
+    pub fn u32(&mut self) -> u32 {
+        u32::from_le_bytes([self.u8(), self.u8(), self.u8(), self.u8()])
+    }
+
+    pub fn take(&mut self, n: usize) -> &'a [u8] {
+        let n = n.min(self.data.len());
+        let (head, rest) = self.data.split_at(n);
+        self.data = rest;
+        head
+    }
+}
+
+// ---------------------------------------------------------------- pipeline
+
+/// Arbitrary bytes as a capture file, through the whole pipeline and the
+/// JSON and table reports.
+pub fn pipeline(data: &[u8]) {
+    let input = Box::new(Cursor::new(data.to_vec()));
+    let Ok(mut src) = FileSource::from_reader(Path::new("fuzz"), input) else {
+        return;
+    };
+    let mut records = Vec::new();
+    let Ok(summary) = handshakes::analyze(&mut src, &handshakes::Config::default(), &mut records)
+    else {
+        return;
+    };
+    handshakes::report::json::write(&summary, &records, &mut io::sink()).expect("json report");
+    let opts = handshakes::report::Opts {
+        limit: 0,
+        fit_terminal: false,
+    };
+    handshakes::report::table::write(&summary, &records, &mut io::sink(), &opts)
+        .expect("table report");
+}
+
+// -------------------------------------------------------------- reassembly
+
+/// Counts what a reassembler hands out.
+#[derive(Default)]
+struct Tally {
+    data: u64,
+    gaps: u64,
+}
+
+impl StreamSink for Tally {
+    fn data(&mut self, _ts: Timestamp, bytes: &[u8]) {
+        assert!(!bytes.is_empty(), "empty data chunk delivered");
+        self.data += bytes.len() as u64;
+    }
+    fn gap(&mut self, len: u64) {
+        assert!(len > 0, "empty gap reported");
+        self.gaps += len;
+    }
+}
+
+/// Operations on one `Reassembler`:
+///
+/// * header: cap selector (1 byte), initial sequence number (4 bytes);
+/// * then ops, each starting with an op byte:
+///   * `0..=0xbf` — a segment: flags (1), seq (2 relative to the ISN, or 4
+///     absolute when op bit 0x20 is set), payload length (1, times 1 or 16
+///     when op bit 0x10 is set), extra wire length (1, or 4 when op bit
+///     0x08 is set), then the payload bytes;
+///   * `0xc0..=0xef` — an ack (2 relative, or 4 absolute when bit 0x08);
+///   * `0xf0..` — finish.
+///
+/// Invariants: no panic; the sink never receives more data bytes than the
+/// segments carried; `delivered()` is exactly data + gaps and never goes
+/// back; `buffered()` stays within the cap (and is 0 after `finish`).
+pub fn reassembly(data: &[u8]) {
+    let mut b = Bytes::new(data);
+    let cap = match b.u8() % 4 {
+        0 => 0,
+        1 => 16,
+        2 => 1024,
+        _ => 256 * 1024,
+    };
+    let isn = b.u32();
+    let mut r = Reassembler::new(cap);
+    let mut sink = Tally::default();
+    let mut given: u64 = 0;
+    let mut last_delivered = 0;
+    let mut ts = 0i64;
+    let mut scratch = Vec::new();
+    while !b.is_empty() {
+        let op = b.u8();
+        ts += 1;
+        match op {
+            0..=0xbf => {
+                let flags = b.u8();
+                let seq = if op & 0x20 != 0 {
+                    b.u32()
+                } else {
+                    isn.wrapping_add(u32::from(b.u16()))
+                };
+                let mut len = usize::from(b.u8());
+                if op & 0x10 != 0 {
+                    len *= 16;
+                }
+                let extra = if op & 0x08 != 0 {
+                    b.u32()
+                } else {
+                    u32::from(b.u8())
+                };
+                let payload = b.take(len);
+                // Repeat the available bytes when the input ran short, so
+                // long segments need not be spelled out.
+                scratch.clear();
+                scratch.extend(payload.iter().copied().cycle().take(len));
+                let payload: &[u8] = if payload.is_empty() { &[] } else { &scratch };
+                let seg = TcpSegment {
+                    src: "10.0.0.1:1".parse().expect("addr"),
+                    dst: "10.0.0.2:2".parse().expect("addr"),
+                    seq,
+                    ack: 0,
+                    flags: TcpFlags(flags),
+                    window: 100,
+                    payload,
+                    payload_len: (payload.len() as u32).saturating_add(extra),
+                };
+                given += payload.len() as u64;
+                r.segment(&seg, Timestamp(ts), &mut sink);
+            }
+            0xc0..=0xef => {
+                let ack = if op & 0x08 != 0 {
+                    b.u32()
+                } else {
+                    isn.wrapping_add(u32::from(b.u16()))
+                };
+                r.acked(ack, &mut sink);
+            }
+            _ => {
+                r.finish(&mut sink);
+                assert_eq!(r.buffered(), 0, "bytes left buffered after finish");
+            }
+        }
+        assert!(
+            sink.data <= given,
+            "delivered {} data bytes but only {given} were given",
+            sink.data
+        );
+        assert_eq!(
+            r.delivered(),
+            sink.data + sink.gaps,
+            "delivered() is not data + gaps"
+        );
+        assert!(r.delivered() >= last_delivered, "delivered() went back");
+        last_delivered = r.delivered();
+        assert!(r.buffered() <= cap, "buffered {} > cap {cap}", r.buffered());
+        assert_eq!(r.stats.gap_bytes, sink.gaps, "gap statistics disagree");
+    }
+    r.finish(&mut sink);
+    assert_eq!(r.buffered(), 0, "bytes left buffered after finish");
+    assert_eq!(r.delivered(), sink.data + sink.gaps);
+}
+
+// ------------------------------------------------------- stream analyzers
+
+/// One step of a two-sided stream conversation.
+pub enum Step<'a> {
+    Data(Side, Timestamp, &'a [u8]),
+    Gap(Side, u64),
+}
+
+/// Splits input into conversation steps. Each step starts with a control
+/// byte `c`: bit 0 is the side (0 client, 1 server); the time advances by
+/// `c >> 2` milliseconds; bit 1 set means a gap whose length follows (1
+/// byte, or 4 when bit 7 is set as well: `c & 0x82 == 0x82`), otherwise
+/// data whose length follows as 2 bytes little-endian, then the bytes.
+pub fn steps(b: &mut Bytes<'_>, mut f: impl FnMut(Step<'_>)) {
+    let mut ts = 1_700_000_000_000_000_000i64;
+    while !b.is_empty() {
+        let c = b.u8();
+        let side = if c & 1 == 0 {
+            Side::Client
+        } else {
+            Side::Server
+        };
+        ts += i64::from(c >> 2) * 1_000_000;
+        if c & 2 != 0 {
+            let len = if c & 0x80 != 0 {
+                u64::from(b.u32())
+            } else {
+                u64::from(b.u8())
+            };
+            f(Step::Gap(side, len));
+        } else {
+            let len = usize::from(b.u16());
+            f(Step::Data(side, Timestamp(ts), b.take(len)));
+        }
+    }
+}
+
+fn instant(ts: Timestamp) -> Instant {
+    Instant {
+        ts: ts.as_secs_f64(),
+        at: ts.as_secs_f64(),
+    }
+}
+
+/// TLS analysis of a conversation: header cap selector (1 byte) and keep
+/// (1 byte), then [`steps`]. Returns the TLS section, as a record would
+/// have it.
+pub fn tls_stream(data: &[u8]) -> Option<TlsInfo> {
+    let mut b = Bytes::new(data);
+    let cap = match b.u8() % 4 {
+        0 => 64,
+        1 => 1024,
+        2 => 16 * 1024,
+        _ => 256 * 1024,
+    };
+    let keep = usize::from(b.u8() % 8);
+    let mut tls = TlsAnalyzer::new(cap, keep);
+    steps(&mut b, |step| match step {
+        Step::Data(side, ts, bytes) => {
+            if tls.wants_data() {
+                tls.data(side, ts, bytes)
+            }
+        }
+        Step::Gap(side, len) => tls.gap(side, len),
+    });
+    let _ = tls.malformed();
+    let _ = tls.alpn_h2();
+    let _ = tls.is_tls();
+    tls.end_of_streams();
+    let flights = tls.flights();
+    let _ = format!("{flights:?}");
+    let info = tls.info(Timestamp(0), &instant);
+    let _ = format!("{info:?}");
+    info
+}
+
+/// Which cleartext HTTP parser a `http` input drives.
+enum Proto {
+    Http1(Http1),
+    H2(H2),
+}
+
+/// HTTP/1.x or h2c on a conversation: a selector byte (0 HTTP/1.x, which
+/// hands over to HTTP/2 after `101` to `Upgrade: h2c` as the connection
+/// driver does; 1 HTTP/2 with prior knowledge; 2 HTTP/2 after an upgrade),
+/// keep (1 byte), then [`steps`]. Returns whether it ended as HTTP/2, and
+/// the requests and responses counted.
+pub fn http(data: &[u8]) -> (bool, u64, u64) {
+    let mut b = Bytes::new(data);
+    let selector = b.u8() % 3;
+    let keep = usize::from(b.u8() % 8);
+    let mut proto = match selector {
+        0 => Proto::Http1(Http1::new(keep)),
+        1 => Proto::H2(H2::prior_knowledge(keep)),
+        _ => Proto::H2(H2::after_upgrade(
+            keep,
+            Some(Exchange::started(Timestamp(1))),
+        )),
+    };
+    let mut last_server = None;
+    steps(&mut b, |step| match step {
+        Step::Data(side, ts, bytes) => {
+            if side == Side::Server {
+                last_server = Some(ts);
+            }
+            match &mut proto {
+                Proto::Http1(h) => {
+                    let used = h.data(side, ts, bytes);
+                    assert!(used <= bytes.len(), "used more bytes than given");
+                    if h.switched()
+                        && h.upgrade
+                            .as_deref()
+                            .is_some_and(|u| u.eq_ignore_ascii_case("h2c"))
+                    {
+                        let upgraded = h.exchanges.last().cloned();
+                        let mut h2 = H2::after_upgrade(keep, upgraded);
+                        h2.data(side, ts, bytes.get(used..).unwrap_or(&[]));
+                        proto = Proto::H2(h2);
+                    }
+                }
+                Proto::H2(h) => h.data(side, ts, bytes),
+            }
+        }
+        Step::Gap(side, len) => match &mut proto {
+            Proto::Http1(h) => h.gap(side, len),
+            Proto::H2(h) => h.gap(side, len),
+        },
+    });
+    match &mut proto {
+        Proto::Http1(h) => {
+            h.finish(last_server);
+            assert!(
+                h.exchanges.len() as u64 <= h.requests,
+                "more exchanges than requests"
+            );
+            let _ = h.wants_data();
+            (false, h.requests, h.responses)
+        }
+        Proto::H2(h) => {
+            let _ = h.wants_data();
+            let _ = format!("{h:?}");
+            (true, h.requests, h.responses)
+        }
+    }
+}

@@ -1,0 +1,3 @@
+//! Shared bodies of the fuzz targets; see `harness`.
+
+pub mod harness;

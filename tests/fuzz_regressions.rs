@@ -1,0 +1,132 @@
+//! Replays of the inputs the fuzzers found (fuzz/regressions/TARGET/*),
+//! through the same harness code the `cargo fuzz` targets run
+//! (fuzz/src/harness.rs), so a crash fixed once stays fixed. Also checks
+//! that the harness still reaches the code it is meant to fuzz: a seed of
+//! each target must get past the parsers' first bytes. See docs/fuzzing.md.
+
+#[path = "../fuzz/src/harness.rs"]
+mod harness;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use handshakes::record::TlsOutcome;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
+}
+
+/// Every file under fuzz/regressions/`target`/.
+fn inputs(target: &str) -> Vec<PathBuf> {
+    let dir = root().join("fuzz/regressions").join(target);
+    let mut files: Vec<PathBuf> = match fs::read_dir(&dir) {
+        Ok(entries) => entries
+            .map(|e| e.expect("dir entry").path())
+            .filter(|p| p.is_file())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    files.sort();
+    files
+}
+
+/// Runs each regression input of `target` through `run`; each must finish
+/// without a panic and quickly (the fuzzers' timeout was 10 s; hangs they
+/// found must now take well under one).
+fn replay(target: &str, run: fn(&[u8])) {
+    for path in inputs(target) {
+        let data = fs::read(&path).expect("read regression input");
+        let started = Instant::now();
+        run(&data);
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(5),
+            "{}: took {took:?}",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn pipeline_regressions() {
+    replay("pipeline", harness::pipeline);
+}
+
+#[test]
+fn reassembly_regressions() {
+    replay("reassembly", harness::reassembly);
+}
+
+#[test]
+fn tls_stream_regressions() {
+    replay("tls_stream", |data| {
+        harness::tls_stream(data);
+    });
+}
+
+#[test]
+fn http_regressions() {
+    replay("http", |data| {
+        harness::http(data);
+    });
+}
+
+/// The step format the stream seeds use (fuzz/seeds.py) still decodes into
+/// the conversation it was made from.
+#[test]
+fn step_format_round_trips() {
+    let mut input = vec![0x04, 3, 0, b'a', b'b', b'c', 0x05, 1, 0, b'x', 0x03, 9];
+    input.extend([0x82, 0x10, 0, 0, 0]);
+    let mut got = Vec::new();
+    harness::steps(&mut harness::Bytes::new(&input), |step| match step {
+        harness::Step::Data(side, _, bytes) => got.push(format!("{side:?} {bytes:?}")),
+        harness::Step::Gap(side, len) => got.push(format!("{side:?} gap {len}")),
+    });
+    assert_eq!(
+        got,
+        [
+            "Client [97, 98, 99]",
+            "Server [120]",
+            "Server gap 9",
+            "Client gap 16"
+        ]
+    );
+}
+
+/// Every file of fuzz/corpus/`target`/ (the minimised corpus).
+fn corpus(target: &str) -> Vec<Vec<u8>> {
+    let dir = root().join("fuzz/corpus").join(target);
+    let entries = fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    // (Tolerates files vanishing under a running fuzzer.)
+    entries
+        .filter_map(|e| fs::read(e.ok()?.path()).ok())
+        .collect()
+}
+
+/// The stream corpora (seeded from the real captures by fuzz/seeds.py)
+/// still drive the analyzers past their first bytes: a harness or format
+/// change that made every input fail early would fuzz nothing.
+#[test]
+fn stream_corpora_reach_the_analyzers() {
+    let complete = corpus("tls_stream")
+        .iter()
+        .filter_map(|data| harness::tls_stream(data))
+        .filter(|info| info.outcome == TlsOutcome::Complete && info.version.is_some())
+        .count();
+    assert!(
+        complete > 0,
+        "no tls_stream input completes a TLS handshake"
+    );
+    let http = corpus("http");
+    let counts: Vec<(bool, u64, u64)> = http.iter().map(|data| harness::http(data)).collect();
+    for h2 in [false, true] {
+        assert!(
+            counts
+                .iter()
+                .any(|&(is_h2, req, resp)| is_h2 == h2 && req > 0 && resp > 0),
+            "no http input with requests and responses over {}",
+            if h2 { "HTTP/2" } else { "HTTP/1" }
+        );
+    }
+}
