@@ -43,6 +43,20 @@ impl Default for Opts {
     }
 }
 
+/// How a TLS handshake went, in one word: `full`, `resumed`, `failed`,
+/// `incomplete`, `midstream` or `not TLS`.
+pub fn handshake_kind(t: &crate::record::TlsInfo) -> &'static str {
+    use crate::record::TlsOutcome;
+    match t.outcome {
+        TlsOutcome::Complete if t.resumed => "resumed",
+        TlsOutcome::Complete => "full",
+        TlsOutcome::Failed => "failed",
+        TlsOutcome::Incomplete => "incomplete",
+        TlsOutcome::Midstream => "midstream",
+        TlsOutcome::NotTls => "not TLS",
+    }
+}
+
 /// A duration in seconds for people: `83µs`, `1.25ms`, `3.40s`, `2m05s`.
 pub fn human_duration(secs: f64) -> String {
     let abs = secs.abs();

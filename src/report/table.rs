@@ -8,7 +8,7 @@ use std::io::{self, Write};
 use comfy_table::{presets, Cell, CellAlignment, ContentArrangement, Table};
 
 use super::{human_bytes, human_duration, Opts};
-use crate::record::{CloseKind, ConnectionRecord, Distribution, HttpMethod, Summary, TlsOutcome};
+use crate::record::{CloseKind, ConnectionRecord, Distribution, HttpMethod, Summary};
 
 /// Writes the summary block and the connection table.
 pub fn write(
@@ -216,14 +216,7 @@ fn tls_text(rec: &ConnectionRecord) -> (String, String, String, String) {
         .unwrap_or("?")
         .trim_start_matches("TLS ")
         .to_string();
-    let kind = match t.outcome {
-        TlsOutcome::Complete if t.resumed => "resumed",
-        TlsOutcome::Complete => "full",
-        TlsOutcome::Failed => "failed",
-        TlsOutcome::Incomplete => "incomplete",
-        TlsOutcome::Midstream => "midstream",
-        TlsOutcome::NotTls => "not TLS",
-    };
+        let kind = super::handshake_kind(t);
     let alpn = t
         .alpn
         .clone()

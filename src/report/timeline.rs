@@ -203,14 +203,7 @@ pub(crate) fn tls_kind(rec: &ConnectionRecord) -> String {
     let Some(t) = &rec.tls else {
         return "-".into();
     };
-    let kind = match t.outcome {
-        TlsOutcome::Complete if t.resumed => "resumed",
-        TlsOutcome::Complete => "full",
-        TlsOutcome::Failed => "failed",
-        TlsOutcome::Incomplete => "incomplete",
-        TlsOutcome::Midstream => "midstream",
-        TlsOutcome::NotTls => "not TLS",
-    };
+        let kind = super::handshake_kind(t);
     format!("{} {kind}", t.version.as_deref().unwrap_or("TLS ?"))
 }
 
