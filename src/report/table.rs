@@ -216,7 +216,7 @@ fn tls_text(rec: &ConnectionRecord) -> (String, String, String, String) {
         .unwrap_or("?")
         .trim_start_matches("TLS ")
         .to_string();
-        let kind = super::handshake_kind(t);
+    let kind = super::handshake_kind(t);
     let alpn = t
         .alpn
         .clone()

@@ -203,7 +203,7 @@ pub(crate) fn tls_kind(rec: &ConnectionRecord) -> String {
     let Some(t) = &rec.tls else {
         return "-".into();
     };
-        let kind = super::handshake_kind(t);
+    let kind = super::handshake_kind(t);
     format!("{} {kind}", t.version.as_deref().unwrap_or("TLS ?"))
 }
 
