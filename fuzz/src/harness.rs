@@ -75,7 +75,22 @@ pub fn pipeline(data: &[u8]) {
     else {
         return;
     };
-    handshakes::report::json::write(&summary, &records, &mut io::sink()).expect("json report");
+    assert_eq!(summary.connections, records.len() as u64, "connections");
+    assert_eq!(
+        summary.requests,
+        records.iter().map(|r| r.http.requests).sum::<u64>(),
+        "requests in the summary and the records"
+    );
+    assert_eq!(
+        summary.requests,
+        summary.requests_exact + summary.requests_estimated,
+        "exact + estimated requests"
+    );
+    let mut json = Vec::new();
+    handshakes::report::json::write(&summary, &records, &mut json).expect("json report");
+    if let Err(e) = serde_json::from_slice::<serde_json::Value>(&json) {
+        panic!("the JSON report does not parse: {e}");
+    }
     let opts = handshakes::report::Opts {
         limit: 0,
         fit_terminal: false,
