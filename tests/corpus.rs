@@ -344,27 +344,11 @@ fn tls_handshakes_match_tshark() {
             continue;
         }
         let (_, records) = run(&dir.join(file));
-        let mut ours: BTreeMap<(String, String), Vec<&ConnectionRecord>> = BTreeMap::new();
-        for r in &records {
-            ours.entry(tuple(&r.client, &r.server)).or_default().push(r);
-        }
-        let mut seen: BTreeMap<(String, String), usize> = BTreeMap::new();
-        for c in expected {
-            let key = tuple(
-                c["client"].as_str().unwrap_or(""),
-                c["server"].as_str().unwrap_or(""),
-            );
-            let n = seen.entry(key.clone()).or_insert(0);
-            let index = *n;
-            *n += 1;
+        for (key, c, ours) in pair_up(expected, &records) {
             let Some(x) = c.get("tls") else {
                 continue;
             };
-            let Some(tls) = ours
-                .get(&key)
-                .and_then(|v| v.get(index))
-                .and_then(|r| r.tls.as_ref())
-            else {
+            let Some(tls) = ours.and_then(|r| r.tls.as_ref()) else {
                 failures.push(format!("{file} {key:?}: no TLS section"));
                 continue;
             };
@@ -500,6 +484,32 @@ fn tls_handshakes_match_zeek_ssl_log() {
     assert!(compared >= 15, "compared only {compared} Zeek ssl.log rows");
 }
 
+/// Each tshark connection with ours: the n-th connection on a 4-tuple in
+/// tshark's list is the n-th on that tuple in ours (port reuse).
+fn pair_up<'a>(
+    expected: &'a [Value],
+    records: &'a [ConnectionRecord],
+) -> Vec<((String, String), &'a Value, Option<&'a ConnectionRecord>)> {
+    let mut ours: BTreeMap<(String, String), Vec<&ConnectionRecord>> = BTreeMap::new();
+    for r in records {
+        ours.entry(tuple(&r.client, &r.server)).or_default().push(r);
+    }
+    let mut seen: BTreeMap<(String, String), usize> = BTreeMap::new();
+    expected
+        .iter()
+        .map(|c| {
+            let key = tuple(
+                c["client"].as_str().unwrap_or(""),
+                c["server"].as_str().unwrap_or(""),
+            );
+            let n = seen.entry(key.clone()).or_insert(0);
+            let rec = ours.get(&key).and_then(|v| v.get(*n)).copied();
+            *n += 1;
+            (key, c, rec)
+        })
+        .collect()
+}
+
 /// Our record for the connection between `client` and `server` (either way round).
 fn find<'a>(
     records: &'a [ConnectionRecord],
@@ -533,23 +543,11 @@ fn http_requests_match_tshark() {
             continue;
         }
         let (_, records) = run(&dir.join(file));
-        let mut ours: BTreeMap<(String, String), Vec<&ConnectionRecord>> = BTreeMap::new();
-        for r in &records {
-            ours.entry(tuple(&r.client, &r.server)).or_default().push(r);
-        }
-        let mut seen: BTreeMap<(String, String), usize> = BTreeMap::new();
-        for c in expected {
-            let key = tuple(
-                c["client"].as_str().unwrap_or(""),
-                c["server"].as_str().unwrap_or(""),
-            );
-            let n = seen.entry(key.clone()).or_insert(0);
-            let index = *n;
-            *n += 1;
+        for (key, c, ours) in pair_up(expected, &records) {
             if !counted(&c) {
                 continue;
             }
-            let Some(http) = ours.get(&key).and_then(|v| v.get(index)).map(|r| &r.http) else {
+            let Some(http) = ours.map(|r| &r.http) else {
                 failures.push(format!("{file} {key:?}: connection missing"));
                 continue;
             };
