@@ -166,6 +166,7 @@ impl LiveArgs {
             stream_buffer: self.stream_buffer,
             max_requests_listed: None,
             max_connections: 0,
+            threads: 1,
         }
     }
 }
@@ -223,6 +224,10 @@ pub struct AnalyzeArgs {
     /// Connections tracked at once; beyond, the least recently active is reported as evicted
     #[arg(long, default_value_t = 500_000, value_name = "N")]
     pub max_connections: usize,
+
+    /// Analysis threads (0: one per core); the output is the same for any number
+    #[arg(short = 'j', long, default_value_t = 0, value_name = "N")]
+    pub threads: usize,
 }
 
 fn parse_size(s: &str) -> Result<usize, String> {
@@ -271,6 +276,7 @@ impl AnalyzeArgs {
             stream_buffer: self.stream_buffer,
             max_requests_listed: Some(self.max_requests_listed),
             max_connections: self.max_connections,
+            threads: self.threads,
         }
     }
 }

@@ -46,6 +46,10 @@ pub fn analyze_with_progress(
     sink: &mut dyn RecordSink,
     progress: &mut dyn FnMut(u64, Option<u64>),
 ) -> Result<Summary, Error> {
+    let threads = config.worker_threads();
+    if threads > 1 {
+        return analyze::parallel::run(source, config, threads, sink, progress);
+    }
     let mut analyzer = Analyzer::new(config.clone());
     let mut packets = 0u64;
     while let Some(packet) = source.next_packet()? {

@@ -1128,7 +1128,7 @@ fn connection_cap_evicts_the_least_recently_active() {
     let refs: Vec<&Conv> = convs.iter().collect();
     let out = analyze_with(
         &pcap_of(Link::Ethernet, &refs),
-        &["-T", "json", "--max-connections", "3"],
+        &["-T", "json", "--max-connections", "3", "--threads", "1"],
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
@@ -1139,4 +1139,20 @@ fn connection_cap_evicts_the_least_recently_active() {
     assert_str(conn(&v, 0), "/close/kind", "evicted");
     assert_str(conn(&v, 1), "/close/kind", "evicted");
     assert_str(conn(&v, 4), "/close/kind", "open");
+
+    // With two threads each shard holds at most ceil(3 / 2) = 2: still
+    // bounded, still every connection reported, evictions counted.
+    let out = analyze_with(
+        &pcap_of(Link::Ethernet, &refs),
+        &["-T", "json", "--max-connections", "3", "--threads", "2"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(connections(&v), 5, "evicted connections are still reported");
+    let evicted = v
+        .pointer("/summary/anomalies/evicted_connection")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    assert!((1..=3).contains(&evicted), "{evicted} evicted");
+    assert_u64(&v, "/summary/close/evicted", evicted);
 }

@@ -13,6 +13,7 @@ mod properties;
 mod report;
 mod support;
 mod synthetic;
+mod threads;
 mod tls;
 mod tools;
 mod tshark;

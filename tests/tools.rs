@@ -4,7 +4,7 @@
 //! when the environment promises it is there (`HANDSHAKES_REQUIRE_ALL=1`,
 //! set by CI).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use handshakes::source::file::FileSource;
 use handshakes::{analyze, Config, ConnectionRecord, Summary};
@@ -30,4 +30,37 @@ pub fn skip_or_fail(what: &str, why: &str) {
     eprintln!("!!! SKIPPED: {what} unavailable: {why}");
     eprintln!("!!! (set HANDSHAKES_REQUIRE_ALL=1 to make this a failure)");
     eprintln!();
+}
+
+/// Every capture in captures/ and the peer corpus (../shared/corpus), named
+/// `captures/…` or `corpus/…`, in name order.
+pub fn all_captures() -> Vec<(String, PathBuf)> {
+    let mut files = Vec::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let corpus = root.join("../shared/corpus");
+    for (prefix, dir) in [("captures", root.join("captures")), ("corpus", corpus)] {
+        let mut stack = vec![dir.clone()];
+        while let Some(d) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p
+                    .extension()
+                    .is_some_and(|x| x == "pcap" || x == "pcapng" || x == "gz")
+                {
+                    let rel = p
+                        .strip_prefix(&dir)
+                        .map(|r| r.display().to_string())
+                        .unwrap_or_default();
+                    files.push((format!("{prefix}/{rel}"), p));
+                }
+            }
+        }
+    }
+    files.sort();
+    files
 }

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use handshakes::analyze::tls::hello::{cipher_name, version_name};
 use handshakes::record::ConnectionRecord;
 
-use crate::tools::{analyze_path, skip_or_fail};
+use crate::tools::{all_captures, analyze_path, skip_or_fail};
 
 #[derive(Deserialize)]
 struct Known {
@@ -326,37 +326,6 @@ fn differences(records: &[ConnectionRecord], streams: &[Stream]) -> Vec<(String,
     d
 }
 
-fn captures() -> Vec<(String, PathBuf)> {
-    let mut files = Vec::new();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let corpus = root.join("../shared/corpus");
-    for (prefix, dir) in [("captures", root.join("captures")), ("corpus", corpus)] {
-        let mut stack = vec![dir.clone()];
-        while let Some(d) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&d) else {
-                continue;
-            };
-            for e in entries.flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else if p
-                    .extension()
-                    .is_some_and(|x| x == "pcap" || x == "pcapng" || x == "gz")
-                {
-                    let rel = p
-                        .strip_prefix(&dir)
-                        .map(|r| r.display().to_string())
-                        .unwrap_or_default();
-                    files.push((format!("{prefix}/{rel}"), p));
-                }
-            }
-        }
-    }
-    files.sort();
-    files
-}
-
 #[test]
 fn every_capture_matches_tshark_or_the_difference_is_known() {
     if Command::new("tshark").arg("--version").output().is_err() {
@@ -365,7 +334,7 @@ fn every_capture_matches_tshark_or_the_difference_is_known() {
     }
     let known: Known = toml::from_str(include_str!("tshark-known-differences.toml"))
         .expect("known differences parse");
-    let files = captures();
+    let files = all_captures();
     assert!(files.len() >= 100, "found only {} captures", files.len());
     let results: Vec<(String, Vec<(String, String)>)> = std::thread::scope(|scope| {
         let chunks: Vec<&[(String, PathBuf)]> = files.chunks(files.len().div_ceil(2)).collect();

@@ -1,0 +1,148 @@
+//! The gatherer: takes the [`Event`]s of one or more shards in the order a
+//! single connection table would have produced them, numbers connections in
+//! order of their first packets, tracks how many are open at once, folds
+//! finished records into the summary and hands them to the sink. It also
+//! keeps the capture-wide clock and packet counts, which it sees for every
+//! packet read.
+//!
+//! Does not decode packets or keep per-connection state beyond the mapping
+//! from a connection's first packet to its number while it is open.
+
+use std::collections::HashMap;
+use std::io;
+
+use super::shard::{Event, FastHash, ShardCounts};
+use super::summary::SummaryBuilder;
+use super::RecordSink;
+use crate::record::{AnomalyKind, Instant, Peak, Summary};
+use crate::source::{RawPacket, SourceInfo};
+use crate::time::Timestamp;
+
+#[derive(Default)]
+pub struct Gather {
+    pub summary: SummaryBuilder,
+    next_id: u64,
+    /// Open connections: position of the first packet → connection number.
+    ids: HashMap<u64, u64, FastHash>,
+    /// Connections opened and not yet closed or finalised.
+    open_now: u64,
+    /// The latest timestamp seen (never goes backwards).
+    now: Option<Timestamp>,
+    /// Packets read so far: the position of the latest one.
+    seen: u64,
+}
+
+impl Gather {
+    pub fn new() -> Gather {
+        Gather {
+            next_id: 1,
+            ..Gather::default()
+        }
+    }
+
+    /// Notes a packet read from the input; returns its position (1-based)
+    /// and the capture-wide clock after it.
+    pub fn saw_packet(&mut self, raw: &RawPacket<'_>) -> (u64, Timestamp) {
+        let ts = raw.ts;
+        self.seen += 1;
+        self.summary.packets.total += 1;
+        self.summary.packets.bytes += u64::from(raw.orig_len);
+        if self.now.is_some_and(|now| ts < now) {
+            self.summary
+                .anomalies
+                .add(AnomalyKind::TimestampBackwards, 1);
+        }
+        self.summary.saw_time(ts);
+        let now = self.now.map_or(ts, |n| n.max(ts));
+        self.now = Some(now);
+        (self.seen, now)
+    }
+
+    /// Packets read so far.
+    pub fn seen(&self) -> u64 {
+        self.seen
+    }
+
+    /// Lets time pass without packets; returns the latest packet's position
+    /// and the clock.
+    pub fn tick(&mut self, now: Timestamp) -> (u64, Timestamp) {
+        let now = self.now.map_or(now, |n| n.max(now));
+        self.now = Some(now);
+        (self.seen, now)
+    }
+
+    /// The first packet's timestamp (or `fallback` before any packet).
+    pub fn origin(&self, fallback: Timestamp) -> Timestamp {
+        self.summary.origin.unwrap_or(fallback)
+    }
+
+    /// Applies one event; events must come in their [`super::shard::Order`].
+    pub fn apply(&mut self, event: Event, sink: &mut dyn RecordSink) -> io::Result<()> {
+        match event {
+            Event::Opened { order, ts } => {
+                let id = self.next_id;
+                self.next_id += 1;
+                self.ids.insert(order.at, id);
+                self.open_now += 1;
+                if self.open_now > self.summary.peak.connections {
+                    let origin = self.origin(ts);
+                    self.summary.peak = Peak {
+                        connections: self.open_now,
+                        at: Some(Instant {
+                            ts: ts.as_secs_f64(),
+                            at: ts.secs_since(origin),
+                        }),
+                    };
+                }
+                Ok(())
+            }
+            Event::Closed { .. } => {
+                self.open_now = self.open_now.saturating_sub(1);
+                Ok(())
+            }
+            Event::Finished { rec, was_open, .. } => {
+                if was_open {
+                    self.open_now = self.open_now.saturating_sub(1);
+                }
+                let mut rec = *rec;
+                rec.id = match self.ids.remove(&rec.id) {
+                    Some(id) => id,
+                    None => {
+                        // Not reachable: every connection opens before it finishes.
+                        let id = self.next_id;
+                        self.next_id += 1;
+                        id
+                    }
+                };
+                self.summary.add_record(&rec);
+                sink.record(rec)
+            }
+        }
+    }
+
+    /// Applies a run of events already in order.
+    pub fn apply_all(
+        &mut self,
+        events: impl IntoIterator<Item = Event>,
+        sink: &mut dyn RecordSink,
+    ) -> io::Result<()> {
+        for event in events {
+            self.apply(event, sink)?;
+        }
+        Ok(())
+    }
+
+    /// Running totals for a status line: (finished, requests, TCP handshakes).
+    pub fn progress(&self) -> (u64, u64, u64) {
+        self.summary.progress()
+    }
+
+    /// The summary, with the shards' counts added.
+    pub fn finish(mut self, counts: &ShardCounts, info: &SourceInfo) -> Summary {
+        self.summary.packets.tcp += counts.tcp;
+        self.summary.packets.skipped += counts.skipped;
+        self.summary.packets.filtered_out += counts.filtered_out;
+        self.summary.anomalies.merge(&counts.anomalies);
+        self.summary.finish(info)
+    }
+}

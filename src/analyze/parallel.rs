@@ -1,0 +1,294 @@
+//! `--threads N`: one reader (the calling thread) reads packets into
+//! batches and notes each one's shard, a symmetric hash of its 4-tuple;
+//! every worker thread gets every batch (shared, not copied) and runs only
+//! its own shard's packets through its [`Shard`]; the calling thread then
+//! puts the shards' events back in single-table order with the [`Gather`],
+//! so the output (connection numbers, record order, summary) is the same as
+//! with one thread.
+//!
+//! Does not decide what a packet means (that is `shard`) nor write anything
+//! but through the sink it is given.
+
+use std::collections::VecDeque;
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
+use std::sync::Arc;
+use std::thread;
+
+use super::gather::Gather;
+use super::shard::{Clock, Event, Shard, ShardCounts};
+use super::{Config, RecordSink};
+use crate::decode::{decode, Decoded};
+use crate::error::Error;
+use crate::record::Summary;
+use crate::source::{LinkType, PacketSource, RawPacket};
+use crate::time::Timestamp;
+
+/// A batch holds at most this many bytes of frames…
+const BATCH_BYTES: usize = 1 << 20;
+/// …and this many frames.
+const BATCH_FRAMES: usize = 4096;
+/// Batches read ahead of the gatherer.
+const DEPTH: usize = 4;
+
+/// Packets between two calls of the progress callback.
+const PROGRESS_EVERY: u64 = 16_384;
+
+struct Frame {
+    ts: Timestamp,
+    link: LinkType,
+    orig_len: u32,
+    start: usize,
+    end: usize,
+    shard: usize,
+}
+
+#[derive(Default)]
+struct Batch {
+    /// Position of the first frame.
+    base: u64,
+    origin: Option<Timestamp>,
+    /// The capture-wide clock after each frame.
+    nows: Vec<Timestamp>,
+    frames: Vec<Frame>,
+    data: Vec<u8>,
+}
+
+impl Batch {
+    fn clear(&mut self) {
+        self.nows.clear();
+        self.frames.clear();
+        self.data.clear();
+    }
+
+    fn last(&self) -> u64 {
+        self.base + self.frames.len() as u64 - 1
+    }
+}
+
+enum Work {
+    Batch(Arc<Batch>),
+    End,
+}
+
+enum Done {
+    Batch(Vec<Event>),
+    End(Vec<Event>, ShardCounts),
+}
+
+/// Runs `source` through `threads` shards (at least 2). Same contract as
+/// [`crate::analyze_with_progress`].
+pub fn run(
+    source: &mut dyn PacketSource,
+    config: &Config,
+    threads: usize,
+    sink: &mut dyn RecordSink,
+    progress: &mut dyn FnMut(u64, Option<u64>),
+) -> Result<Summary, Error> {
+    let threads = threads.max(1);
+    let cap = config.max_connections().div_ceil(threads);
+    thread::scope(|scope| {
+        let mut work = Vec::with_capacity(threads);
+        let mut done = Vec::with_capacity(threads);
+        for me in 0..threads {
+            let (work_tx, work_rx) = sync_channel::<Work>(DEPTH + 1);
+            let (done_tx, done_rx) = channel::<Done>();
+            let shard = Shard::new(config.clone(), cap);
+            scope.spawn(move || worker(me, shard, work_rx, done_tx));
+            work.push(work_tx);
+            done.push(done_rx);
+        }
+        let mut reader = Reader {
+            gather: Gather::new(),
+            work,
+            done,
+            in_flight: VecDeque::new(),
+            spare: Vec::new(),
+        };
+        reader.read_all(source, threads, sink, progress)?;
+        let counts = reader.end(sink)?;
+        Ok(reader.gather.finish(&counts, source.info()))
+    })
+}
+
+fn worker(me: usize, mut shard: Shard, work: Receiver<Work>, done: Sender<Done>) {
+    while let Ok(msg) = work.recv() {
+        match msg {
+            Work::Batch(batch) => {
+                let clock = Clock {
+                    base: batch.base,
+                    nows: &batch.nows,
+                    origin: batch.origin.unwrap_or(Timestamp(0)),
+                };
+                for (index, frame) in (batch.base..).zip(&batch.frames) {
+                    if frame.shard != me {
+                        continue;
+                    }
+                    let raw = RawPacket {
+                        index,
+                        ts: frame.ts,
+                        link: frame.link,
+                        orig_len: frame.orig_len,
+                        data: batch.data.get(frame.start..frame.end).unwrap_or_default(),
+                    };
+                    shard.packet(index, &raw, &clock);
+                }
+                shard.advance(batch.last(), &clock);
+                drop(batch);
+                if done
+                    .send(Done::Batch(std::mem::take(&mut shard.events)))
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            Work::End => {
+                shard.finish();
+                let events = std::mem::take(&mut shard.events);
+                let _ = done.send(Done::End(events, shard.counts.clone()));
+                return;
+            }
+        }
+    }
+}
+
+struct Reader {
+    gather: Gather,
+    work: Vec<SyncSender<Work>>,
+    done: Vec<Receiver<Done>>,
+    in_flight: VecDeque<Arc<Batch>>,
+    /// Batches whose workers are done with them, for reuse.
+    spare: Vec<Batch>,
+}
+
+/// A worker thread stopped early (it panicked).
+fn worker_lost() -> Error {
+    Error::Output(std::io::Error::other("an analysis thread stopped"))
+}
+
+impl Reader {
+    fn read_all(
+        &mut self,
+        source: &mut dyn PacketSource,
+        threads: usize,
+        sink: &mut dyn RecordSink,
+        progress: &mut dyn FnMut(u64, Option<u64>),
+    ) -> Result<(), Error> {
+        loop {
+            let mut batch = self.spare.pop().unwrap_or_default();
+            batch.clear();
+            batch.base = self.gather.seen() + 1;
+            let more = self.fill(&mut batch, source, threads, progress)?;
+            batch.origin = self.gather.summary.origin;
+            if !batch.frames.is_empty() {
+                let batch = Arc::new(batch);
+                for tx in &self.work {
+                    tx.send(Work::Batch(Arc::clone(&batch)))
+                        .map_err(|_| worker_lost())?;
+                }
+                self.in_flight.push_back(batch);
+                if self.in_flight.len() > DEPTH {
+                    self.gather_one(sink)?;
+                }
+            }
+            if !more {
+                break;
+            }
+        }
+        while !self.in_flight.is_empty() {
+            self.gather_one(sink)?;
+        }
+        Ok(())
+    }
+
+    /// Reads frames into `batch` until it is full; false at the end of input.
+    fn fill(
+        &mut self,
+        batch: &mut Batch,
+        source: &mut dyn PacketSource,
+        threads: usize,
+        progress: &mut dyn FnMut(u64, Option<u64>),
+    ) -> Result<bool, Error> {
+        while batch.data.len() < BATCH_BYTES && batch.frames.len() < BATCH_FRAMES {
+            let Some(raw) = source.next_packet()? else {
+                return Ok(false);
+            };
+            let (index, now) = self.gather.saw_packet(&raw);
+            let start = batch.data.len();
+            batch.data.extend_from_slice(raw.data);
+            let shard = (shard_hash(&raw) % threads as u64) as usize;
+            batch.frames.push(Frame {
+                ts: raw.ts,
+                link: raw.link,
+                orig_len: raw.orig_len,
+                start,
+                end: batch.data.len(),
+                shard,
+            });
+            batch.nows.push(now);
+            if index % PROGRESS_EVERY == 0 {
+                let (read, total) = source.progress();
+                progress(read, total);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Takes the oldest batch's events from every worker and applies them in order.
+    fn gather_one(&mut self, sink: &mut dyn RecordSink) -> Result<(), Error> {
+        let mut events = Vec::new();
+        for rx in &self.done {
+            match rx.recv() {
+                Ok(Done::Batch(mut e)) => events.append(&mut e),
+                _ => return Err(worker_lost()),
+            }
+        }
+        if let Some(batch) = self.in_flight.pop_front() {
+            if let Ok(batch) = Arc::try_unwrap(batch) {
+                self.spare.push(batch);
+            }
+        }
+        events.sort_unstable_by_key(Event::order);
+        self.gather.apply_all(events, sink)?;
+        Ok(())
+    }
+
+    /// Finishes every shard; returns their counts added up.
+    fn end(&mut self, sink: &mut dyn RecordSink) -> Result<ShardCounts, Error> {
+        for tx in &self.work {
+            tx.send(Work::End).map_err(|_| worker_lost())?;
+        }
+        let mut events = Vec::new();
+        let mut counts = ShardCounts::default();
+        for rx in &self.done {
+            match rx.recv() {
+                Ok(Done::End(mut e, c)) => {
+                    events.append(&mut e);
+                    counts.merge(&c);
+                }
+                _ => return Err(worker_lost()),
+            }
+        }
+        events.sort_unstable_by_key(Event::order);
+        self.gather.apply_all(events, sink)?;
+        Ok(counts)
+    }
+}
+
+/// TEMPORARY until decode::shard_hash lands.
+fn shard_hash(raw: &RawPacket<'_>) -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    match decode(raw) {
+        Decoded::Tcp(seg, _) => {
+            let (a, b) = if seg.src <= seg.dst {
+                (seg.src, seg.dst)
+            } else {
+                (seg.dst, seg.src)
+            };
+            let mut h = foldhash::fast::FixedState::with_seed(7).build_hasher();
+            a.hash(&mut h);
+            b.hash(&mut h);
+            h.finish()
+        }
+        _ => 0,
+    }
+}

@@ -1,0 +1,590 @@
+//! One shard of the connection table: the connections whose 4-tuples hash
+//! to it, their TCP state and stream analyzers, close lingers, tombstones,
+//! idle scans and eviction. A shard sees only its own packets, but every
+//! packet's position and the capture-wide clock, so it can tell exactly at
+//! which packet each timer fires; it reports what happened as [`Event`]s
+//! keyed by that position, and the gatherer (`gather`) puts the events of
+//! all shards back into the one order a single table would have produced.
+//!
+//! Does not number connections, keep the summary, or write records: that is
+//! the gatherer's. Does not read packets or start threads.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+
+use super::streams::{Analyzers, Streams};
+use super::Config;
+use crate::decode::{decode, Decoded, TcpSegment};
+use crate::flow::tcp::TcpConn;
+use crate::flow::FlowKey;
+use crate::record::{
+    Anomalies, AnomalyKind, ClientBy, CloseKind, ConnectionRecord, Instant, Side, TcpInfo,
+};
+use crate::source::RawPacket;
+use crate::time::Timestamp;
+
+use super::{CLOSE_LINGER, TOMBSTONE};
+
+/// The capture-wide clock for a run of packets: `nows[k]` is the latest
+/// timestamp seen up to and including packet `base + k` (never decreasing).
+#[derive(Clone, Copy, Debug)]
+pub struct Clock<'a> {
+    pub base: u64,
+    pub nows: &'a [Timestamp],
+    /// The first packet's timestamp: the origin of every `at` offset.
+    pub origin: Timestamp,
+}
+
+impl Clock<'_> {
+    /// The first packet position at or before `upto` whose clock has reached
+    /// `due`, with that clock reading.
+    fn first_due(&self, due: Timestamp, upto: u64) -> Option<(u64, Timestamp)> {
+        let last = usize::try_from(upto.checked_sub(self.base)?).ok()?;
+        let nows = self.nows.get(..=last)?;
+        let k = nows.partition_point(|now| *now < due);
+        let now = *nows.get(k)?;
+        Some((self.base + k as u64, now))
+    }
+
+    fn now_at(&self, index: u64) -> Option<Timestamp> {
+        let k = usize::try_from(index.checked_sub(self.base)?).ok()?;
+        self.nows.get(k).copied()
+    }
+}
+
+/// Where an event falls in the single-table order: the packet position,
+/// then the step within that packet (`Phase`), then a tie-break.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Order {
+    pub at: u64,
+    pub phase: Phase,
+    pub k1: i64,
+    pub k2: u64,
+}
+
+/// The steps a single table takes for one packet, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    /// A closed connection's linger ran out (tie-break: deadline, close position).
+    Lingered,
+    /// An idle scan finalised it (tie-break: first packet position).
+    Idle,
+    /// This packet reopened its tuple (port reuse) or found it idle.
+    Replaced,
+    /// Finalised to make room under `--max-connections` (tie-break: order of eviction).
+    Evicted,
+    /// This packet opened a connection.
+    Opened,
+    /// This packet closed its connection (FIN/FIN or RST).
+    Closed,
+    /// Still open at the end of the input (tie-break: first packet position).
+    End,
+}
+
+/// What a shard reports.
+#[derive(Debug)]
+pub enum Event {
+    /// A connection opened at `order.at`, at capture time `ts`.
+    Opened { order: Order, ts: Timestamp },
+    /// An open connection closed.
+    Closed { order: Order },
+    /// A connection was finalised. `rec.id` is still the position of its
+    /// first packet; the gatherer renumbers it. `was_open`: it still counted
+    /// among the open connections.
+    Finished {
+        order: Order,
+        rec: Box<ConnectionRecord>,
+        was_open: bool,
+    },
+}
+
+impl Event {
+    pub fn order(&self) -> Order {
+        match self {
+            Event::Opened { order, .. }
+            | Event::Closed { order }
+            | Event::Finished { order, .. } => *order,
+        }
+    }
+}
+
+/// Counts a shard keeps for the summary; they add up across shards.
+#[derive(Clone, Debug, Default)]
+pub struct ShardCounts {
+    pub tcp: u64,
+    pub skipped: u64,
+    pub filtered_out: u64,
+    /// Anomalies not attached to any connection.
+    pub anomalies: Anomalies,
+}
+
+impl ShardCounts {
+    pub fn merge(&mut self, other: &ShardCounts) {
+        self.tcp += other.tcp;
+        self.skipped += other.skipped;
+        self.filtered_out += other.filtered_out;
+        self.anomalies.merge(&other.anomalies);
+    }
+}
+
+/// The connection table's hasher: fast, with a random seed per process
+/// (captures are hostile input, so the seed keeps crafted tuples from
+/// colliding on purpose).
+pub(crate) type FastHash = foldhash::fast::RandomState;
+
+/// One TCP connection being tracked.
+struct Connection {
+    /// The position of its first packet (the gatherer numbers connections).
+    id: u64,
+    client: SocketAddr,
+    server: SocketAddr,
+    client_by: ClientBy,
+    /// The first packet came from the server.
+    flipped: bool,
+    start: Timestamp,
+    last: Timestamp,
+    tcp: TcpConn,
+    /// Reassembly and stream analyzers: made with the first payload byte
+    /// (so half-open connections stay small), dropped once none wants more.
+    streams: Option<Box<Streams>>,
+    /// Kept when `streams` is dropped early (boxed: most connections never need one).
+    analyzers: Option<Box<Analyzers>>,
+    /// Counted among the open connections (until it closes or is finalised).
+    counted_open: bool,
+    anomalies: Anomalies,
+}
+
+impl Connection {
+    fn new(id: u64, ts: Timestamp, seg: &TcpSegment<'_>) -> Connection {
+        let (client, server, client_by) = if seg.flags.syn() && !seg.flags.ack() {
+            (seg.src, seg.dst, ClientBy::Syn)
+        } else if seg.flags.syn() && seg.flags.ack() {
+            (seg.dst, seg.src, ClientBy::SynAck)
+        } else if seg.dst.port() > seg.src.port() {
+            // Mid-stream: servers listen on the lower port, clients get ephemeral ones.
+            (seg.dst, seg.src, ClientBy::Guess)
+        } else {
+            (seg.src, seg.dst, ClientBy::Guess)
+        };
+        Connection {
+            id,
+            client,
+            server,
+            client_by,
+            flipped: client != seg.src,
+            start: ts,
+            last: ts,
+            tcp: TcpConn::new(),
+            streams: None,
+            analyzers: None,
+            counted_open: true,
+            anomalies: Anomalies::default(),
+        }
+    }
+
+    /// Feeds the stream analyzers; stops reassembling when none wants more.
+    fn stream(&mut self, side: Side, ts: Timestamp, seg: &TcpSegment<'_>, config: &Config) {
+        if self.streams.is_none() && self.analyzers.is_none() && seg.payload_len > 0 {
+            let mut streams = Streams::new(config.stream_cap(), config.requests_listed());
+            let (client_isn, server_isn) = self.tcp.isns();
+            streams.start_at(client_isn, server_isn);
+            self.streams = Some(Box::new(streams));
+        }
+        let Some(streams) = self.streams.as_mut() else {
+            return;
+        };
+        streams.segment(side, ts, seg);
+        if !streams.analyzers.wants_data() {
+            self.stop_streams();
+        }
+    }
+
+    fn stop_streams(&mut self) {
+        if let Some(streams) = self.streams.take() {
+            self.analyzers = Some(Box::new(streams.finish(&mut self.anomalies)));
+        }
+    }
+
+    fn side_of(&self, seg: &TcpSegment<'_>) -> Side {
+        if seg.src == self.client {
+            Side::Client
+        } else {
+            Side::Server
+        }
+    }
+
+    fn into_record(mut self, capture_start: Timestamp, unclosed: CloseKind) -> ConnectionRecord {
+        let at = |t: Timestamp| Instant {
+            ts: t.as_secs_f64(),
+            at: t.secs_since(capture_start),
+        };
+        self.stop_streams();
+        let origin = self.tcp.syn_time().unwrap_or(self.start);
+        let tls = self
+            .analyzers
+            .as_ref()
+            .and_then(|a| a.tls_info(origin, &at));
+        let http = match &self.analyzers {
+            Some(a) => a.http_info(&at),
+            None => Analyzers::new(0, 0).http_info(&at),
+        };
+        let tcp = &self.tcp;
+        ConnectionRecord {
+            id: self.id,
+            client: self.client.to_string(),
+            server: self.server.to_string(),
+            client_by: self.client_by,
+            partial: !tcp.syn_seen(),
+            start: at(self.start),
+            end: at(self.last),
+            duration: self.last.secs_since(self.start),
+            tcp: TcpInfo {
+                handshake: tcp.handshake(at),
+                packets: tcp.packets,
+                bytes: tcp.bytes,
+                retransmissions: tcp.retransmissions,
+                state: tcp.state().to_string(),
+                history: tcp.history(self.flipped),
+            },
+            tls,
+            http,
+            close: tcp.close(unclosed, at),
+            anomalies: self.anomalies,
+        }
+    }
+}
+
+/// One shard's connection table and timers.
+pub struct Shard {
+    config: Config,
+    /// Connections tracked at once in this shard.
+    cap: usize,
+    table: HashMap<FlowKey, Connection, FastHash>,
+    /// Closed connections waiting out [`CLOSE_LINGER`], by deadline (the
+    /// deadline is taken from the capture-wide clock, so it never decreases):
+    /// (deadline, tuple, connection, position of the closing packet).
+    closing: VecDeque<(Timestamp, FlowKey, u64, u64)>,
+    /// Connections in order of (roughly) last activity, oldest first: a lazy
+    /// LRU for eviction. Entries are re-queued when found to be stale.
+    lru: VecDeque<(Timestamp, FlowKey, u64)>,
+    /// Tuples of closed, finalised connections and when to forget them.
+    tombstones: HashMap<FlowKey, Timestamp, FastHash>,
+    tombstone_order: VecDeque<(Timestamp, FlowKey)>,
+    /// When the next idle scan is due (`None`: at the first packet).
+    next_idle_scan: Option<Timestamp>,
+    evictions: u64,
+    origin: Option<Timestamp>,
+    pub counts: ShardCounts,
+    /// What happened since the gatherer last took the events, in order.
+    pub events: Vec<Event>,
+}
+
+impl Shard {
+    /// A shard allowed `cap` connections at once.
+    pub fn new(config: Config, cap: usize) -> Shard {
+        Shard {
+            config,
+            cap: cap.max(1),
+            table: HashMap::default(),
+            closing: VecDeque::new(),
+            lru: VecDeque::new(),
+            tombstones: HashMap::default(),
+            tombstone_order: VecDeque::new(),
+            next_idle_scan: None,
+            evictions: 0,
+            origin: None,
+            counts: ShardCounts::default(),
+            events: Vec::new(),
+        }
+    }
+
+    /// Connections currently in the table.
+    pub fn open_connections(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Feeds the packet at position `index` (which `clock` covers).
+    pub fn packet(&mut self, index: u64, raw: &RawPacket<'_>, clock: &Clock<'_>) {
+        self.advance(index, clock);
+        let now = clock.now_at(index).unwrap_or(raw.ts);
+        let (seg, anomaly) = match decode(raw) {
+            Decoded::Tcp(seg, anomaly) => (seg, anomaly),
+            Decoded::OtherIp | Decoded::NotIp => {
+                self.counts.skipped += 1;
+                return;
+            }
+            Decoded::Bad(kind) => {
+                self.counts.skipped += 1;
+                self.counts.anomalies.add(kind, 1);
+                return;
+            }
+        };
+        if !self.config.keeps(&seg) {
+            self.counts.filtered_out += 1;
+            return;
+        }
+        self.counts.tcp += 1;
+        self.segment(index, raw.ts, now, &seg, anomaly);
+    }
+
+    /// Runs every timer (close linger, tombstone, idle scan) that fires at
+    /// or before position `upto`, each at the exact position where the
+    /// capture-wide clock reached it.
+    pub fn advance(&mut self, upto: u64, clock: &Clock<'_>) {
+        self.origin.get_or_insert(clock.origin);
+        loop {
+            let mut next: Option<(u64, Timestamp)> = None;
+            let mut consider = |due: Option<(u64, Timestamp)>| {
+                if let Some(d) = due {
+                    if next.is_none_or(|n| d.0 < n.0) {
+                        next = Some(d);
+                    }
+                }
+            };
+            if let Some(&(deadline, ..)) = self.closing.front() {
+                consider(clock.first_due(deadline, upto));
+            }
+            if let Some(&(forget, _)) = self.tombstone_order.front() {
+                consider(clock.first_due(forget, upto));
+            }
+            if self.config.idle_timeout.is_some() {
+                let due = self.next_idle_scan.unwrap_or(Timestamp(i64::MIN));
+                consider(clock.first_due(due, upto));
+            }
+            let Some((at, now)) = next else {
+                return;
+            };
+            self.expire(at, now);
+        }
+    }
+
+    /// Finalises, at position `at` (clock reading `now`), connections whose
+    /// linger or idle time has passed, and forgets old tombstones.
+    fn expire(&mut self, at: u64, now: Timestamp) {
+        while let Some(&(deadline, key, id, closed_at)) = self.closing.front() {
+            if deadline > now {
+                break;
+            }
+            self.closing.pop_front();
+            if self.table.get(&key).is_some_and(|c| c.id == id) {
+                if let Some(conn) = self.table.remove(&key) {
+                    let order = Order {
+                        at,
+                        phase: Phase::Lingered,
+                        k1: deadline.0,
+                        k2: closed_at,
+                    };
+                    self.finalize(conn, CloseKind::Open, order);
+                    let forget = Timestamp(now.0.saturating_add(TOMBSTONE.as_nanos() as i64));
+                    if self.tombstones.len() < self.cap {
+                        self.tombstones.insert(key, forget);
+                        self.tombstone_order.push_back((forget, key));
+                    }
+                }
+            }
+        }
+        while let Some(&(forget, key)) = self.tombstone_order.front() {
+            if forget > now {
+                break;
+            }
+            self.tombstone_order.pop_front();
+            if self.tombstones.get(&key) == Some(&forget) {
+                self.tombstones.remove(&key);
+            }
+        }
+        let Some(idle) = self.config.idle_timeout else {
+            return;
+        };
+        let idle_ns = i64::try_from(idle.as_nanos()).unwrap_or(i64::MAX);
+        if self.next_idle_scan.is_some_and(|t| now < t) {
+            return;
+        }
+        self.next_idle_scan = Some(Timestamp(
+            now.0.saturating_add((idle_ns / 4).max(1_000_000_000)),
+        ));
+        let mut expired: Vec<(u64, FlowKey)> = self
+            .table
+            .iter()
+            .filter(|(_, c)| now.nanos_since(c.last) >= idle_ns)
+            .map(|(k, c)| (c.id, *k))
+            .collect();
+        expired.sort_unstable_by_key(|(id, _)| *id);
+        for (id, key) in expired {
+            if let Some(conn) = self.table.remove(&key) {
+                let order = Order {
+                    at,
+                    phase: Phase::Idle,
+                    k1: 0,
+                    k2: id,
+                };
+                self.finalize(conn, CloseKind::Idle, order);
+            }
+        }
+    }
+
+    fn segment(
+        &mut self,
+        index: u64,
+        ts: Timestamp,
+        now: Timestamp,
+        seg: &TcpSegment<'_>,
+        anomaly: Option<AnomalyKind>,
+    ) {
+        let key = FlowKey::new(seg.src, seg.dst);
+        let idle_ns = self
+            .config
+            .idle_timeout
+            .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        // One lookup for the usual packet of a known connection.
+        let (exists, replaced) = match self.table.get(&key) {
+            Some(conn) if idle_ns.is_some_and(|idle| ts.nanos_since(conn.last) >= idle) => {
+                (false, self.table.remove(&key).map(|c| (c, CloseKind::Idle)))
+            }
+            Some(conn) if conn.tcp.starts_new(conn.side_of(seg), seg) => {
+                (false, self.table.remove(&key).map(|c| (c, CloseKind::Open)))
+            }
+            Some(_) => (true, None),
+            None => (false, None),
+        };
+        if let Some((old, kind)) = replaced {
+            let order = Order {
+                at: index,
+                phase: Phase::Replaced,
+                k1: 0,
+                k2: 0,
+            };
+            self.finalize(old, kind, order);
+        }
+        let mut created = false;
+        if !exists {
+            if !self.tombstones.is_empty() && self.tombstones.contains_key(&key) {
+                if seg.flags.syn() && !seg.flags.ack() {
+                    self.tombstones.remove(&key);
+                } else {
+                    self.counts.anomalies.add(AnomalyKind::LatePacket, 1);
+                    return;
+                }
+            }
+            self.make_room(index);
+            created = true;
+            self.table.insert(key, Connection::new(index, ts, seg));
+        }
+        let Some(conn) = self.table.get_mut(&key) else {
+            return;
+        };
+        conn.last = conn.last.max(ts);
+        conn.start = conn.start.min(ts);
+        let side = conn.side_of(seg);
+        if side == Side::Client
+            && seg.flags.syn()
+            && !seg.flags.ack()
+            && conn.client_by == ClientBy::SynAck
+        {
+            // The SYN was captured after its SYN-ACK.
+            conn.client_by = ClientBy::Syn;
+        }
+        let notes = conn.tcp.on_segment(side, ts, seg);
+        conn.stream(side, ts, seg, &self.config);
+        if let Some(kind) = anomaly {
+            conn.anomalies.add(kind, 1);
+        }
+        if notes.invalid_flags {
+            conn.anomalies.add(AnomalyKind::InvalidTcpFlags, 1);
+        }
+        let closed_now = notes.closed_now && conn.counted_open;
+        if closed_now {
+            conn.counted_open = false;
+        }
+        let id = conn.id;
+        if notes.closed_now {
+            let deadline = Timestamp(now.0.saturating_add(CLOSE_LINGER.as_nanos() as i64));
+            self.closing.push_back((deadline, key, id, index));
+        }
+        let order = |phase| Order {
+            at: index,
+            phase,
+            k1: 0,
+            k2: 0,
+        };
+        if created {
+            self.lru.push_back((ts, key, id));
+            self.events.push(Event::Opened {
+                order: order(Phase::Opened),
+                ts,
+            });
+        }
+        if closed_now {
+            self.events.push(Event::Closed {
+                order: order(Phase::Closed),
+            });
+        }
+    }
+
+    /// Keeps the table under its cap: finalises the least recently active
+    /// connection (half-open ones from a SYN flood are the usual victims).
+    fn make_room(&mut self, index: u64) {
+        // Each stale entry is re-queued at most once per eviction round.
+        let mut budget = self.lru.len() + 1;
+        while self.table.len() >= self.cap && budget > 0 {
+            budget -= 1;
+            let Some((seen, key, id)) = self.lru.pop_front() else {
+                break;
+            };
+            let Some(conn) = self.table.get(&key).filter(|c| c.id == id) else {
+                continue;
+            };
+            if conn.last > seen {
+                self.lru.push_back((conn.last, key, id));
+                continue;
+            }
+            if let Some(conn) = self.table.remove(&key) {
+                self.counts.anomalies.add(AnomalyKind::EvictedConnection, 1);
+                self.evictions += 1;
+                let order = Order {
+                    at: index,
+                    phase: Phase::Evicted,
+                    k1: 0,
+                    k2: self.evictions,
+                };
+                self.finalize(conn, CloseKind::Evicted, order);
+            }
+        }
+    }
+
+    fn finalize(&mut self, conn: Connection, unclosed: CloseKind, order: Order) {
+        let was_open = conn.counted_open;
+        let origin = self.origin.unwrap_or(conn.start);
+        let rec = conn.into_record(origin, unclosed);
+        self.events.push(Event::Finished {
+            order,
+            rec: Box::new(rec),
+            was_open,
+        });
+    }
+
+    /// Finalises every connection still open, in order of their first packets.
+    pub fn finish(&mut self) {
+        let mut rest: Vec<Connection> = self.table.drain().map(|(_, c)| c).collect();
+        rest.sort_unstable_by_key(|c| c.id);
+        for conn in rest {
+            let order = Order {
+                at: u64::MAX,
+                phase: Phase::End,
+                k1: 0,
+                k2: conn.id,
+            };
+            self.finalize(conn, CloseKind::Open, order);
+        }
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    /// A SYN flood fills the table with half-open connections: each must stay
+    /// small (streams and analyzers are boxed and made only with payload).
+    #[test]
+    fn half_open_connections_are_small() {
+        let size = std::mem::size_of::<super::Connection>();
+        assert!(size <= 400, "Connection is {size} bytes");
+    }
+}

@@ -1,0 +1,110 @@
+//! `--threads`: the output (connection numbers, the order records come
+//! out, every field, the summary) must not depend on the number of threads.
+//! Checked on every real capture and corpus file, and on generated traffic
+//! large enough to cross many batches, with and without idle timeouts.
+
+use std::path::Path;
+use std::process::Command;
+
+use handshakes::source::file::FileSource;
+use handshakes::{analyze, Config};
+
+use crate::tools::{all_captures, skip_or_fail};
+
+/// Records in the order the sink received them, and the summary, as JSON.
+fn run(path: &Path, config: &Config) -> (Vec<String>, String) {
+    let mut source = FileSource::open(path).unwrap_or_else(|e| panic!("{e}"));
+    let mut records = Vec::new();
+    let summary = analyze(&mut source, config, &mut records).unwrap_or_else(|e| panic!("{e}"));
+    (records.iter().map(json).collect(), json(&summary))
+}
+
+fn json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn same_for_all_thread_counts(name: &str, path: &Path, base: &Config) -> usize {
+    let one = run(
+        path,
+        &Config {
+            threads: 1,
+            ..base.clone()
+        },
+    );
+    for threads in [2, 3, 8] {
+        let many = run(
+            path,
+            &Config {
+                threads,
+                ..base.clone()
+            },
+        );
+        assert_eq!(
+            one.0.len(),
+            many.0.len(),
+            "{name}: {threads} threads give a different number of records"
+        );
+        for (k, (a, b)) in one.0.iter().zip(&many.0).enumerate() {
+            assert_eq!(a, b, "{name}: record #{k} differs with {threads} threads");
+        }
+        assert_eq!(
+            one.1, many.1,
+            "{name}: summary differs with {threads} threads"
+        );
+    }
+    one.0.len()
+}
+
+#[test]
+fn every_capture_gives_the_same_output_on_any_number_of_threads() {
+    let files = all_captures();
+    let corpus = files
+        .iter()
+        .filter(|(n, _)| n.starts_with("corpus/"))
+        .count();
+    if corpus == 0 {
+        skip_or_fail("the peer corpus (../shared/corpus)", "no capture found");
+    }
+    let mut records = 0;
+    for (name, path) in &files {
+        records += same_for_all_thread_counts(name, path, &Config::default());
+        let idle = Config {
+            idle_timeout: Some(std::time::Duration::from_millis(500)),
+            ..Config::default()
+        };
+        same_for_all_thread_counts(name, path, &idle);
+    }
+    eprintln!(
+        "threads: {} captures, {records} records, identical with 1, 2, 3 and 8 threads",
+        files.len()
+    );
+    assert!(records > 400, "only {records} records compared");
+}
+
+#[test]
+fn generated_traffic_crossing_many_batches_is_identical() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("synth.pcap");
+    let status = Command::new(env!("CARGO_BIN_EXE_handshakes-synth"))
+        .args([
+            "--size",
+            "24MiB",
+            "--seed",
+            "5",
+            "--concurrency",
+            "200",
+            "--out",
+        ])
+        .arg(&path)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("handshakes-synth: {e}"));
+    assert!(status.success(), "handshakes-synth failed");
+    let n = same_for_all_thread_counts("synth", &path, &Config::default());
+    assert!(n > 50, "only {n} connections generated");
+    let idle = Config {
+        idle_timeout: Some(std::time::Duration::from_millis(50)),
+        ..Config::default()
+    };
+    same_for_all_thread_counts("synth, idle 50ms", &path, &idle);
+}
