@@ -17,7 +17,7 @@ use std::thread;
 use super::gather::Gather;
 use super::shard::{Clock, Event, Shard, ShardCounts};
 use super::{Config, RecordSink};
-use crate::decode::{decode, Decoded};
+use crate::decode::shard_hash;
 use crate::error::Error;
 use crate::record::Summary;
 use crate::source::{LinkType, PacketSource, RawPacket};
@@ -271,24 +271,5 @@ impl Reader {
         events.sort_unstable_by_key(Event::order);
         self.gather.apply_all(events, sink)?;
         Ok(counts)
-    }
-}
-
-/// TEMPORARY until decode::shard_hash lands.
-fn shard_hash(raw: &RawPacket<'_>) -> u64 {
-    use std::hash::{BuildHasher, Hash, Hasher};
-    match decode(raw) {
-        Decoded::Tcp(seg, _) => {
-            let (a, b) = if seg.src <= seg.dst {
-                (seg.src, seg.dst)
-            } else {
-                (seg.dst, seg.src)
-            };
-            let mut h = foldhash::fast::FixedState::with_seed(7).build_hasher();
-            a.hash(&mut h);
-            b.hash(&mut h);
-            h.finish()
-        }
-        _ => 0,
     }
 }

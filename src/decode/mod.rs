@@ -1,6 +1,13 @@
-//! Decoding one frame down to its TCP segment. The only module that names
-//! `etherparse`. Lax slicing keeps whatever outer layers a snaplen-cut frame
-//! still has; every failure becomes an [`AnomalyKind`], never a panic.
+//! Decoding one frame down to its TCP segment, and [`shard_hash`], the
+//! direction-free hash of its 4-tuple that spreads connections over threads.
+//! The only module that names `etherparse`.
+//!
+//! Two paths give the same answers. `fast` reads the common frames
+//! (Ethernet II with at most one 802.1Q tag, or raw IP; IPv4 unfragmented
+//! or IPv6 without extension headers; TCP with a whole header) straight
+//! from the bytes. Everything else goes to `decode_lax`, where
+//! `etherparse`'s lax slicing keeps whatever outer layers a snaplen-cut
+//! frame still has. Every failure becomes an [`AnomalyKind`], never a panic.
 //!
 //! Does not keep state between packets and knows nothing of connections.
 
@@ -14,6 +21,12 @@ use etherparse::{
 
 use crate::record::AnomalyKind;
 use crate::source::{LinkType, RawPacket};
+
+#[cfg(test)]
+mod differential;
+mod fast;
+
+use fast::Fast;
 
 /// TCP flag bits as in the header's 13th byte.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,7 +54,7 @@ impl TcpFlags {
 }
 
 /// A TCP segment borrowed from the frame.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TcpSegment<'a> {
     pub src: SocketAddr,
     pub dst: SocketAddr,
@@ -57,7 +70,7 @@ pub struct TcpSegment<'a> {
 }
 
 /// What a frame turned out to be.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decoded<'a> {
     /// A TCP segment, with an anomaly when its payload was cut short.
     Tcp(TcpSegment<'a>, Option<AnomalyKind>),
@@ -71,6 +84,41 @@ pub enum Decoded<'a> {
 
 /// Decodes one frame. Never panics, whatever the bytes.
 pub fn decode<'a>(packet: &RawPacket<'a>) -> Decoded<'a> {
+    match fast::parse(packet) {
+        Fast::Tcp(parts) => parts.decoded(packet),
+        Fast::OtherIp => Decoded::OtherIp,
+        Fast::Fallback => decode_lax(packet),
+    }
+}
+
+/// A hash of the frame's TCP 4-tuple for picking a worker thread
+/// (`shard_hash(p) % n_threads`).
+///
+/// * Symmetric: two frames that [`decode`] turns into [`Decoded::Tcp`]
+///   segments whose (source, destination) pairs are equal or swapped get the
+///   same value, so both directions of a connection land on one shard.
+/// * Deterministic: no random seed; the same value in every run, on every
+///   machine and with every build.
+/// * Well mixed in all 64 bits, the low ones included.
+///
+/// Frames that do not decode as TCP get 0. Cheap for the frames the fast
+/// path reads (the addresses and ports are read in place); the others pay
+/// for a full [`decode`].
+pub fn shard_hash(packet: &RawPacket<'_>) -> u64 {
+    match fast::parse(packet) {
+        Fast::Tcp(parts) => parts.shard_hash(),
+        Fast::OtherIp => 0,
+        Fast::Fallback => match decode_lax(packet) {
+            Decoded::Tcp(seg, _) => fast::hash_endpoints(seg.src, seg.dst),
+            _ => 0,
+        },
+    }
+}
+
+/// [`decode`] through `etherparse`'s lax slicing, for every frame: the
+/// fallback of the fast path, and the reference it is tested against.
+#[inline(never)]
+fn decode_lax<'a>(packet: &RawPacket<'a>) -> Decoded<'a> {
     let data = packet.data;
     let sliced = match packet.link {
         LinkType::ETHERNET => match LaxSlicedPacket::from_ethernet(data) {
