@@ -18,9 +18,11 @@ RUNS=${RUNS:-3}
 SEED=${SEED:-1}
 
 echo "== building (release)" >&2
-cargo build --release --quiet --bin handshakes --bin handshakes-synth
+cargo build --release --quiet --bin handshakes --bin handshakes-synth --example floor
 BIN=$PWD/target/release/handshakes
 SYNTH=$PWD/target/release/handshakes-synth
+FLOOR=$PWD/target/release/examples/floor
+CORES=$(nproc)
 
 DIR=$(mktemp -d "${TMPDIR:-/tmp}/handshakes-bench.XXXXXX")
 if [ "${KEEP:-0}" = 1 ]; then
@@ -58,10 +60,14 @@ EOF
 
 # name|command (FILE is substituted); tools that are not installed are skipped.
 TOOLS=(
-    "handshakes analyze (table)|$BIN analyze FILE > /dev/null"
-    "handshakes analyze -T jsonl|$BIN analyze -T jsonl FILE > /dev/null"
+    "handshakes analyze -j 1 (table)|$BIN analyze -q -j 1 FILE > /dev/null"
+    "handshakes analyze -j 1 -T jsonl|$BIN analyze -q -j 1 -T jsonl FILE > /dev/null"
+    "handshakes analyze -j $CORES (table)|$BIN analyze -q -j $CORES FILE > /dev/null"
+    "handshakes analyze -j $CORES -T jsonl|$BIN analyze -q -j $CORES -T jsonl FILE > /dev/null"
+    "floor: mmap walker, headers + 4-tuple hash|$FLOOR FILE > /dev/null"
     "tshark -z conv,tcp|tshark -q -z conv,tcp -r FILE > /dev/null"
     "tshark SNI of ClientHellos|tshark -r FILE -Y tls.handshake.type==1 -T fields -e tls.handshake.extensions_server_name > /dev/null"
+    "tcptrace -n|tcptrace -n FILE > /dev/null"
     "tcpdump -w /dev/null|tcpdump -r FILE -w /dev/null"
     "cat > /dev/null|cat FILE > /dev/null"
 )
@@ -111,10 +117,12 @@ for line in open(runs_path):
 ours = statistics.median(times[order[0]]) if order else None
 ours_cpu = statistics.median(cpu[order[0]]) if order else None
 print(f"Capture: {label} synthetic pcap, {size / 1e6:.0f} MB, {packets:,} packets; "
-      f"median of {runs} runs, alternating; ratio = tool time / `handshakes analyze` time.")
+      f"median of {runs} runs, alternating; ratio = tool time / the first row's time; "
+      f"share of floor = floor's wall time / the tool's.")
 print()
-print("| tool | wall (median) | CPU user+sys | MB/s | packets/s | peak RSS | wall vs ours | CPU vs ours |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|")
+floor = next((statistics.median(times[n]) for n in order if n.startswith("floor")), None)
+print("| tool | wall (median) | CPU user+sys | MB/s | packets/s | peak RSS | wall vs ours | CPU vs ours | share of floor |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for name in order:
     t = statistics.median(times[name])
     c = statistics.median(cpu[name])
@@ -122,9 +130,9 @@ for name in order:
     ratio = t / ours if ours else float("nan")
     cratio = c / ours_cpu if ours_cpu else float("nan")
     print(f"| {name} | {t:.2f} s | {c:.2f} s | {size / 1e6 / t:,.0f} | {packets / t:,.0f} "
-          f"| {r:,.1f} MiB | {ratio:.2f}× | {cratio:.2f}× |")
+          f"| {r:,.1f} MiB | {ratio:.2f}× | {cratio:.2f}× | {100 * floor / t if floor else float('nan'):.0f} % |")
 if os.path.exists(skipped_path):
     for line in open(skipped_path):
         _, name, exe = line.rstrip("\n").split("|")
-        print(f"| {name} | skipped: `{exe}` not installed | | | | | | |")
+        print(f"| {name} | skipped: `{exe}` not installed | | | | | | | |")
 EOF

@@ -496,6 +496,11 @@ impl Shard {
             conn.counted_open = false;
         }
         let id = conn.id;
+        if notes.closed_now && conn.streams.as_ref().is_some_and(|s| s.settled()) {
+            // Nothing waits to be put in order: the buffers can go now
+            // rather than after the linger.
+            conn.stop_streams();
+        }
         if notes.closed_now {
             let deadline = Timestamp(now.0.saturating_add(CLOSE_LINGER.as_nanos() as i64));
             self.closing.push_back((deadline, key, id, index));

@@ -298,6 +298,11 @@ impl Streams {
         }
     }
 
+    /// No out-of-order bytes are held in either direction.
+    pub fn settled(&self) -> bool {
+        self.client.buffered() == 0 && self.server.buffered() == 0
+    }
+
     /// Where each direction's stream starts: one past the SYN's (and the
     /// SYN-ACK's) sequence number, when the handshake was seen.
     pub fn start_at(&mut self, client_isn: Option<Seq>, server_isn: Option<Seq>) {

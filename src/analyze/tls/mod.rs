@@ -55,6 +55,16 @@ struct Direction {
     overflowed: bool,
 }
 
+impl Direction {
+    /// Gives back buffer memory no longer in use (after the handshake).
+    fn shrink(&mut self) {
+        self.reader.shrink();
+        if self.pending.is_empty() {
+            self.pending = Vec::new();
+        }
+    }
+}
+
 /// The analyzer's state for one connection.
 #[derive(Debug)]
 pub struct TlsAnalyzer {
@@ -69,6 +79,8 @@ pub struct TlsAnalyzer {
     watch_left: u64,
     /// TLS began after other bytes (STARTTLS, a CONNECT tunnel).
     pub late_start: bool,
+    /// Buffers were shrunk once the handshake completed.
+    shrunk: bool,
     client: Direction,
     server: Direction,
     client_hello: Option<(Timestamp, ClientHelloFacts)>,
@@ -107,6 +119,7 @@ impl TlsAnalyzer {
             probe_side: None,
             watch_left: 0,
             late_start: false,
+            shrunk: false,
             client: Direction::default(),
             server: Direction::default(),
             client_hello: None,
@@ -244,6 +257,12 @@ impl TlsAnalyzer {
                     self.malformed += 1;
                 }
             }
+        }
+        if self.complete.is_some() && !self.shrunk {
+            // The handshake is over: what follows is skipped by length.
+            self.shrunk = true;
+            self.client.shrink();
+            self.server.shrink();
         }
     }
 
@@ -400,6 +419,9 @@ impl TlsAnalyzer {
             self.complete_from_flight();
         }
         self.flights.finish();
+        self.client.shrink();
+        self.server.shrink();
+        self.probe = Vec::new();
     }
 
     /// The TLS section, or `None` when the connection was not TLS.

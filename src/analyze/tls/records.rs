@@ -64,6 +64,13 @@ pub struct RecordReader {
 }
 
 impl RecordReader {
+    /// Gives back the body buffer's memory unless a kept body is being read.
+    pub fn shrink(&mut self) {
+        if !(self.current.is_some() && self.want_body) {
+            self.body = Vec::new();
+        }
+    }
+
     /// Bytes went missing: keep skipping if they fell inside a record whose
     /// body we were skipping anyway, otherwise look for the next header.
     pub fn gap(&mut self, len: u64) {
