@@ -5,43 +5,221 @@
 //! Does not look into payloads: TLS and HTTP belong to `analyze`.
 
 pub mod reassembly;
+mod recent;
 pub mod seq;
 pub mod tcp;
 
-use std::net::SocketAddr;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// A TCP 4-tuple with its two endpoints in a fixed order, so both directions
 /// of a connection find the same entry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+///
+/// Packed into five words, cheap to compare and to hash (one lookup per
+/// packet): words 0–1 and 2–3 are the two addresses as IPv6 (IPv4 mapped
+/// to `::ffff:a.b.c.d`), high half first; word 4 holds both ports and, in
+/// its low bits, which endpoints are IPv4, so an IPv4 endpoint and its
+/// IPv4-mapped IPv6 twin stay distinct. The IPv6 flow label and scope id
+/// are not part of the key (decoding never sets them).
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct FlowKey {
-    lo: SocketAddr,
-    hi: SocketAddr,
+    words: [u64; 5],
+}
+
+/// Word 4's low bits: the first (second) endpoint is IPv4.
+const LO_V4: u64 = 1;
+const HI_V4: u64 = 2;
+
+/// One endpoint as (address as IPv6, port << 1 | is IPv4): ordered by plain
+/// integer comparison.
+fn endpoint(a: SocketAddr) -> (u128, u32) {
+    match a.ip() {
+        IpAddr::V4(ip) => (
+            u128::from(ip.to_ipv6_mapped()),
+            (u32::from(a.port()) << 1) | 1,
+        ),
+        IpAddr::V6(ip) => (u128::from(ip), u32::from(a.port()) << 1),
+    }
 }
 
 impl FlowKey {
     pub fn new(a: SocketAddr, b: SocketAddr) -> FlowKey {
-        if a <= b {
-            FlowKey { lo: a, hi: b }
-        } else {
-            FlowKey { lo: b, hi: a }
+        let (a, b) = (endpoint(a), endpoint(b));
+        let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+        let tags = (u64::from(lo.1 & 1) * LO_V4) | (u64::from(hi.1 & 1) * HI_V4);
+        FlowKey {
+            words: [
+                (lo.0 >> 64) as u64,
+                lo.0 as u64,
+                (hi.0 >> 64) as u64,
+                hi.0 as u64,
+                (u64::from(lo.1 >> 1) << 48) | (u64::from(hi.1 >> 1) << 32) | tags,
+            ],
         }
     }
 
-    /// Whether `addr` is one of the two endpoints.
+    fn ports(&self) -> (u16, u16) {
+        let [.., w] = self.words;
+        ((w >> 48) as u16, (w >> 32) as u16)
+    }
+
+    /// Whether `port` is the port of one of the two endpoints.
     pub fn involves_port(&self, port: u16) -> bool {
-        self.lo.port() == port || self.hi.port() == port
+        let (lo, hi) = self.ports();
+        lo == port || hi == port
+    }
+
+    /// The two endpoints, in the key's order.
+    fn endpoints(&self) -> (SocketAddr, SocketAddr) {
+        let [a0, a1, b0, b1, w] = self.words;
+        let (lo_port, hi_port) = self.ports();
+        let addr = |h: u64, l: u64, port: u16, v4: bool| {
+            let ip = Ipv6Addr::from((u128::from(h) << 64) | u128::from(l));
+            match ip.to_ipv4_mapped() {
+                Some(ip4) if v4 => SocketAddr::new(IpAddr::V4(ip4), port),
+                // Never built by `new`: an IPv4 endpoint is always mapped.
+                None if v4 => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port),
+                _ => SocketAddr::new(IpAddr::V6(ip), port),
+            }
+        };
+        (
+            addr(a0, a1, lo_port, w & LO_V4 != 0),
+            addr(b0, b1, hi_port, w & HI_V4 != 0),
+        )
+    }
+}
+
+impl Hash for FlowKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let [a0, a1, b0, b1, w] = self.words;
+        if w & (LO_V4 | HI_V4) == LO_V4 | HI_V4 {
+            // Two IPv4 endpoints (the usual case): both addresses, both
+            // ports and the tags fit one 128-bit write. The high halves
+            // `a0`, `b0` are zero and the low ones `::ffff:` and 32 bits.
+            state.write_u128((u128::from((a1 << 32) | (b1 & 0xffff_ffff)) << 64) | u128::from(w));
+        } else {
+            state.write_u128((u128::from(a0) << 64) | u128::from(a1));
+            state.write_u128((u128::from(b0) << 64) | u128::from(b1));
+            state.write_u64(w);
+        }
+    }
+}
+
+impl fmt::Debug for FlowKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (lo, hi) = self.endpoints();
+        f.debug_struct("FlowKey")
+            .field("lo", &lo)
+            .field("hi", &hi)
+            .finish()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashSet;
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().expect("addr")
+    }
 
     #[test]
     fn both_directions_share_a_key() {
-        let a: SocketAddr = "10.0.0.1:40000".parse().expect("addr");
-        let b: SocketAddr = "[::1]:443".parse().expect("addr");
+        let a = addr("10.0.0.1:40000");
+        let b = addr("[::1]:443");
         assert_eq!(FlowKey::new(a, b), FlowKey::new(b, a));
         assert!(FlowKey::new(a, b).involves_port(443));
+        assert!(FlowKey::new(a, b).involves_port(40000));
+        assert!(!FlowKey::new(a, b).involves_port(80));
+    }
+
+    #[test]
+    fn key_is_small() {
+        assert_eq!(std::mem::size_of::<FlowKey>(), 40);
+    }
+
+    fn hash_of(k: &FlowKey) -> u64 {
+        use std::hash::BuildHasher;
+        // A fixed state, so equal keys must give equal hashes.
+        foldhash::fast::FixedState::with_seed(7).hash_one(k)
+    }
+
+    /// Endpoints that differ only in family, in mapping, or slightly.
+    fn endpoints() -> Vec<SocketAddr> {
+        [
+            "10.0.0.1:443",
+            "[::ffff:10.0.0.1]:443",
+            "[::a00:1]:443",
+            "[a00:1::]:443",
+            "10.0.0.1:444",
+            "10.0.0.2:443",
+            "0.0.0.0:0",
+            "[::]:0",
+            "[::ffff:0.0.0.0]:0",
+            "255.255.255.255:65535",
+            "[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535",
+            "[::ffff:255.255.255.255]:65535",
+            "[2001:db8::1]:1",
+            "[2001:db8::1]:256",
+            "1.0.0.0:1",
+            "0.0.0.1:256",
+        ]
+        .iter()
+        .map(|s| addr(s))
+        .collect()
+    }
+
+    #[test]
+    fn distinct_tuples_give_distinct_keys_and_symmetry_holds() {
+        let eps = endpoints();
+        let mut keys = HashSet::new();
+        let mut tuples = HashSet::new();
+        for (i, &a) in eps.iter().enumerate() {
+            for &b in &eps[i..] {
+                let k = FlowKey::new(a, b);
+                assert_eq!(k, FlowKey::new(b, a), "{a} {b}");
+                assert_eq!(hash_of(&k), hash_of(&FlowKey::new(b, a)));
+                assert!(k.involves_port(a.port()) && k.involves_port(b.port()));
+                let (lo, hi) = k.endpoints();
+                assert!(
+                    (lo, hi) == (a, b) || (lo, hi) == (b, a),
+                    "{k:?} from {a} {b}"
+                );
+                keys.insert(k);
+                tuples.insert((a, b));
+            }
+        }
+        assert_eq!(keys.len(), tuples.len(), "two tuples share a key");
+    }
+
+    #[test]
+    fn v4_and_v4_mapped_v6_are_different_keys() {
+        let v4 = FlowKey::new(addr("10.0.0.1:40000"), addr("10.0.0.2:80"));
+        let mapped = FlowKey::new(
+            addr("[::ffff:10.0.0.1]:40000"),
+            addr("[::ffff:10.0.0.2]:80"),
+        );
+        let half = FlowKey::new(addr("10.0.0.1:40000"), addr("[::ffff:10.0.0.2]:80"));
+        let compat = FlowKey::new(addr("[::a00:1]:40000"), addr("[::a00:2]:80"));
+        let all = [v4, mapped, half, compat];
+        for (i, a) in all.iter().enumerate() {
+            for b in &all[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+    }
+
+    #[test]
+    fn endpoints_order_with_the_same_address_or_port() {
+        // Same address both sides (loopback to itself), and same port.
+        let a = addr("127.0.0.1:5000");
+        let b = addr("127.0.0.1:6000");
+        assert_eq!(FlowKey::new(a, b), FlowKey::new(b, a));
+        let c = addr("127.0.0.2:5000");
+        assert_eq!(FlowKey::new(a, c), FlowKey::new(c, a));
+        assert_ne!(FlowKey::new(a, b), FlowKey::new(a, c));
+        assert_eq!(FlowKey::new(a, a), FlowKey::new(a, a));
     }
 }

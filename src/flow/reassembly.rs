@@ -3,7 +3,10 @@
 //! where bytes are known to exist but were never captured.
 //!
 //! Policy: the first copy of a byte wins; a retransmission whose bytes differ
-//! from what was delivered is counted as a conflict. Out-of-order data waits
+//! from what was delivered is counted as a conflict (checked against what
+//! `flow/recent.rs` remembers of the last delivered segments: their first
+//! and last bytes, see there for what that misses; and, for data still
+//! waiting out of order, against all of it). Out-of-order data waits
 //! in a buffer bounded by `cap`; when the buffer is full, or the peer
 //! acknowledges data we never saw (capture loss), the hole is reported as a
 //! gap and delivery resumes after it. Sequence numbers wrap correctly.
@@ -14,6 +17,7 @@
 use std::collections::BTreeMap;
 
 use crate::decode::TcpSegment;
+use crate::flow::recent::Recent;
 use crate::flow::seq::Seq;
 use crate::time::Timestamp;
 
@@ -25,9 +29,6 @@ pub trait StreamSink {
     fn gap(&mut self, len: u64);
 }
 
-/// How many delivered bytes are remembered to check retransmissions against.
-const RECENT: usize = 4096;
-
 #[derive(Debug)]
 struct Pending {
     data: Vec<u8>,
@@ -35,6 +36,9 @@ struct Pending {
     wire: u64,
     ts: Timestamp,
 }
+
+/// `fin_at` before any FIN (no stream reaches that offset).
+const NO_FIN: u64 = u64::MAX;
 
 /// Counters a reassembler keeps about its direction.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -58,11 +62,12 @@ pub struct Reassembler {
     pending: BTreeMap<u64, Pending>,
     pending_bytes: usize,
     cap: usize,
-    /// The last delivered bytes, byte at stream offset `o` at `o % RECENT`.
-    recent: Box<[u8; RECENT]>,
-    recent_len: usize,
+    /// What is remembered of the last delivered bytes, to check
+    /// retransmissions against.
+    recent: Recent,
     /// Stream offset of the FIN, once seen.
-    fin_at: Option<u64>,
+    /// ([`NO_FIN`] until then: a bare `u64` keeps the struct 8 bytes smaller).
+    fin_at: u64,
     pub stats: ReassemblyStats,
 }
 
@@ -75,9 +80,8 @@ impl Reassembler {
             pending: BTreeMap::new(),
             pending_bytes: 0,
             cap,
-            recent: Box::new([0; RECENT]),
-            recent_len: 0,
-            fin_at: None,
+            recent: Recent::default(),
+            fin_at: NO_FIN,
             stats: ReassemblyStats::default(),
         }
     }
@@ -138,8 +142,8 @@ impl Reassembler {
             return;
         };
         let wire = u64::from(wire_len.max(payload.len() as u32));
-        if fin {
-            self.fin_at.get_or_insert(start + wire);
+        if fin && self.fin_at == NO_FIN {
+            self.fin_at = start + wire;
         }
         if wire == 0 {
             return;
@@ -168,7 +172,7 @@ impl Reassembler {
             return;
         };
         // The FIN takes one sequence number but carries no byte.
-        let limit = match self.fin_at {
+        let limit = match (self.fin_at != NO_FIN).then_some(self.fin_at) {
             Some(f) => acked.min(f),
             None if acked == self.delivered + 1 => return,
             None => acked,
@@ -202,7 +206,7 @@ impl Reassembler {
             .unwrap_or(&[]);
         if !present.is_empty() {
             sink.data(ts, present);
-            self.remember(present);
+            self.recent.delivered(present);
         }
         self.delivered += present.len() as u64;
         let cut = wire - present.len() as u64;
@@ -221,7 +225,7 @@ impl Reassembler {
         self.stats.gaps += 1;
         self.stats.gap_bytes += len;
         self.delivered += len;
-        self.recent_len = 0;
+        self.recent.forget();
         sink.gap(len);
     }
 
@@ -322,37 +326,10 @@ impl Reassembler {
         );
     }
 
-    /// Keeps the last [`RECENT`] delivered bytes (in a ring, without
-    /// allocating) to check retransmissions against. `bytes` start at
-    /// stream offset `delivered`.
-    fn remember(&mut self, bytes: &[u8]) {
-        let tail = bytes
-            .get(bytes.len().saturating_sub(RECENT)..)
-            .unwrap_or(bytes);
-        let start = self.delivered + (bytes.len() - tail.len()) as u64;
-        let pos = (start % RECENT as u64) as usize;
-        let first = (RECENT - pos).min(tail.len());
-        let (head, rest) = tail.split_at(first);
-        if let Some(dst) = self.recent.get_mut(pos..pos + first) {
-            dst.copy_from_slice(head);
-        }
-        if let Some(dst) = self.recent.get_mut(..rest.len()) {
-            dst.copy_from_slice(rest);
-        }
-        self.recent_len = (self.recent_len + bytes.len()).min(RECENT);
-    }
-
-    /// Compares a retransmitted segment with the delivered bytes still remembered.
+    /// Compares a retransmitted segment with what is remembered of the
+    /// delivered bytes.
     fn check_conflict(&mut self, start: u64, payload: &[u8]) {
-        let remembered_from = self.delivered - self.recent_len as u64;
-        let from = start.max(remembered_from);
-        let to = (start + payload.len() as u64).min(self.delivered);
-        let differs = (from..to).any(|o| {
-            let old = self.recent.get((o % RECENT as u64) as usize);
-            let new = payload.get((o - start) as usize);
-            old != new
-        });
-        if differs {
+        if self.recent.differs(self.delivered, start, payload) {
             self.stats.conflicts += 1;
         }
     }
@@ -585,5 +562,17 @@ mod tests {
         r.finish(&mut c);
         assert_eq!(r.delivered(), 10 * 5001);
         assert_eq!(r.stats.gap_bytes, 10 * 5001);
+    }
+
+    #[test]
+    fn reassembler_stays_small() {
+        // Per direction of every connection with payload: keep it small.
+        let size = std::mem::size_of::<Reassembler>();
+        println!(
+            "Reassembler {size} B, Recent {} B, TcpConn {} B",
+            std::mem::size_of::<Recent>(),
+            std::mem::size_of::<crate::flow::tcp::TcpConn>()
+        );
+        assert!(size <= 184, "Reassembler is {size} bytes");
     }
 }

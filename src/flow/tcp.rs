@@ -18,28 +18,60 @@ struct Direction {
     rst: bool,
 }
 
-/// Letters already in the history, one bit per (letter, side).
+/// Zeek-style history: each (letter, side) at most once, in order of first
+/// occurrence. Held inline (at most 9 letters × 2 sides), no allocation.
 #[derive(Clone, Debug, Default)]
 struct History {
-    text: String,
+    text: [u8; History::MAX],
+    len: u8,
+    /// Letters already in `text`, one bit per (letter, side).
     seen: u32,
 }
 
 impl History {
-    const LETTERS: &'static str = "SHADFRTWQ";
+    const MAX: usize = 18;
 
+    /// The position of `letter` in "SHADFRTWQ" (constant-folded at call sites).
+    #[inline]
+    fn index(letter: char) -> Option<u32> {
+        Some(match letter {
+            'S' => 0,
+            'H' => 1,
+            'A' => 2,
+            'D' => 3,
+            'F' => 4,
+            'R' => 5,
+            'T' => 6,
+            'W' => 7,
+            'Q' => 8,
+            _ => return None,
+        })
+    }
+
+    #[inline]
     fn push(&mut self, letter: char, side: Side) {
-        let Some(pos) = Self::LETTERS.find(letter) else {
+        let Some(pos) = Self::index(letter) else {
             return;
         };
-        let bit = 1u32 << (pos * 2 + usize::from(side == Side::Server));
-        if self.seen & bit == 0 {
-            self.seen |= bit;
-            self.text.push(match side {
-                Side::Client => letter,
-                Side::Server => letter.to_ascii_lowercase(),
-            });
+        let bit = 1u32 << (pos * 2 + u32::from(side == Side::Server));
+        if self.seen & bit != 0 {
+            return;
         }
+        self.seen |= bit;
+        // Every bit is set at most once, so `len` stays within `MAX`.
+        if let Some(slot) = self.text.get_mut(usize::from(self.len)) {
+            *slot = match side {
+                Side::Client => letter as u8,
+                Side::Server => (letter as u8).to_ascii_lowercase(),
+            };
+            self.len += 1;
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        let text = self.text.get(..usize::from(self.len)).unwrap_or(&[]);
+        // Only ASCII letters are ever stored.
+        std::str::from_utf8(text).unwrap_or_default()
     }
 }
 
@@ -335,10 +367,11 @@ impl TcpConn {
     /// Zeek-style history; `flipped` prefixes `^`: the first packet came
     /// from the server, as Zeek marks a connection it turned around.
     pub fn history(&self, flipped: bool) -> String {
+        let text = self.history.as_str();
         if flipped {
-            format!("^{}", self.history.text)
+            format!("^{text}")
         } else {
-            self.history.text.clone()
+            text.to_string()
         }
     }
 }
@@ -502,5 +535,44 @@ mod tests {
         );
         assert_eq!(t.retransmissions.client, 1);
         assert!(t.history(false).contains('T'));
+    }
+
+    #[test]
+    fn history_keeps_each_letter_and_side_once_in_first_order() {
+        // Against the plain definition: append unless already present.
+        let letters = ['S', 'H', 'A', 'D', 'F', 'R', 'T', 'W', 'Q', 'x', 's'];
+        let mut h = History::default();
+        let mut expected = String::new();
+        let mut state = 12_345u32;
+        for _ in 0..2000 {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let letter = letters[(state >> 16) as usize % letters.len()];
+            let side = if state & 0x100 == 0 {
+                Side::Client
+            } else {
+                Side::Server
+            };
+            h.push(letter, side);
+            if "SHADFRTWQ".contains(letter) {
+                let c = match side {
+                    Side::Client => letter,
+                    Side::Server => letter.to_ascii_lowercase(),
+                };
+                if !expected.contains(c) {
+                    expected.push(c);
+                }
+            }
+            assert_eq!(h.as_str(), expected);
+        }
+        assert_eq!(h.as_str().len(), History::MAX, "every letter, both sides");
+    }
+
+    #[test]
+    fn history_is_flipped_with_a_caret() {
+        let mut t = TcpConn::new();
+        t.on_segment(Side::Server, ms(1), &seg(Side::Server, SYNACK, 500, 101, 0));
+        t.on_segment(Side::Client, ms(2), &seg(Side::Client, ACK, 101, 501, 0));
+        assert_eq!(t.history(true), "^hA");
+        assert_eq!(t.history(false), "hA");
     }
 }
