@@ -1,53 +1,52 @@
-//! Reading pcap and pcapng files (and standard input), optionally gzip- or
-//! zstd-compressed, as a stream with a bounded buffer. The only module that
-//! names `pcap-parser`, `flate2` and `ruzstd`.
+//! Opening a capture file (or standard input), optionally gzip- or
+//! zstd-compressed, and telling classic pcap from pcapng by its first bytes.
+//! The only module that names `flate2` and `ruzstd` outside tests; classic
+//! records are parsed by `classic`, pcapng blocks by `pcapng`.
 //!
 //! Does not decode packet contents; it hands out frames with their link type
 //! and timestamp.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use pcap_parser::pcapng::Block;
-use pcap_parser::traits::PcapReaderIterator;
-use pcap_parser::{PcapBlockOwned, PcapError};
-
-use super::{LinkType, PacketSource, RawPacket, SourceInfo};
+use super::classic::{self, ClassicReader, Header};
+use super::pcapng::{self, Blocks, OpenFailure};
+use super::{PacketSource, RawPacket, SourceInfo};
 use crate::error::SourceError;
-use crate::time::Timestamp;
 
-/// Initial size of the parse buffer.
-const INITIAL_BUFFER: usize = 1 << 20;
-/// The largest single block we are willing to buffer (a pcapng block can claim 4 GiB).
+/// The largest single block or record we are willing to buffer (a pcapng
+/// block can claim 4 GiB, a classic record almost as much).
 pub const MAX_BLOCK: usize = 64 << 20;
 
-#[derive(Clone, Copy, Debug)]
-struct Interface {
-    link: LinkType,
-    units_per_sec: u64,
-    offset_secs: i64,
-}
+/// Bytes asked for per read while looking at the first bytes of the input
+/// (and the buffer in front of a decompressor).
+const PEEK: usize = 64 * 1024;
 
-/// A capture file or stream read block by block.
+/// A capture file or stream read record by record.
 pub struct FileSource {
     path: PathBuf,
     /// `path` as text, for messages (formatted once).
     label: String,
-    reader: Box<dyn PcapReaderIterator + Send>,
-    /// Bytes of the block handed out last, consumed on the next call.
-    pending: usize,
-    interfaces: Vec<Interface>,
+    kind: Kind,
     index: u64,
-    buffer_size: usize,
-    last_io_error: Arc<Mutex<Option<io::Error>>>,
     /// Input bytes read so far, and the file's size when it is a regular file.
     read: Arc<AtomicU64>,
     size: Option<u64>,
     info: SourceInfo,
     done: bool,
+}
+
+/// The two capture formats, each with its own reader.
+enum Kind {
+    /// Classic pcap; `checked` once the header's link type has been.
+    Classic {
+        reader: ClassicReader,
+        checked: bool,
+    },
+    Pcapng(Blocks),
 }
 
 /// Counts the bytes read from the input (before decompression), for progress.
@@ -64,24 +63,9 @@ impl<R: Read> Read for Counting<R> {
     }
 }
 
-/// Remembers the last I/O error, which `pcap-parser` reduces to `ReadError`.
-struct ErrorSlot<R> {
-    inner: R,
-    slot: Arc<Mutex<Option<io::Error>>>,
-}
-
-impl<R: Read> Read for ErrorSlot<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.inner.read(buf).inspect_err(|e| {
-            if let Ok(mut slot) = self.slot.lock() {
-                *slot = Some(io::Error::new(e.kind(), e.to_string()));
-            }
-        })
-    }
-}
-
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
 
 impl FileSource {
     /// Opens `path` (`-` for standard input), detecting compression and the
@@ -124,58 +108,89 @@ impl FileSource {
         path: &Path,
         input: Box<dyn Read + Send>,
     ) -> Result<FileSource, SourceError> {
+        Self::with_buffer(path, input, classic::BUFFER)
+    }
+
+    /// [`FileSource::from_reader`] with a classic-pcap buffer of `buffer`
+    /// bytes (tests use tiny ones to make records straddle refills).
+    pub(super) fn with_buffer(
+        path: &Path,
+        mut input: Box<dyn Read + Send>,
+        buffer: usize,
+    ) -> Result<FileSource, SourceError> {
         let read_err = |source| SourceError::Read {
             path: path.to_path_buf(),
             source,
         };
-        let mut buffered = BufReader::with_capacity(64 * 1024, input);
-        let head = peek(&mut buffered, 4).map_err(read_err)?;
+        let chunk = PEEK.min(buffer).max(1);
+        let mut head = Vec::new();
+        read_at_least(&mut input, &mut head, 4, chunk).map_err(read_err)?;
         if head.is_empty() {
             return Err(SourceError::Empty {
                 path: path.to_path_buf(),
             });
         }
-        let (compression, decoded): (Option<&str>, Box<dyn Read + Send>) =
+        let shown: Vec<u8> = head.iter().take(4).copied().collect();
+        // The first bytes of the capture itself, and the rest of it.
+        let (compression, mut prefix, mut rest): (Option<&str>, Vec<u8>, Box<dyn Read + Send>) =
             if head.starts_with(&GZIP_MAGIC) {
-                let gz = flate2::read::MultiGzDecoder::new(buffered);
-                (Some("gzip"), Box::new(gz))
+                let raw = BufReader::with_capacity(PEEK, io::Cursor::new(head).chain(input));
+                let gz = flate2::read::MultiGzDecoder::new(raw);
+                (Some("gzip"), Vec::new(), Box::new(gz))
             } else if head.starts_with(&ZSTD_MAGIC) {
-                let zst = ruzstd::decoding::StreamingDecoder::new(buffered).map_err(|e| {
+                let raw = BufReader::with_capacity(PEEK, io::Cursor::new(head).chain(input));
+                let zst = ruzstd::decoding::StreamingDecoder::new(raw).map_err(|e| {
                     read_err(io::Error::new(
                         io::ErrorKind::InvalidData,
                         format!("zstd: {e}"),
                     ))
                 })?;
-                (Some("zstd"), Box::new(zst))
+                (Some("zstd"), Vec::new(), Box::new(zst))
             } else {
-                (None, Box::new(buffered))
+                (None, head, input)
             };
-        let slot = Arc::new(Mutex::new(None));
-        let counted = ErrorSlot {
-            inner: decoded,
-            slot: Arc::clone(&slot),
-        };
-        let reader = match pcap_parser::create_reader(INITIAL_BUFFER, counted) {
-            Ok(r) => r,
-            Err(PcapError::Eof) => {
-                return Err(SourceError::Empty {
-                    path: path.to_path_buf(),
-                })
-            }
-            Err(PcapError::ReadError) => {
-                let source = take_error(&slot).unwrap_or_else(|| io::Error::other("read failed"));
-                return Err(read_err(source));
-            }
-            Err(PcapError::Incomplete(_)) | Err(PcapError::UnexpectedEof) => {
+        read_at_least(&mut rest, &mut prefix, 4, chunk).map_err(read_err)?;
+        let kind = if Header::is_magic(&prefix) {
+            read_at_least(&mut rest, &mut prefix, classic::FILE_HEADER, chunk).map_err(read_err)?;
+            let Some(header) = Header::parse(&prefix) else {
                 return Err(SourceError::TruncatedHeader {
                     path: path.to_path_buf(),
-                })
+                });
+            };
+            Kind::Classic {
+                reader: ClassicReader::new(header, prefix, rest, buffer),
+                checked: false,
             }
-            Err(_) => {
-                return Err(SourceError::NotACapture {
-                    path: path.to_path_buf(),
-                    magic: describe_magic(&head, compression),
-                })
+        } else {
+            // pcap-parser looks for the whole section header in its first
+            // read, which returns just `prefix`: make that hold it.
+            if prefix.starts_with(&PCAPNG_MAGIC) {
+                read_at_least(&mut rest, &mut prefix, 12, chunk).map_err(read_err)?;
+                if let Some(len) = section_header_len(&prefix) {
+                    let len = len.min(pcapng::INITIAL_BUFFER);
+                    read_at_least(&mut rest, &mut prefix, len, chunk).map_err(read_err)?;
+                }
+            }
+            let input = Box::new(io::Cursor::new(prefix).chain(rest));
+            match Blocks::open(input) {
+                Ok(blocks) => Kind::Pcapng(blocks),
+                Err(OpenFailure::Empty) => {
+                    return Err(SourceError::Empty {
+                        path: path.to_path_buf(),
+                    })
+                }
+                Err(OpenFailure::Read(source)) => return Err(read_err(source)),
+                Err(OpenFailure::TruncatedHeader) => {
+                    return Err(SourceError::TruncatedHeader {
+                        path: path.to_path_buf(),
+                    })
+                }
+                Err(OpenFailure::NotACapture) => {
+                    return Err(SourceError::NotACapture {
+                        path: path.to_path_buf(),
+                        magic: describe_magic(&shown, compression),
+                    })
+                }
             }
         };
         let info = SourceInfo {
@@ -186,119 +201,101 @@ impl FileSource {
         Ok(FileSource {
             path: path.to_path_buf(),
             label: path.display().to_string(),
-            reader,
-            pending: 0,
-            interfaces: Vec::new(),
+            kind,
             index: 0,
-            buffer_size: INITIAL_BUFFER,
-            last_io_error: slot,
             read: Arc::new(AtomicU64::new(0)),
             size: None,
             info,
             done: false,
         })
     }
-
-    fn stop(&mut self, warning: String) {
-        self.info.truncated = true;
-        self.info.warnings.push(warning);
-        self.done = true;
-    }
 }
 
-/// What the parser's answer tells us to do, with no borrow of the reader left.
-enum Step {
-    Packet {
-        ts: Timestamp,
-        link: LinkType,
-        orig_len: u32,
-        start: usize,
-        len: usize,
-        consumed: usize,
-    },
-    Skip(usize),
-    Refill,
-    Grow,
-    End,
-    Stop(String),
-    Fatal(SourceError),
-    ReadFailed,
+/// Ends the stream with a warning; earlier packets stand.
+fn stop(info: &mut SourceInfo, done: &mut bool, warning: String) {
+    info.truncated = true;
+    info.warnings.push(warning);
+    *done = true;
 }
 
 impl PacketSource for FileSource {
     fn next_packet(&mut self) -> Result<Option<RawPacket<'_>>, SourceError> {
-        if self.pending > 0 {
-            self.reader.consume(self.pending);
-            self.pending = 0;
+        if self.done {
+            return Ok(None);
         }
-        loop {
-            if self.done {
-                return Ok(None);
+        match &mut self.kind {
+            Kind::Classic { reader, checked } => {
+                let link = reader.header().link;
+                if !*checked {
+                    *checked = true;
+                    self.info.format = "pcap".into();
+                    if !link.is_supported() {
+                        self.done = true;
+                        return Err(SourceError::UnsupportedLinkType {
+                            path: self.path.clone(),
+                            linktype: link.0,
+                            name: link.name(),
+                        });
+                    }
+                }
+                match reader.next() {
+                    classic::Event::Record(record) => {
+                        self.index += 1;
+                        Ok(Some(RawPacket {
+                            index: self.index,
+                            ts: record.ts,
+                            link,
+                            orig_len: record.orig_len,
+                            data: reader.data(&record),
+                        }))
+                    }
+                    classic::Event::End => {
+                        self.done = true;
+                        Ok(None)
+                    }
+                    classic::Event::CutShort(at) => {
+                        let warning = truncated_message(&self.label, at);
+                        stop(&mut self.info, &mut self.done, warning);
+                        Ok(None)
+                    }
+                    classic::Event::TooLarge(at) => {
+                        let warning = too_large_message(&self.label, at);
+                        stop(&mut self.info, &mut self.done, warning);
+                        Ok(None)
+                    }
+                    classic::Event::Failed(source) => {
+                        self.done = true;
+                        Err(SourceError::Read {
+                            path: self.path.clone(),
+                            source,
+                        })
+                    }
+                }
             }
-            let step = self.parse_step();
-            match step {
-                Step::Packet {
-                    ts,
-                    link,
-                    orig_len,
-                    start,
-                    len,
-                    consumed,
-                } => {
-                    self.pending = consumed;
+            Kind::Pcapng(blocks) => match blocks.next(&mut self.info, &self.path, &self.label) {
+                pcapng::Event::Packet(packet) => {
                     self.index += 1;
-                    let data = self
-                        .reader
-                        .data()
-                        .get(start..start.saturating_add(len))
-                        .unwrap_or(&[]);
-                    return Ok(Some(RawPacket {
+                    Ok(Some(RawPacket {
                         index: self.index,
-                        ts,
-                        link,
-                        orig_len,
-                        data,
-                    }));
+                        ts: packet.ts,
+                        link: packet.link,
+                        orig_len: packet.orig_len,
+                        data: blocks.data(&packet),
+                    }))
                 }
-                Step::Skip(n) => self.reader.consume(n),
-                Step::Refill => {
-                    if self.reader.refill().is_err() {
-                        return self.read_failed();
-                    }
-                }
-                Step::Grow if self.reader.data().len() < self.buffer_size => {
-                    // The block claims more than the buffer holds: read
-                    // until the buffer is full (or the input ends) before
-                    // growing, so a short file claiming a huge block is
-                    // truncated, not a reason to allocate 64 MiB.
-                    if self.reader.refill().is_err() {
-                        return self.read_failed();
-                    }
-                }
-                Step::Grow => {
-                    let wanted = self.buffer_size.saturating_mul(2);
-                    if wanted > MAX_BLOCK || !self.reader.grow(wanted) {
-                        let at = self.reader.consumed();
-                        self.stop(format!(
-                            "{}: a block at byte {at} is larger than {} MiB; stopped reading there",
-                            self.path.display(),
-                            MAX_BLOCK >> 20
-                        ));
-                    } else {
-                        self.buffer_size = wanted;
-                    }
-                }
-                Step::End => {
+                pcapng::Event::End => {
                     self.done = true;
-                    return Ok(None);
+                    Ok(None)
                 }
-                Step::Stop(warning) => self.stop(warning),
-                Step::Fatal(e) => {
+                pcapng::Event::Stop(warning) => {
+                    stop(&mut self.info, &mut self.done, warning);
+                    Ok(None)
+                }
+                pcapng::Event::Failed(e) => {
                     self.done = true;
-                    return Err(e);
+                    Err(e)
                 }
-                Step::ReadFailed => return self.read_failed(),
-            }
+            },
         }
     }
 
@@ -311,188 +308,57 @@ impl PacketSource for FileSource {
     }
 }
 
-impl FileSource {
-    fn read_failed(&mut self) -> Result<Option<RawPacket<'_>>, SourceError> {
-        self.done = true;
-        let source =
-            take_error(&self.last_io_error).unwrap_or_else(|| io::Error::other("read failed"));
-        Err(SourceError::Read {
-            path: self.path.clone(),
-            source,
-        })
-    }
-
-    /// Asks the parser for one block and decides what to do with it.
-    fn parse_step(&mut self) -> Step {
-        let base = self.reader.data().as_ptr() as usize;
-        let consumed_so_far = self.reader.consumed();
-        // Borrowed, not formatted: this runs for every packet.
-        let path = &self.label;
-        let result = self.reader.next();
-        let offset_of = |data: &[u8]| (data.as_ptr() as usize).saturating_sub(base);
-        match result {
-            Ok((consumed, block)) => match block {
-                PcapBlockOwned::LegacyHeader(header) => {
-                    let link = LinkType(header.network.0 as u32);
-                    self.info.format = "pcap".into();
-                    if !link.is_supported() {
-                        return Step::Fatal(SourceError::UnsupportedLinkType {
-                            path: self.path.clone(),
-                            linktype: link.0,
-                            name: link.name(),
-                        });
-                    }
-                    let units = if header.is_nanosecond_precision() {
-                        1_000_000_000
-                    } else {
-                        1_000_000
-                    };
-                    self.interfaces.clear();
-                    self.interfaces.push(Interface {
-                        link,
-                        units_per_sec: units,
-                        offset_secs: 0,
-                    });
-                    Step::Skip(consumed)
-                }
-                PcapBlockOwned::Legacy(frame) => {
-                    let Some(iface) = self.interfaces.first().copied() else {
-                        return Step::Skip(consumed);
-                    };
-                    Step::Packet {
-                        ts: Timestamp::from_parts(
-                            i64::from(frame.ts_sec),
-                            u64::from(frame.ts_usec),
-                            iface.units_per_sec,
-                        ),
-                        link: iface.link,
-                        orig_len: frame.origlen,
-                        start: offset_of(frame.data),
-                        len: frame.data.len(),
-                        consumed,
-                    }
-                }
-                PcapBlockOwned::NG(Block::SectionHeader(_)) => {
-                    self.info.format = "pcapng".into();
-                    self.interfaces.clear();
-                    Step::Skip(consumed)
-                }
-                PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
-                    let link = LinkType(idb.linktype.0 as u32);
-                    let units = units_per_sec(idb.if_tsresol).unwrap_or_else(|| {
-                        self.info.warnings.push(format!(
-                            "{path}: interface {} has an invalid if_tsresol {}; assuming microseconds",
-                            self.interfaces.len(),
-                            idb.if_tsresol
-                        ));
-                        1_000_000
-                    });
-                    if !link.is_supported() {
-                        self.info.warnings.push(format!(
-                            "{path}: interface {} has unsupported link type {} ({}); its packets are skipped",
-                            self.interfaces.len(),
-                            link.0,
-                            link.name()
-                        ));
-                    }
-                    self.interfaces.push(Interface {
-                        link,
-                        units_per_sec: units,
-                        offset_secs: idb.ts_offset(),
-                    });
-                    Step::Skip(consumed)
-                }
-                PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => {
-                    let Some(iface) = self.interfaces.get(epb.if_id as usize).copied() else {
-                        self.info.packets_unknown_interface += 1;
-                        return Step::Skip(consumed);
-                    };
-                    let ticks = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
-                    let len = (epb.caplen as usize).min(epb.data.len());
-                    Step::Packet {
-                        ts: Timestamp::from_ticks(ticks, iface.units_per_sec, iface.offset_secs),
-                        link: iface.link,
-                        orig_len: epb.origlen,
-                        start: offset_of(epb.data),
-                        len,
-                        consumed,
-                    }
-                }
-                PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
-                    let Some(iface) = self.interfaces.first().copied() else {
-                        self.info.packets_unknown_interface += 1;
-                        return Step::Skip(consumed);
-                    };
-                    let len = (spb.origlen as usize).min(spb.data.len());
-                    // Simple Packet Blocks carry no timestamp.
-                    Step::Packet {
-                        ts: Timestamp::default(),
-                        link: iface.link,
-                        orig_len: spb.origlen,
-                        start: offset_of(spb.data),
-                        len,
-                        consumed,
-                    }
-                }
-                PcapBlockOwned::NG(_) => Step::Skip(consumed),
-            },
-            Err(PcapError::Eof) => Step::End,
-            Err(PcapError::Incomplete(_)) => {
-                if self.reader.reader_exhausted() {
-                    Step::Stop(truncated_message(path, consumed_so_far))
-                } else {
-                    Step::Refill
-                }
-            }
-            Err(PcapError::UnexpectedEof) => Step::Stop(truncated_message(path, consumed_so_far)),
-            Err(PcapError::BufferTooSmall) => Step::Grow,
-            Err(PcapError::ReadError) => Step::ReadFailed,
-            Err(PcapError::HeaderNotRecognized) => Step::Stop(format!(
-                "{path}: unrecognised header at byte {consumed_so_far}; stopped reading there"
-            )),
-            Err(PcapError::NomError(_, kind)) => Step::Stop(format!(
-                "{path}: corrupt block at byte {consumed_so_far} ({kind:?}); stopped reading there, everything before it is reported"
-            )),
-            Err(PcapError::OwnedNomError(_, kind)) => Step::Stop(format!(
-                "{path}: corrupt block at byte {consumed_so_far} ({kind:?}); stopped reading there, everything before it is reported"
-            )),
-        }
-    }
-}
-
-/// Ticks per second for a pcapng `if_tsresol` byte: 10^-n, or 2^-n when the
-/// top bit is set. (pcap-parser's own helper rejects every binary value.)
-fn units_per_sec(tsresol: u8) -> Option<u64> {
-    let exp = u32::from(tsresol & 0x7f);
-    if tsresol & 0x80 != 0 {
-        2u64.checked_pow(exp)
-    } else {
-        10u64.checked_pow(exp)
-    }
-}
-
-fn truncated_message(path: &str, at: usize) -> String {
+pub(super) fn truncated_message(path: &str, at: u64) -> String {
     format!("{path}: the capture is cut short at byte {at} (the last record is incomplete); everything before it is reported")
 }
 
-fn take_error(slot: &Arc<Mutex<Option<io::Error>>>) -> Option<io::Error> {
-    slot.lock().ok().and_then(|mut s| s.take())
+pub(super) fn too_large_message(path: &str, at: u64) -> String {
+    format!(
+        "{path}: a block at byte {at} is larger than {} MiB; stopped reading there",
+        MAX_BLOCK >> 20
+    )
 }
 
-/// Returns up to `n` bytes from the front of the stream without consuming them.
-fn peek<R: Read>(reader: &mut BufReader<R>, n: usize) -> io::Result<Vec<u8>> {
-    let mut buf = reader.fill_buf()?.to_vec();
-    // A pipe may deliver fewer bytes than asked for on the first read.
+/// Reads into `buf` until it holds at least `n` bytes or the input ends,
+/// asking for `chunk` bytes at a time (a pipe may deliver fewer).
+fn read_at_least(
+    input: &mut dyn Read,
+    buf: &mut Vec<u8>,
+    n: usize,
+    chunk: usize,
+) -> io::Result<()> {
     while buf.len() < n {
-        let before = buf.len();
-        let more = reader.fill_buf()?;
-        if more.len() <= before {
+        let filled = buf.len();
+        buf.resize(filled + chunk, 0);
+        let got = loop {
+            match input.read(buf.get_mut(filled..).unwrap_or_default()) {
+                Ok(got) => break got,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    buf.truncate(filled);
+                    return Err(e);
+                }
+            }
+        };
+        buf.truncate(filled + got);
+        if got == 0 {
             break;
         }
-        buf = more.to_vec();
     }
-    buf.truncate(n);
-    Ok(buf)
+    Ok(())
+}
+
+/// The length a pcapng section header block claims, read with the byte
+/// order its byte-order magic gives.
+fn section_header_len(head: &[u8]) -> Option<usize> {
+    let len: [u8; 4] = head.get(4..8)?.try_into().ok()?;
+    let bom: [u8; 4] = head.get(8..12)?.try_into().ok()?;
+    let len = match u32::from_le_bytes(bom) {
+        0x1a2b_3c4d => u32::from_le_bytes(len),
+        0x4d3c_2b1a => u32::from_be_bytes(len),
+        _ => return None,
+    };
+    usize::try_from(len).ok()
 }
 
 fn describe_magic(head: &[u8], compression: Option<&str>) -> String {
@@ -506,6 +372,17 @@ fn describe_magic(head: &[u8], compression: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::LinkType;
+    use crate::time::Timestamp;
+
+    impl FileSource {
+        fn classic_buffer(&self) -> Option<usize> {
+            match &self.kind {
+                Kind::Classic { reader, .. } => Some(reader.capacity()),
+                Kind::Pcapng(_) => None,
+            }
+        }
+    }
 
     fn open_bytes(bytes: Vec<u8>) -> Result<FileSource, SourceError> {
         FileSource::from_reader(Path::new("test.pcap"), Box::new(io::Cursor::new(bytes)))
@@ -540,14 +417,6 @@ mod tests {
             open_bytes(b"hello world, not a capture at all".to_vec()),
             Err(SourceError::NotACapture { .. })
         ));
-    }
-
-    #[test]
-    fn binary_and_decimal_tsresol() {
-        assert_eq!(units_per_sec(6), Some(1_000_000));
-        assert_eq!(units_per_sec(9), Some(1_000_000_000));
-        assert_eq!(units_per_sec(0x80 | 10), Some(1024));
-        assert_eq!(units_per_sec(100), None);
     }
 
     #[test]
@@ -590,7 +459,7 @@ mod tests {
         let mut src = open_bytes(bytes).expect("opens");
         assert!(src.next_packet().expect("reads").is_some());
         assert!(src.next_packet().expect("reads").is_none());
-        assert_eq!(src.buffer_size, INITIAL_BUFFER);
+        assert_eq!(src.classic_buffer(), Some(classic::BUFFER));
         assert!(src.info().truncated);
         assert!(src.info().warnings[0].contains("cut short"));
     }
@@ -604,5 +473,88 @@ mod tests {
             .next_packet()
             .expect_err("link type 147 is not supported");
         assert!(err.to_string().contains("unsupported link type 147"));
+    }
+
+    fn pcapng_block(kind: u32, body: &[u8]) -> Vec<u8> {
+        let len = (12 + body.len()) as u32;
+        let mut v = Vec::new();
+        v.extend_from_slice(&kind.to_le_bytes());
+        v.extend_from_slice(&len.to_le_bytes());
+        v.extend_from_slice(body);
+        v.extend_from_slice(&len.to_le_bytes());
+        v
+    }
+
+    fn small_pcapng() -> Vec<u8> {
+        let mut shb = Vec::new();
+        shb.extend_from_slice(&0x1a2b_3c4du32.to_le_bytes());
+        shb.extend_from_slice(&1u16.to_le_bytes());
+        shb.extend_from_slice(&0u16.to_le_bytes());
+        shb.extend_from_slice(&(-1i64).to_le_bytes());
+        let mut idb = Vec::new();
+        idb.extend_from_slice(&1u16.to_le_bytes());
+        idb.extend_from_slice(&0u16.to_le_bytes());
+        idb.extend_from_slice(&65535u32.to_le_bytes());
+        let mut bytes = pcapng_block(0x0a0d_0d0a, &shb);
+        bytes.extend(pcapng_block(1, &idb));
+        for i in 0..3u32 {
+            let mut epb = Vec::new();
+            epb.extend_from_slice(&0u32.to_le_bytes());
+            epb.extend_from_slice(&0u32.to_le_bytes());
+            epb.extend_from_slice(&(1_000_000 + i).to_le_bytes());
+            epb.extend_from_slice(&4u32.to_le_bytes());
+            epb.extend_from_slice(&60u32.to_le_bytes());
+            epb.extend_from_slice(&[i as u8; 4]);
+            bytes.extend(pcapng_block(6, &epb));
+        }
+        bytes
+    }
+
+    /// Gives out at most three bytes per read.
+    struct Dribble(io::Cursor<Vec<u8>>);
+
+    impl Read for Dribble {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = buf.len().min(3);
+            self.0.read(&mut buf[..n])
+        }
+    }
+
+    #[test]
+    fn pcapng_through_short_reads() {
+        let inputs: [Box<dyn Read + Send>; 2] = [
+            Box::new(io::Cursor::new(small_pcapng())),
+            Box::new(Dribble(io::Cursor::new(small_pcapng()))),
+        ];
+        for input in inputs {
+            let mut src = FileSource::from_reader(Path::new("t.pcapng"), input).expect("opens");
+            let mut seen = Vec::new();
+            while let Some(p) = src.next_packet().expect("reads") {
+                seen.push((p.index, p.ts, p.orig_len, p.data.to_vec()));
+            }
+            assert_eq!(
+                seen,
+                (0..3u8)
+                    .map(|i| (
+                        u64::from(i) + 1,
+                        Timestamp(1_000_000_000 + i64::from(i) * 1_000),
+                        60,
+                        vec![i; 4]
+                    ))
+                    .collect::<Vec<_>>()
+            );
+            assert_eq!(src.info().format, "pcapng");
+            assert!(!src.info().truncated);
+        }
+    }
+
+    #[test]
+    fn garbage_after_a_short_first_read_is_not_a_capture() {
+        let input = Box::new(Dribble(io::Cursor::new(b"GIF89a, not a capture".to_vec())));
+        let err = FileSource::from_reader(Path::new("x"), input).err();
+        assert!(
+            matches!(&err, Some(SourceError::NotACapture { magic, .. }) if magic == "47 49 46 38"),
+            "{err:?}"
+        );
     }
 }

@@ -4,10 +4,12 @@
 //!
 //! Does not decode any header above the capture format; that is `decode`.
 
+mod classic;
 pub mod file;
 #[cfg(feature = "live")]
 pub mod live;
 pub mod merge;
+mod pcapng;
 
 use crate::error::SourceError;
 use crate::time::Timestamp;

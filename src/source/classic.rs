@@ -1,0 +1,300 @@
+//! Classic (libpcap-format) captures: the 24-byte file header and the
+//! 16-byte (or, for the "modified" format, 24-byte) record headers, parsed
+//! here straight out of one large buffer filled with `read()`. Packets borrow
+//! that buffer; a record that straddles its end has the unread tail moved to
+//! the front before the next read.
+//!
+//! Does not open files, detect compression or pcapng, or word messages; that
+//! is `file`, which turns the [`Event`]s here into packets and warnings.
+
+use std::io::{self, Read};
+
+use super::LinkType;
+use crate::time::Timestamp;
+
+/// The read buffer: large enough that `read()` calls and the tail moves
+/// between them cost next to nothing per packet, small enough to stay in a
+/// core's L2 cache between the kernel's copy into it and the decoder's look
+/// at the headers. Measured on a 1 GiB capture: 256 KiB to 1 MiB read it
+/// equally fast; 4 MiB took 10-15 % more CPU and 8 MiB 60 % more.
+pub const BUFFER: usize = 1 << 20;
+/// The largest record we are willing to buffer, header included; the buffer
+/// doubles up to this size, and only once it is full of a record's bytes,
+/// so a short input claiming a huge record never makes it grow.
+pub const MAX_RECORD: usize = super::file::MAX_BLOCK;
+/// Length of the file header.
+pub const FILE_HEADER: usize = 24;
+
+const MAGIC_MICROS: u32 = 0xa1b2_c3d4;
+const MAGIC_NANOS: u32 = 0xa1b2_3c4d;
+/// Alexey Kuznetsov's patched libpcap: 24-byte records, little-endian only.
+const MAGIC_MODIFIED: u32 = 0xa1b2_cd34;
+
+/// What the file header says about the records that follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub link: LinkType,
+    big_endian: bool,
+    nanos: bool,
+    record_header: usize,
+}
+
+impl Header {
+    /// The header at the start of `bytes`, `None` if the magic number is not a
+    /// classic pcap one or fewer than [`FILE_HEADER`] bytes are given.
+    pub fn parse(bytes: &[u8]) -> Option<Header> {
+        let header = bytes.get(..FILE_HEADER)?;
+        let (big_endian, nanos, record_header) = match u32_at(header, 0, false) {
+            MAGIC_MICROS => (false, false, 16),
+            MAGIC_NANOS => (false, true, 16),
+            MAGIC_MODIFIED => (false, false, 24),
+            m if m.swap_bytes() == MAGIC_MICROS => (true, false, 16),
+            m if m.swap_bytes() == MAGIC_NANOS => (true, true, 16),
+            _ => return None,
+        };
+        Some(Header {
+            link: LinkType(u32_at(header, 20, big_endian)),
+            big_endian,
+            nanos,
+            record_header,
+        })
+    }
+
+    /// Whether the first four bytes are a classic pcap magic number.
+    pub fn is_magic(head: &[u8]) -> bool {
+        let Some(magic) = head.get(..4) else {
+            return false;
+        };
+        let le = u32_at(magic, 0, false);
+        matches!(le, MAGIC_MICROS | MAGIC_NANOS | MAGIC_MODIFIED)
+            || matches!(le.swap_bytes(), MAGIC_MICROS | MAGIC_NANOS)
+    }
+
+    /// The fields of a record header (the first 16 bytes in every format).
+    fn fields(&self, hdr: &[u8; 16]) -> Fields {
+        let [s0, s1, s2, s3, f0, f1, f2, f3, c0, c1, c2, c3, o0, o1, o2, o3] = *hdr;
+        let big_endian = self.big_endian;
+        let word = |bytes: [u8; 4]| {
+            let v = u32::from_le_bytes(bytes);
+            if big_endian {
+                v.swap_bytes()
+            } else {
+                v
+            }
+        };
+        Fields {
+            sec: word([s0, s1, s2, s3]),
+            frac: word([f0, f1, f2, f3]),
+            caplen: word([c0, c1, c2, c3]),
+            orig_len: word([o0, o1, o2, o3]),
+        }
+    }
+
+    /// The timestamp of a record: exactly `Timestamp::from_parts(sec, frac,
+    /// 10^6 or 10^9)`, without its 128-bit division. Two `u32`s cannot
+    /// overflow an `i64` of nanoseconds (at most about 4.3e18), so nothing
+    /// needs clamping.
+    fn timestamp(&self, sec: u32, frac: u32) -> Timestamp {
+        let nanos = if self.nanos {
+            i64::from(frac)
+        } else {
+            i64::from(frac) * 1_000
+        };
+        Timestamp(i64::from(sec) * 1_000_000_000 + nanos)
+    }
+}
+
+/// A record header's fields.
+struct Fields {
+    sec: u32,
+    frac: u32,
+    caplen: u32,
+    orig_len: u32,
+}
+
+/// A record parsed in the buffer; `start..start + len` is its data.
+#[derive(Clone, Copy, Debug)]
+pub struct Record {
+    pub ts: Timestamp,
+    pub orig_len: u32,
+    pub start: usize,
+    pub len: usize,
+}
+
+/// The answer to [`ClassicReader::next`].
+#[derive(Debug)]
+pub enum Event {
+    Record(Record),
+    /// The input ended between records.
+    End,
+    /// The input ended inside the record starting at this byte offset.
+    CutShort(u64),
+    /// The record starting at this byte offset is larger than [`MAX_RECORD`].
+    TooLarge(u64),
+    /// Reading failed.
+    Failed(io::Error),
+}
+
+/// Reads records out of one buffer, refilled in place.
+pub struct ClassicReader {
+    input: Box<dyn Read + Send>,
+    header: Header,
+    /// The buffer; `buf[start..end]` holds bytes read but not yet handed out.
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// Offset in the input of `buf[0]`, for messages.
+    base: u64,
+    eof: bool,
+}
+
+impl ClassicReader {
+    /// Starts reading after `prefix`, the first bytes of the input, which
+    /// must hold the whole file header (as checked by [`Header::parse`]).
+    /// `capacity` is the buffer size (tests use tiny ones); it is raised to
+    /// the prefix's length if that is longer.
+    pub fn new(
+        header: Header,
+        mut prefix: Vec<u8>,
+        input: Box<dyn Read + Send>,
+        capacity: usize,
+    ) -> ClassicReader {
+        let end = prefix.len();
+        prefix.resize(capacity.max(end).max(1), 0);
+        ClassicReader {
+            input,
+            header,
+            buf: prefix,
+            start: FILE_HEADER.min(end),
+            end,
+            base: 0,
+            eof: false,
+        }
+    }
+
+    pub fn header(&self) -> Header {
+        self.header
+    }
+
+    /// The current buffer size.
+    #[cfg(test)]
+    pub fn capacity(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The data of a record returned by the last call to [`ClassicReader::next`].
+    pub fn data(&self, record: &Record) -> &[u8] {
+        self.buf
+            .get(record.start..record.start.saturating_add(record.len))
+            .unwrap_or(&[])
+    }
+
+    /// The next record, reading and moving bytes as needed. The record's data
+    /// stays in place until the next call.
+    #[inline]
+    pub fn next(&mut self) -> Event {
+        loop {
+            if let Some(record) = self.parse() {
+                return Event::Record(record);
+            }
+            if let Some(event) = self.refill() {
+                return event;
+            }
+        }
+    }
+
+    /// The record at the front of the buffer, if it is all there.
+    #[inline]
+    fn parse(&mut self) -> Option<Record> {
+        let hdr_len = self.header.record_header;
+        let avail = self.buf.get(self.start..self.end)?;
+        let hdr = avail.first_chunk::<16>()?;
+        let fields = self.header.fields(hdr);
+        let len = fields.caplen as usize;
+        let total = hdr_len.saturating_add(len);
+        if avail.len() < total {
+            return None;
+        }
+        let record = Record {
+            ts: self.header.timestamp(fields.sec, fields.frac),
+            orig_len: fields.orig_len,
+            start: self.start + hdr_len,
+            len,
+        };
+        self.start += total;
+        Some(record)
+    }
+
+    /// Makes room and reads more after [`ClassicReader::parse`] found no
+    /// whole record; says why reading stops, if it does.
+    #[inline(never)]
+    fn refill(&mut self) -> Option<Event> {
+        if self.eof {
+            return Some(if self.start >= self.end {
+                Event::End
+            } else {
+                Event::CutShort(self.offset())
+            });
+        }
+        if self.start > 0 {
+            // Move the unread tail (part of one record) to the front.
+            self.buf.copy_within(self.start..self.end, 0);
+            self.base += self.start as u64;
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.end >= self.buf.len() {
+            // Full of one record that is longer still: grow, but only now
+            // that the input has shown it really holds that much.
+            if self.buf.len() >= MAX_RECORD {
+                return Some(Event::TooLarge(self.offset()));
+            }
+            let wanted = self.buf.len().saturating_mul(2).min(MAX_RECORD);
+            self.buf.resize(wanted, 0);
+        }
+        self.fill().err().map(Event::Failed)
+    }
+
+    /// Offset in the input of the first byte not handed out yet.
+    fn offset(&self) -> u64 {
+        self.base + self.start as u64
+    }
+
+    /// One `read()` into the free end of the buffer; sets `eof` when it
+    /// returns nothing.
+    fn fill(&mut self) -> io::Result<()> {
+        let Some(space) = self.buf.get_mut(self.end..).filter(|s| !s.is_empty()) else {
+            return Ok(());
+        };
+        loop {
+            match self.input.read(space) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(());
+                }
+                Ok(n) => {
+                    self.end += n.min(space.len());
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// The `u32` at `at` in `bytes` (zero past the end, which callers rule out).
+fn u32_at(bytes: &[u8], at: usize, big_endian: bool) -> u32 {
+    let mut word = [0u8; 4];
+    if let Some(b) = bytes.get(at..at + 4) {
+        word.copy_from_slice(b);
+    }
+    if big_endian {
+        u32::from_be_bytes(word)
+    } else {
+        u32::from_le_bytes(word)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,312 @@
+//! pcapng captures, read block by block with `pcap-parser` (the only module
+//! that names it), with the interfaces they describe and their timestamp
+//! resolutions.
+//!
+//! Does not open files, detect compression or read classic pcap (that is
+//! `file` and `classic`); it hands `file` packets and warnings.
+
+use std::io::{self, Read};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use pcap_parser::pcapng::Block;
+use pcap_parser::traits::PcapReaderIterator;
+use pcap_parser::{PcapBlockOwned, PcapError};
+
+use super::file::{too_large_message, truncated_message, MAX_BLOCK};
+use super::{LinkType, SourceInfo};
+use crate::error::SourceError;
+use crate::time::Timestamp;
+
+/// Initial size of the parse buffer.
+pub const INITIAL_BUFFER: usize = 1 << 20;
+
+#[derive(Clone, Copy, Debug)]
+struct Interface {
+    link: LinkType,
+    units_per_sec: u64,
+    offset_secs: i64,
+}
+
+/// The reader and what it learned about the section's interfaces.
+pub struct Blocks {
+    reader: Box<dyn PcapReaderIterator + Send>,
+    /// Bytes of the block handed out last, consumed on the next call.
+    pending: usize,
+    interfaces: Vec<Interface>,
+    buffer_size: usize,
+    last_io_error: Arc<Mutex<Option<io::Error>>>,
+}
+
+/// Why [`Blocks::open`] failed.
+pub enum OpenFailure {
+    Empty,
+    Read(io::Error),
+    TruncatedHeader,
+    NotACapture,
+}
+
+/// A packet in the reader's buffer; `start..start + len` is its data.
+#[derive(Clone, Copy, Debug)]
+pub struct Packet {
+    pub ts: Timestamp,
+    pub link: LinkType,
+    pub orig_len: u32,
+    start: usize,
+    len: usize,
+}
+
+/// The answer to [`Blocks::next`].
+pub enum Event {
+    Packet(Packet),
+    End,
+    /// Reading stops here, with this warning; earlier packets stand.
+    Stop(String),
+    Failed(SourceError),
+}
+
+/// Remembers the last I/O error, which `pcap-parser` reduces to `ReadError`.
+struct ErrorSlot<R> {
+    inner: R,
+    slot: Arc<Mutex<Option<io::Error>>>,
+}
+
+impl<R: Read> Read for ErrorSlot<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.inner.read(buf).inspect_err(|e| {
+            if let Ok(mut slot) = self.slot.lock() {
+                *slot = Some(io::Error::new(e.kind(), e.to_string()));
+            }
+        })
+    }
+}
+
+/// What the parser's answer tells us to do, with no borrow of the reader left.
+enum Step {
+    Packet(Packet, usize),
+    Skip(usize),
+    Refill,
+    Grow,
+    End,
+    Stop(String),
+    ReadFailed,
+}
+
+impl Blocks {
+    /// Hands `input` to `pcap-parser`, whose first read must return the whole
+    /// first block (section header).
+    pub fn open(input: Box<dyn Read + Send>) -> Result<Blocks, OpenFailure> {
+        let slot = Arc::new(Mutex::new(None));
+        let counted = ErrorSlot {
+            inner: input,
+            slot: Arc::clone(&slot),
+        };
+        let reader = match pcap_parser::create_reader(INITIAL_BUFFER, counted) {
+            Ok(r) => r,
+            Err(PcapError::Eof) => return Err(OpenFailure::Empty),
+            Err(PcapError::ReadError) => {
+                let source = take_error(&slot).unwrap_or_else(|| io::Error::other("read failed"));
+                return Err(OpenFailure::Read(source));
+            }
+            Err(PcapError::Incomplete(_)) | Err(PcapError::UnexpectedEof) => {
+                return Err(OpenFailure::TruncatedHeader)
+            }
+            Err(_) => return Err(OpenFailure::NotACapture),
+        };
+        Ok(Blocks {
+            reader,
+            pending: 0,
+            interfaces: Vec::new(),
+            buffer_size: INITIAL_BUFFER,
+            last_io_error: slot,
+        })
+    }
+
+    /// The data of the packet returned by the last call to [`Blocks::next`].
+    pub fn data(&self, packet: &Packet) -> &[u8] {
+        self.reader
+            .data()
+            .get(packet.start..packet.start.saturating_add(packet.len))
+            .unwrap_or(&[])
+    }
+
+    /// The next packet; `path` and `label` (its text) name the input in
+    /// messages, and `info` collects the format and warnings.
+    pub fn next(&mut self, info: &mut SourceInfo, path: &Path, label: &str) -> Event {
+        if self.pending > 0 {
+            self.reader.consume(self.pending);
+            self.pending = 0;
+        }
+        loop {
+            match self.parse_step(info, label) {
+                Step::Packet(packet, consumed) => {
+                    self.pending = consumed;
+                    return Event::Packet(packet);
+                }
+                Step::Skip(n) => self.reader.consume(n),
+                Step::Refill => {
+                    if self.reader.refill().is_err() {
+                        return self.read_failed(path);
+                    }
+                }
+                Step::Grow if self.reader.data().len() < self.buffer_size => {
+                    // The block claims more than the buffer holds: read
+                    // until the buffer is full (or the input ends) before
+                    // growing, so a short file claiming a huge block is
+                    // truncated, not a reason to allocate 64 MiB.
+                    if self.reader.refill().is_err() {
+                        return self.read_failed(path);
+                    }
+                }
+                Step::Grow => {
+                    let wanted = self.buffer_size.saturating_mul(2);
+                    if wanted > MAX_BLOCK || !self.reader.grow(wanted) {
+                        let at = self.reader.consumed() as u64;
+                        return Event::Stop(too_large_message(label, at));
+                    }
+                    self.buffer_size = wanted;
+                }
+                Step::End => return Event::End,
+                Step::Stop(warning) => return Event::Stop(warning),
+                Step::ReadFailed => return self.read_failed(path),
+            }
+        }
+    }
+
+    fn read_failed(&mut self, path: &Path) -> Event {
+        let source =
+            take_error(&self.last_io_error).unwrap_or_else(|| io::Error::other("read failed"));
+        Event::Failed(SourceError::Read {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+
+    /// Asks the parser for one block and decides what to do with it.
+    fn parse_step(&mut self, info: &mut SourceInfo, path: &str) -> Step {
+        let base = self.reader.data().as_ptr() as usize;
+        let consumed_so_far = self.reader.consumed() as u64;
+        let result = self.reader.next();
+        let offset_of = |data: &[u8]| (data.as_ptr() as usize).saturating_sub(base);
+        match result {
+            Ok((consumed, block)) => match block {
+                // `file` hands classic captures to `classic`; one reaching
+                // here means the two disagree about the magic numbers.
+                PcapBlockOwned::LegacyHeader(_) | PcapBlockOwned::Legacy(_) => Step::Stop(format!(
+                    "{path}: unexpected classic pcap data at byte {consumed_so_far}; stopped reading there"
+                )),
+                PcapBlockOwned::NG(Block::SectionHeader(_)) => {
+                    info.format = "pcapng".into();
+                    self.interfaces.clear();
+                    Step::Skip(consumed)
+                }
+                PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
+                    let link = LinkType(idb.linktype.0 as u32);
+                    let units = units_per_sec(idb.if_tsresol).unwrap_or_else(|| {
+                        info.warnings.push(format!(
+                            "{path}: interface {} has an invalid if_tsresol {}; assuming microseconds",
+                            self.interfaces.len(),
+                            idb.if_tsresol
+                        ));
+                        1_000_000
+                    });
+                    if !link.is_supported() {
+                        info.warnings.push(format!(
+                            "{path}: interface {} has unsupported link type {} ({}); its packets are skipped",
+                            self.interfaces.len(),
+                            link.0,
+                            link.name()
+                        ));
+                    }
+                    self.interfaces.push(Interface {
+                        link,
+                        units_per_sec: units,
+                        offset_secs: idb.ts_offset(),
+                    });
+                    Step::Skip(consumed)
+                }
+                PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => {
+                    let Some(iface) = self.interfaces.get(epb.if_id as usize).copied() else {
+                        info.packets_unknown_interface += 1;
+                        return Step::Skip(consumed);
+                    };
+                    let ticks = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
+                    let len = (epb.caplen as usize).min(epb.data.len());
+                    let packet = Packet {
+                        ts: Timestamp::from_ticks(ticks, iface.units_per_sec, iface.offset_secs),
+                        link: iface.link,
+                        orig_len: epb.origlen,
+                        start: offset_of(epb.data),
+                        len,
+                    };
+                    Step::Packet(packet, consumed)
+                }
+                PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
+                    let Some(iface) = self.interfaces.first().copied() else {
+                        info.packets_unknown_interface += 1;
+                        return Step::Skip(consumed);
+                    };
+                    let len = (spb.origlen as usize).min(spb.data.len());
+                    // Simple Packet Blocks carry no timestamp.
+                    let packet = Packet {
+                        ts: Timestamp::default(),
+                        link: iface.link,
+                        orig_len: spb.origlen,
+                        start: offset_of(spb.data),
+                        len,
+                    };
+                    Step::Packet(packet, consumed)
+                }
+                PcapBlockOwned::NG(_) => Step::Skip(consumed),
+            },
+            Err(PcapError::Eof) => Step::End,
+            Err(PcapError::Incomplete(_)) => {
+                if self.reader.reader_exhausted() {
+                    Step::Stop(truncated_message(path, consumed_so_far))
+                } else {
+                    Step::Refill
+                }
+            }
+            Err(PcapError::UnexpectedEof) => Step::Stop(truncated_message(path, consumed_so_far)),
+            Err(PcapError::BufferTooSmall) => Step::Grow,
+            Err(PcapError::ReadError) => Step::ReadFailed,
+            Err(PcapError::HeaderNotRecognized) => Step::Stop(format!(
+                "{path}: unrecognised header at byte {consumed_so_far}; stopped reading there"
+            )),
+            Err(PcapError::NomError(_, kind)) => Step::Stop(format!(
+                "{path}: corrupt block at byte {consumed_so_far} ({kind:?}); stopped reading there, everything before it is reported"
+            )),
+            Err(PcapError::OwnedNomError(_, kind)) => Step::Stop(format!(
+                "{path}: corrupt block at byte {consumed_so_far} ({kind:?}); stopped reading there, everything before it is reported"
+            )),
+        }
+    }
+}
+
+/// Ticks per second for a pcapng `if_tsresol` byte: 10^-n, or 2^-n when the
+/// top bit is set. (pcap-parser's own helper rejects every binary value.)
+fn units_per_sec(tsresol: u8) -> Option<u64> {
+    let exp = u32::from(tsresol & 0x7f);
+    if tsresol & 0x80 != 0 {
+        2u64.checked_pow(exp)
+    } else {
+        10u64.checked_pow(exp)
+    }
+}
+
+fn take_error(slot: &Arc<Mutex<Option<io::Error>>>) -> Option<io::Error> {
+    slot.lock().ok().and_then(|mut s| s.take())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binary_and_decimal_tsresol() {
+        assert_eq!(units_per_sec(6), Some(1_000_000));
+        assert_eq!(units_per_sec(9), Some(1_000_000_000));
+        assert_eq!(units_per_sec(0x80 | 10), Some(1024));
+        assert_eq!(units_per_sec(100), None);
+    }
+}
