@@ -20,7 +20,7 @@ use super::{Config, RecordSink};
 use crate::decode::shard_hash;
 use crate::error::Error;
 use crate::record::Summary;
-use crate::source::{LinkType, PacketSource, RawPacket};
+use crate::source::{FrameBatch, PacketSource, RawPacket};
 use crate::time::Timestamp;
 
 /// A batch holds at most this many bytes of frames…
@@ -33,35 +33,21 @@ const DEPTH: usize = 4;
 /// Packets between two calls of the progress callback.
 const PROGRESS_EVERY: u64 = 16_384;
 
-struct Frame {
-    ts: Timestamp,
-    link: LinkType,
-    orig_len: u32,
-    start: usize,
-    end: usize,
-    shard: usize,
-}
-
 #[derive(Default)]
 struct Batch {
     /// Position of the first frame.
     base: u64,
     origin: Option<Timestamp>,
+    frames: FrameBatch,
     /// The capture-wide clock after each frame.
     nows: Vec<Timestamp>,
-    frames: Vec<Frame>,
-    data: Vec<u8>,
+    /// Each frame's shard.
+    shards: Vec<u16>,
 }
 
 impl Batch {
-    fn clear(&mut self) {
-        self.nows.clear();
-        self.frames.clear();
-        self.data.clear();
-    }
-
     fn last(&self) -> u64 {
-        self.base + self.frames.len() as u64 - 1
+        self.base + self.frames.frames.len() as u64 - 1
     }
 }
 
@@ -84,7 +70,7 @@ pub fn run(
     sink: &mut dyn RecordSink,
     progress: &mut dyn FnMut(u64, Option<u64>),
 ) -> Result<Summary, Error> {
-    let threads = threads.max(1);
+    let threads = threads.clamp(1, usize::from(u16::MAX));
     let cap = config.max_connections().div_ceil(threads);
     thread::scope(|scope| {
         let mut work = Vec::with_capacity(threads);
@@ -119,16 +105,18 @@ fn worker(me: usize, mut shard: Shard, work: Receiver<Work>, done: Sender<Done>)
                     nows: &batch.nows,
                     origin: batch.origin.unwrap_or(Timestamp(0)),
                 };
-                for (index, frame) in (batch.base..).zip(&batch.frames) {
-                    if frame.shard != me {
-                        continue;
-                    }
+                let frames = &batch.frames.frames;
+                for ((index, frame), _) in (batch.base..)
+                    .zip(frames)
+                    .zip(&batch.shards)
+                    .filter(|(_, s)| usize::from(**s) == me)
+                {
                     let raw = RawPacket {
                         index,
                         ts: frame.ts,
                         link: frame.link,
                         orig_len: frame.orig_len,
-                        data: batch.data.get(frame.start..frame.end).unwrap_or_default(),
+                        data: batch.frames.bytes(frame),
                     };
                     shard.packet(index, &raw, &clock);
                 }
@@ -175,11 +163,8 @@ impl Reader {
     ) -> Result<(), Error> {
         loop {
             let mut batch = self.spare.pop().unwrap_or_default();
-            batch.clear();
-            batch.base = self.gather.seen() + 1;
             let more = self.fill(&mut batch, source, threads, progress)?;
-            batch.origin = self.gather.summary.origin;
-            if !batch.frames.is_empty() {
+            if !batch.frames.frames.is_empty() {
                 let batch = Arc::new(batch);
                 for tx in &self.work {
                     tx.send(Work::Batch(Arc::clone(&batch)))
@@ -200,7 +185,8 @@ impl Reader {
         Ok(())
     }
 
-    /// Reads frames into `batch` until it is full; false at the end of input.
+    /// Reads frames into `batch` until it is full, notes each one's clock
+    /// and shard; false at the end of input.
     fn fill(
         &mut self,
         batch: &mut Batch,
@@ -208,29 +194,32 @@ impl Reader {
         threads: usize,
         progress: &mut dyn FnMut(u64, Option<u64>),
     ) -> Result<bool, Error> {
-        while batch.data.len() < BATCH_BYTES && batch.frames.len() < BATCH_FRAMES {
-            let Some(raw) = source.next_packet()? else {
-                return Ok(false);
+        batch.frames.clear();
+        batch.nows.clear();
+        batch.shards.clear();
+        batch.base = self.gather.seen() + 1;
+        let more = source.fill(&mut batch.frames, BATCH_BYTES, BATCH_FRAMES)?;
+        let before = self.gather.seen();
+        for frame in &batch.frames.frames {
+            let raw = RawPacket {
+                index: 0,
+                ts: frame.ts,
+                link: frame.link,
+                orig_len: frame.orig_len,
+                data: batch.frames.bytes(frame),
             };
-            let (index, now) = self.gather.saw_packet(&raw);
-            let start = batch.data.len();
-            batch.data.extend_from_slice(raw.data);
-            let shard = (shard_hash(&raw) % threads as u64) as usize;
-            batch.frames.push(Frame {
-                ts: raw.ts,
-                link: raw.link,
-                orig_len: raw.orig_len,
-                start,
-                end: batch.data.len(),
-                shard,
-            });
+            let (_, now) = self.gather.saw_packet(&raw);
             batch.nows.push(now);
-            if index % PROGRESS_EVERY == 0 {
-                let (read, total) = source.progress();
-                progress(read, total);
-            }
+            batch
+                .shards
+                .push((shard_hash(&raw) % threads as u64) as u16);
         }
-        Ok(true)
+        batch.origin = self.gather.summary.origin;
+        if self.gather.seen() / PROGRESS_EVERY != before / PROGRESS_EVERY {
+            let (read, total) = source.progress();
+            progress(read, total);
+        }
+        Ok(more)
     }
 
     /// Takes the oldest batch's events from every worker and applies them in order.

@@ -41,6 +41,10 @@ impl Clock<'_> {
     fn first_due(&self, due: Timestamp, upto: u64) -> Option<(u64, Timestamp)> {
         let last = usize::try_from(upto.checked_sub(self.base)?).ok()?;
         let nows = self.nows.get(..=last)?;
+        if nows.last().is_none_or(|now| *now < due) {
+            // The usual answer, without a search.
+            return None;
+        }
         let k = nows.partition_point(|now| *now < due);
         let now = *nows.get(k)?;
         Some((self.base + k as u64, now))
@@ -254,6 +258,16 @@ impl Connection {
     }
 }
 
+/// A closed tuple's tombstone: a 64-bit hash of its key with a fixed seed
+/// (the same in every run, so output never depends on chance). Two tuples
+/// sharing one would make a stray packet of the second count as
+/// `late_packet` instead of opening a connection: about one chance in 2^64
+/// per pair, and harmless.
+fn tombstone(key: &FlowKey) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0x7e5b_0c2d).hash_one(key)
+}
+
 /// One shard's connection table and timers.
 pub struct Shard {
     config: Config,
@@ -268,8 +282,10 @@ pub struct Shard {
     /// LRU for eviction. Entries are re-queued when found to be stale.
     lru: VecDeque<(Timestamp, FlowKey, u64)>,
     /// Tuples of closed, finalised connections and when to forget them.
-    tombstones: HashMap<FlowKey, Timestamp, FastHash>,
-    tombstone_order: VecDeque<(Timestamp, FlowKey)>,
+    /// Keyed by [`tombstone`] of the tuple: 8 bytes instead of a 40-byte
+    /// key, so a busy capture's two minutes of closed tuples stay small.
+    tombstones: HashMap<u64, Timestamp, FastHash>,
+    tombstone_order: VecDeque<(Timestamp, u64)>,
     /// When the next idle scan is due (`None`: at the first packet).
     next_idle_scan: Option<Timestamp>,
     evictions: u64,
@@ -377,8 +393,8 @@ impl Shard {
                     self.finalize(conn, CloseKind::Open, order);
                     let forget = Timestamp(now.0.saturating_add(TOMBSTONE.as_nanos() as i64));
                     if self.tombstones.len() < self.cap {
-                        self.tombstones.insert(key, forget);
-                        self.tombstone_order.push_back((forget, key));
+                        self.tombstones.insert(tombstone(&key), forget);
+                        self.tombstone_order.push_back((forget, tombstone(&key)));
                     }
                 }
             }
@@ -457,9 +473,9 @@ impl Shard {
         }
         let mut created = false;
         if !exists {
-            if !self.tombstones.is_empty() && self.tombstones.contains_key(&key) {
+            if !self.tombstones.is_empty() && self.tombstones.contains_key(&tombstone(&key)) {
                 if seg.flags.syn() && !seg.flags.ack() {
-                    self.tombstones.remove(&key);
+                    self.tombstones.remove(&tombstone(&key));
                 } else {
                     self.counts.anomalies.add(AnomalyKind::LatePacket, 1);
                     return;

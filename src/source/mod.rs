@@ -85,6 +85,49 @@ pub struct RawPacket<'a> {
     pub data: &'a [u8],
 }
 
+/// One frame of a [`FrameBatch`]: where its bytes are in the batch's buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frame {
+    pub ts: Timestamp,
+    pub link: LinkType,
+    pub orig_len: u32,
+    pub start: usize,
+    pub end: usize,
+}
+
+/// Whole frames in one owned buffer, so a batch of them can be handed to
+/// other threads (`--threads`).
+#[derive(Clone, Debug, Default)]
+pub struct FrameBatch {
+    pub data: Vec<u8>,
+    pub frames: Vec<Frame>,
+}
+
+impl FrameBatch {
+    pub fn clear(&mut self) {
+        self.data.clear();
+        self.frames.clear();
+    }
+
+    /// Copies one packet in.
+    pub fn push(&mut self, raw: &RawPacket<'_>) {
+        let start = self.data.len();
+        self.data.extend_from_slice(raw.data);
+        self.frames.push(Frame {
+            ts: raw.ts,
+            link: raw.link,
+            orig_len: raw.orig_len,
+            start,
+            end: self.data.len(),
+        });
+    }
+
+    /// The frame's bytes (empty if `frame` does not belong to this batch).
+    pub fn bytes(&self, frame: &Frame) -> &[u8] {
+        self.data.get(frame.start..frame.end).unwrap_or_default()
+    }
+}
+
 /// What a source learned about its input, for the summary.
 #[derive(Clone, Debug, Default)]
 pub struct SourceInfo {
@@ -111,6 +154,26 @@ pub trait PacketSource {
 
     /// What the source has learned so far.
     fn info(&self) -> &SourceInfo;
+
+    /// Appends frames to `batch` until it holds at least `bytes` bytes or
+    /// `frames` frames; `Ok(false)` when the input has ended. The frames are
+    /// exactly those [`PacketSource::next_packet`] would have returned, in
+    /// order. This copies each packet; a source that can read frames
+    /// straight into the batch's buffer overrides it.
+    fn fill(
+        &mut self,
+        batch: &mut FrameBatch,
+        bytes: usize,
+        frames: usize,
+    ) -> Result<bool, SourceError> {
+        while batch.data.len() < bytes && batch.frames.len() < frames {
+            let Some(raw) = self.next_packet()? else {
+                return Ok(false);
+            };
+            batch.push(&raw);
+        }
+        Ok(true)
+    }
 
     /// Bytes of input read so far and the input's size when known (a
     /// regular file), for a progress display.

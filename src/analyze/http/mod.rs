@@ -364,6 +364,10 @@ impl Http1 {
                 self.finish_response(ts);
             }
         }
+        // Nothing more will be parsed: give back the buffers' memory.
+        self.client.buf = Vec::new();
+        self.server.buf = Vec::new();
+        self.exchanges.shrink_to_fit();
     }
 }
 

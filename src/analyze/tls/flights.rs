@@ -141,6 +141,7 @@ impl Flights {
             }
             self.requests -= 1;
         }
+        self.exchanges.shrink_to_fit();
     }
 }
 

@@ -422,6 +422,7 @@ impl TlsAnalyzer {
         self.client.shrink();
         self.server.shrink();
         self.probe = Vec::new();
+        self.events.shrink_to_fit();
     }
 
     /// The TLS section, or `None` when the connection was not TLS.
