@@ -44,6 +44,13 @@ pub(crate) struct Server {
     pub(crate) tls13: bool,
 }
 
+impl Server {
+    /// Speaks cleartext HTTP/1.1 (no SNI), not TLS.
+    pub(crate) fn cleartext(&self) -> bool {
+        self.sni.is_empty()
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Side {
     Client = 0,

@@ -3,12 +3,16 @@
 //!
 //! ```console
 //! handshakes-synth --out big.pcap --size 1GiB [--seed N] [--concurrency N]
+//! handshakes-synth --out short.pcap --connections 1000000 --mix short
 //! ```
 //!
 //! The output is a classic pcap (microseconds, Ethernet, snap length 65535)
 //! written as a stream in bounded memory: a discrete-event simulation of many
-//! concurrent TCP connections from a few thousand client addresses (IPv4 and
-//! IPv6) to a few servers on 443 and 80, interleaved packet by packet. The mix:
+//! concurrent TCP connections from many client addresses (IPv4 and IPv6) to
+//! a few servers on 443 and 80 (and 8080), interleaved packet by packet,
+//! until the output nears `--size` or `--connections` were opened;
+//! `--concurrency` connections are open at once. The default mix
+//! (`--mix web`), from 2 200 client addresses:
 //!
 //! * TLS 1.3 and TLS 1.2 full handshakes (ClientHello with SNI, ALPN,
 //!   supported_versions and key_share; a ~3 KB certificate chain split
@@ -24,13 +28,19 @@
 //!   FIN/FIN and RST closes, close_notify alerts, and port reuse (a closed
 //!   tuple opened again with a new ISN).
 //!
+//! `--mix short` is many short connections instead: 64 clients without
+//! pooling against a rate-limited API, one or two small requests per
+//! connection, TLS (full and resumed) and cleartext HTTP/1.1 (see `mix.rs`).
+//!
 //! What it generated is printed on stderr, the last line as JSON, so a bench
 //! can check that `handshakes analyze` finds the same connections, TLS
-//! handshakes and requests. Every request flight is built so that the TLS
+//! handshakes and requests. Every request is sent as one client flight, so
+//! the analyzer's TLS request estimate is exact by construction.
 //!
-//! Layout: `cli.rs` parses the arguments; `sim.rs` runs the event loop over
-//! connections; `conn.rs` is a connection's state machine, `plan.rs` what it
-//! says; `tls.rs`, `http.rs` and `flight.rs` build the bytes; `pcap.rs`
+//! Layout: `cli.rs` parses the arguments; `mix.rs` holds what differs
+//! between mixes (population, sizes, timing); `sim.rs` runs the event loop
+//! over connections; `conn.rs` is a connection's state machine, `plan.rs`
+//! what it says; `tls.rs`, `http.rs` and `flight.rs` build the bytes; `pcap.rs`
 //! writes them; `rng.rs` makes every choice reproducible from the seed.
 //!
 //! This file owns `main` and the final report on stderr; it does not own any
@@ -40,6 +50,7 @@ mod cli;
 mod conn;
 mod flight;
 mod http;
+mod mix;
 mod pcap;
 mod plan;
 mod rng;
@@ -77,7 +88,14 @@ fn main() -> ExitCode {
         }
     };
     let started = Instant::now();
-    let mut sim = match Sim::new(args.seed, args.size, args.concurrency, writer) {
+    let mut sim = match Sim::new(
+        args.seed,
+        args.size,
+        args.connections,
+        args.mix,
+        args.concurrency,
+        writer,
+    ) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("handshakes-synth: {}: {e}", args.out);
@@ -101,16 +119,21 @@ fn report(sim: &Sim, args: &Args, elapsed: f64) {
     let span = out.clock as f64 / 1e9;
     if !args.quiet {
         eprintln!(
-            "handshakes-synth: wrote {} ({} bytes, {} packets, {span:.1} s of capture) in {elapsed:.1} s ({:.0} MB/s), seed {}",
+            "handshakes-synth: wrote {} ({} bytes, {} packets, {span:.1} s of capture) in {elapsed:.1} s ({:.0} MB/s), mix {}, seed {}",
             args.out,
             out.bytes,
             out.packets,
             out.bytes as f64 / 1e6 / elapsed.max(1e-9),
+            args.mix.name(),
             args.seed
         );
         eprintln!(
-            "connections  {} ({} IPv6, peak {} open, {} reusing a closed tuple)",
-            s.connections, s.ipv6, s.max_concurrent, s.port_reuses
+            "connections  {} ({} IPv6, peak {} open, {} reusing a closed tuple; {:.0} per second of capture)",
+            s.connections,
+            s.ipv6,
+            s.max_concurrent,
+            s.port_reuses,
+            s.connections as f64 / span.max(1e-9)
         );
         eprintln!(
             "TLS          {} connections: 1.3 full {}, 1.3 resumed {}, 1.2 full {}, 1.2 resumed {}; h2 {}",
@@ -126,7 +149,7 @@ fn report(sim: &Sim, args: &Args, elapsed: f64) {
         );
     }
     eprintln!(
-        "{{\"bytes\":{},\"packets\":{},\"connections\":{},\"tcp_handshakes\":{},\"tls_connections\":{},\"tls_handshakes_full\":{},\"tls_handshakes_resumed\":{},\"requests\":{},\"requests_exact\":{},\"requests_estimated\":{},\"h2_connections\":{},\"closes_fin\":{},\"closes_rst\":{},\"seconds\":{elapsed:.3}}}",
+        "{{\"bytes\":{},\"packets\":{},\"connections\":{},\"tcp_handshakes\":{},\"tls_connections\":{},\"tls_handshakes_full\":{},\"tls_handshakes_resumed\":{},\"requests\":{},\"requests_exact\":{},\"requests_estimated\":{},\"h2_connections\":{},\"closes_fin\":{},\"closes_rst\":{},\"seconds\":{elapsed:.3},\"capture_seconds\":{span:.3},\"max_open\":{},\"port_reuses\":{}}}",
         out.bytes,
         out.packets,
         s.connections,
@@ -140,5 +163,7 @@ fn report(sim: &Sim, args: &Args, elapsed: f64) {
         s.h2,
         s.closes[0] + s.closes[1],
         s.closes[2] + s.closes[3],
+        s.max_concurrent,
+        s.port_reuses,
     );
 }

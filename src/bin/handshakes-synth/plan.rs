@@ -5,12 +5,13 @@
 //!
 //! Owns: `Sim::plan` and its helpers, which append [`Step`]s to a
 //! connection's script, and the NewSessionTicket records.
-//! Does not own: the message bytes (`tls.rs`, `http.rs`) or how the steps
-//! become packets (`conn.rs`).
+//! Does not own: the message bytes (`tls.rs`, `http.rs`), the mix's sizes
+//! and delays (`mix.rs`), or how the steps become packets (`conn.rs`).
 
 use crate::conn::{App, CloseKind, Conn, Side, Step};
 use crate::flight::Flight;
-use crate::http::{http_request, reason};
+use crate::http::{api_exchange, web_exchange};
+use crate::mix::Mix;
 use crate::rng::Rng;
 use crate::sim::Sim;
 use crate::tls::{
@@ -222,18 +223,8 @@ impl Sim {
         c.requests_done += 1;
         let half = c.rtt / 2;
         let overhead = c.overhead();
-        let request_delay = if first {
-            rng.log_uniform(20_000, 300_000)
-        } else {
-            rng.log_uniform(50_000, 400_000_000)
-        };
-        let response_delay = half + rng.log_uniform(100_000, 40_000_000);
-        // The body: mostly small, some medium, a few large.
-        let body = match rng.below(100) {
-            0..60 => rng.log_uniform(1024, 16 * 1024),
-            60..90 => rng.log_uniform(16 * 1024, 64 * 1024),
-            _ => rng.log_uniform(64 * 1024, 200 * 1024),
-        } as usize;
+        let mix = self.mix;
+        let (request_delay, response_delay, body) = mix.exchange(rng, first, half);
         // A TLS 1.3 or resumed 1.2 handshake ends with a client flight that
         // carries the first request too.
         let merge = first
@@ -251,61 +242,32 @@ impl Sim {
             App::Http => {
                 self.stats.requests_cleartext += 1;
                 let server = &self.servers[c.server_idx];
-                let close_header = last && c.close == CloseKind::FinServer && rng.chance(0.5);
-                let (text, post) = http_request(rng, server.host.ip, close_header);
-                req.lit(text);
-                if let Some(n) = post {
-                    req.fill(rng, false, n);
-                }
-                let chunked = rng.chance(0.25);
-                self.stats.chunked_responses += u64::from(chunked);
-                let status = match rng.below(100) {
-                    0..88 => 200,
-                    88..94 => 304,
-                    94..98 => 404,
-                    _ => 500,
-                };
-                let body = match status {
-                    304 => 0,
-                    404 | 500 => rng.range(100, 600) as usize,
-                    _ => body,
-                };
-                let mut head = format!(
-                    "HTTP/1.1 {status} {}\r\nServer: nginx/1.24.0\r\nDate: Tue, 14 Nov 2023 22:13:20 GMT\r\nContent-Type: text/html; charset=utf-8\r\n",
-                    reason(status)
-                );
-                if close_header {
-                    head.push_str("Connection: close\r\n");
-                } else {
-                    head.push_str("Connection: keep-alive\r\n");
-                }
-                if status == 304 {
-                    head.push_str("\r\n");
-                    resp.lit(head.into_bytes());
-                } else if chunked {
-                    head.push_str("Transfer-Encoding: chunked\r\n\r\n");
-                    resp.lit(head.into_bytes());
-                    let mut left = body;
-                    while left > 0 {
-                        let n = left.min(rng.range(2000, 9000) as usize);
-                        left -= n;
-                        resp.lit(format!("{n:x}\r\n").into_bytes());
-                        resp.fill(rng, false, n);
-                        resp.lit(b"\r\n".to_vec());
+                let chunked = match mix {
+                    Mix::Web => {
+                        let close_header =
+                            last && c.close == CloseKind::FinServer && rng.chance(0.5);
+                        web_exchange(rng, server.host.ip, close_header, body, &mut req, &mut resp)
                     }
-                    resp.lit(b"0\r\n\r\n".to_vec());
-                } else {
-                    head.push_str(&format!("Content-Length: {body}\r\n\r\n"));
-                    resp.lit(head.into_bytes());
-                    resp.fill(rng, false, body);
-                }
+                    Mix::Short => {
+                        let close_header = last && rng.chance(0.8);
+                        let (ip, port) = (server.host.ip, server.port);
+                        api_exchange(rng, ip, port, close_header, body, &mut req, &mut resp)
+                    }
+                };
+                self.stats.chunked_responses += u64::from(chunked);
             }
             App::TlsHttp1 => {
                 self.stats.requests_tls_http1 += 1;
-                let post = rng.chance(0.1);
-                let plain = rng.range(180, 700) as usize
+                // Request line and headers, a body for a POST; the
+                // response's status line and headers.
+                let (post, head, post_body, resp_head) = match mix {
+                    Mix::Web => (0.1, (180, 700), (50, 2000), (200, 450)),
+                    Mix::Short => (0.3, (150, 450), (40, 1500), (150, 350)),
+                };
+                let post = rng.chance(post);
+                let plain = rng.range(head.0, head.1) as usize
                     + if post {
-                        rng.range(50, 2000) as usize
+                        rng.range(post_body.0, post_body.1) as usize
                     } else {
                         0
                     };
@@ -313,7 +275,7 @@ impl Sim {
                 if first && c.tls.as_ref().is_some_and(|t| t.v13) {
                     new_session_tickets(rng, &mut resp);
                 }
-                let n = rng.range(200, 450) as usize + body;
+                let n = rng.range(resp_head.0, resp_head.1) as usize + body;
 
                 resp.app_data(rng, n, overhead);
             }

@@ -1,19 +1,20 @@
-//! The discrete-event simulation: the client and server population, the
-//! event heap that interleaves connections packet by packet, opening new
-//! connections (port reuse, resumable sessions) until the size target is
-//! near, and the statistics printed at the end.
+//! The discrete-event simulation: the event heap that interleaves
+//! connections packet by packet, opening new connections (port reuse,
+//! resumable sessions) until the size target is near or the connection
+//! count is reached, and the statistics printed at the end.
 //!
 //! Owns: [`Sim`] (construction, `run`, `spawn`, `finished`) and [`Stats`].
-//! Does not own: a connection's packets (`conn.rs`) or its conversation
+//! Does not own: the client and server population or the mix's choices
+//! (`mix.rs`), a connection's packets (`conn.rs`) or its conversation
 //! (`plan.rs`), both further `impl Sim` blocks.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::io::{self, Write};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use crate::conn::{App, CloseKind, Conn, Host, Server, State, Tls, Tuple};
+use crate::conn::{App, Conn, Host, Server, State, Tls, Tuple};
 use crate::flight::Fills;
+use crate::mix::{Mix, Population};
 use crate::pcap::Out;
 use crate::rng::Rng;
 use crate::tls::CIPHERS_13;
@@ -49,6 +50,9 @@ pub(crate) struct Sim {
     pub(crate) fills: Fills,
     pub(crate) out: Out,
     target: u64,
+    /// Connections to open in all (`u64::MAX`: as many as `target` allows).
+    max_connections: u64,
+    pub(crate) mix: Mix,
     pub(crate) concurrency: usize,
     pub(crate) clients: Vec<Host>,
     /// Index of the first IPv6 client.
@@ -70,92 +74,24 @@ pub(crate) struct Sim {
     pub(crate) stats: Stats,
 }
 
-const SNI_V4: [&str; 6] = [
-    "www.example.com",
-    "api.example.com",
-    "cdn.example.net",
-    "static.example.org",
-    "login.example.com",
-    "img.example.net",
-];
-
 impl Sim {
+    /// A simulation of `mix` traffic that opens connections until the
+    /// output nears `target` bytes or `max_connections` were opened.
     pub(crate) fn new(
         seed: u64,
         target: u64,
+        max_connections: u64,
+        mix: Mix,
         concurrency: usize,
         w: Box<dyn Write>,
     ) -> io::Result<Sim> {
         let mut rng = Rng::new(seed);
         let fills = Fills::new(&mut rng);
-        let mut clients = Vec::new();
-        for i in 0..2000usize {
-            let ip = Ipv4Addr::new(
-                10,
-                1 + (i / 250) as u8,
-                (i % 250) as u8 + 1,
-                10 + (i % 7) as u8,
-            );
-            clients.push(Host::new(IpAddr::V4(ip), 0x10, i));
-        }
-        let clients_v6 = clients.len();
-        for i in 0..200usize {
-            let ip = Ipv6Addr::new(
-                0x2001,
-                0xdb8,
-                0x100,
-                (i / 200) as u16,
-                0,
-                0,
-                0x1000,
-                i as u16 + 1,
-            );
-            clients.push(Host::new(IpAddr::V6(ip), 0x16, i));
-        }
-        let mut servers = Vec::new();
-        for (i, sni) in SNI_V4.iter().enumerate() {
-            let ip = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 10 + i as u8));
-            servers.push(Server {
-                host: Host::new(ip, 0x20, i),
-                port: 443,
-                sni,
-                tls13: i != 3 && i != 5,
-            });
-        }
-        for (i, sni) in ["www.example.com", "api.example.com"].iter().enumerate() {
-            let ip = IpAddr::V6(Ipv6Addr::new(
-                0x2001,
-                0xdb8,
-                0x443,
-                0,
-                0,
-                0,
-                0,
-                i as u16 + 1,
-            ));
-            servers.push(Server {
-                host: Host::new(ip, 0x26, i),
-                port: 443,
-                sni,
-                tls13: true,
-            });
-        }
-        for i in 0..2u8 {
-            let ip = IpAddr::V4(Ipv4Addr::new(203, 0, 113, 80 + i));
-            servers.push(Server {
-                host: Host::new(ip, 0x28, usize::from(i)),
-                port: 80,
-                sni: "",
-                tls13: false,
-            });
-        }
-        let ip = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0x80, 0, 0, 0, 0, 1));
-        servers.push(Server {
-            host: Host::new(ip, 0x29, 0),
-            port: 80,
-            sni: "",
-            tls13: false,
-        });
+        let Population {
+            clients,
+            clients_v6,
+            servers,
+        } = mix.population();
         let ports = (0..clients.len())
             .map(|_| rng.range(32768, 60999) as u16)
             .collect();
@@ -164,6 +100,8 @@ impl Sim {
             fills,
             out: Out::new(w)?,
             target,
+            max_connections,
+            mix,
             concurrency,
             clients,
             clients_v6,
@@ -188,7 +126,7 @@ impl Sim {
     }
 
     pub(crate) fn run(&mut self) -> io::Result<()> {
-        for _ in 0..self.concurrency {
+        for _ in 0..(self.concurrency as u64).min(self.max_connections) {
             let t = self.rng.below(200_000_000);
             self.spawn(t);
         }
@@ -219,16 +157,18 @@ impl Sim {
         self.live -= 1;
         let tuple = conn.tuple();
         self.active.remove(&tuple);
-        self.recently_closed
-            .push_back((tuple, conn.client_idx, conn.server_idx));
-        if self.recently_closed.len() > 256 {
-            self.recently_closed.pop_front();
+        if self.mix.reusable(conn.close) {
+            self.recently_closed
+                .push_back((tuple, conn.client_idx, conn.server_idx));
+            if self.recently_closed.len() > 256 {
+                self.recently_closed.pop_front();
+            }
         }
         if !self.winding_down && self.out.bytes + self.wind_down_margin() >= self.target {
             self.winding_down = true;
         }
-        if !self.winding_down {
-            let gap = self.rng.log_uniform(10_000, 20_000_000);
+        if !self.winding_down && self.stats.connections < self.max_connections {
+            let gap = self.mix.spawn_gap(&mut self.rng);
             let t = self.out.clock + gap;
             self.spawn(t);
         }
@@ -252,19 +192,20 @@ impl Sim {
             }
             None => {
                 // A few busy clients, a long tail of quiet ones.
-                let v6 = rng.chance(0.1);
+                let (v6_share, skew) = self.mix.client_choice();
+                let v6 = rng.chance(v6_share);
                 let ci = if v6 {
                     let n = self.clients.len() - self.clients_v6;
-                    self.clients_v6 + (n as f64 * rng.unit().powf(3.0)) as usize
+                    self.clients_v6 + (n as f64 * rng.unit().powf(skew)) as usize
                 } else {
-                    (self.clients_v6 as f64 * rng.unit().powf(3.0)) as usize
+                    (self.clients_v6 as f64 * rng.unit().powf(skew)) as usize
                 };
-                let clear = rng.chance(0.15);
+                let clear = rng.chance(self.mix.cleartext());
                 let candidates: Vec<usize> = self
                     .servers
                     .iter()
                     .enumerate()
-                    .filter(|(_, s)| s.host.ip.is_ipv6() == v6 && (s.port == 80) == clear)
+                    .filter(|(_, s)| s.host.ip.is_ipv6() == v6 && s.cleartext() == clear)
                     .map(|(i, _)| i)
                     .collect();
                 let si = *rng.pick(&candidates);
@@ -272,7 +213,7 @@ impl Sim {
                 let mut port;
                 loop {
                     port = self.ports[ci];
-                    self.ports[ci] = if port >= 60999 { 32768 } else { port + 1 };
+                    self.ports[ci] = next_port(port, self.mix.port_step(&mut self.rng));
                     let tuple = (self.clients[ci].ip, port, server.host.ip, server.port);
                     if !self.active.contains(&tuple) {
                         break;
@@ -285,33 +226,22 @@ impl Sim {
         let server = &self.servers[server_idx];
         let rng = &mut self.rng;
         let v6 = client.ip.is_ipv6();
-        let requests = match rng.below(100) {
-            0..45 => 1,
-            45..75 => rng.range(2, 10),
-            _ => rng.range(11, 50),
-        } as u32;
-        let close = match rng.below(100) {
-            0..45 => CloseKind::FinClient,
-            45..80 => CloseKind::FinServer,
-            80..92 => CloseKind::RstClient,
-            _ => CloseKind::RstServer,
-        };
-        let (app, tls) = if server.port == 80 {
+        let mix = self.mix;
+        let requests = mix.requests(rng);
+        let close = mix.close(rng);
+        let (app, tls) = if server.cleartext() {
             (App::Http, None)
         } else {
-            let offer13 = rng.chance(0.9);
+            let (offer13, resume) = mix.tls_chances();
+            let offer13 = rng.chance(offer13);
             let v13_possible = offer13 && server.tls13;
             let session = self.sessions.get(&(client_idx, server_idx));
-            let resume = session.filter(|(v13, _)| *v13 == v13_possible && rng.chance(0.7));
+            let resume = session.filter(|(v13, _)| *v13 == v13_possible && rng.chance(resume));
             let (resumed, session_id) = match resume {
                 Some((_, id)) => (true, id.clone()),
                 None => (false, rng.bytes(32)),
             };
-            let alpn_offer: &'static [&'static str] = match rng.below(10) {
-                0..6 => &["h2", "http/1.1"],
-                6..9 => &["http/1.1"],
-                _ => &[],
-            };
+            let alpn_offer = mix.alpn(rng);
             let h2 = alpn_offer.first() == Some(&"h2") && rng.chance(0.85);
             let cipher = if v13_possible {
                 *rng.pick(&CIPHERS_13)
@@ -336,7 +266,7 @@ impl Sim {
             server_idx,
             seq: [rng.u32(), rng.u32()],
             ip_id: [rng.u32() as u16, rng.u32() as u16],
-            rtt: rng.log_uniform(300_000, 120_000_000),
+            rtt: mix.rtt(rng),
             burst: rng.range(6, 40) as usize,
             mss: if v6 { 1440 } else { 1460 },
             app,
@@ -383,5 +313,118 @@ impl Sim {
             }
         };
         self.schedule(t, slot);
+    }
+}
+
+/// The ephemeral port `step` after `port`, wrapping within Linux's default
+/// range 32768–60999.
+fn next_port(port: u16, step: u32) -> u16 {
+    let next = u32::from(port) + step;
+    if next > 60999 {
+        (32768 + (next - 61000)) as u16
+    } else {
+        next as u16
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    /// A writer whose bytes the test can read afterwards.
+    struct Sink(Rc<RefCell<Vec<u8>>>);
+
+    impl Write for Sink {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.0.borrow_mut().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn generate(size: u64, connections: u64, mix: Mix, concurrency: usize) -> (Sim, Vec<u8>) {
+        let bytes = Rc::new(RefCell::new(Vec::new()));
+        let w = Box::new(Sink(bytes.clone()));
+        let mut sim = Sim::new(3, size, connections, mix, concurrency, w).unwrap();
+        sim.run().unwrap();
+        let bytes = bytes.take();
+        (sim, bytes)
+    }
+
+    /// The pcap records' (timestamp in µs, frame) in order.
+    fn records(pcap: &[u8]) -> Vec<(u64, &[u8])> {
+        assert_eq!(pcap[..4], 0xa1b2_c3d4u32.to_le_bytes());
+        let u32_at = |i: usize| u32::from_le_bytes(pcap[i..i + 4].try_into().unwrap());
+        let mut out = Vec::new();
+        let mut i = 24;
+        while i < pcap.len() {
+            let ts = u64::from(u32_at(i)) * 1_000_000 + u64::from(u32_at(i + 4));
+            let len = u32_at(i + 8) as usize;
+            assert_eq!(len, u32_at(i + 12) as usize);
+            out.push((ts, &pcap[i + 16..i + 16 + len]));
+            i += 16 + len;
+        }
+        assert_eq!(i, pcap.len());
+        out
+    }
+
+    /// FNV-1a, 64 bits.
+    fn fnv(bytes: &[u8]) -> u64 {
+        bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        })
+    }
+
+    #[test]
+    fn web_mix_is_the_same_capture_as_before_mixes() {
+        // `handshakes-synth --size 1MiB --seed 3 --concurrency 20` before
+        // `--mix` and `--connections` existed.
+        let (sim, pcap) = generate(1 << 20, u64::MAX, Mix::Web, 20);
+        assert_eq!(pcap.len(), 1_183_574);
+        assert_eq!(fnv(&pcap), 0x29cf_2160_efff_9930);
+        assert_eq!(sim.out.bytes, pcap.len() as u64);
+    }
+
+    #[test]
+    fn short_mix_opens_exactly_the_connections_asked_for() {
+        let (sim, pcap) = generate(u64::MAX, 1500, Mix::Short, 60);
+        let s = &sim.stats;
+        assert_eq!(s.connections, 1500);
+        assert_eq!(s.max_concurrent, 60);
+        assert_eq!(s.closes.iter().sum::<u64>(), 1500);
+        assert_eq!(s.tls + s.cleartext, 1500);
+        assert!(s.tls12_resumed + s.tls13_resumed > 0 && s.tls12_full + s.tls13_full > 0);
+        assert!(s.cleartext > 0 && s.h2 > 0 && s.port_reuses > 0);
+        assert!(s.closes[2] + s.closes[3] > 0);
+        // One or two requests per connection.
+        let requests = s.requests_cleartext + s.requests_tls_http1 + s.requests_tls_h2;
+        assert!(requests > 1500 && requests <= 3000, "{requests}");
+        let recs = records(&pcap);
+        assert_eq!(recs.len() as u64, sim.out.packets);
+        assert!(recs.windows(2).all(|w| w[0].0 <= w[1].0));
+        // Small responses: a short connection is a few KB on the wire.
+        let per_connection = pcap.len() / 1500;
+        assert!((2000..10_000).contains(&per_connection), "{per_connection}");
+    }
+
+    #[test]
+    fn size_still_limits_when_connections_are_given() {
+        let (sim, _) = generate(2 << 20, 1_000_000, Mix::Short, 50);
+        assert!(sim.stats.connections < 1000, "{}", sim.stats.connections);
+        // Fewer connections than the concurrency: only those are opened.
+        let (sim, _) = generate(u64::MAX, 7, Mix::Web, 300);
+        assert_eq!(sim.stats.connections, 7);
+    }
+
+    #[test]
+    fn ephemeral_ports_wrap_within_the_range() {
+        assert_eq!(next_port(40000, 1), 40001);
+        assert_eq!(next_port(60999, 1), 32768);
+        assert_eq!(next_port(60998, 2), 32768);
+        assert_eq!(next_port(60997, 6), 32771);
     }
 }
