@@ -182,6 +182,9 @@ impl RecordSink for FirstById {
     }
 }
 
+/// Connections finalised at a time at the end of the input.
+pub const FINISH_CHUNK: usize = 1024;
+
 /// Running totals, for a status line.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Progress {
@@ -261,7 +264,9 @@ impl Analyzer {
     /// Finalises every connection still open (in order of their first
     /// packets) and returns the summary.
     pub fn finish(mut self, info: &SourceInfo, sink: &mut dyn RecordSink) -> io::Result<Summary> {
-        self.shard.finish();
+        while self.shard.finish_some(FINISH_CHUNK) {
+            self.flush(sink)?;
+        }
         self.flush(sink)?;
         Ok(self.gather.finish(&self.shard.counts, info))
     }

@@ -10,13 +10,13 @@
 //! but through the sink it is given.
 
 use std::collections::VecDeque;
-use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread;
 
 use super::gather::Gather;
 use super::shard::{Clock, Event, Shard, ShardCounts};
-use super::{Config, RecordSink};
+use super::{Config, RecordSink, FINISH_CHUNK};
 use crate::decode::shard_hash;
 use crate::error::Error;
 use crate::record::Summary;
@@ -58,7 +58,8 @@ enum Work {
 
 enum Done {
     Batch(Vec<Event>),
-    End(Vec<Event>, ShardCounts),
+    /// Connections finalised at the end; the counts come with the last chunk.
+    End(Vec<Event>, Option<ShardCounts>),
 }
 
 /// Runs `source` through `threads` shards (at least 2). Same contract as
@@ -77,7 +78,9 @@ pub fn run(
         let mut done = Vec::with_capacity(threads);
         for me in 0..threads {
             let (work_tx, work_rx) = sync_channel::<Work>(DEPTH + 1);
-            let (done_tx, done_rx) = channel::<Done>();
+            // Bounded, so a worker cannot run far ahead (at the end, it
+            // sends its remaining connections a chunk at a time).
+            let (done_tx, done_rx) = sync_channel::<Done>(DEPTH + 2);
             let shard = Shard::new(config.clone(), cap);
             scope.spawn(move || worker(me, shard, work_rx, done_tx));
             work.push(work_tx);
@@ -96,7 +99,7 @@ pub fn run(
     })
 }
 
-fn worker(me: usize, mut shard: Shard, work: Receiver<Work>, done: Sender<Done>) {
+fn worker(me: usize, mut shard: Shard, work: Receiver<Work>, done: SyncSender<Done>) {
     while let Ok(msg) = work.recv() {
         match msg {
             Work::Batch(batch) => {
@@ -129,12 +132,14 @@ fn worker(me: usize, mut shard: Shard, work: Receiver<Work>, done: Sender<Done>)
                     return;
                 }
             }
-            Work::End => {
-                shard.finish();
+            Work::End => loop {
+                let more = shard.finish_some(FINISH_CHUNK);
                 let events = std::mem::take(&mut shard.events);
-                let _ = done.send(Done::End(events, shard.counts.clone()));
-                return;
-            }
+                let counts = (!more).then(|| shard.counts.clone());
+                if done.send(Done::End(events, counts)).is_err() || !more {
+                    return;
+                }
+            },
         }
     }
 }
@@ -241,24 +246,39 @@ impl Reader {
         Ok(())
     }
 
-    /// Finishes every shard; returns their counts added up.
+    /// Finishes every shard, merging the connections they still hold in
+    /// order of first packet; returns the shards' counts added up.
     fn end(&mut self, sink: &mut dyn RecordSink) -> Result<ShardCounts, Error> {
         for tx in &self.work {
             tx.send(Work::End).map_err(|_| worker_lost())?;
         }
-        let mut events = Vec::new();
+        let mut queues: Vec<VecDeque<Event>> = self.done.iter().map(|_| VecDeque::new()).collect();
+        let mut finished = vec![false; self.done.len()];
         let mut counts = ShardCounts::default();
-        for rx in &self.done {
-            match rx.recv() {
-                Ok(Done::End(mut e, c)) => {
-                    events.append(&mut e);
-                    counts.merge(&c);
+        loop {
+            for ((rx, queue), done) in self.done.iter().zip(&mut queues).zip(&mut finished) {
+                while queue.is_empty() && !*done {
+                    match rx.recv() {
+                        Ok(Done::End(events, last)) => {
+                            queue.extend(events);
+                            if let Some(c) = last {
+                                counts.merge(&c);
+                                *done = true;
+                            }
+                        }
+                        _ => return Err(worker_lost()),
+                    }
                 }
-                _ => return Err(worker_lost()),
             }
+            let next = queues
+                .iter_mut()
+                .filter_map(|q| q.front().map(Event::order).map(|o| (o, q)))
+                .min_by_key(|(o, _)| *o)
+                .and_then(|(_, q)| q.pop_front());
+            let Some(event) = next else {
+                return Ok(counts);
+            };
+            self.gather.apply(event, sink)?;
         }
-        events.sort_unstable_by_key(Event::order);
-        self.gather.apply_all(events, sink)?;
-        Ok(counts)
     }
 }

@@ -18,7 +18,8 @@ use crate::decode::{decode, Decoded, TcpSegment};
 use crate::flow::tcp::TcpConn;
 use crate::flow::FlowKey;
 use crate::record::{
-    Anomalies, AnomalyKind, ClientBy, CloseKind, ConnectionRecord, Instant, Side, TcpInfo,
+    Anomalies, AnomalyKind, ClientBy, CloseKind, ConnectionRecord, HttpInfo, Instant, Side,
+    TcpInfo, TlsInfo,
 };
 use crate::source::RawPacket;
 use crate::time::Timestamp;
@@ -153,6 +154,9 @@ struct Connection {
     streams: Option<Box<Streams>>,
     /// Kept when `streams` is dropped early (boxed: most connections never need one).
     analyzers: Option<Box<Analyzers>>,
+    /// What the analyzers found, taken when the connection closed so the
+    /// analyzers need not linger with it.
+    facts: Option<Box<Facts>>,
     /// Counted among the open connections (until it closes or is finalised).
     counted_open: bool,
     anomalies: Anomalies,
@@ -181,6 +185,7 @@ impl Connection {
             tcp: TcpConn::new(),
             streams: None,
             analyzers: None,
+            facts: None,
             counted_open: true,
             anomalies: Anomalies::default(),
         }
@@ -188,6 +193,9 @@ impl Connection {
 
     /// Feeds the stream analyzers; stops reassembling when none wants more.
     fn stream(&mut self, side: Side, ts: Timestamp, seg: &TcpSegment<'_>, config: &Config) {
+        if self.facts.is_some() {
+            return;
+        }
         if self.streams.is_none() && self.analyzers.is_none() && seg.payload_len > 0 {
             let mut streams = Streams::new(config.stream_cap(), config.requests_listed());
             let (client_isn, server_isn) = self.tcp.isns();
@@ -217,11 +225,15 @@ impl Connection {
         }
     }
 
-    fn into_record(mut self, capture_start: Timestamp, unclosed: CloseKind) -> ConnectionRecord {
+    /// The analyzers' findings, final once their streams have ended.
+    fn facts(&mut self, capture_start: Timestamp) -> Facts {
         let at = |t: Timestamp| Instant {
             ts: t.as_secs_f64(),
             at: t.secs_since(capture_start),
         };
+        if let Some(facts) = self.facts.take() {
+            return *facts;
+        }
         self.stop_streams();
         let origin = self.tcp.syn_time().unwrap_or(self.start);
         let tls = self
@@ -232,6 +244,25 @@ impl Connection {
             Some(a) => a.http_info(&at),
             None => Analyzers::new(0, 0).http_info(&at),
         };
+        Facts { tls, http }
+    }
+
+    /// Closed with nothing left to put in order: keeps the findings and
+    /// drops the analyzers, so a connection waiting out its linger is small.
+    fn settle(&mut self, capture_start: Timestamp) {
+        if self.facts.is_none() && self.streams.as_ref().is_none_or(|s| s.settled()) {
+            let facts = self.facts(capture_start);
+            self.analyzers = None;
+            self.facts = Some(Box::new(facts));
+        }
+    }
+
+    fn into_record(mut self, capture_start: Timestamp, unclosed: CloseKind) -> ConnectionRecord {
+        let at = |t: Timestamp| Instant {
+            ts: t.as_secs_f64(),
+            at: t.secs_since(capture_start),
+        };
+        let Facts { tls, http } = self.facts(capture_start);
         let tcp = &self.tcp;
         ConnectionRecord {
             id: self.id,
@@ -268,6 +299,12 @@ fn tombstone(key: &FlowKey) -> u64 {
     foldhash::fast::FixedState::with_seed(0x7e5b_0c2d).hash_one(key)
 }
 
+/// A connection's TLS and HTTP findings.
+struct Facts {
+    tls: Option<TlsInfo>,
+    http: HttpInfo,
+}
+
 /// One shard's connection table and timers.
 pub struct Shard {
     config: Config,
@@ -293,6 +330,8 @@ pub struct Shard {
     pub counts: ShardCounts,
     /// What happened since the gatherer last took the events, in order.
     pub events: Vec<Event>,
+    /// At the end of the input: the connections left to finalise.
+    ending: Option<Vec<(u64, FlowKey)>>,
 }
 
 impl Shard {
@@ -311,6 +350,7 @@ impl Shard {
             origin: None,
             counts: ShardCounts::default(),
             events: Vec::new(),
+            ending: None,
         }
     }
 
@@ -512,10 +552,9 @@ impl Shard {
             conn.counted_open = false;
         }
         let id = conn.id;
-        if notes.closed_now && conn.streams.as_ref().is_some_and(|s| s.settled()) {
-            // Nothing waits to be put in order: the buffers can go now
-            // rather than after the linger.
-            conn.stop_streams();
+        if notes.closed_now {
+            // The buffers and analyzers can go now rather than after the linger.
+            conn.settle(self.origin.unwrap_or(conn.start));
         }
         if notes.closed_now {
             let deadline = Timestamp(now.0.saturating_add(CLOSE_LINGER.as_nanos() as i64));
@@ -583,19 +622,41 @@ impl Shard {
         });
     }
 
-    /// Finalises every connection still open, in order of their first packets.
-    pub fn finish(&mut self) {
-        let mut rest: Vec<Connection> = self.table.drain().map(|(_, c)| c).collect();
-        rest.sort_unstable_by_key(|c| c.id);
-        for conn in rest {
-            let order = Order {
-                at: u64::MAX,
-                phase: Phase::End,
-                k1: 0,
-                k2: conn.id,
+    /// Finalises up to `max` of the connections still open at the end of
+    /// the input, in order of their first packets (a few at a time, so the
+    /// records of a large table are not all held at once); false when none
+    /// is left.
+    pub fn finish_some(&mut self, max: usize) -> bool {
+        let ending = self.ending.get_or_insert_with(|| {
+            let mut rest: Vec<(u64, FlowKey)> =
+                self.table.iter().map(|(k, c)| (c.id, *k)).collect();
+            // Last first: popped from the end.
+            rest.sort_unstable_by_key(|&(id, _)| std::cmp::Reverse(id));
+            rest
+        });
+        let mut batch = Vec::with_capacity(max.min(ending.len()));
+        while batch.len() < max {
+            let Some((_, key)) = ending.pop() else {
+                break;
             };
-            self.finalize(conn, CloseKind::Open, order);
+            batch.push(key);
         }
+        let more = !ending.is_empty();
+        for key in batch {
+            if let Some(conn) = self.table.remove(&key) {
+                let order = Order {
+                    at: u64::MAX,
+                    phase: Phase::End,
+                    k1: 0,
+                    k2: conn.id,
+                };
+                self.finalize(conn, CloseKind::Open, order);
+            }
+        }
+        if !more {
+            self.table = HashMap::default();
+        }
+        more
     }
 }
 
