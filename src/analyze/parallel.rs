@@ -166,9 +166,19 @@ impl Reader {
         sink: &mut dyn RecordSink,
         progress: &mut dyn FnMut(u64, Option<u64>),
     ) -> Result<(), Error> {
+        let mut failed = None;
         loop {
             let mut batch = self.spare.pop().unwrap_or_default();
-            let more = self.fill(&mut batch, source, threads, progress)?;
+            // A read error ends the input after the frames read before it,
+            // which are analysed first, as on one thread.
+            let filled = self.fill(&mut batch, source, threads, progress);
+            let more = match filled {
+                Ok(more) => more,
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
+            };
             if !batch.frames.frames.is_empty() {
                 let batch = Arc::new(batch);
                 for tx in &self.work {
@@ -187,7 +197,7 @@ impl Reader {
         while !self.in_flight.is_empty() {
             self.gather_one(sink)?;
         }
-        Ok(())
+        failed.map_or(Ok(()), Err)
     }
 
     /// Reads frames into `batch` until it is full, notes each one's clock
@@ -203,7 +213,7 @@ impl Reader {
         batch.nows.clear();
         batch.shards.clear();
         batch.base = self.gather.seen() + 1;
-        let more = source.fill(&mut batch.frames, BATCH_BYTES, BATCH_FRAMES)?;
+        let filled = source.fill(&mut batch.frames, BATCH_BYTES, BATCH_FRAMES);
         let before = self.gather.seen();
         for frame in &batch.frames.frames {
             let raw = RawPacket {
@@ -224,7 +234,7 @@ impl Reader {
             let (read, total) = source.progress();
             progress(read, total);
         }
-        Ok(more)
+        Ok(filled?)
     }
 
     /// Takes the oldest batch's events from every worker and applies them in order.

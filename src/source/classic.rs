@@ -2,12 +2,15 @@
 //! 16-byte (or, for the "modified" format, 24-byte) record headers, parsed
 //! here straight out of one large buffer filled with `read()`. Packets borrow
 //! that buffer; a record that straddles its end has the unread tail moved to
-//! the front before the next read.
+//! the front before the next read. For `--threads`, `direct` reads records
+//! straight into a [`super::FrameBatch`]'s buffer instead.
 //!
 //! Does not open files, detect compression or pcapng, or word messages; that
 //! is `file`, which turns the [`Event`]s here into packets and warnings.
 
 use std::io::{self, Read};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use super::LinkType;
 use crate::time::Timestamp;
@@ -90,6 +93,33 @@ impl Header {
         }
     }
 
+    /// What the front of `avail` holds: a whole record (its data at
+    /// `record.start` within `avail`), or not yet, or one too large to be.
+    #[inline]
+    fn parse_at(&self, avail: &[u8]) -> Parsed {
+        let Some(hdr) = avail.first_chunk::<16>() else {
+            return Parsed::Need(16 - avail.len());
+        };
+        let fields = self.fields(hdr);
+        let len = fields.caplen as usize;
+        let total = self.record_header.saturating_add(len);
+        if total > MAX_RECORD {
+            return Parsed::TooLarge;
+        }
+        if avail.len() < total {
+            return Parsed::Need(total - avail.len());
+        }
+        Parsed::Whole {
+            record: Record {
+                ts: self.timestamp(fields.sec, fields.frac),
+                orig_len: fields.orig_len,
+                start: self.record_header,
+                len,
+            },
+            total,
+        }
+    }
+
     /// The timestamp of a record: exactly `Timestamp::from_parts(sec, frac,
     /// 10^6 or 10^9)`, without its 128-bit division. Two `u32`s cannot
     /// overflow an `i64` of nanoseconds (at most about 4.3e18), so nothing
@@ -121,6 +151,16 @@ pub struct Record {
     pub len: usize,
 }
 
+/// What [`Header::parse_at`] found.
+enum Parsed {
+    /// A whole record, `total` bytes with its header.
+    Whole { record: Record, total: usize },
+    /// Part of a record: at least this many more bytes are needed.
+    Need(usize),
+    /// A record longer than [`MAX_RECORD`], which is never read.
+    TooLarge,
+}
+
 /// The answer to [`ClassicReader::next`].
 #[derive(Debug)]
 pub enum Event {
@@ -146,18 +186,30 @@ pub struct ClassicReader {
     /// Offset in the input of `buf[0]`, for messages.
     base: u64,
     eof: bool,
+    /// A failed read whose bytes before the failure are still to be handed
+    /// out (reads into a batch can fail after some of them succeeded).
+    failed: Option<io::Error>,
+    /// Counts the bytes read, when `input` is the input itself.
+    read: Option<Arc<AtomicU64>>,
+    /// Records and their bytes (headers included) seen by
+    /// [`ClassicReader::fill_batch`], to guess how much to read for a
+    /// number of frames.
+    records: u64,
+    record_bytes: u64,
 }
 
 impl ClassicReader {
     /// Starts reading after `prefix`, the first bytes of the input, which
     /// must hold the whole file header (as checked by [`Header::parse`]).
     /// `capacity` is the buffer size (tests use tiny ones); it is raised to
-    /// the prefix's length if that is longer.
+    /// the prefix's length if that is longer. `read` counts what is read
+    /// from `input` from now on.
     pub fn new(
         header: Header,
         mut prefix: Vec<u8>,
         input: Box<dyn Read + Send>,
         capacity: usize,
+        read: Option<Arc<AtomicU64>>,
     ) -> ClassicReader {
         let end = prefix.len();
         prefix.resize(capacity.max(end).max(1), 0);
@@ -169,6 +221,10 @@ impl ClassicReader {
             end,
             base: 0,
             eof: false,
+            failed: None,
+            read,
+            records: 0,
+            record_bytes: 0,
         }
     }
 
@@ -206,20 +262,13 @@ impl ClassicReader {
     /// The record at the front of the buffer, if it is all there.
     #[inline]
     fn parse(&mut self) -> Option<Record> {
-        let hdr_len = self.header.record_header;
         let avail = self.buf.get(self.start..self.end)?;
-        let hdr = avail.first_chunk::<16>()?;
-        let fields = self.header.fields(hdr);
-        let len = fields.caplen as usize;
-        let total = hdr_len.saturating_add(len);
-        if avail.len() < total {
+        let Parsed::Whole { record, total } = self.header.parse_at(avail) else {
             return None;
-        }
+        };
         let record = Record {
-            ts: self.header.timestamp(fields.sec, fields.frac),
-            orig_len: fields.orig_len,
-            start: self.start + hdr_len,
-            len,
+            start: self.start + record.start,
+            ..record
         };
         self.start += total;
         Some(record)
@@ -255,6 +304,13 @@ impl ClassicReader {
         self.fill().err().map(Event::Failed)
     }
 
+    /// Notes `n` bytes read from the input.
+    fn count(&self, n: usize) {
+        if let Some(read) = &self.read {
+            read.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+
     /// Offset in the input of the first byte not handed out yet.
     fn offset(&self) -> u64 {
         self.base + self.start as u64
@@ -263,6 +319,9 @@ impl ClassicReader {
     /// One `read()` into the free end of the buffer; sets `eof` when it
     /// returns nothing.
     fn fill(&mut self) -> io::Result<()> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
         let Some(space) = self.buf.get_mut(self.end..).filter(|s| !s.is_empty()) else {
             return Ok(());
         };
@@ -273,7 +332,9 @@ impl ClassicReader {
                     return Ok(());
                 }
                 Ok(n) => {
-                    self.end += n.min(space.len());
+                    let n = n.min(space.len());
+                    self.end += n;
+                    self.count(n);
                     return Ok(());
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -295,6 +356,10 @@ fn u32_at(bytes: &[u8], at: usize, big_endian: bool) -> u32 {
         u32::from_le_bytes(word)
     }
 }
+
+mod direct;
+
+pub use direct::Outcome;
 
 #[cfg(test)]
 mod tests;

@@ -155,11 +155,13 @@ pub trait PacketSource {
     /// What the source has learned so far.
     fn info(&self) -> &SourceInfo;
 
-    /// Appends frames to `batch` until it holds at least `bytes` bytes or
+    /// Appends frames to `batch` until it holds about `bytes` bytes or
     /// `frames` frames; `Ok(false)` when the input has ended. The frames are
     /// exactly those [`PacketSource::next_packet`] would have returned, in
-    /// order. This copies each packet; a source that can read frames
-    /// straight into the batch's buffer overrides it.
+    /// order; on an error, the frames read before it are in `batch`. This
+    /// copies each packet; a source that can read frames straight into the
+    /// batch's buffer overrides it (classic pcap: `batch.data` then also
+    /// holds the record headers, which no frame covers).
     fn fill(
         &mut self,
         batch: &mut FrameBatch,

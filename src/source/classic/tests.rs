@@ -3,7 +3,7 @@
 //! cut files and size limits.
 //!
 //! Does not test pcapng or compression detection beyond one gzip case; those
-//! are `file`'s tests.
+//! are `file`'s tests. `fill` is tested against `next_packet` in `fill`.
 
 use std::path::Path;
 
@@ -11,6 +11,8 @@ use super::*;
 use crate::error::SourceError;
 use crate::source::file::FileSource;
 use crate::source::PacketSource;
+
+mod fill;
 
 /// A packet as a test expects it.
 #[derive(Debug, PartialEq, Eq)]
@@ -359,4 +361,60 @@ fn gzip_classic_capture_through_small_buffers() {
         assert_eq!(seen, expected);
         assert_eq!(src.info().compression.as_deref(), Some("gzip"));
     }
+}
+
+#[test]
+fn reads_nanosecond_pcap() {
+    let mut w = Writer::new(MAGIC_NANOS, false, 101);
+    w.record(10, 5, 4, &[0x45, 0, 0, 20]);
+    let mut src = open(cursor(w.bytes), BUFFER);
+    let p = src.next_packet().expect("reads").expect("one packet");
+    assert_eq!(p.ts, Timestamp(10_000_000_005));
+    assert_eq!(p.link, LinkType::RAW);
+    assert_eq!(p.data, &[0x45, 0, 0, 20]);
+    assert!(src.next_packet().expect("reads").is_none());
+    assert!(!src.info().truncated);
+}
+
+#[test]
+fn truncated_last_record_keeps_earlier_packets() {
+    let mut w = Writer::new(MAGIC_MICROS, false, 1);
+    w.record(1, 2, 3, &[1, 2, 3]);
+    w.record(3, 4, 6, &[5, 6, 7, 8, 9, 10]);
+    w.bytes.truncate(w.bytes.len() - 3);
+    let mut src = open(cursor(w.bytes), BUFFER);
+    assert!(src.next_packet().expect("reads").is_some());
+    assert!(src.next_packet().expect("reads").is_none());
+    assert!(src.info().truncated);
+    assert!(src.info().warnings[0].contains("cut short"));
+}
+
+#[test]
+fn short_file_claiming_a_huge_record_is_truncated_without_growing() {
+    // Found by fuzzing (fuzz/regressions/pipeline/): a record claiming
+    // 48 MiB made the reader double its buffer up to 64 MiB before it
+    // found out that the file ends a few bytes later.
+    let mut w = Writer::new(MAGIC_MICROS, false, 1);
+    w.record(1, 2, 3, &[1, 2, 3]);
+    w.record(3, 4, 3, &[5, 6, 7]);
+    let at = w.bytes.len() - 19;
+    w.bytes[at + 8..at + 12].copy_from_slice(&(48u32 << 20).to_le_bytes());
+    let mut src = open(cursor(w.bytes), BUFFER);
+    assert!(src.next_packet().expect("reads").is_some());
+    assert!(src.next_packet().expect("reads").is_none());
+    assert_eq!(src.classic_buffer(), Some(BUFFER));
+    assert!(src.info().truncated);
+    assert!(src.info().warnings[0].contains("cut short"));
+}
+
+#[test]
+fn unsupported_link_type_is_an_error() {
+    let mut w = Writer::new(MAGIC_MICROS, false, 147);
+    w.record(1, 2, 3, &[1, 2, 3]);
+    let mut src = open(cursor(w.bytes), BUFFER);
+    let err = src
+        .next_packet()
+        .expect_err("link type 147 is not supported");
+    assert!(err.to_string().contains("unsupported link type 147"));
+    assert!(src.next_packet().expect("ended").is_none());
 }
