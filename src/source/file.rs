@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use super::classic::{self, ClassicReader, Header};
 use super::pcapng::{self, Blocks, OpenFailure};
-use super::{FrameBatch, LinkType, PacketSource, RawPacket, SourceInfo};
+use super::{copy_packets, FrameBatch, LinkType, PacketSource, RawPacket, SourceInfo};
 use crate::error::SourceError;
 
 /// The largest single block or record we are willing to buffer (a pcapng
@@ -262,22 +262,6 @@ fn check_link(
         linktype: link.0,
         name: link.name(),
     })
-}
-
-/// [`PacketSource::fill`]'s way: copies packets from `next_packet`.
-fn copy_packets(
-    source: &mut FileSource,
-    batch: &mut FrameBatch,
-    bytes: usize,
-    frames: usize,
-) -> Result<bool, SourceError> {
-    while batch.data.len() < bytes && batch.frames.len() < frames {
-        let Some(raw) = source.next_packet()? else {
-            return Ok(false);
-        };
-        batch.push(&raw);
-    }
-    Ok(true)
 }
 
 /// Adds `n` to the count of bytes read, if there is one.

@@ -168,13 +168,7 @@ pub trait PacketSource {
         bytes: usize,
         frames: usize,
     ) -> Result<bool, SourceError> {
-        while batch.data.len() < bytes && batch.frames.len() < frames {
-            let Some(raw) = self.next_packet()? else {
-                return Ok(false);
-            };
-            batch.push(&raw);
-        }
-        Ok(true)
+        copy_packets(self, batch, bytes, frames)
     }
 
     /// Bytes of input read so far and the input's size when known (a
@@ -182,4 +176,20 @@ pub trait PacketSource {
     fn progress(&self) -> (u64, Option<u64>) {
         (0, None)
     }
+}
+
+/// [`PacketSource::fill`]'s default way: copies packets from `next_packet`.
+pub fn copy_packets<S: PacketSource + ?Sized>(
+    source: &mut S,
+    batch: &mut FrameBatch,
+    bytes: usize,
+    frames: usize,
+) -> Result<bool, SourceError> {
+    while batch.data.len() < bytes && batch.frames.len() < frames {
+        let Some(raw) = source.next_packet()? else {
+            return Ok(false);
+        };
+        batch.push(&raw);
+    }
+    Ok(true)
 }
