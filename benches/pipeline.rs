@@ -10,7 +10,7 @@
 //!   chunked responses);
 //! * `end_to_end`: `handshakes::analyze` over a ~20 MB capture from
 //!   `handshakes-synth`, held in memory (`FileSource::from_reader` on a
-//!   `Cursor`), so the figure excludes disk reads.
+//!   `Cursor`), so the figure excludes disk reads; on one and two threads.
 //!
 //! Run with `cargo bench --bench pipeline`; docs/performance.md records the
 //! figures. Kept short: 10 samples, a few seconds per benchmark.
@@ -349,20 +349,31 @@ fn bench_end_to_end(c: &mut Criterion) {
     let pcap: &'static [u8] = Box::leak(out.stdout.into_boxed_slice());
     let mut group = c.benchmark_group("end_to_end");
     group.throughput(Throughput::Bytes(pcap.len() as u64));
-    group.bench_function(
-        format!("analyze synth {} MB", pcap.len() / 1_000_000),
-        |b| {
-            b.iter(|| {
-                let mut source =
-                    FileSource::from_reader(Path::new("synth.pcap"), Box::new(Cursor::new(pcap)))
-                        .expect("capture opens");
-                let mut sink = Discard(0);
-                let summary = handshakes::analyze(&mut source, &Config::default(), &mut sink)
-                    .expect("analysis runs");
-                black_box((summary.connections, sink.0))
-            })
-        },
-    );
+    for threads in [1, 2] {
+        let config = Config {
+            threads,
+            ..Config::default()
+        };
+        group.bench_function(
+            format!(
+                "analyze synth {} MB, {threads} thread(s)",
+                pcap.len() / 1_000_000
+            ),
+            |b| {
+                b.iter(|| {
+                    let mut source = FileSource::from_reader(
+                        Path::new("synth.pcap"),
+                        Box::new(Cursor::new(pcap)),
+                    )
+                    .expect("capture opens");
+                    let mut sink = Discard(0);
+                    let summary = handshakes::analyze(&mut source, &config, &mut sink)
+                        .expect("analysis runs");
+                    black_box((summary.connections, sink.0))
+                })
+            },
+        );
+    }
     group.finish();
 }
 

@@ -568,6 +568,14 @@ impl Shard {
         };
         if created {
             self.lru.push_back((ts, key, id));
+            if self.lru.len() > 2 * self.table.len() + 1024 {
+                // Drop the entries of connections already gone, so the queue
+                // follows the table, not every connection ever seen
+                // (amortised: this runs when it has doubled).
+                let table = &self.table;
+                self.lru
+                    .retain(|(_, key, id)| table.get(key).is_some_and(|c| c.id == *id));
+            }
             self.events.push(Event::Opened {
                 order: order(Phase::Opened),
                 ts,
