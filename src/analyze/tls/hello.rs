@@ -14,6 +14,7 @@
 
 use md5::{Digest, Md5};
 use sha2::Sha256;
+use std::fmt::Write as _;
 use tls_parser::{parse_tls_client_hello_extension, parse_tls_server_hello_extension};
 use tls_parser::{TlsCipherSuite, TlsExtension};
 
@@ -342,18 +343,36 @@ fn hash12(s: &str) -> String {
     if s.is_empty() {
         return "0".repeat(12);
     }
-    let digest = format!("{:x}", Sha256::digest(s.as_bytes()));
-    digest.get(..12).unwrap_or_default().to_owned()
+    let digest = Sha256::digest(s.as_bytes());
+    let mut out = String::with_capacity(12);
+    for b in digest.iter().take(6) {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
 }
 
+/// Lower-case 4-digit hex values joined by commas, in one allocation.
 fn hex_list(v: &[u16]) -> String {
-    let items: Vec<String> = v.iter().map(|x| format!("{x:04x}")).collect();
-    items.join(",")
+    let mut out = String::with_capacity(v.len() * 5);
+    for (i, x) in v.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{x:04x}");
+    }
+    out
 }
 
+/// Decimal values, GREASE removed, joined by dashes, in one allocation.
 fn dec_list(v: &[u16]) -> String {
-    let items: Vec<String> = non_grease(v).map(|x| x.to_string()).collect();
-    items.join("-")
+    let mut out = String::with_capacity(v.len() * 6);
+    for (i, x) in non_grease(v).enumerate() {
+        if i > 0 {
+            out.push('-');
+        }
+        let _ = write!(out, "{x}");
+    }
+    out
 }
 
 #[cfg(test)]
