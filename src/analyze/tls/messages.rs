@@ -26,11 +26,12 @@ impl TlsAnalyzer {
         }
     }
 
-    /// Plaintext handshake bytes: split into messages, which may span records.
     /// Plaintext handshake bytes: split into messages, which may span
     /// records. Only the hellos are kept whole (to parse them); the bodies of
     /// other messages (a Certificate chain can be hundreds of kilobytes) are
-    /// skipped by their length.
+    /// skipped by their length. Messages inside `body` are read in place;
+    /// only a message split across records is copied, and only its own
+    /// bytes, so every byte is copied at most once.
     pub(super) fn handshake_bytes(&mut self, side: Side, body: &[u8], ts: Timestamp) {
         let cap = self.cap;
         let dir = self.dir(side);
@@ -53,45 +54,97 @@ impl TlsAnalyzer {
                 self.message(side, kind, &[], ts);
                 continue;
             }
-            if dir.pending.len() + input.len() > cap {
-                dir.overflowed = true;
-                dir.pending.clear();
-                self.malformed += 1;
+            if dir.pending.is_empty() {
+                // Whole messages straight from the input.
+                let Some((&[kind, a, b, c], rest)) = input.split_first_chunk::<4>() else {
+                    if input.is_empty() {
+                        return;
+                    }
+                    dir.pending.extend_from_slice(input);
+                    return;
+                };
+                let len = u32::from_be_bytes([0, a, b, c]) as usize;
+                if !matches!(kind, 1 | 2) {
+                    // Not kept: skip the body, here or as it arrives.
+                    let here = len.min(rest.len());
+                    input = rest.get(here..).unwrap_or(&[]);
+                    if here < len {
+                        dir.skipping = Some((kind, len - here));
+                        return;
+                    }
+                    self.message(side, kind, &[], ts);
+                    continue;
+                }
+                if len > cap {
+                    self.overflow(side);
+                    return;
+                }
+                if let Some(msg) = rest.get(..len) {
+                    input = rest.get(len..).unwrap_or(&[]);
+                    if input.is_empty() {
+                        dir.pending_ts = Timestamp::default();
+                    }
+                    self.message(side, kind, msg, ts);
+                    continue;
+                }
+            }
+            // A message split across records: buffer just its own bytes.
+            let dir = self.dir(side);
+            let need = match dir.pending.split_first_chunk::<4>() {
+                Some((&[_, a, b, c], rest)) => {
+                    (u32::from_be_bytes([0, a, b, c]) as usize).saturating_sub(rest.len())
+                }
+                None => 4 - dir.pending.len(),
+            };
+            let take = need.min(input.len());
+            if dir.pending.len() + take > cap {
+                self.overflow(side);
                 return;
             }
-            dir.pending.extend_from_slice(input);
-            input = &[];
+            dir.pending
+                .extend_from_slice(input.get(..take).unwrap_or_default());
+            input = input.get(take..).unwrap_or(&[]);
             let Some((&[kind, a, b, c], rest)) = dir.pending.split_first_chunk::<4>() else {
                 return;
             };
             let len = u32::from_be_bytes([0, a, b, c]) as usize;
             if !matches!(kind, 1 | 2) {
-                // Not kept: drop what is here, skip the rest as it arrives.
                 let here = len.min(rest.len());
-                dir.pending.drain(..4 + here);
+                dir.pending.clear();
                 if here < len {
                     dir.skipping = Some((kind, len - here));
-                    return;
+                } else {
+                    self.message(side, kind, &[], ts);
                 }
-                self.message(side, kind, &[], ts);
                 continue;
             }
             if len > cap {
-                dir.overflowed = true;
-                dir.pending.clear();
-                self.malformed += 1;
+                self.overflow(side);
                 return;
             }
-            let Some(msg) = rest.get(..len) else {
-                return;
-            };
-            let msg = msg.to_vec();
-            dir.pending.drain(..4 + len);
-            if dir.pending.is_empty() {
+            if rest.len() < len {
+                if input.is_empty() {
+                    return;
+                }
+                continue;
+            }
+            let mut msg = std::mem::take(&mut dir.pending);
+            if input.is_empty() {
                 dir.pending_ts = Timestamp::default();
             }
-            self.message(side, kind, &msg, ts);
+            self.message(side, kind, msg.get(4..4 + len).unwrap_or_default(), ts);
+            msg.clear();
+            self.dir(side).pending = msg;
         }
+    }
+
+    /// A handshake message larger than the buffer cap: that direction's
+    /// handshake parsing stops.
+    fn overflow(&mut self, side: Side) {
+        let dir = self.dir(side);
+        dir.overflowed = true;
+        dir.pending = Vec::new();
+        self.malformed += 1;
     }
 
     fn message(&mut self, side: Side, kind: u8, body: &[u8], ts: Timestamp) {
