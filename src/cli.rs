@@ -230,6 +230,9 @@ pub struct AnalyzeArgs {
     pub threads: usize,
 }
 
+/// The most analysis threads `--threads` accepts.
+const MAX_THREADS: usize = 256;
+
 fn parse_size(s: &str) -> Result<usize, String> {
     let size: bytesize::ByteSize = s
         .parse()
@@ -264,6 +267,12 @@ impl AnalyzeArgs {
         }
         if self.idle.is_some_and(|d| d.is_zero()) {
             return Err("--idle must be longer than zero".into());
+        }
+        if self.threads > MAX_THREADS {
+            return Err(format!(
+                "--threads {}: at most {MAX_THREADS} (0 means one per core)",
+                self.threads
+            ));
         }
         Ok(())
     }

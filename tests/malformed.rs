@@ -488,6 +488,18 @@ fn capture_cut_inside_its_file_header_exits_2() {
     }
 }
 
+#[test]
+fn too_many_threads_is_one_line_and_exit_2() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_handshakes"))
+        .args(["analyze", "--threads", "1000", "-"])
+        .output()
+        .expect("handshakes runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--threads 1000: at most 256"), "{err}");
+}
+
 // ------------------------------------------------- hostile stream contents
 
 /// A connection from BAD to `server` opened at BAD_AT, scripted by `script`.
