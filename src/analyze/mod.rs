@@ -7,6 +7,7 @@
 //! Does not read files or write output: sources feed it, sinks receive its
 //! records.
 
+mod connection;
 pub mod gather;
 pub mod h2;
 pub mod http;

@@ -10,17 +10,12 @@
 //! the gatherer's. Does not read packets or start threads.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
 
-use super::streams::{Analyzers, Streams};
+use super::connection::Connection;
 use super::Config;
 use crate::decode::{decode, Decoded, TcpSegment};
-use crate::flow::tcp::TcpConn;
 use crate::flow::FlowKey;
-use crate::record::{
-    Anomalies, AnomalyKind, ClientBy, CloseKind, ConnectionRecord, HttpInfo, Instant, Side,
-    TcpInfo, TlsInfo,
-};
+use crate::record::{Anomalies, AnomalyKind, ClientBy, CloseKind, ConnectionRecord, Side};
 use crate::source::RawPacket;
 use crate::time::Timestamp;
 
@@ -137,158 +132,6 @@ impl ShardCounts {
 /// colliding on purpose).
 pub(crate) type FastHash = foldhash::fast::RandomState;
 
-/// One TCP connection being tracked.
-struct Connection {
-    /// The position of its first packet (the gatherer numbers connections).
-    id: u64,
-    client: SocketAddr,
-    server: SocketAddr,
-    client_by: ClientBy,
-    /// The first packet came from the server.
-    flipped: bool,
-    start: Timestamp,
-    last: Timestamp,
-    tcp: TcpConn,
-    /// Reassembly and stream analyzers: made with the first payload byte
-    /// (so half-open connections stay small), dropped once none wants more.
-    streams: Option<Box<Streams>>,
-    /// Kept when `streams` is dropped early (boxed: most connections never need one).
-    analyzers: Option<Box<Analyzers>>,
-    /// What the analyzers found, taken when the connection closed so the
-    /// analyzers need not linger with it.
-    facts: Option<Box<Facts>>,
-    /// Counted among the open connections (until it closes or is finalised).
-    counted_open: bool,
-    anomalies: Anomalies,
-}
-
-impl Connection {
-    fn new(id: u64, ts: Timestamp, seg: &TcpSegment<'_>) -> Connection {
-        let (client, server, client_by) = if seg.flags.syn() && !seg.flags.ack() {
-            (seg.src, seg.dst, ClientBy::Syn)
-        } else if seg.flags.syn() && seg.flags.ack() {
-            (seg.dst, seg.src, ClientBy::SynAck)
-        } else if seg.dst.port() > seg.src.port() {
-            // Mid-stream: servers listen on the lower port, clients get ephemeral ones.
-            (seg.dst, seg.src, ClientBy::Guess)
-        } else {
-            (seg.src, seg.dst, ClientBy::Guess)
-        };
-        Connection {
-            id,
-            client,
-            server,
-            client_by,
-            flipped: client != seg.src,
-            start: ts,
-            last: ts,
-            tcp: TcpConn::new(),
-            streams: None,
-            analyzers: None,
-            facts: None,
-            counted_open: true,
-            anomalies: Anomalies::default(),
-        }
-    }
-
-    /// Feeds the stream analyzers; stops reassembling when none wants more.
-    fn stream(&mut self, side: Side, ts: Timestamp, seg: &TcpSegment<'_>, config: &Config) {
-        if self.facts.is_some() {
-            return;
-        }
-        if self.streams.is_none() && self.analyzers.is_none() && seg.payload_len > 0 {
-            let mut streams = Streams::new(config.stream_cap(), config.requests_listed());
-            let (client_isn, server_isn) = self.tcp.isns();
-            streams.start_at(client_isn, server_isn);
-            self.streams = Some(Box::new(streams));
-        }
-        let Some(streams) = self.streams.as_mut() else {
-            return;
-        };
-        streams.segment(side, ts, seg);
-        if !streams.analyzers.wants_data() {
-            self.stop_streams();
-        }
-    }
-
-    fn stop_streams(&mut self) {
-        if let Some(streams) = self.streams.take() {
-            self.analyzers = Some(Box::new(streams.finish(&mut self.anomalies)));
-        }
-    }
-
-    fn side_of(&self, seg: &TcpSegment<'_>) -> Side {
-        if seg.src == self.client {
-            Side::Client
-        } else {
-            Side::Server
-        }
-    }
-
-    /// The analyzers' findings, final once their streams have ended.
-    fn facts(&mut self, capture_start: Timestamp) -> Facts {
-        let at = |t: Timestamp| Instant {
-            ts: t.as_secs_f64(),
-            at: t.secs_since(capture_start),
-        };
-        if let Some(facts) = self.facts.take() {
-            return *facts;
-        }
-        self.stop_streams();
-        let origin = self.tcp.syn_time().unwrap_or(self.start);
-        let tls = self
-            .analyzers
-            .as_ref()
-            .and_then(|a| a.tls_info(origin, &at));
-        let http = match &self.analyzers {
-            Some(a) => a.http_info(&at),
-            None => Analyzers::new(0, 0).http_info(&at),
-        };
-        Facts { tls, http }
-    }
-
-    /// Closed with nothing left to put in order: keeps the findings and
-    /// drops the analyzers, so a connection waiting out its linger is small.
-    fn settle(&mut self, capture_start: Timestamp) {
-        if self.facts.is_none() && self.streams.as_ref().is_none_or(|s| s.settled()) {
-            let facts = self.facts(capture_start);
-            self.analyzers = None;
-            self.facts = Some(Box::new(facts));
-        }
-    }
-
-    fn into_record(mut self, capture_start: Timestamp, unclosed: CloseKind) -> ConnectionRecord {
-        let at = |t: Timestamp| Instant {
-            ts: t.as_secs_f64(),
-            at: t.secs_since(capture_start),
-        };
-        let Facts { tls, http } = self.facts(capture_start);
-        let tcp = &self.tcp;
-        ConnectionRecord {
-            id: self.id,
-            client: self.client.to_string(),
-            server: self.server.to_string(),
-            client_by: self.client_by,
-            partial: !tcp.syn_seen(),
-            start: at(self.start),
-            end: at(self.last),
-            duration: self.last.secs_since(self.start),
-            tcp: TcpInfo {
-                handshake: tcp.handshake(at),
-                packets: tcp.packets,
-                bytes: tcp.bytes,
-                retransmissions: tcp.retransmissions,
-                state: tcp.state().to_string(),
-                history: tcp.history(self.flipped),
-            },
-            tls,
-            http,
-            close: tcp.close(unclosed, at),
-            anomalies: self.anomalies,
-        }
-    }
-}
-
 /// A closed tuple's tombstone: a 64-bit hash of its key with a fixed seed
 /// (the same in every run, so output never depends on chance). Two tuples
 /// sharing one would make a stray packet of the second count as
@@ -297,12 +140,6 @@ impl Connection {
 fn tombstone(key: &FlowKey) -> u64 {
     use std::hash::BuildHasher;
     foldhash::fast::FixedState::with_seed(0x7e5b_0c2d).hash_one(key)
-}
-
-/// A connection's TLS and HTTP findings.
-struct Facts {
-    tls: Option<TlsInfo>,
-    http: HttpInfo,
 }
 
 /// One shard's connection table and timers.
@@ -665,6 +502,68 @@ impl Shard {
             self.table = HashMap::default();
         }
         more
+    }
+}
+
+#[cfg(test)]
+mod clock_tests {
+    use super::{Clock, Order, Phase};
+    use crate::time::Timestamp;
+
+    fn clock(nows: &[i64]) -> Vec<Timestamp> {
+        nows.iter().map(|&n| Timestamp(n)).collect()
+    }
+
+    #[test]
+    fn a_timer_fires_at_the_first_position_whose_clock_reaches_it() {
+        let nows = clock(&[10, 10, 20, 20, 30]);
+        let c = Clock {
+            base: 100,
+            nows: &nows,
+            origin: Timestamp(0),
+        };
+        let due = |d: i64, upto: u64| c.first_due(Timestamp(d), upto);
+        assert_eq!(due(5, 104), Some((100, Timestamp(10))));
+        assert_eq!(due(10, 104), Some((100, Timestamp(10))));
+        assert_eq!(due(11, 104), Some((102, Timestamp(20))));
+        assert_eq!(due(20, 104), Some((102, Timestamp(20))));
+        assert_eq!(due(25, 104), Some((104, Timestamp(30))));
+        // Not yet by `upto`, or never in this run of packets.
+        assert_eq!(due(25, 103), None);
+        assert_eq!(due(31, 104), None);
+        // Positions outside the clock's run.
+        assert_eq!(due(5, 99), None);
+        assert_eq!(due(5, 200), None);
+        assert_eq!(c.now_at(103), Some(Timestamp(20)));
+        assert_eq!(c.now_at(105), None);
+    }
+
+    #[test]
+    fn events_order_by_position_then_step_then_tie_break() {
+        let at = |at, phase, k1, k2| Order { at, phase, k1, k2 };
+        let mut v = [
+            at(7, Phase::Opened, 0, 0),
+            at(7, Phase::Lingered, 5, 3),
+            at(6, Phase::Closed, 0, 0),
+            at(7, Phase::Lingered, 5, 2),
+            at(7, Phase::Idle, 0, 1),
+            at(u64::MAX, Phase::End, 0, 4),
+            at(7, Phase::Replaced, 0, 0),
+        ];
+        v.sort();
+        let phases: Vec<(u64, Phase, u64)> = v.iter().map(|o| (o.at, o.phase, o.k2)).collect();
+        assert_eq!(
+            phases,
+            vec![
+                (6, Phase::Closed, 0),
+                (7, Phase::Lingered, 2),
+                (7, Phase::Lingered, 3),
+                (7, Phase::Idle, 1),
+                (7, Phase::Replaced, 0),
+                (7, Phase::Opened, 0),
+                (u64::MAX, Phase::End, 4),
+            ]
+        );
     }
 }
 

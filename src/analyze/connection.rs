@@ -1,0 +1,186 @@
+//! One tracked TCP connection: its endpoints, TCP state, and the stream
+//! analyzers made with its first payload byte; what it becomes when it
+//! closes (its findings, without the analyzers) and when it is finalised
+//! (a [`ConnectionRecord`]).
+//!
+//! Does not know about the table, timers or other connections: that is
+//! `shard`.
+
+use std::net::SocketAddr;
+
+use super::streams::{Analyzers, Streams};
+use super::Config;
+use crate::decode::TcpSegment;
+use crate::flow::tcp::TcpConn;
+use crate::record::{
+    Anomalies, ClientBy, CloseKind, ConnectionRecord, HttpInfo, Instant, Side, TcpInfo, TlsInfo,
+};
+use crate::time::Timestamp;
+
+/// One TCP connection being tracked.
+pub(super) struct Connection {
+    /// The position of its first packet (the gatherer numbers connections).
+    pub(super) id: u64,
+    pub(super) client: SocketAddr,
+    pub(super) server: SocketAddr,
+    pub(super) client_by: ClientBy,
+    /// The first packet came from the server.
+    pub(super) flipped: bool,
+    pub(super) start: Timestamp,
+    pub(super) last: Timestamp,
+    pub(super) tcp: TcpConn,
+    /// Reassembly and stream analyzers: made with the first payload byte
+    /// (so half-open connections stay small), dropped once none wants more.
+    pub(super) streams: Option<Box<Streams>>,
+    /// Kept when `streams` is dropped early (boxed: most connections never need one).
+    pub(super) analyzers: Option<Box<Analyzers>>,
+    /// What the analyzers found, taken when the connection closed so the
+    /// analyzers need not linger with it.
+    pub(super) facts: Option<Box<Facts>>,
+    /// Counted among the open connections (until it closes or is finalised).
+    pub(super) counted_open: bool,
+    pub(super) anomalies: Anomalies,
+}
+
+impl Connection {
+    pub(super) fn new(id: u64, ts: Timestamp, seg: &TcpSegment<'_>) -> Connection {
+        let (client, server, client_by) = if seg.flags.syn() && !seg.flags.ack() {
+            (seg.src, seg.dst, ClientBy::Syn)
+        } else if seg.flags.syn() && seg.flags.ack() {
+            (seg.dst, seg.src, ClientBy::SynAck)
+        } else if seg.dst.port() > seg.src.port() {
+            // Mid-stream: servers listen on the lower port, clients get ephemeral ones.
+            (seg.dst, seg.src, ClientBy::Guess)
+        } else {
+            (seg.src, seg.dst, ClientBy::Guess)
+        };
+        Connection {
+            id,
+            client,
+            server,
+            client_by,
+            flipped: client != seg.src,
+            start: ts,
+            last: ts,
+            tcp: TcpConn::new(),
+            streams: None,
+            analyzers: None,
+            facts: None,
+            counted_open: true,
+            anomalies: Anomalies::default(),
+        }
+    }
+
+    /// Feeds the stream analyzers; stops reassembling when none wants more.
+    pub(super) fn stream(
+        &mut self,
+        side: Side,
+        ts: Timestamp,
+        seg: &TcpSegment<'_>,
+        config: &Config,
+    ) {
+        if self.facts.is_some() {
+            return;
+        }
+        if self.streams.is_none() && self.analyzers.is_none() && seg.payload_len > 0 {
+            let mut streams = Streams::new(config.stream_cap(), config.requests_listed());
+            let (client_isn, server_isn) = self.tcp.isns();
+            streams.start_at(client_isn, server_isn);
+            self.streams = Some(Box::new(streams));
+        }
+        let Some(streams) = self.streams.as_mut() else {
+            return;
+        };
+        streams.segment(side, ts, seg);
+        if !streams.analyzers.wants_data() {
+            self.stop_streams();
+        }
+    }
+
+    pub(super) fn stop_streams(&mut self) {
+        if let Some(streams) = self.streams.take() {
+            self.analyzers = Some(Box::new(streams.finish(&mut self.anomalies)));
+        }
+    }
+
+    pub(super) fn side_of(&self, seg: &TcpSegment<'_>) -> Side {
+        if seg.src == self.client {
+            Side::Client
+        } else {
+            Side::Server
+        }
+    }
+
+    /// The analyzers' findings, final once their streams have ended.
+    pub(super) fn facts(&mut self, capture_start: Timestamp) -> Facts {
+        let at = |t: Timestamp| Instant {
+            ts: t.as_secs_f64(),
+            at: t.secs_since(capture_start),
+        };
+        if let Some(facts) = self.facts.take() {
+            return *facts;
+        }
+        self.stop_streams();
+        let origin = self.tcp.syn_time().unwrap_or(self.start);
+        let tls = self
+            .analyzers
+            .as_ref()
+            .and_then(|a| a.tls_info(origin, &at));
+        let http = match &self.analyzers {
+            Some(a) => a.http_info(&at),
+            None => Analyzers::new(0, 0).http_info(&at),
+        };
+        Facts { tls, http }
+    }
+
+    /// Closed with nothing left to put in order: keeps the findings and
+    /// drops the analyzers, so a connection waiting out its linger is small.
+    pub(super) fn settle(&mut self, capture_start: Timestamp) {
+        if self.facts.is_none() && self.streams.as_ref().is_none_or(|s| s.settled()) {
+            let facts = self.facts(capture_start);
+            self.analyzers = None;
+            self.facts = Some(Box::new(facts));
+        }
+    }
+
+    pub(super) fn into_record(
+        mut self,
+        capture_start: Timestamp,
+        unclosed: CloseKind,
+    ) -> ConnectionRecord {
+        let at = |t: Timestamp| Instant {
+            ts: t.as_secs_f64(),
+            at: t.secs_since(capture_start),
+        };
+        let Facts { tls, http } = self.facts(capture_start);
+        let tcp = &self.tcp;
+        ConnectionRecord {
+            id: self.id,
+            client: self.client.to_string(),
+            server: self.server.to_string(),
+            client_by: self.client_by,
+            partial: !tcp.syn_seen(),
+            start: at(self.start),
+            end: at(self.last),
+            duration: self.last.secs_since(self.start),
+            tcp: TcpInfo {
+                handshake: tcp.handshake(at),
+                packets: tcp.packets,
+                bytes: tcp.bytes,
+                retransmissions: tcp.retransmissions,
+                state: tcp.state().to_string(),
+                history: tcp.history(self.flipped),
+            },
+            tls,
+            http,
+            close: tcp.close(unclosed, at),
+            anomalies: self.anomalies,
+        }
+    }
+}
+
+/// A connection's TLS and HTTP findings.
+pub(super) struct Facts {
+    tls: Option<TlsInfo>,
+    http: HttpInfo,
+}
