@@ -25,6 +25,8 @@ use crate::source::{LinkType, RawPacket};
 #[cfg(test)]
 mod differential;
 mod fast;
+#[cfg(test)]
+mod shard_tests;
 
 use fast::Fast;
 
