@@ -15,7 +15,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use handshakes::analyze::FirstById;
+use handshakes::analyze::{Encoder, FirstById};
 use handshakes::report::compare::Labeled;
 use handshakes::report::{self, csv::CsvReport, json::JsonlSink, Format, Opts};
 use handshakes::source::file::FileSource;
@@ -133,6 +133,17 @@ impl RecordSink for Tee<'_, '_> {
             keep.push(rec.clone());
         }
         self.jsonl.record(rec)
+    }
+
+    fn encoder(&self) -> Option<Encoder> {
+        self.jsonl.encoder()
+    }
+
+    fn record_encoded(&mut self, rec: ConnectionRecord, encoded: &[u8]) -> io::Result<()> {
+        if let Some(keep) = self.keep.as_mut() {
+            keep.push(rec.clone());
+        }
+        self.jsonl.record_encoded(rec, encoded)
     }
 }
 

@@ -108,3 +108,31 @@ fn generated_traffic_crossing_many_batches_is_identical() {
     };
     same_for_all_thread_counts("synth, idle 50ms", &path, &idle);
 }
+
+/// JSON Lines through the binary: with threads the records are encoded on
+/// the workers and the connection number is written by the one thread that
+/// writes output; the bytes must be those of one thread.
+#[test]
+fn json_lines_from_the_binary_are_the_same_bytes_on_any_number_of_threads() {
+    let run = |path: &Path, threads: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_handshakes"))
+            .args(["analyze", "-q", "-T", "jsonl", "--threads", threads])
+            .arg(path)
+            .output()
+            .unwrap_or_else(|e| panic!("handshakes: {e}"));
+        (out.status.code(), out.stdout)
+    };
+    let files = all_captures();
+    for (name, path) in &files {
+        let one = run(path, "1");
+        for threads in ["2", "3"] {
+            let many = run(path, threads);
+            assert_eq!(one.0, many.0, "{name}: exit code with {threads} threads");
+            assert!(
+                one.1 == many.1,
+                "{name}: JSON Lines differ with {threads} threads"
+            );
+        }
+    }
+    eprintln!("threads: JSON Lines identical on {} captures", files.len());
+}

@@ -100,7 +100,12 @@ impl Gather {
                 self.open_now = self.open_now.saturating_sub(1);
                 Ok(())
             }
-            Event::Finished { rec, was_open, .. } => {
+            Event::Finished {
+                rec,
+                was_open,
+                encoded,
+                ..
+            } => {
                 if was_open {
                     self.open_now = self.open_now.saturating_sub(1);
                 }
@@ -115,7 +120,10 @@ impl Gather {
                     }
                 };
                 self.summary.add_record(&rec);
-                sink.record(rec)
+                match encoded {
+                    Some(text) => sink.record_encoded(rec, &text),
+                    None => sink.record(rec),
+                }
             }
         }
     }

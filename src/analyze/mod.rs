@@ -110,9 +110,26 @@ impl Config {
     }
 }
 
+/// Turns a record into its output text; with `--threads` it runs on the
+/// worker threads, so the one thread writing output only writes.
+pub type Encoder = fn(&ConnectionRecord) -> Vec<u8>;
+
 /// Receives each connection record as soon as it is final.
 pub trait RecordSink {
     fn record(&mut self, rec: ConnectionRecord) -> io::Result<()>;
+
+    /// How this sink would encode a record, if it wants records to come
+    /// already encoded (see [`RecordSink::record_encoded`]).
+    fn encoder(&self) -> Option<Encoder> {
+        None
+    }
+
+    /// A record with `encoded`, the [`RecordSink::encoder`]'s text of it
+    /// (the connection number included).
+    fn record_encoded(&mut self, rec: ConnectionRecord, encoded: &[u8]) -> io::Result<()> {
+        let _ = encoded;
+        self.record(rec)
+    }
 }
 
 impl RecordSink for Vec<ConnectionRecord> {

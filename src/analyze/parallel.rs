@@ -73,6 +73,7 @@ pub fn run(
 ) -> Result<Summary, Error> {
     let threads = threads.clamp(1, usize::from(u16::MAX));
     let cap = config.max_connections().div_ceil(threads);
+    let encoder = sink.encoder();
     thread::scope(|scope| {
         let mut work = Vec::with_capacity(threads);
         let mut done = Vec::with_capacity(threads);
@@ -81,7 +82,8 @@ pub fn run(
             // Bounded, so a worker cannot run far ahead (at the end, it
             // sends its remaining connections a chunk at a time).
             let (done_tx, done_rx) = sync_channel::<Done>(DEPTH + 2);
-            let shard = Shard::new(config.clone(), cap);
+            let mut shard = Shard::new(config.clone(), cap);
+            shard.encoder = encoder;
             scope.spawn(move || worker(me, shard, work_rx, done_tx));
             work.push(work_tx);
             done.push(done_rx);

@@ -12,7 +12,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::connection::Connection;
-use super::Config;
+use super::{Config, Encoder};
 use crate::decode::{decode, Decoded, TcpSegment};
 use crate::flow::FlowKey;
 use crate::record::{Anomalies, AnomalyKind, ClientBy, CloseKind, ConnectionRecord, Side};
@@ -95,6 +95,8 @@ pub enum Event {
         order: Order,
         rec: Box<ConnectionRecord>,
         was_open: bool,
+        /// The sink's encoding of the record, when it asked for one.
+        encoded: Option<Vec<u8>>,
     },
 }
 
@@ -169,6 +171,8 @@ pub struct Shard {
     pub events: Vec<Event>,
     /// At the end of the input: the connections left to finalise.
     ending: Option<Vec<(u64, FlowKey)>>,
+    /// Encodes each record as it is finalised (on this shard's thread).
+    pub encoder: Option<Encoder>,
 }
 
 impl Shard {
@@ -188,6 +192,7 @@ impl Shard {
             counts: ShardCounts::default(),
             events: Vec::new(),
             ending: None,
+            encoder: None,
         }
     }
 
@@ -460,10 +465,12 @@ impl Shard {
         let was_open = conn.counted_open;
         let origin = self.origin.unwrap_or(conn.start);
         let rec = conn.into_record(origin, unclosed);
+        let encoded = self.encoder.map(|encode| encode(&rec));
         self.events.push(Event::Finished {
             order,
             rec: Box::new(rec),
             was_open,
+            encoded,
         });
     }
 
