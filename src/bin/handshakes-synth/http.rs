@@ -63,6 +63,30 @@ pub(crate) fn http_request(rng: &mut Rng, server: IpAddr, close: bool) -> (Vec<u
 }
 
 /// Appends `body` bytes of filler to `resp`, in chunks when `chunked`.
+/// Ends a response's header block and adds its body: none for a bodiless
+/// status, chunked, or with a Content-Length.
+fn end_response(
+    rng: &mut Rng,
+    resp: &mut Flight,
+    mut head: String,
+    bodiless: bool,
+    chunked: bool,
+    body: usize,
+) {
+    if bodiless {
+        head.push_str("\r\n");
+        resp.lit(head.into_bytes());
+    } else if chunked {
+        head.push_str("Transfer-Encoding: chunked\r\n\r\n");
+        resp.lit(head.into_bytes());
+        body_bytes(rng, resp, body, true);
+    } else {
+        head.push_str(&format!("Content-Length: {body}\r\n\r\n"));
+        resp.lit(head.into_bytes());
+        body_bytes(rng, resp, body, false);
+    }
+}
+
 fn body_bytes(rng: &mut Rng, resp: &mut Flight, body: usize, chunked: bool) {
     if chunked {
         let mut left = body;
@@ -115,18 +139,7 @@ pub(crate) fn web_exchange(
     } else {
         head.push_str("Connection: keep-alive\r\n");
     }
-    if status == 304 {
-        head.push_str("\r\n");
-        resp.lit(head.into_bytes());
-    } else if chunked {
-        head.push_str("Transfer-Encoding: chunked\r\n\r\n");
-        resp.lit(head.into_bytes());
-        body_bytes(rng, resp, body, true);
-    } else {
-        head.push_str(&format!("Content-Length: {body}\r\n\r\n"));
-        resp.lit(head.into_bytes());
-        body_bytes(rng, resp, body, false);
-    }
+    end_response(rng, resp, head, status == 304, chunked, body);
     chunked
 }
 
@@ -208,17 +221,6 @@ pub(crate) fn api_exchange(
     if close_header {
         head.push_str("Connection: close\r\n");
     }
-    if status == 204 {
-        head.push_str("\r\n");
-        resp.lit(head.into_bytes());
-    } else if chunked {
-        head.push_str("Transfer-Encoding: chunked\r\n\r\n");
-        resp.lit(head.into_bytes());
-        body_bytes(rng, resp, body, true);
-    } else {
-        head.push_str(&format!("Content-Length: {body}\r\n\r\n"));
-        resp.lit(head.into_bytes());
-        body_bytes(rng, resp, body, false);
-    }
+    end_response(rng, resp, head, status == 204, chunked, body);
     chunked
 }
