@@ -10,6 +10,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use handshakes::report::Format;
+use handshakes::source::file::Access;
 use handshakes::Config;
 
 #[derive(Debug, Parser)]
@@ -228,6 +229,21 @@ pub struct AnalyzeArgs {
     /// Analysis threads (0: one per core); the output is the same for any number
     #[arg(short = 'j', long, default_value_t = 0, value_name = "N")]
     pub threads: usize,
+
+    /// Read files with read() instead of memory maps (same output; for files another program may truncate while they are read)
+    #[arg(long)]
+    pub no_mmap: bool,
+}
+
+impl AnalyzeArgs {
+    /// How to read a capture file.
+    pub fn access(&self) -> Access {
+        if self.no_mmap {
+            Access::Read
+        } else {
+            Access::Map(None)
+        }
+    }
 }
 
 /// The most analysis threads `--threads` accepts.

@@ -107,31 +107,45 @@ fn generated_traffic_crossing_many_batches_is_identical() {
         ..Config::default()
     };
     same_for_all_thread_counts("synth, idle 50ms", &path, &idle);
+    // Three memory-map windows, and batches that end with them.
+    let read = jsonl(&path, &["-j", "1", "--no-mmap"]);
+    for args in [&["-j", "1"][..], &["-j", "2"]] {
+        assert!(
+            read == jsonl(&path, args),
+            "synth: JSON Lines differ with {args:?}"
+        );
+    }
+}
+
+/// JSON Lines from the binary, with `args` after `analyze`.
+fn jsonl(path: &Path, args: &[&str]) -> (Option<i32>, Vec<u8>) {
+    let out = Command::new(env!("CARGO_BIN_EXE_handshakes"))
+        .args(["analyze", "-q", "-T", "jsonl"])
+        .args(args)
+        .arg(path)
+        .output()
+        .unwrap_or_else(|e| panic!("handshakes: {e}"));
+    (out.status.code(), out.stdout)
 }
 
 /// JSON Lines through the binary: with threads the records are encoded on
 /// the workers and the connection number is written by the one thread that
-/// writes output; the bytes must be those of one thread.
+/// writes output; files are memory-mapped unless `--no-mmap`. The bytes
+/// must be those of one thread reading with `read()`.
 #[test]
 fn json_lines_from_the_binary_are_the_same_bytes_on_any_number_of_threads() {
-    let run = |path: &Path, threads: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_handshakes"))
-            .args(["analyze", "-q", "-T", "jsonl", "--threads", threads])
-            .arg(path)
-            .output()
-            .unwrap_or_else(|e| panic!("handshakes: {e}"));
-        (out.status.code(), out.stdout)
-    };
     let files = all_captures();
     for (name, path) in &files {
-        let one = run(path, "1");
-        for threads in ["2", "3"] {
-            let many = run(path, threads);
-            assert_eq!(one.0, many.0, "{name}: exit code with {threads} threads");
-            assert!(
-                one.1 == many.1,
-                "{name}: JSON Lines differ with {threads} threads"
-            );
+        let one = jsonl(path, &["-j", "1", "--no-mmap"]);
+        for args in [
+            &["-j", "1"][..],
+            &["-j", "2"],
+            &["-j", "3"],
+            &["-j", "2", "--no-mmap"],
+        ] {
+            let many = jsonl(path, args);
+            assert_eq!(one.0, many.0, "{name}: exit code with {args:?}");
+            assert!(one.1 == many.1, "{name}: JSON Lines differ with {args:?}");
         }
     }
     eprintln!("threads: JSON Lines identical on {} captures", files.len());

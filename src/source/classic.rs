@@ -357,9 +357,63 @@ fn u32_at(bytes: &[u8], at: usize, big_endian: bool) -> u32 {
     }
 }
 
+/// Whether a whole record of `total` bytes at `at` goes in a batch: if
+/// it ends within the limit, or it would be the call's first frame.
+#[inline]
+fn fits(at: usize, total: usize, bytes: usize, added: u64) -> bool {
+    at.saturating_add(total) <= bytes || added == 0
+}
+
 mod direct;
+mod mapped;
 
 pub use direct::Outcome;
+pub use mapped::MappedReader;
+
+/// Records read with `read()` or out of a mapped file: the same records
+/// and events either way.
+pub enum Records {
+    Read(ClassicReader),
+    Mapped(MappedReader),
+}
+
+impl Records {
+    pub fn header(&self) -> Header {
+        match self {
+            Records::Read(r) => r.header(),
+            Records::Mapped(r) => r.header(),
+        }
+    }
+
+    #[inline]
+    pub fn next(&mut self) -> Event {
+        match self {
+            Records::Read(r) => r.next(),
+            Records::Mapped(r) => r.next(),
+        }
+    }
+
+    /// The data of the record returned by the last call to [`Records::next`].
+    pub fn data(&self, record: &Record) -> &[u8] {
+        match self {
+            Records::Read(r) => r.data(record),
+            Records::Mapped(r) => r.data(record),
+        }
+    }
+
+    pub fn fill_batch(
+        &mut self,
+        batch: &mut super::FrameBatch,
+        bytes: usize,
+        frames: usize,
+        link: LinkType,
+    ) -> (u64, Outcome) {
+        match self {
+            Records::Read(r) => r.fill_batch(batch, bytes, frames, link),
+            Records::Mapped(r) => r.fill_batch(batch, bytes, frames, link),
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests;

@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::classic::{self, ClassicReader, Header};
+use super::classic::{self, ClassicReader, Header, MappedReader, Records};
+use super::mapped::{self, MappedFile};
 use super::pcapng::{self, Blocks, OpenFailure};
 use super::{copy_packets, FrameBatch, LinkType, PacketSource, RawPacket, SourceInfo};
 use crate::error::SourceError;
@@ -25,6 +26,16 @@ pub const MAX_BLOCK: usize = 64 << 20;
 /// Bytes asked for per read while looking at the first bytes of the input
 /// (and the buffer in front of a decompressor).
 const PEEK: usize = 64 * 1024;
+
+/// How [`FileSource::open_with`] reads a regular file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Through memory maps where it can (an uncompressed classic capture),
+    /// in windows of this many bytes (`None`: the measured best).
+    Map(Option<usize>),
+    /// Always with `read()`.
+    Read,
+}
 
 /// A capture file or stream read record by record.
 pub struct FileSource {
@@ -44,7 +55,7 @@ pub struct FileSource {
 enum Kind {
     /// Classic pcap; `checked` once the header's link type has been.
     Classic {
-        reader: ClassicReader,
+        reader: Records,
         checked: bool,
     },
     Pcapng(Blocks),
@@ -72,9 +83,18 @@ const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
 
 impl FileSource {
     /// Opens `path` (`-` for standard input), detecting compression and the
-    /// capture format from the first bytes.
+    /// capture format from the first bytes. An uncompressed classic capture
+    /// in a regular file is read through memory maps.
     pub fn open(path: &Path) -> Result<FileSource, SourceError> {
+        Self::open_with(path, Access::Map(None))
+    }
+
+    /// [`FileSource::open`], reading the file through memory maps when it
+    /// can (`Access::Map`, tests choose tiny windows) or always with
+    /// `read()` (`--no-mmap`).
+    pub fn open_with(path: &Path, access: Access) -> Result<FileSource, SourceError> {
         let mut size = None;
+        let mut mapped = None;
         let input: Box<dyn Read + Send> = if path.as_os_str() == "-" {
             Box::new(io::stdin())
         } else {
@@ -93,10 +113,23 @@ impl FileSource {
                 .ok()
                 .filter(|m| m.is_file())
                 .map(|m| m.len());
+            if let Access::Map(window) = access {
+                let window = window.unwrap_or(mapped::WINDOW);
+                mapped = file
+                    .try_clone()
+                    .ok()
+                    .and_then(|f| MappedFile::with_window(f, window));
+            }
             Box::new(file)
         };
         let read = Arc::new(AtomicU64::new(0));
         let mut source = Self::start(path, input, classic::BUFFER, Some(Arc::clone(&read)))?;
+        if let (Some(file), None) = (mapped, &source.info.compression) {
+            if let Kind::Classic { reader, .. } = &mut source.kind {
+                let header = reader.header();
+                *reader = Records::Mapped(MappedReader::new(file, header, Some(Arc::clone(&read))));
+            }
+        }
         source.read = read;
         source.size = size;
         Ok(source)
@@ -116,8 +149,11 @@ impl FileSource {
     #[cfg(test)]
     pub(super) fn classic_buffer(&self) -> Option<usize> {
         match &self.kind {
-            Kind::Classic { reader, .. } => Some(reader.capacity()),
-            Kind::Pcapng(_) => None,
+            Kind::Classic {
+                reader: Records::Read(reader),
+                ..
+            } => Some(reader.capacity()),
+            _ => None,
         }
     }
 
@@ -185,7 +221,7 @@ impl FileSource {
             };
             count(&counter, prefix.len());
             Kind::Classic {
-                reader: ClassicReader::new(header, prefix, rest, buffer, counter),
+                reader: Records::Read(ClassicReader::new(header, prefix, rest, buffer, counter)),
                 checked: false,
             }
         } else {

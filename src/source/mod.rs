@@ -8,11 +8,15 @@ mod classic;
 pub mod file;
 #[cfg(feature = "live")]
 pub mod live;
+mod mapped;
 pub mod merge;
 mod pcapng;
 
+use std::sync::Arc;
+
 use crate::error::SourceError;
 use crate::time::Timestamp;
+use mapped::Window;
 
 /// A link-layer header type as numbered by tcpdump.org's LINKTYPE_ registry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -95,22 +99,53 @@ pub struct Frame {
     pub end: usize,
 }
 
-/// Whole frames in one owned buffer, so a batch of them can be handed to
-/// other threads (`--threads`).
+/// Whole frames in one owned buffer, or in one shared window of a mapped
+/// file, so a batch of them can be handed to other threads (`--threads`).
 #[derive(Clone, Debug, Default)]
 pub struct FrameBatch {
     pub data: Vec<u8>,
     pub frames: Vec<Frame>,
+    /// When set, the frames lie in this window, not in `data`.
+    mapped: Option<Arc<Window>>,
 }
 
 impl FrameBatch {
     pub fn clear(&mut self) {
         self.data.clear();
         self.frames.clear();
+        self.mapped = None;
+    }
+
+    /// Makes the batch's frames lie in `window`: true if it holds no
+    /// frames yet or already shares that window.
+    fn share(&mut self, window: &Arc<Window>) -> bool {
+        match &self.mapped {
+            Some(w) => Arc::ptr_eq(w, window),
+            None if self.frames.is_empty() => {
+                self.mapped = Some(Arc::clone(window));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether the frames lie in a mapped window rather than in `data`.
+    #[cfg(test)]
+    pub(crate) fn is_mapped(&self) -> bool {
+        self.mapped.is_some()
     }
 
     /// Copies one packet in.
     pub fn push(&mut self, raw: &RawPacket<'_>) {
+        if let Some(window) = self.mapped.take() {
+            // Frames in a window and frames in `data` do not mix: copy.
+            for frame in &mut self.frames {
+                let start = self.data.len();
+                let bytes = window.bytes().get(frame.start..frame.end);
+                self.data.extend_from_slice(bytes.unwrap_or_default());
+                (frame.start, frame.end) = (start, self.data.len());
+            }
+        }
         let start = self.data.len();
         self.data.extend_from_slice(raw.data);
         self.frames.push(Frame {
@@ -124,7 +159,11 @@ impl FrameBatch {
 
     /// The frame's bytes (empty if `frame` does not belong to this batch).
     pub fn bytes(&self, frame: &Frame) -> &[u8] {
-        self.data.get(frame.start..frame.end).unwrap_or_default()
+        let data = match &self.mapped {
+            Some(window) => window.bytes(),
+            None => &self.data,
+        };
+        data.get(frame.start..frame.end).unwrap_or_default()
     }
 }
 

@@ -13,7 +13,7 @@
 
 use std::io::{self, Read};
 
-use super::{ClassicReader, Parsed, BUFFER};
+use super::{fits, ClassicReader, Parsed, BUFFER};
 use crate::source::{Frame, FrameBatch, LinkType};
 
 /// The most bytes asked for at once (`read_to_end` splits them into reads
@@ -229,13 +229,6 @@ impl ClassicReader {
         self.end = tail.len();
         self.base = at;
     }
-}
-
-/// Whether a whole record of `total` bytes at `at` goes in the batch: if
-/// it ends within the limit, or it would be the call's first frame.
-#[inline]
-fn fits(at: usize, total: usize, bytes: usize, added: u64) -> bool {
-    at.saturating_add(total) <= bytes || added == 0
 }
 
 /// Notes a record copied to `batch.data` with its data at `start`.

@@ -13,6 +13,7 @@ use crate::source::file::FileSource;
 use crate::source::PacketSource;
 
 mod fill;
+mod mapped;
 
 /// A packet as a test expects it.
 #[derive(Debug, PartialEq, Eq)]
@@ -131,6 +132,15 @@ fn read_all(mut src: FileSource) -> (Vec<Seen>, FileSource) {
     (seen, src)
 }
 
+/// Every classic format: magic number and byte order.
+const FORMATS: &[(u32, bool)] = &[
+    (MAGIC_MICROS, false),
+    (MAGIC_MICROS, true),
+    (MAGIC_NANOS, false),
+    (MAGIC_NANOS, true),
+    (MAGIC_MODIFIED, false),
+];
+
 /// A capture of records of many lengths (zero included) and what
 /// reading it must give.
 fn varied(magic: u32, big_endian: bool) -> (Vec<u8>, Vec<Seen>) {
@@ -179,13 +189,7 @@ fn a_record_longer_than_the_buffer_grows_it_by_doubling() {
 
 #[test]
 fn both_byte_orders_and_nanosecond_magic() {
-    for (magic, big_endian) in [
-        (MAGIC_MICROS, false),
-        (MAGIC_MICROS, true),
-        (MAGIC_NANOS, false),
-        (MAGIC_NANOS, true),
-        (MAGIC_MODIFIED, false),
-    ] {
+    for &(magic, big_endian) in FORMATS {
         let (bytes, expected) = varied(magic, big_endian);
         for buffer in [40, BUFFER] {
             let (seen, src) = read_all(open(cursor(bytes.clone()), buffer));

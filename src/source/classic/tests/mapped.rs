@@ -1,0 +1,179 @@
+//! Classic captures read through memory maps against the same files read
+//! with `read()`: every capture in captures/ and the shared corpus, and
+//! made-up ones (every byte order, cut at every byte, zero-length and
+//! over-large records), through windows so small that records straddle
+//! them, must give the same frames, end, warnings and bytes read — with
+//! `next_packet` and through batches.
+//!
+//! Does not test what the frames mean; only that both ways agree.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use super::fill::{agree, by_fill, by_next, captures_under, Run, Step::Fill, Step::Next};
+use super::*;
+use crate::source::file::Access;
+
+/// Window sizes to read through: tiny (a record per window or less), a
+/// page, and the default.
+const WINDOWS: &[usize] = &[1, 17, 100, 4096, crate::source::mapped::WINDOW];
+
+fn mapped(path: &Path, window: usize) -> FileSource {
+    let src = FileSource::open_with(path, Access::Map(Some(window))).expect("opens");
+    assert_eq!(
+        src.classic_buffer(),
+        None,
+        "{} is not mapped",
+        path.display()
+    );
+    src
+}
+
+fn read(path: &Path) -> FileSource {
+    FileSource::open_with(path, Access::Read).expect("opens")
+}
+
+/// The mapped file, through every window and every batch plan, gives what
+/// `read()` gives.
+fn same_as_read(path: &Path, windows: &[usize]) -> Run {
+    let expected = by_next(read(path));
+    for &window in windows {
+        let what = format!("{} window {window}", path.display());
+        assert_same(&what, &agree(&what, &|| mapped(path, window)), &expected);
+    }
+    expected
+}
+
+fn assert_same(what: &str, got: &Run, expected: &Run) {
+    assert!(
+        got == expected,
+        "{what}: {} frames {:?} {:?} progress {:?}, read gives {} {:?} {:?} {:?}",
+        got.frames.len(),
+        got.error,
+        got.warnings,
+        got.progress,
+        expected.frames.len(),
+        expected.error,
+        expected.warnings,
+        expected.progress,
+    );
+}
+
+fn temp_capture(bytes: &[u8]) -> tempfile::NamedTempFile {
+    let mut f = tempfile::NamedTempFile::new().expect("temp file");
+    f.write_all(bytes).expect("writes");
+    f
+}
+
+#[test]
+fn mapped_agrees_with_read_on_every_capture() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    captures_under(&root.join("captures"), &mut files);
+    // The corpus's absence is reported by `fill_agrees_with_next_packet_on_every_capture`.
+    captures_under(&root.join("../shared/corpus"), &mut files);
+    let mut classic = 0;
+    for path in &files {
+        let Ok(src) = FileSource::open_with(path, Access::Read) else {
+            continue;
+        };
+        if src.classic_buffer().is_none() || src.info().compression.is_some() {
+            continue;
+        }
+        classic += 1;
+        let small = std::fs::metadata(path).is_ok_and(|m| m.len() < 256 << 10);
+        let windows = if small { WINDOWS } else { &WINDOWS[3..] };
+        same_as_read(path, windows);
+    }
+    assert!(classic > 20, "only {classic} classic captures");
+}
+
+#[test]
+fn made_up_captures_in_every_byte_order() {
+    for &(magic, big_endian) in FORMATS {
+        let (bytes, expected) = varied(magic, big_endian);
+        let file = temp_capture(&bytes);
+        let run = same_as_read(file.path(), WINDOWS);
+        assert_eq!(run.frames.len(), expected.len());
+        assert_eq!(run.progress, (bytes.len() as u64, Some(bytes.len() as u64)));
+    }
+}
+
+#[test]
+fn cut_at_every_byte() {
+    let (bytes, expected) = varied(MAGIC_MICROS, false);
+    let bytes = &bytes[..bytes.len().min(700)];
+    for cut in FILE_HEADER..=bytes.len() {
+        let file = temp_capture(&bytes[..cut]);
+        let run = same_as_read(file.path(), &[1, 100]);
+        assert!(run.frames.len() <= expected.len());
+    }
+}
+
+#[test]
+fn zero_length_and_over_large_records() {
+    let mut w = Writer::new(MAGIC_MICROS, false, 1);
+    w.record(1, 0, 60, &[]);
+    w.record(2, 0, 3, &[1, 2, 3]);
+    w.record(3, 0, 0, &[]);
+    let file = temp_capture(&w.bytes);
+    assert_eq!(same_as_read(file.path(), WINDOWS).frames.len(), 3);
+
+    let mut w = Writer::new(MAGIC_MICROS, false, 1);
+    w.record(1, 2, 3, &[1, 2, 3]);
+    w.record(2, 2, 0, &vec![7; MAX_RECORD - 16]);
+    w.record(3, 2, 3, &[4, 5, 6]);
+    w.record(4, 4, 0, &vec![0; MAX_RECORD + 1 - 16]);
+    w.record(5, 2, 3, &[1, 2, 3]);
+    let file = temp_capture(&w.bytes);
+    // How far `read()` read ahead of the record it stopped at is its own.
+    let unread = |run: Run| Run {
+        progress: (0, None),
+        ..run
+    };
+    let expected = unread(by_next(read(file.path())));
+    assert_eq!(expected.frames.len(), 3);
+    assert!(expected.truncated);
+    for window in [1, crate::source::mapped::WINDOW] {
+        for plan in [
+            &[Fill(1 << 20, 4096)][..],
+            &[Fill(1, 1)],
+            &[Next, Fill(100, 2)],
+        ] {
+            let got = unread(by_fill(mapped(file.path(), window), plan, false));
+            assert_same(&format!("window {window} {plan:?}"), &got, &expected);
+        }
+        assert!(unread(by_next(mapped(file.path(), window))) == expected);
+    }
+}
+
+#[test]
+fn a_short_file_claiming_a_huge_record_is_cut_short() {
+    let mut w = Writer::new(MAGIC_MICROS, false, 1);
+    w.record(1, 2, 3, &[1, 2, 3]);
+    w.record(3, 4, 3, &[5, 6, 7]);
+    let at = w.bytes.len() - 19;
+    w.bytes[at + 8..at + 12].copy_from_slice(&(48u32 << 20).to_le_bytes());
+    let file = temp_capture(&w.bytes);
+    let run = same_as_read(file.path(), WINDOWS);
+    assert_eq!(run.frames.len(), 1);
+    assert!(run.warnings[0].contains("cut short"));
+}
+
+#[test]
+fn compressed_and_pcapng_files_are_read_not_mapped() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<PathBuf> = Vec::new();
+    captures_under(&root.join("captures"), &mut files);
+    let mut seen = 0;
+    for path in files.iter().filter(|p| {
+        let name = p.to_string_lossy();
+        name.ends_with(".gz") || name.ends_with(".pcapng")
+    }) {
+        let src = FileSource::open_with(path, Access::Map(None)).expect("opens");
+        let ours = src.info().compression.is_some() || src.classic_buffer().is_none();
+        assert!(ours, "{}", path.display());
+        seen += 1;
+    }
+    assert!(seen > 0);
+}
