@@ -1,10 +1,11 @@
-//! `--threads N`: one reader (the calling thread) reads packets into
-//! batches and notes each one's shard, a symmetric hash of its 4-tuple;
-//! every worker thread gets every batch (shared, not copied) and runs only
-//! its own shard's packets through its [`Shard`]; the calling thread then
-//! puts the shards' events back in single-table order with the [`Gather`],
-//! so the output (connection numbers, record order, summary) is the same as
-//! with one thread.
+//! `--threads N`: the calling thread reads packets into batches and notes
+//! each one's shard, from a symmetric hash of its 4-tuple; it hands every
+//! batch (shared, not copied) to N − 1 worker threads and runs shard 0
+//! itself, each shard taking only its own packets through its [`Shard`];
+//! then it puts the shards' events back in single-table order with the
+//! [`Gather`], so the output (connection numbers, record order, summary) is
+//! the same as with one thread. Shard 0 gets a smaller share of the
+//! connections, as its thread also reads and gathers.
 //!
 //! Does not decide what a packet means (that is `shard`) nor write anything
 //! but through the sink it is given.
@@ -20,7 +21,7 @@ use super::{Config, RecordSink, FINISH_CHUNK};
 use crate::decode::shard_hash;
 use crate::error::Error;
 use crate::record::Summary;
-use crate::source::{FrameBatch, PacketSource, RawPacket};
+use crate::source::{prefetch, FrameBatch, PacketSource, RawPacket};
 use crate::time::Timestamp;
 
 /// A batch holds at most this many bytes of frames…
@@ -29,6 +30,22 @@ const BATCH_BYTES: usize = 1 << 20;
 const BATCH_FRAMES: usize = 4096;
 /// Batches read ahead of the gatherer.
 const DEPTH: usize = 4;
+
+/// How many of its frames ahead a worker asks for a frame's bytes.
+const PREFETCH: usize = 8;
+
+/// Fetches into this core's cache the bytes of a frame the analysis reads
+/// for sure: its first 128 bytes (headers) and its last 64 (the end of the
+/// payload, for the retransmission check). The reader thread touched them
+/// last, on another core.
+fn prefetch_frame(bytes: &[u8]) {
+    prefetch(bytes.get(..128).unwrap_or(bytes));
+    prefetch(
+        bytes
+            .get(bytes.len().saturating_sub(64)..)
+            .unwrap_or_default(),
+    );
+}
 
 /// Packets between two calls of the progress callback.
 const PROGRESS_EVERY: u64 = 16_384;
@@ -71,19 +88,23 @@ pub fn run(
     sink: &mut dyn RecordSink,
     progress: &mut dyn FnMut(u64, Option<u64>),
 ) -> Result<Summary, Error> {
-    let threads = threads.clamp(1, usize::from(u16::MAX));
+    let threads = threads.clamp(2, usize::from(u16::MAX));
     let cap = config.max_connections().div_ceil(threads);
     let encoder = sink.encoder();
+    let new_shard = || {
+        let mut shard = Shard::new(config.clone(), cap);
+        shard.encoder = encoder;
+        shard
+    };
     thread::scope(|scope| {
         let mut work = Vec::with_capacity(threads);
         let mut done = Vec::with_capacity(threads);
-        for me in 0..threads {
+        for me in 1..threads {
             let (work_tx, work_rx) = sync_channel::<Work>(DEPTH + 1);
             // Bounded, so a worker cannot run far ahead (at the end, it
             // sends its remaining connections a chunk at a time).
             let (done_tx, done_rx) = sync_channel::<Done>(DEPTH + 2);
-            let mut shard = Shard::new(config.clone(), cap);
-            shard.encoder = encoder;
+            let shard = new_shard();
             scope.spawn(move || worker(me, shard, work_rx, done_tx));
             work.push(work_tx);
             done.push(done_rx);
@@ -94,51 +115,101 @@ pub fn run(
             done,
             in_flight: VecDeque::new(),
             spare: Vec::new(),
+            own: new_shard(),
+            own_events: VecDeque::new(),
+            mine: Vec::with_capacity(BATCH_FRAMES),
+            shares: Shares::new(threads),
         };
-        reader.read_all(source, threads, sink, progress)?;
+        reader.read_all(source, sink, progress)?;
         let counts = reader.end(sink)?;
         Ok(reader.gather.finish(&counts, source.info()))
     })
 }
 
+/// How connections are shared among the shards: by slots of their hash,
+/// [`OWN_SLOTS`] for shard 0 (the calling thread's), [`SLOTS`] for each
+/// other.
+#[derive(Clone, Copy)]
+struct Shares {
+    total: u64,
+}
+
+/// Slots of a worker thread's shard…
+const SLOTS: u64 = 8;
+/// …and of the calling thread's, which also reads and gathers. Measured on
+/// 2 cores: the threads end together with about this share.
+const OWN_SLOTS: u64 = 5;
+
+impl Shares {
+    fn new(threads: usize) -> Shares {
+        let others = threads.saturating_sub(1) as u64;
+        Shares {
+            total: OWN_SLOTS + SLOTS * others,
+        }
+    }
+
+    /// The shard of a frame with this 4-tuple hash.
+    fn of(self, hash: u64) -> u16 {
+        let slot = hash % self.total;
+        match slot.checked_sub(OWN_SLOTS) {
+            None => 0,
+            Some(rest) => (1 + rest / SLOTS) as u16,
+        }
+    }
+}
+
+/// Runs shard `me`'s frames of `batch` through `shard`; `mine` is scratch
+/// space for their positions.
+fn run_batch(me: usize, shard: &mut Shard, batch: &Batch, mine: &mut Vec<usize>) -> Vec<Event> {
+    let clock = Clock {
+        base: batch.base,
+        nows: &batch.nows,
+        origin: batch.origin.unwrap_or(Timestamp(0)),
+    };
+    let frames = &batch.frames.frames;
+    mine.clear();
+    let shards = batch.shards.iter().enumerate();
+    mine.extend(
+        shards
+            .filter(|(_, s)| usize::from(**s) == me)
+            .map(|(i, _)| i),
+    );
+    for (k, &i) in mine.iter().enumerate() {
+        if let Some(ahead) = mine.get(k + PREFETCH).and_then(|&j| frames.get(j)) {
+            prefetch_frame(batch.frames.bytes(ahead));
+        }
+        let Some(frame) = frames.get(i) else {
+            continue;
+        };
+        let index = batch.base + i as u64;
+        let raw = RawPacket {
+            index,
+            ts: frame.ts,
+            link: frame.link,
+            orig_len: frame.orig_len,
+            data: batch.frames.bytes(frame),
+        };
+        shard.packet(index, &raw, &clock);
+    }
+    shard.advance(batch.last(), &clock);
+    std::mem::take(&mut shard.events)
+}
+
 fn worker(me: usize, mut shard: Shard, work: Receiver<Work>, done: SyncSender<Done>) {
+    let mut mine = Vec::with_capacity(BATCH_FRAMES);
     while let Ok(msg) = work.recv() {
         match msg {
             Work::Batch(batch) => {
-                let clock = Clock {
-                    base: batch.base,
-                    nows: &batch.nows,
-                    origin: batch.origin.unwrap_or(Timestamp(0)),
-                };
-                let frames = &batch.frames.frames;
-                for ((index, frame), _) in (batch.base..)
-                    .zip(frames)
-                    .zip(&batch.shards)
-                    .filter(|(_, s)| usize::from(**s) == me)
-                {
-                    let raw = RawPacket {
-                        index,
-                        ts: frame.ts,
-                        link: frame.link,
-                        orig_len: frame.orig_len,
-                        data: batch.frames.bytes(frame),
-                    };
-                    shard.packet(index, &raw, &clock);
-                }
-                shard.advance(batch.last(), &clock);
+                let events = run_batch(me, &mut shard, &batch, &mut mine);
                 drop(batch);
-                if done
-                    .send(Done::Batch(std::mem::take(&mut shard.events)))
-                    .is_err()
-                {
+                if done.send(Done::Batch(events)).is_err() {
                     return;
                 }
             }
             Work::End => loop {
-                let more = shard.finish_some(FINISH_CHUNK);
-                let events = std::mem::take(&mut shard.events);
-                let counts = (!more).then(|| shard.counts.clone());
-                if done.send(Done::End(events, counts)).is_err() || !more {
+                let (events, counts) = finish_chunk(&mut shard);
+                let last = counts.is_some();
+                if done.send(Done::End(events, counts)).is_err() || last {
                     return;
                 }
             },
@@ -146,13 +217,27 @@ fn worker(me: usize, mut shard: Shard, work: Receiver<Work>, done: SyncSender<Do
     }
 }
 
+/// The next chunk of connections a shard still holds at the end, with its
+/// counts when it was the last.
+fn finish_chunk(shard: &mut Shard) -> (Vec<Event>, Option<ShardCounts>) {
+    let more = shard.finish_some(FINISH_CHUNK);
+    let events = std::mem::take(&mut shard.events);
+    (events, (!more).then(|| shard.counts.clone()))
+}
+
 struct Reader {
     gather: Gather,
+    /// The worker threads of shards 1, 2, …
     work: Vec<SyncSender<Work>>,
     done: Vec<Receiver<Done>>,
     in_flight: VecDeque<Arc<Batch>>,
     /// Batches whose workers are done with them, for reuse.
     spare: Vec<Batch>,
+    /// Shard 0, run on this thread, and its events for the batches in flight.
+    own: Shard,
+    own_events: VecDeque<Vec<Event>>,
+    mine: Vec<usize>,
+    shares: Shares,
 }
 
 /// A worker thread stopped early (it panicked).
@@ -164,7 +249,6 @@ impl Reader {
     fn read_all(
         &mut self,
         source: &mut dyn PacketSource,
-        threads: usize,
         sink: &mut dyn RecordSink,
         progress: &mut dyn FnMut(u64, Option<u64>),
     ) -> Result<(), Error> {
@@ -173,7 +257,7 @@ impl Reader {
             let mut batch = self.spare.pop().unwrap_or_default();
             // A read error ends the input after the frames read before it,
             // which are analysed first, as on one thread.
-            let filled = self.fill(&mut batch, source, threads, progress);
+            let filled = self.fill(&mut batch, source, progress);
             let more = match filled {
                 Ok(more) => more,
                 Err(e) => {
@@ -187,6 +271,8 @@ impl Reader {
                     tx.send(Work::Batch(Arc::clone(&batch)))
                         .map_err(|_| worker_lost())?;
                 }
+                let events = run_batch(0, &mut self.own, &batch, &mut self.mine);
+                self.own_events.push_back(events);
                 self.in_flight.push_back(batch);
                 if self.in_flight.len() > DEPTH {
                     self.gather_one(sink)?;
@@ -208,7 +294,6 @@ impl Reader {
         &mut self,
         batch: &mut Batch,
         source: &mut dyn PacketSource,
-        threads: usize,
         progress: &mut dyn FnMut(u64, Option<u64>),
     ) -> Result<bool, Error> {
         batch.frames.clear();
@@ -227,9 +312,7 @@ impl Reader {
             };
             let (_, now) = self.gather.saw_packet(&raw);
             batch.nows.push(now);
-            batch
-                .shards
-                .push((shard_hash(&raw) % threads as u64) as u16);
+            batch.shards.push(self.shares.of(shard_hash(&raw)));
         }
         batch.origin = self.gather.summary.origin;
         if self.gather.seen() / PROGRESS_EVERY != before / PROGRESS_EVERY {
@@ -241,7 +324,7 @@ impl Reader {
 
     /// Takes the oldest batch's events from every worker and applies them in order.
     fn gather_one(&mut self, sink: &mut dyn RecordSink) -> Result<(), Error> {
-        let mut events = Vec::new();
+        let mut events = self.own_events.pop_front().unwrap_or_default();
         for rx in &self.done {
             match rx.recv() {
                 Ok(Done::Batch(mut e)) => events.append(&mut e),
@@ -264,21 +347,25 @@ impl Reader {
         for tx in &self.work {
             tx.send(Work::End).map_err(|_| worker_lost())?;
         }
-        let mut queues: Vec<VecDeque<Event>> = self.done.iter().map(|_| VecDeque::new()).collect();
-        let mut finished = vec![false; self.done.len()];
+        // Queue 0 is this thread's shard, the others the workers'.
+        let lanes = self.done.len() + 1;
+        let mut queues: Vec<VecDeque<Event>> = (0..lanes).map(|_| VecDeque::new()).collect();
+        let mut finished = vec![false; lanes];
         let mut counts = ShardCounts::default();
         loop {
-            for ((rx, queue), done) in self.done.iter().zip(&mut queues).zip(&mut finished) {
+            for (lane, (queue, done)) in queues.iter_mut().zip(&mut finished).enumerate() {
                 while queue.is_empty() && !*done {
-                    match rx.recv() {
-                        Ok(Done::End(events, last)) => {
-                            queue.extend(events);
-                            if let Some(c) = last {
-                                counts.merge(&c);
-                                *done = true;
-                            }
-                        }
-                        _ => return Err(worker_lost()),
+                    let (events, last) = match lane.checked_sub(1) {
+                        None => finish_chunk(&mut self.own),
+                        Some(w) => match self.done.get(w).map(Receiver::recv) {
+                            Some(Ok(Done::End(events, last))) => (events, last),
+                            _ => return Err(worker_lost()),
+                        },
+                    };
+                    queue.extend(events);
+                    if let Some(c) = last {
+                        counts.merge(&c);
+                        *done = true;
                     }
                 }
             }
@@ -291,6 +378,27 @@ impl Reader {
                 return Ok(counts);
             };
             self.gather.apply(event, sink)?;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_shard_gets_its_share_of_hashes() {
+        for threads in [2usize, 3, 8, 256] {
+            let shares = Shares::new(threads);
+            let mut seen = vec![0u64; threads];
+            for hash in 0..shares.total * 1000 {
+                let shard = usize::from(shares.of(hash));
+                assert!(shard < threads, "{threads} threads: shard {shard}");
+                seen[shard] += 1;
+            }
+            let per_slot = seen.iter().sum::<u64>() / shares.total;
+            assert_eq!(seen[0], OWN_SLOTS * per_slot, "{threads} threads");
+            assert!(seen[1..].iter().all(|&n| n == SLOTS * per_slot), "{seen:?}");
         }
     }
 }

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use crate::error::SourceError;
 use crate::time::Timestamp;
+pub use mapped::prefetch;
 use mapped::Window;
 
 /// A link-layer header type as numbered by tcpdump.org's LINKTYPE_ registry.
