@@ -92,7 +92,10 @@ impl MappedFile {
             return Ok(Window::empty(offset));
         }
         let mut options = memmap2::MmapOptions::new();
-        options.offset(offset).len(len).populate();
+        // Not populated up front: pages come in as they are read (the
+        // kernel maps 64 KiB around each fault), which measured as fast,
+        // hot or cold, and keeps the resident part of a window small.
+        options.offset(offset).len(len);
         // SAFETY: `Mmap` is sound as long as nobody changes the mapped part
         // of the file while it is mapped. We only read it, and every read of
         // these bytes in this crate is bounds-checked safe code, so a
