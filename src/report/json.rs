@@ -38,11 +38,24 @@ pub fn write(
 /// Streams one compact JSON object per connection as each one is finalised.
 pub struct JsonlSink<'w> {
     out: &'w mut dyn Write,
+    /// One line at a time: serde_json writes many small pieces, which cost
+    /// a call through `dyn Write` each (measured: a line built in memory and
+    /// written at once made JSON Lines output twice as fast).
+    line: Vec<u8>,
 }
 
 impl<'w> JsonlSink<'w> {
     pub fn new(out: &'w mut dyn Write) -> JsonlSink<'w> {
-        JsonlSink { out }
+        JsonlSink {
+            out,
+            line: Vec::new(),
+        }
+    }
+
+    /// Writes the line built in `self.line`, ended.
+    fn write_line(&mut self) -> io::Result<()> {
+        self.line.push(b'\n');
+        self.out.write_all(&self.line)
     }
 
     /// Writes the closing `{"summary": …}` line.
@@ -55,8 +68,9 @@ impl<'w> JsonlSink<'w> {
 
 impl RecordSink for JsonlSink<'_> {
     fn record(&mut self, rec: ConnectionRecord) -> io::Result<()> {
-        serde_json::to_writer(&mut *self.out, &rec).map_err(io::Error::from)?;
-        self.out.write_all(b"\n")
+        self.line.clear();
+        serde_json::to_writer(&mut self.line, &rec).map_err(io::Error::from)?;
+        self.write_line()
     }
 
     fn encoder(&self) -> Option<Encoder> {
@@ -70,9 +84,12 @@ impl RecordSink for JsonlSink<'_> {
         if encoded.is_empty() {
             return self.record(rec);
         }
-        write!(self.out, "{{\"id\":{}", rec.id)?;
-        self.out.write_all(encoded)?;
-        self.out.write_all(b"\n")
+        self.line.clear();
+        self.line.extend_from_slice(b"{\"id\":");
+        self.line
+            .extend_from_slice(itoa::Buffer::new().format(rec.id).as_bytes());
+        self.line.extend_from_slice(encoded);
+        self.write_line()
     }
 }
 
