@@ -62,17 +62,21 @@ impl std::fmt::Debug for Window {
 
 impl MappedFile {
     /// Reads `file` through windows of `window` bytes if it is a regular
-    /// file; `None` for anything else (a pipe, a device), which must be read.
+    /// file that can be mapped; `None` for anything else (a pipe, a device,
+    /// a file system without maps), which must be read.
     pub fn with_window(file: File, window: usize) -> Option<MappedFile> {
         let meta = file.metadata().ok()?;
         if !meta.is_file() {
             return None;
         }
-        Some(MappedFile {
+        let mut mapped = MappedFile {
             size: meta.len(),
             file,
             window: window.max(1),
-        })
+        };
+        // Some file systems cannot map files: those are read instead.
+        mapped.window(0, 1).ok()?;
+        Some(mapped)
     }
 
     /// Maps at least `min` bytes (more, up to a window, when there are)
