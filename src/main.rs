@@ -3,7 +3,11 @@
 //! to exit codes (0 ok, 1 output failure, 2 usage or unreadable input). A
 //! closed stdout (`| head`) ends the run quietly.
 //!
-//! Does not analyze or format anything itself.
+//! Does not analyze or format anything itself. Names the memory allocator:
+//! mimalloc, measured against glibc's malloc on this tool's allocation
+//! pattern (many small per-connection objects made on one thread and freed
+//! soon after, or on another): 15–40 % less time on connection-heavy
+//! captures, about 20 MiB more resident on small ones (docs/performance.md).
 
 mod cli;
 mod commands;
@@ -14,6 +18,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use handshakes::analyze::{Encoder, FirstById};
 use handshakes::report::compare::Labeled;

@@ -99,7 +99,7 @@ impl Connection {
 
     pub(super) fn stop_streams(&mut self) {
         if let Some(streams) = self.streams.take() {
-            self.analyzers = Some(Box::new(streams.finish(&mut self.anomalies)));
+            self.analyzers = Some(streams.finish(&mut self.anomalies));
         }
     }
 
