@@ -3,7 +3,8 @@
 # synthetic capture written by `handshakes-synth` into a temporary directory
 # (deleted afterwards; KEEP=1 keeps it). Checks first that `handshakes`
 # finds what the generator made (connections, TLS handshakes, requests), then
-# times every tool RUNS times, alternating, and prints a markdown table of
+# times every tool RUNS times, alternating (each round after an untimed
+# warm-up run), and prints a markdown table of
 # medians: wall time, CPU time (user+sys, steadier on a busy machine), MB/s
 # and packets/s (by wall time), peak RSS, and times relative to ours.
 # docs/performance.md records the figures.
@@ -71,6 +72,11 @@ echo "== timing ${#ACTIVE[@]} tools, $RUNS runs each, alternating" >&2
 cat "$FILE" > /dev/null # page cache warm for everyone
 : > "$DIR/runs.tsv"
 for run in $(seq 1 "$RUNS"); do
+    # Untimed warm-up: the round's first run came out 20-30 % slower than
+    # the same command later in the round (right after tshark and its
+    # 1.7 GB), whichever tool it was.
+    cat "$FILE" > /dev/null
+    "$BIN" analyze -q -j 1 "$FILE" > /dev/null
     for t in "${ACTIVE[@]}"; do
         name=${t%%|*}
         cmd=${t#*|}
