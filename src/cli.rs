@@ -236,12 +236,12 @@ pub struct AnalyzeArgs {
 }
 
 impl AnalyzeArgs {
-    /// How to read a capture file.
-    pub fn access(&self) -> Access {
+    /// How to read a capture file that is one of `files` read side by side.
+    pub fn access(&self, files: usize) -> Access {
         if self.no_mmap {
             Access::Read
         } else {
-            Access::Map(None)
+            Access::map_shared(files)
         }
     }
 }

@@ -159,7 +159,7 @@ impl Run<'_> {
     fn one(&mut self, paths: &[PathBuf], out: &mut dyn Write) -> Result<(), Error> {
         let mut sources = Vec::with_capacity(paths.len());
         for p in paths {
-            sources.push(FileSource::open_with(p, self.args.access())?);
+            sources.push(FileSource::open_with(p, self.args.access(paths.len()))?);
         }
         let mut source: Box<dyn PacketSource> = if sources.len() == 1 {
             match sources.pop() {

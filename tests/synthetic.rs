@@ -755,6 +755,9 @@ fn merge_interleaves_files_by_timestamp() {
     }
     assert_str(&v, "/summary/format", "merged");
     assert_u64(&v, "/summary/packets/total", 24);
+    // Merged files share the map window; read() gives the same.
+    let read = run_analyze(&["-T", "json", "--merge", "--no-mmap"], &[&first, &second]);
+    assert_eq!(read, out);
 }
 
 // ---------------------------------------------------------------- filters and output formats

@@ -37,6 +37,16 @@ pub enum Access {
     Read,
 }
 
+impl Access {
+    /// Through memory maps, for one of `files` files read side by side
+    /// (`--merge`): each gets a share of the usual window (at least 1 MiB),
+    /// so the mapped memory stays about that of one file.
+    pub fn map_shared(files: usize) -> Access {
+        let window = (mapped::WINDOW / files.max(1)).max(1 << 20);
+        Access::Map(Some(window))
+    }
+}
+
 /// A capture file or stream read record by record.
 pub struct FileSource {
     path: PathBuf,
