@@ -70,6 +70,10 @@ pub struct CompareArgs {
     /// Also write a self-contained HTML report of both captures
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+
+    /// Read files with read() instead of memory maps (same output)
+    #[arg(long)]
+    pub no_mmap: bool,
 }
 
 fn parse_label(s: &str) -> Result<(char, String), String> {
@@ -111,6 +115,10 @@ pub struct TimelineArgs {
     /// Columns to fit (default: the terminal's width, or 100)
     #[arg(long, value_name = "N")]
     pub width: Option<usize>,
+
+    /// Read files with read() instead of memory maps (same output)
+    #[arg(long)]
+    pub no_mmap: bool,
 }
 
 /// Output formats of `live`.
@@ -238,11 +246,17 @@ pub struct AnalyzeArgs {
 impl AnalyzeArgs {
     /// How to read a capture file that is one of `files` read side by side.
     pub fn access(&self, files: usize) -> Access {
-        if self.no_mmap {
-            Access::Read
-        } else {
-            Access::map_shared(files)
-        }
+        access(self.no_mmap, files)
+    }
+}
+
+/// How to read a capture file that is one of `files` read side by side:
+/// memory-mapped unless `--no-mmap`.
+pub fn access(no_mmap: bool, files: usize) -> Access {
+    if no_mmap {
+        Access::Read
+    } else {
+        Access::map_shared(files)
     }
 }
 

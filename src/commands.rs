@@ -12,10 +12,10 @@ use std::process::ExitCode;
 use handshakes::report::compare::{self, CompareOpts, Labeled};
 use handshakes::report::html;
 use handshakes::report::timeline::{self, TimelineOpts};
-use handshakes::source::file::FileSource;
+use handshakes::source::file::{Access, FileSource};
 use handshakes::{analyze, Config, ConnectionRecord, Error, Summary};
 
-use crate::cli::{CompareArgs, CompareFormat, TimelineArgs};
+use crate::cli::{self, CompareArgs, CompareFormat, TimelineArgs};
 
 const EXIT_OUTPUT: u8 = 1;
 const EXIT_INPUT: u8 = 2;
@@ -76,8 +76,8 @@ pub struct Analysed {
 }
 
 /// Runs the whole pipeline on one file.
-pub fn analyse(path: &Path, config: &Config) -> Result<Analysed, Error> {
-    let mut source = FileSource::open(path)?;
+pub fn analyse(path: &Path, config: &Config, access: Access) -> Result<Analysed, Error> {
+    let mut source = FileSource::open_with(path, access)?;
     let mut records = Vec::new();
     let summary = analyze(&mut source, config, &mut records)?;
     records.sort_by_key(|r| r.id);
@@ -107,7 +107,11 @@ fn fail(e: Error) -> ExitCode {
 
 pub fn run_compare(args: &CompareArgs) -> ExitCode {
     let config = Config::default();
-    let (a, b) = match (analyse(&args.a, &config), analyse(&args.b, &config)) {
+    let access = cli::access(args.no_mmap, 1);
+    let (a, b) = match (
+        analyse(&args.a, &config, access),
+        analyse(&args.b, &config, access),
+    ) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => return fail(e),
     };
@@ -147,7 +151,7 @@ pub fn run_compare(args: &CompareArgs) -> ExitCode {
 }
 
 pub fn run_timeline(args: &TimelineArgs) -> ExitCode {
-    let doc = match analyse(&args.file, &Config::default()) {
+    let doc = match analyse(&args.file, &Config::default(), cli::access(args.no_mmap, 1)) {
         Ok(doc) => doc,
         Err(e) => return fail(e),
     };

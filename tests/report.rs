@@ -553,5 +553,13 @@ fn timeline_and_compare_run_on_every_capture() {
             "{}",
             f.display()
         );
+        // Read with read() instead of memory maps: the same report.
+        let read = crate::support::bin()
+            .args(["compare", "-T", "json", "--no-mmap"])
+            .arg(&baseline)
+            .arg(f)
+            .output()
+            .expect("run compare --no-mmap");
+        assert_eq!(read.stdout, out.stdout, "compare --no-mmap {}", f.display());
     }
 }
