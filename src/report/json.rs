@@ -87,8 +87,7 @@ impl RecordSink for JsonlSink<'_> {
         }
         self.line.clear();
         self.line.extend_from_slice(b"{\"id\":");
-        self.line
-            .extend_from_slice(itoa::Buffer::new().format(rec.id).as_bytes());
+        serde_json::to_writer(&mut self.line, &rec.id).map_err(io::Error::from)?;
         self.line.extend_from_slice(encoded);
         self.write_line()
     }

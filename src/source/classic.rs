@@ -3,7 +3,9 @@
 //! here straight out of one large buffer filled with `read()`. Packets borrow
 //! that buffer; a record that straddles its end has the unread tail moved to
 //! the front before the next read. For `--threads`, `direct` reads records
-//! straight into a [`super::FrameBatch`]'s buffer instead.
+//! straight into a [`super::FrameBatch`]'s buffer instead; `mapped` parses
+//! them where they lie in a memory-mapped regular file ([`Records`] is
+//! either).
 //!
 //! Does not open files, detect compression or pcapng, or word messages; that
 //! is `file`, which turns the [`Event`]s here into packets and warnings.

@@ -1,6 +1,7 @@
 //! Packet sources: turn a capture file (or, with the `live` feature, an
 //! interface) into a stream of [`RawPacket`]s with exact timestamps and link
-//! types.
+//! types. Regular files are memory-mapped a window at a time (`mapped`);
+//! batches of frames for `--threads` share the window or own a buffer.
 //!
 //! Does not decode any header above the capture format; that is `decode`.
 
