@@ -366,6 +366,19 @@ fn fits(at: usize, total: usize, bytes: usize, added: u64) -> bool {
     at.saturating_add(total) <= bytes || added == 0
 }
 
+/// Notes a record as a frame of `batch` whose data is at `start` in the
+/// batch's bytes.
+#[inline]
+fn push(batch: &mut super::FrameBatch, link: LinkType, start: usize, record: &Record) {
+    batch.frames.push(super::Frame {
+        ts: record.ts,
+        link,
+        orig_len: record.orig_len,
+        start,
+        end: start + record.len,
+    });
+}
+
 mod direct;
 mod mapped;
 

@@ -13,8 +13,8 @@
 
 use std::io::{self, Read};
 
-use super::{fits, ClassicReader, Parsed, BUFFER};
-use crate::source::{Frame, FrameBatch, LinkType};
+use super::{fits, push, ClassicReader, Parsed, BUFFER};
+use crate::source::{FrameBatch, LinkType};
 
 /// The most bytes asked for at once (`read_to_end` splits them into reads
 /// of 8 KiB, 16 KiB, …): the size [`BUFFER`] was measured to read fastest
@@ -183,13 +183,7 @@ impl ClassicReader {
                     return Took::Limit;
                 }
                 Parsed::Whole { record, total } => {
-                    batch.frames.push(Frame {
-                        ts: record.ts,
-                        link,
-                        orig_len: record.orig_len,
-                        start: scan.at + record.start,
-                        end: scan.at + record.start + record.len,
-                    });
+                    push(batch, link, scan.at + record.start, &record);
                     scan.at += total;
                     scan.added += 1;
                     self.note(total);
@@ -229,17 +223,6 @@ impl ClassicReader {
         self.end = tail.len();
         self.base = at;
     }
-}
-
-/// Notes a record copied to `batch.data` with its data at `start`.
-fn push(batch: &mut FrameBatch, link: LinkType, start: usize, record: &super::Record) {
-    batch.frames.push(Frame {
-        ts: record.ts,
-        link,
-        orig_len: record.orig_len,
-        start,
-        end: start + record.len,
-    });
 }
 
 /// Makes room in `data` for `upto` bytes, in steps that double up to

@@ -4,16 +4,16 @@
 //! a copy. A record that straddles a window's end starts the next window.
 //!
 //! Gives exactly the records and [`Event`]s the `read()`-based
-//! [`super::ClassicReader`] gives for the same bytes (tests/mapped.rs checks
-//! it on every capture); does not word messages (that is `file`).
+//! [`super::ClassicReader`] gives for the same bytes (`tests/mapped.rs`
+//! beside this file checks it on every capture); does not word messages (that is `file`).
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::{fits, Event, Header, Outcome, Parsed, Record, FILE_HEADER, MAX_RECORD};
+use super::{fits, push, Event, Header, Outcome, Parsed, Record, FILE_HEADER, MAX_RECORD};
 use crate::source::mapped::{self, MappedFile, Window};
-use crate::source::{Frame, FrameBatch, LinkType};
+use crate::source::{FrameBatch, LinkType};
 
 /// Reads records from a mapped file.
 pub struct MappedReader {
@@ -128,14 +128,7 @@ impl MappedReader {
                         // The batch holds frames from elsewhere: copy.
                         return (added, Outcome::Ask);
                     }
-                    let start = self.at + record.start;
-                    batch.frames.push(Frame {
-                        ts: record.ts,
-                        link,
-                        orig_len: record.orig_len,
-                        start,
-                        end: start + record.len,
-                    });
+                    push(batch, link, self.at + record.start, &record);
                     prefetch(avail, total);
                     self.at += total;
                     added += 1;
