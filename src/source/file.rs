@@ -406,9 +406,11 @@ impl PacketSource for FileSource {
         &self.info
     }
 
-    /// Classic records are read straight into the batch (`classic::direct`);
-    /// the end, a cut or over-large record are then found by `next_packet`,
-    /// exactly as without batches. pcapng packets are copied.
+    /// Classic records are read straight into the batch (`classic::direct`)
+    /// or, from a mapped file, left in the window the batch then shares
+    /// (`classic::mapped`); the end, a cut or over-large record are then
+    /// found by `next_packet`, exactly as without batches. pcapng packets
+    /// are copied.
     fn fill(
         &mut self,
         batch: &mut FrameBatch,

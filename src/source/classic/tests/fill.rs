@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 
 use super::*;
-use crate::source::FrameBatch;
+use crate::source::{FrameBatch, RawPacket};
 
 /// A frame as both ways give it.
 #[derive(Debug, PartialEq, Eq)]
@@ -18,6 +18,17 @@ pub(super) struct Got {
     link: LinkType,
     orig_len: u32,
     data: Vec<u8>,
+}
+
+impl Got {
+    fn of(p: &RawPacket<'_>) -> Got {
+        Got {
+            ts: p.ts,
+            link: p.link,
+            orig_len: p.orig_len,
+            data: p.data.to_vec(),
+        }
+    }
 }
 
 /// Everything one way of reading a whole capture gives.
@@ -71,12 +82,7 @@ pub(super) fn by_next(mut src: FileSource) -> Run {
         match src.next_packet() {
             Ok(Some(p)) => {
                 assert_eq!(p.index, frames.len() as u64 + 1);
-                frames.push(Got {
-                    ts: p.ts,
-                    link: p.link,
-                    orig_len: p.orig_len,
-                    data: p.data.to_vec(),
-                });
+                frames.push(Got::of(&p));
             }
             Ok(None) => break None,
             Err(e) => break Some(e.to_string()),
@@ -98,12 +104,7 @@ pub(super) fn by_fill(mut src: FileSource, plan: &[Step], append: bool) -> Run {
             Next => match src.next_packet() {
                 Ok(Some(p)) => {
                     assert_eq!(p.index, frames.len() as u64 + 1);
-                    frames.push(Got {
-                        ts: p.ts,
-                        link: p.link,
-                        orig_len: p.orig_len,
-                        data: p.data.to_vec(),
-                    });
+                    frames.push(Got::of(&p));
                 }
                 Ok(None) => break 'reading,
                 Err(e) => {
@@ -121,12 +122,13 @@ pub(super) fn by_fill(mut src: FileSource, plan: &[Step], append: bool) -> Run {
                 for frame in new {
                     assert!(frame.start <= frame.end);
                     assert!(frame.start >= data_before || batch.is_mapped());
-                    frames.push(Got {
+                    frames.push(Got::of(&RawPacket {
+                        index: 0,
                         ts: frame.ts,
                         link: frame.link,
                         orig_len: frame.orig_len,
-                        data: batch.bytes(frame).to_vec(),
-                    });
+                        data: batch.bytes(frame),
+                    }));
                 }
                 // A batch of a mapped file holds no bytes of its own.
                 let copied = new.first().zip(new.last()).filter(|_| !batch.is_mapped());
