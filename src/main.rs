@@ -7,7 +7,9 @@
 //! mimalloc, measured against glibc's malloc on this tool's allocation
 //! pattern (many small per-connection objects made on one thread and freed
 //! soon after, or on another): 15–40 % less time on connection-heavy
-//! captures, about 20 MiB more resident on small ones (docs/performance.md).
+//! captures, about 7 MiB more resident on small ones; built without
+//! transparent huge pages, whose 2 MiB first-touch zeroing cost 16 MiB of
+//! resident memory and a sixth of a one-thread profile (docs/performance.md).
 
 mod cli;
 mod commands;
