@@ -49,6 +49,7 @@ TOOLS=(
     "handshakes analyze -j $CORES (table)|$BIN analyze -q -j $CORES FILE > /dev/null"
     "handshakes analyze -j $CORES -T jsonl|$BIN analyze -q -j $CORES -T jsonl FILE > /dev/null"
     "floor: mmap walker, headers + 4-tuple hash|$FLOOR FILE > /dev/null"
+    "floor, two at once (each the whole file)|$FLOOR FILE > /dev/null & $FLOOR FILE > /dev/null; wait"
     "tshark -z conv,tcp|tshark -q -z conv,tcp -r FILE > /dev/null"
     "tshark SNI of ClientHellos|tshark -r FILE -Y tls.handshake.type==1 -T fields -e tls.handshake.extensions_server_name > /dev/null"
     "tcptrace -n|tcptrace -n FILE > /dev/null"
@@ -120,6 +121,26 @@ for name in order:
     cratio = c / ours_cpu if ours_cpu else float("nan")
     print(f"| {name} | {t:.2f} s | {c:.2f} s | {size / 1e6 / t:,.0f} | {packets / t:,.0f} "
           f"| {r:,.1f} MiB | {ratio:.2f}× | {cratio:.2f}× | {100 * floor / t if floor else float('nan'):.0f} % |")
+# What two cores give memory-bound work here: two floors at once do twice
+# the floor's work; on ideal hardware in the floor's time (2×).
+pair = next((statistics.median(times[n]) for n in order if n.startswith("floor, two")), None)
+def med(prefix):
+    return next((statistics.median(times[n]) for n in order if n.startswith(prefix)), None)
+one_t, one_l = med("handshakes analyze -j 1 (table)"), med("handshakes analyze -j 1 -T jsonl")
+many_t = next((statistics.median(times[n]) for n in order
+               if n.startswith("handshakes analyze -j") and "-j 1" not in n and "jsonl" not in n), None)
+many_l = next((statistics.median(times[n]) for n in order
+               if n.startswith("handshakes analyze -j") and "-j 1" not in n and "jsonl" in n), None)
+if floor and pair:
+    print()
+    print(f"Two cores for memory-bound work on this machine: two floors at once take "
+          f"{pair / floor:.2f}× one floor's time, a ceiling of {2 * floor / pair:.2f}× for any "
+          f"two-thread split.", end="")
+    if one_t and many_t and one_l and many_l:
+        print(f" `handshakes` with all cores against one thread: {one_t / many_t:.2f}× (table), "
+              f"{one_l / many_l:.2f}× (jsonl).")
+    else:
+        print()
 if os.path.exists(skipped_path):
     for line in open(skipped_path):
         _, name, exe = line.rstrip("\n").split("|")

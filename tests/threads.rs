@@ -9,6 +9,7 @@ use std::process::Command;
 use handshakes::source::file::FileSource;
 use handshakes::{analyze, Config};
 
+use crate::support::{pcap_of, us, Conv, Link, Side, T0};
 use crate::tools::{all_captures, skip_or_fail};
 
 /// Records in the order the sink received them, and the summary, as JSON.
@@ -115,6 +116,39 @@ fn generated_traffic_crossing_many_batches_is_identical() {
             "synth: JSON Lines differ with {args:?}"
         );
     }
+}
+
+/// 20 000 connections all still in the table when the input ends (none
+/// closed), so that every shard finalises several chunks of them at the
+/// end, the workers a chunk ahead while the calling thread merges: the
+/// records must come out in the same order as from one table.
+#[test]
+fn many_connections_held_at_the_end_are_identical() {
+    let convs: Vec<Conv> = (0..20_000u32)
+        .map(|k| {
+            let client = format!(
+                "10.{}.{}.{}:{}",
+                k % 7,
+                (k / 7) % 250,
+                k % 250,
+                1024 + k % 60_000
+            );
+            let mut c = Conv::new(&client, "192.0.2.1:443", k, !k);
+            // Interleaved starts, every 10 µs; some send a few bytes.
+            let t = T0 + us(10 * i64::from(k));
+            c.handshake(t, t + us(5), t + us(7));
+            if k % 3 == 0 {
+                c.data(Side::Client, t + us(9), 20);
+            }
+            c
+        })
+        .collect();
+    let refs: Vec<&Conv> = convs.iter().collect();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("held.pcap");
+    std::fs::write(&path, pcap_of(Link::Ethernet, &refs)).unwrap_or_else(|e| panic!("{e}"));
+    let n = same_for_all_thread_counts("held", &path, &Config::default());
+    assert_eq!(n, 20_000);
 }
 
 /// JSON Lines from the binary, with `args` after `analyze`.

@@ -1,18 +1,24 @@
 //! `--threads N`: the calling thread reads packets into batches and notes
-//! each one's shard, from a symmetric hash of its 4-tuple; it hands every
-//! batch (shared, not copied) to N − 1 worker threads and runs shard 0
-//! itself, each shard taking only its own packets through its [`Shard`];
-//! then it puts the shards' events back in single-table order with the
-//! [`Gather`], so the output (connection numbers, record order, summary) is
-//! the same as with one thread. Shard 0 gets a smaller share of the
-//! connections, as its thread also reads and gathers.
+//! each frame's shard, from a symmetric hash of its 4-tuple. There are more
+//! shards than threads (four per thread), each a [`Shard`] behind its own
+//! lock that runs every batch in turn, taking only its own frames. Worker
+//! threads run whichever shard has a batch waiting; the calling thread,
+//! between reads, gathers the oldest batch — running itself any shard that
+//! has not got to it yet — and puts the shards' events back in
+//! single-table order with the [`Gather`], so the output (connection
+//! numbers, record order, summary) is the same as with one thread. No share
+//! of the work is fixed in advance: a thread that is free takes the next
+//! piece, so reading, analysing and gathering balance themselves, whether
+//! the capture is heavy to read (large transfers) or to analyse (many short
+//! connections). At the end of the input the workers finalise the
+//! connections the shards still hold, a chunk at a time, while the calling
+//! thread merges the chunks in order.
 //!
 //! Does not decide what a packet means (that is `shard`) nor write anything
 //! but through the sink it is given.
 
 use std::collections::VecDeque;
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 
 use super::gather::Gather;
@@ -28,16 +34,22 @@ use crate::time::Timestamp;
 const BATCH_BYTES: usize = 1 << 20;
 /// …and this many frames.
 const BATCH_FRAMES: usize = 4096;
-/// Batches read ahead of the gatherer.
+/// Batches read and not yet gathered, at most.
 const DEPTH: usize = 4;
+/// Shards per thread: with several, a free thread finds work.
+pub(crate) const SHARDS_PER_THREAD: usize = 4;
+/// Chunks of finalised connections (of [`FINISH_CHUNK`]) a shard holds
+/// ready at the end: one, so the records held at once stay at one chunk
+/// per shard.
+const END_AHEAD: usize = 1;
 
-/// How many of its frames ahead a worker asks for a frame's bytes.
+/// How many of its frames ahead a shard asks for a frame's bytes.
 const PREFETCH: usize = 8;
 
 /// Fetches into this core's cache the bytes of a frame the analysis reads
 /// for sure: its first 128 bytes (headers) and its last 64 (the end of the
 /// payload, for the retransmission check). The reader thread touched them
-/// last, on another core.
+/// last, maybe on another core.
 fn prefetch_frame(bytes: &[u8]) {
     prefetch(bytes.get(..128).unwrap_or(bytes));
     prefetch(
@@ -58,130 +70,142 @@ struct Batch {
     frames: FrameBatch,
     /// The capture-wide clock after each frame.
     nows: Vec<Timestamp>,
-    /// Each frame's shard.
-    shards: Vec<u16>,
+    /// Each shard's frames (indices into `frames`), in order.
+    by_shard: Vec<Vec<u32>>,
 }
 
 impl Batch {
     fn last(&self) -> u64 {
         self.base + self.frames.frames.len() as u64 - 1
     }
-}
 
-enum Work {
-    Batch(Arc<Batch>),
-    End,
-}
-
-enum Done {
-    Batch(Vec<Event>),
-    /// Connections finalised at the end; the counts come with the last chunk.
-    End(Vec<Event>, Option<ShardCounts>),
-}
-
-/// Runs `source` through `threads` shards (at least 2). Same contract as
-/// [`crate::analyze_with_progress`].
-pub fn run(
-    source: &mut dyn PacketSource,
-    config: &Config,
-    threads: usize,
-    sink: &mut dyn RecordSink,
-    progress: &mut dyn FnMut(u64, Option<u64>),
-) -> Result<Summary, Error> {
-    let threads = threads.clamp(2, usize::from(u16::MAX));
-    let cap = config.max_connections().div_ceil(threads);
-    let encoder = sink.encoder();
-    let new_shard = || {
-        let mut shard = Shard::new(config.clone(), cap);
-        shard.encoder = encoder;
-        shard
-    };
-    thread::scope(|scope| {
-        let mut work = Vec::with_capacity(threads);
-        let mut done = Vec::with_capacity(threads);
-        for me in 1..threads {
-            let (work_tx, work_rx) = sync_channel::<Work>(DEPTH + 1);
-            // Bounded, so a worker cannot run far ahead (at the end, it
-            // sends its remaining connections a chunk at a time).
-            let (done_tx, done_rx) = sync_channel::<Done>(DEPTH + 2);
-            let shard = new_shard();
-            scope.spawn(move || worker(me, shard, work_rx, done_tx));
-            work.push(work_tx);
-            done.push(done_rx);
-        }
-        let mut reader = Reader {
-            gather: Gather::new(),
-            work,
-            done,
-            in_flight: VecDeque::new(),
-            spare: Vec::new(),
-            own: new_shard(),
-            own_events: VecDeque::new(),
-            mine: Vec::with_capacity(BATCH_FRAMES),
-            shares: Shares::new(threads),
-        };
-        reader.read_all(source, sink, progress)?;
-        let counts = reader.end(sink)?;
-        Ok(reader.gather.finish(&counts, source.info()))
-    })
-}
-
-/// How connections are shared among the shards: by slots of their hash,
-/// [`OWN_SLOTS`] for shard 0 (the calling thread's), [`SLOTS`] for each
-/// other.
-#[derive(Clone, Copy)]
-struct Shares {
-    total: u64,
-}
-
-/// Slots of a worker thread's shard…
-const SLOTS: u64 = 8;
-/// …and of the calling thread's, which also reads and gathers. Measured on
-/// 2 cores: the threads end together with about this share.
-const OWN_SLOTS: u64 = 5;
-
-impl Shares {
-    fn new(threads: usize) -> Shares {
-        let others = threads.saturating_sub(1) as u64;
-        Shares {
-            total: OWN_SLOTS + SLOTS * others,
-        }
-    }
-
-    /// The shard of a frame with this 4-tuple hash.
-    fn of(self, hash: u64) -> u16 {
-        let slot = hash % self.total;
-        match slot.checked_sub(OWN_SLOTS) {
-            None => 0,
-            Some(rest) => (1 + rest / SLOTS) as u16,
+    fn clear(&mut self, shards: usize) {
+        self.frames.clear();
+        self.nows.clear();
+        self.by_shard.resize_with(shards, Vec::new);
+        for frames in &mut self.by_shard {
+            frames.clear();
         }
     }
 }
 
-/// Runs shard `me`'s frames of `batch` through `shard`; `mine` is scratch
-/// space for their positions.
-fn run_batch(me: usize, shard: &mut Shard, batch: &Batch, mine: &mut Vec<usize>) -> Vec<Event> {
+/// A shard and what it has done that the gatherer has not taken yet.
+struct Cell {
+    shard: Shard,
+    /// Number (in reading order) of the next batch it runs.
+    next: u64,
+    /// Its events for the batches it ran and the gatherer has not taken,
+    /// oldest first.
+    done: VecDeque<Vec<Event>>,
+    /// At the end: chunks of finalised connections, oldest first…
+    ending: VecDeque<Vec<Event>>,
+    /// …and whether the last chunk is among them.
+    finished: bool,
+}
+
+impl Cell {
+    /// Finalises the next chunk of the connections the shard holds at the
+    /// end of the input.
+    fn finish_chunk(&mut self) {
+        let more = self.shard.finish_some(FINISH_CHUNK);
+        self.ending
+            .push_back(std::mem::take(&mut self.shard.events));
+        self.finished = !more;
+    }
+}
+
+/// The batches between the reader and the gatherer.
+#[derive(Default)]
+struct Queue {
+    /// Read and not yet gathered, oldest first.
+    batches: VecDeque<Arc<Batch>>,
+    /// Number of the oldest of `batches`.
+    first: u64,
+    /// Changes whenever there may be new work: a batch read, a chunk taken
+    /// at the end.
+    generation: u64,
+    /// The input is read and gathered: the shards finalise what they hold.
+    ending: bool,
+    /// No more work.
+    closed: bool,
+}
+
+struct Shared {
+    cells: Vec<Mutex<Cell>>,
+    queue: Mutex<Queue>,
+    /// Signalled when `generation` changes and when the queue closes.
+    more: Condvar,
+}
+
+/// A worker thread stopped early (it panicked).
+fn worker_lost() -> Error {
+    Error::Output(std::io::Error::other("an analysis thread stopped"))
+}
+
+impl Shared {
+    fn queue(&self) -> Result<MutexGuard<'_, Queue>, Error> {
+        self.queue.lock().map_err(|_| worker_lost())
+    }
+
+    fn cell(&self, me: usize) -> Result<MutexGuard<'_, Cell>, Error> {
+        let cell = self.cells.get(me).ok_or_else(worker_lost)?;
+        cell.lock().map_err(|_| worker_lost())
+    }
+
+    /// Tells the workers there may be new work.
+    fn wake(&self) -> Result<(), Error> {
+        self.queue()?.generation += 1;
+        self.more.notify_all();
+        Ok(())
+    }
+
+    /// Batch number `seq`, if read and not yet gathered.
+    fn batch(&self, seq: u64) -> Result<Option<Arc<Batch>>, Error> {
+        let queue = self.queue()?;
+        let k = seq.checked_sub(queue.first);
+        Ok(k.and_then(|k| queue.batches.get(usize::try_from(k).ok()?).cloned()))
+    }
+
+    /// Runs `cell` through every batch read so far up to number `upto`
+    /// (inclusive); whether it ran any.
+    fn catch_up(&self, me: usize, cell: &mut Cell, upto: u64) -> Result<bool, Error> {
+        let mut ran = false;
+        while cell.next <= upto {
+            let Some(batch) = self.batch(cell.next)? else {
+                break;
+            };
+            let events = run_batch(me, &mut cell.shard, &batch);
+            cell.done.push_back(events);
+            cell.next += 1;
+            ran = true;
+        }
+        Ok(ran)
+    }
+}
+
+/// Runs shard `me`'s frames of `batch` through `shard`, then its timers up
+/// to the batch's last frame; returns its events.
+fn run_batch(me: usize, shard: &mut Shard, batch: &Batch) -> Vec<Event> {
     let clock = Clock {
         base: batch.base,
         nows: &batch.nows,
         origin: batch.origin.unwrap_or(Timestamp(0)),
     };
     let frames = &batch.frames.frames;
-    mine.clear();
-    let shards = batch.shards.iter().enumerate();
-    mine.extend(
-        shards
-            .filter(|(_, s)| usize::from(**s) == me)
-            .map(|(i, _)| i),
-    );
+    let mine = batch
+        .by_shard
+        .get(me)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let frame_at = |k: usize| mine.get(k).and_then(|&i| frames.get(i as usize));
     for (k, &i) in mine.iter().enumerate() {
-        if let Some(ahead) = mine.get(k + PREFETCH).and_then(|&j| frames.get(j)) {
+        if let Some(ahead) = frame_at(k + PREFETCH) {
             prefetch_frame(batch.frames.bytes(ahead));
         }
-        let Some(frame) = frames.get(i) else {
+        let Some(frame) = frames.get(i as usize) else {
             continue;
         };
-        let index = batch.base + i as u64;
+        let index = batch.base + u64::from(i);
         let raw = RawPacket {
             index,
             ts: frame.ts,
@@ -195,57 +219,116 @@ fn run_batch(me: usize, shard: &mut Shard, batch: &Batch, mine: &mut Vec<usize>)
     std::mem::take(&mut shard.events)
 }
 
-fn worker(me: usize, mut shard: Shard, work: Receiver<Work>, done: SyncSender<Done>) {
-    let mut mine = Vec::with_capacity(BATCH_FRAMES);
-    while let Ok(msg) = work.recv() {
-        match msg {
-            Work::Batch(batch) => {
-                let events = run_batch(me, &mut shard, &batch, &mut mine);
-                drop(batch);
-                if done.send(Done::Batch(events)).is_err() {
-                    return;
+/// A worker thread: runs any shard that has work waiting (its own block of
+/// shards first, skipping shards another thread is running) — batches
+/// while the input is read, then chunks of finalised connections — and
+/// sleeps when none has.
+fn worker(shared: &Shared, start: usize) {
+    let n = shared.cells.len();
+    loop {
+        let Ok(queue) = shared.queue.lock() else {
+            return;
+        };
+        if queue.closed {
+            return;
+        }
+        let (generation, ending) = (queue.generation, queue.ending);
+        drop(queue);
+        let mut ran = false;
+        for k in 0..n {
+            let me = (start + k) % n;
+            let Some(Ok(mut cell)) = shared.cells.get(me).map(Mutex::try_lock) else {
+                continue;
+            };
+            if ending {
+                if !cell.finished && cell.ending.len() < END_AHEAD {
+                    cell.finish_chunk();
+                    ran = true;
+                }
+            } else {
+                match shared.catch_up(me, &mut cell, u64::MAX) {
+                    Ok(r) => ran |= r,
+                    Err(_) => return,
                 }
             }
-            Work::End => loop {
-                let (events, counts) = finish_chunk(&mut shard);
-                let last = counts.is_some();
-                if done.send(Done::End(events, counts)).is_err() || last {
-                    return;
-                }
-            },
+        }
+        if !ran {
+            // Nothing to do until the calling thread makes some.
+            let Ok(queue) = shared.queue.lock() else {
+                return;
+            };
+            let waited = shared
+                .more
+                .wait_while(queue, |q| q.generation == generation && !q.closed);
+            if waited.is_err() {
+                return;
+            }
         }
     }
 }
 
-/// The next chunk of connections a shard still holds at the end, with its
-/// counts when it was the last.
-fn finish_chunk(shard: &mut Shard) -> (Vec<Event>, Option<ShardCounts>) {
-    let more = shard.finish_some(FINISH_CHUNK);
-    let events = std::mem::take(&mut shard.events);
-    (events, (!more).then(|| shard.counts.clone()))
+/// Runs `source` through `threads` threads (at least 2). Same contract as
+/// [`crate::analyze_with_progress`].
+pub fn run(
+    source: &mut dyn PacketSource,
+    config: &Config,
+    threads: usize,
+    sink: &mut dyn RecordSink,
+    progress: &mut dyn FnMut(u64, Option<u64>),
+) -> Result<Summary, Error> {
+    let threads = threads.clamp(2, usize::from(u16::MAX) / SHARDS_PER_THREAD);
+    let shards = threads * SHARDS_PER_THREAD;
+    let cap = config.max_connections().div_ceil(shards);
+    let encoder = sink.encoder();
+    let shared = Shared {
+        cells: (0..shards)
+            .map(|_| {
+                let mut shard = Shard::new(config.clone(), cap);
+                shard.encoder = encoder;
+                Mutex::new(Cell {
+                    shard,
+                    next: 0,
+                    done: VecDeque::new(),
+                    ending: VecDeque::new(),
+                    finished: false,
+                })
+            })
+            .collect(),
+        queue: Mutex::new(Queue::default()),
+        more: Condvar::new(),
+    };
+    thread::scope(|scope| {
+        for w in 1..threads {
+            let shared = &shared;
+            // Each worker starts its round at its own block of shards.
+            scope.spawn(move || worker(shared, w * SHARDS_PER_THREAD));
+        }
+        let mut reader = Reader {
+            shared: &shared,
+            gather: Gather::new(),
+            spare: Vec::new(),
+        };
+        let result = reader
+            .read_all(source, sink, progress)
+            .and_then(|()| reader.end(sink));
+        // Whatever happened, the workers stop.
+        if let Ok(mut queue) = shared.queue.lock() {
+            queue.closed = true;
+        }
+        shared.more.notify_all();
+        let counts = result?;
+        Ok(reader.gather.finish(&counts, source.info()))
+    })
 }
 
-struct Reader {
+struct Reader<'s> {
+    shared: &'s Shared,
     gather: Gather,
-    /// The worker threads of shards 1, 2, …
-    work: Vec<SyncSender<Work>>,
-    done: Vec<Receiver<Done>>,
-    in_flight: VecDeque<Arc<Batch>>,
-    /// Batches whose workers are done with them, for reuse.
+    /// Gathered batches, for reuse.
     spare: Vec<Batch>,
-    /// Shard 0, run on this thread, and its events for the batches in flight.
-    own: Shard,
-    own_events: VecDeque<Vec<Event>>,
-    mine: Vec<usize>,
-    shares: Shares,
 }
 
-/// A worker thread stopped early (it panicked).
-fn worker_lost() -> Error {
-    Error::Output(std::io::Error::other("an analysis thread stopped"))
-}
-
-impl Reader {
+impl Reader<'_> {
     fn read_all(
         &mut self,
         source: &mut dyn PacketSource,
@@ -257,8 +340,7 @@ impl Reader {
             let mut batch = self.spare.pop().unwrap_or_default();
             // A read error ends the input after the frames read before it,
             // which are analysed first, as on one thread.
-            let filled = self.fill(&mut batch, source, progress);
-            let more = match filled {
+            let more = match self.fill(&mut batch, source, progress) {
                 Ok(more) => more,
                 Err(e) => {
                     failed = Some(e);
@@ -266,15 +348,14 @@ impl Reader {
                 }
             };
             if !batch.frames.frames.is_empty() {
-                let batch = Arc::new(batch);
-                for tx in &self.work {
-                    tx.send(Work::Batch(Arc::clone(&batch)))
-                        .map_err(|_| worker_lost())?;
-                }
-                let events = run_batch(0, &mut self.own, &batch, &mut self.mine);
-                self.own_events.push_back(events);
-                self.in_flight.push_back(batch);
-                if self.in_flight.len() > DEPTH {
+                let in_flight = {
+                    let mut queue = self.shared.queue()?;
+                    queue.batches.push_back(Arc::new(batch));
+                    queue.generation += 1;
+                    queue.batches.len()
+                };
+                self.shared.more.notify_all();
+                if in_flight > DEPTH {
                     self.gather_one(sink)?;
                 }
             }
@@ -282,7 +363,7 @@ impl Reader {
                 break;
             }
         }
-        while !self.in_flight.is_empty() {
+        while !self.shared.queue()?.batches.is_empty() {
             self.gather_one(sink)?;
         }
         failed.map_or(Ok(()), Err)
@@ -296,13 +377,12 @@ impl Reader {
         source: &mut dyn PacketSource,
         progress: &mut dyn FnMut(u64, Option<u64>),
     ) -> Result<bool, Error> {
-        batch.frames.clear();
-        batch.nows.clear();
-        batch.shards.clear();
+        let shards = self.shared.cells.len();
+        batch.clear(shards);
         batch.base = self.gather.seen() + 1;
         let filled = source.fill(&mut batch.frames, BATCH_BYTES, BATCH_FRAMES);
         let before = self.gather.seen();
-        for frame in &batch.frames.frames {
+        for (i, frame) in batch.frames.frames.iter().enumerate() {
             let raw = RawPacket {
                 index: 0,
                 ts: frame.ts,
@@ -312,7 +392,10 @@ impl Reader {
             };
             let (_, now) = self.gather.saw_packet(&raw);
             batch.nows.push(now);
-            batch.shards.push(self.shares.of(shard_hash(&raw)));
+            let shard = (shard_hash(&raw) % shards as u64) as usize;
+            if let (Some(mine), Ok(i)) = (batch.by_shard.get_mut(shard), u32::try_from(i)) {
+                mine.push(i);
+            }
         }
         batch.origin = self.gather.summary.origin;
         if self.gather.seen() / PROGRESS_EVERY != before / PROGRESS_EVERY {
@@ -322,54 +405,90 @@ impl Reader {
         Ok(filled?)
     }
 
-    /// Takes the oldest batch's events from every worker and applies them in order.
+    /// Takes the oldest batch's events from every shard — running those
+    /// that have not got to it yet — and applies them in order. Never waits
+    /// for a shard a worker is running while there is other work to do:
+    /// shards that are free run their newer batches meanwhile.
     fn gather_one(&mut self, sink: &mut dyn RecordSink) -> Result<(), Error> {
-        let mut events = self.own_events.pop_front().unwrap_or_default();
-        for rx in &self.done {
-            match rx.recv() {
-                Ok(Done::Batch(mut e)) => events.append(&mut e),
-                _ => return Err(worker_lost()),
+        let oldest = self.shared.queue()?.first;
+        let mut events = Vec::new();
+        let mut pending: Vec<usize> = (0..self.shared.cells.len()).collect();
+        while !pending.is_empty() {
+            let before = pending.len();
+            let mut k = 0;
+            while let Some(&me) = pending.get(k) {
+                let Some(Ok(mut cell)) = self.shared.cells.get(me).map(Mutex::try_lock) else {
+                    k += 1;
+                    continue;
+                };
+                self.shared.catch_up(me, &mut cell, oldest)?;
+                let Some(mut mine) = cell.done.pop_front() else {
+                    return Err(worker_lost());
+                };
+                events.append(&mut mine);
+                pending.swap_remove(k);
+            }
+            if pending.len() == before && !self.help(&pending)? {
+                // Nothing else to do: wait for one of the busy shards.
+                if let Some(&me) = pending.first() {
+                    drop(self.shared.cell(me)?);
+                }
             }
         }
-        if let Some(batch) = self.in_flight.pop_front() {
-            if let Ok(batch) = Arc::try_unwrap(batch) {
-                self.spare.push(batch);
-            }
+        let batch = {
+            let mut queue = self.shared.queue()?;
+            queue.first += 1;
+            queue.batches.pop_front()
+        };
+        if let Some(batch) = batch.and_then(|b| Arc::try_unwrap(b).ok()) {
+            self.spare.push(batch);
         }
         events.sort_unstable_by_key(Event::order);
         self.gather.apply_all(events, sink)?;
         Ok(())
     }
 
-    /// Finishes every shard, merging the connections they still hold in
-    /// order of first packet; returns the shards' counts added up.
-    fn end(&mut self, sink: &mut dyn RecordSink) -> Result<ShardCounts, Error> {
-        for tx in &self.work {
-            tx.send(Work::End).map_err(|_| worker_lost())?;
+    /// Runs newer batches through a shard that is free and not `busy`;
+    /// whether there was one.
+    fn help(&self, busy: &[usize]) -> Result<bool, Error> {
+        for me in (0..self.shared.cells.len()).filter(|me| !busy.contains(me)) {
+            let Some(Ok(mut cell)) = self.shared.cells.get(me).map(Mutex::try_lock) else {
+                continue;
+            };
+            if self.shared.catch_up(me, &mut cell, u64::MAX)? {
+                return Ok(true);
+            }
         }
-        // Queue 0 is this thread's shard, the others the workers'.
-        let lanes = self.done.len() + 1;
-        let mut queues: Vec<VecDeque<Event>> = (0..lanes).map(|_| VecDeque::new()).collect();
-        let mut finished = vec![false; lanes];
+        Ok(false)
+    }
+
+    /// Has the shards finalise the connections they still hold (the
+    /// workers a chunk ahead, this thread when they have not), merging them
+    /// in order of first packet; returns the shards' counts added up.
+    fn end(&mut self, sink: &mut dyn RecordSink) -> Result<ShardCounts, Error> {
+        self.shared.queue()?.ending = true;
+        self.shared.wake()?;
+        let shards = self.shared.cells.len();
+        let mut lanes: Vec<VecDeque<Event>> = (0..shards).map(|_| VecDeque::new()).collect();
+        let mut drained = vec![false; shards];
         let mut counts = ShardCounts::default();
         loop {
-            for (lane, (queue, done)) in queues.iter_mut().zip(&mut finished).enumerate() {
-                while queue.is_empty() && !*done {
-                    let (events, last) = match lane.checked_sub(1) {
-                        None => finish_chunk(&mut self.own),
-                        Some(w) => match self.done.get(w).map(Receiver::recv) {
-                            Some(Ok(Done::End(events, last))) => (events, last),
-                            _ => return Err(worker_lost()),
-                        },
-                    };
-                    queue.extend(events);
-                    if let Some(c) = last {
-                        counts.merge(&c);
-                        *done = true;
+            for (me, (lane, drained)) in lanes.iter_mut().zip(&mut drained).enumerate() {
+                while lane.is_empty() && !*drained {
+                    let mut cell = self.shared.cell(me)?;
+                    if cell.ending.is_empty() && !cell.finished {
+                        cell.finish_chunk();
                     }
+                    lane.extend(cell.ending.pop_front().unwrap_or_default());
+                    if cell.finished && cell.ending.is_empty() {
+                        counts.merge(&cell.shard.counts);
+                        *drained = true;
+                    }
+                    drop(cell);
+                    self.shared.wake()?;
                 }
             }
-            let next = queues
+            let next = lanes
                 .iter_mut()
                 .filter_map(|q| q.front().map(Event::order).map(|o| (o, q)))
                 .min_by_key(|(o, _)| *o)
@@ -378,27 +497,6 @@ impl Reader {
                 return Ok(counts);
             };
             self.gather.apply(event, sink)?;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_shard_gets_its_share_of_hashes() {
-        for threads in [2usize, 3, 8, 256] {
-            let shares = Shares::new(threads);
-            let mut seen = vec![0u64; threads];
-            for hash in 0..shares.total * 1000 {
-                let shard = usize::from(shares.of(hash));
-                assert!(shard < threads, "{threads} threads: shard {shard}");
-                seen[shard] += 1;
-            }
-            let per_slot = seen.iter().sum::<u64>() / shares.total;
-            assert_eq!(seen[0], OWN_SLOTS * per_slot, "{threads} threads");
-            assert!(seen[1..].iter().all(|&n| n == SLOTS * per_slot), "{seen:?}");
         }
     }
 }
