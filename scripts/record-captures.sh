@@ -24,111 +24,13 @@ S12_PORT=18445       # openssl s_server -tls1_2
 RL_PORT=18429        # scripts/ratelimit_server.py
 RST_PORT=18499       # scripts/rst_server.py
 
-if [[ $(id -u) -ne 0 ]]; then
-    echo "error: must run as root (tcpdump needs to capture on lo)" >&2
-    exit 1
-fi
-for tool in tcpdump editcap tshark nginx curl openssl ss; do
-    command -v "$tool" >/dev/null 2>&1 || { echo "error: '$tool' not found" >&2; exit 1; }
-done
-
-# Find a python3 that has `requests` (sudo's secure_path may hide pyenv etc.).
-PY=""
-for cand in "${PYTHON:-}" python3 /root/.pyenv/shims/python3 /usr/local/bin/python3 /usr/bin/python3; do
-    [[ -n "$cand" ]] || continue
-    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import requests' >/dev/null 2>&1; then
-        PY="$cand"; break
-    fi
-done
-if [[ -z "$PY" ]]; then
-    echo "error: no python3 with the 'requests' package; install it (pip install requests" \
-         "or apt-get install python3-requests) or set PYTHON=/path/to/python3" >&2
-    exit 1
-fi
-
-mkdir -p "$OUT_DIR"
-WORK="$(mktemp -d /tmp/record-captures.XXXXXX)"
-chmod 755 "$WORK"   # nginx workers run as 'nobody' and must read the docroot
-
-PIDS=()           # background server PIDs
-TCPDUMP_PID=""
-
-cleanup() {
-    local rc=$?
-    set +e
-    if [[ -n "$TCPDUMP_PID" ]]; then
-        kill -INT "$TCPDUMP_PID" 2>/dev/null; wait "$TCPDUMP_PID" 2>/dev/null
-    fi
-    local p
-    for p in "${PIDS[@]}"; do
-        kill -TERM "$p" 2>/dev/null
-    done
-    for p in "${PIDS[@]}"; do
-        # bounded wait (max ~5 s) then SIGKILL
-        for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$p" 2>/dev/null
-        wait "$p" 2>/dev/null
-    done
-    rm -rf "$WORK"
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# stop_server PID : stop one server we started, wait for it, forget its PID.
-stop_server() {
-    local pid=$1 p keep=()
-    kill -TERM "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-    for p in "${PIDS[@]}"; do [[ "$p" == "$pid" ]] || keep+=("$p"); done
-    PIDS=("${keep[@]}")
-}
-
-log() { printf '\n=== %s\n' "$*" >&2; }
-
-# wait_listen PORT : wait (max 10 s) until something listens on TCP PORT.
-# Uses `ss` so that no packets are generated.
-wait_listen() {
-    local port=$1
-    for _ in $(seq 1 100); do
-        if ss -Hltn "sport = :$port" | grep -q .; then return 0; fi
-        sleep 0.1
-    done
-    echo "error: nothing listening on port $port after 10 s" >&2
-    return 1
-}
-
-# start_capture FILE FILTER [extra tcpdump args...]
-start_capture() {
-    local file=$1 filter=$2; shift 2
-    rm -f "$file"
-    # --immediate-mode: deliver packets to tcpdump at once (with TPACKET_V3
-    #   buffering, packets still in the kernel ring are lost when tcpdump is
-    #   stopped by SIGINT); -U: packet-buffered output file;
-    # -Z root: do not drop to user 'tcpdump' (it could not write into a
-    #   root-owned directory otherwise).
-    tcpdump -i lo --immediate-mode -U -Z root "$@" -w "$file" "$filter" 2>"$WORK/tcpdump.err" &
-    TCPDUMP_PID=$!
-    for _ in $(seq 1 100); do   # max 10 s
-        if grep -q 'listening on' "$WORK/tcpdump.err" 2>/dev/null; then
-            sleep 0.2
-            return 0
-        fi
-        kill -0 "$TCPDUMP_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    cat "$WORK/tcpdump.err" >&2
-    echo "error: tcpdump did not start" >&2
-    return 1
-}
-
-stop_capture() {
-    sleep 1     # let the last FIN/ACK/RST packets hit the wire
-    kill -INT "$TCPDUMP_PID"
-    wait "$TCPDUMP_PID" || true
-    TCPDUMP_PID=""
-    tail -n 2 "$WORK/tcpdump.err" >&2 || true
-}
+# Shared helpers: root and tool checks, work dir and clean-up, tcpdump.
+# shellcheck source=scripts/record-lib.sh
+source "$SCRIPT_DIR/record-lib.sh"
+require_root
+require_tools tcpdump editcap tshark nginx curl openssl ss
+find_python
+setup_work record-captures
 
 CURL=(timeout 30 curl -sS --http1.1 -w '%{stderr}  -> %{http_code} num_connects=%{num_connects} %{url_effective}\n')
 
@@ -136,22 +38,8 @@ CURL=(timeout 30 curl -sS --http1.1 -w '%{stderr}  -> %{http_code} num_connects=
 # Setup: document root, throw-away TLS cert, nginx config
 # ---------------------------------------------------------------------------
 log "setup in $WORK"
-mkdir -p "$WORK/www"
-{
-    echo '<!DOCTYPE html>'
-    echo '<html><head><title>handshakes test page</title></head><body>'
-    echo '<h1>handshakes test page</h1>'
-    for i in $(seq -w 1 20); do
-        echo "<p>line $i: the quick brown fox jumps over the lazy dog.</p>"
-    done
-    echo '</body></html>'
-} >"$WORK/www/index.html"
-chmod 755 "$WORK/www"; chmod 644 "$WORK/www/index.html"
-wc -c "$WORK/www/index.html" >&2
-
-openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj '/CN=localhost' \
-    -addext 'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1' \
-    -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
+make_docroot
+make_cert
 
 mkdir -p "$WORK/nginx"
 cat >"$WORK/nginx/nginx.conf" <<EOF

@@ -29,13 +29,11 @@ H2_PORT=18446        # nginx, HTTPS + http2 (ALPN h2)
 H2C_PORT=18081       # nginx, cleartext HTTP/2 (prior knowledge only)
 CHUNK_PORT=18082     # nginx, plain HTTP/1.1 with `ssi on` -> chunked responses
 
-if [[ $(id -u) -ne 0 ]]; then
-    echo "error: must run as root (tcpdump needs to capture on lo)" >&2
-    exit 1
-fi
-for tool in tcpdump tshark nginx curl nghttp openssl ss java javac keytool; do
-    command -v "$tool" >/dev/null 2>&1 || { echo "error: '$tool' not found" >&2; exit 1; }
-done
+# Shared helpers: root and tool checks, work dir and clean-up, tcpdump.
+# shellcheck source=scripts/record-lib.sh
+source "$SCRIPT_DIR/record-lib.sh"
+require_root
+require_tools tcpdump tshark nginx curl nghttp openssl ss java javac keytool
 if ! nginx -V 2>&1 | grep -q -- '--with-http_v2_module'; then
     echo "error: nginx lacks http_v2_module (apt-get install nginx-full)" >&2
     exit 1
@@ -44,100 +42,8 @@ if ! curl --version | grep -q 'HTTP2'; then
     echo "error: curl lacks HTTP2 support" >&2
     exit 1
 fi
-
-PY=""
-for cand in "${PYTHON:-}" python3 /root/.pyenv/shims/python3 /usr/local/bin/python3 /usr/bin/python3; do
-    [[ -n "$cand" ]] || continue
-    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import requests' >/dev/null 2>&1; then
-        PY="$cand"; break
-    fi
-done
-if [[ -z "$PY" ]]; then
-    echo "error: no python3 with the 'requests' package (set PYTHON=...)" >&2
-    exit 1
-fi
-
-mkdir -p "$OUT_DIR"
-WORK="$(mktemp -d /tmp/record-client-captures.XXXXXX)"
-chmod 755 "$WORK"   # nginx workers run as 'nobody' and must read the docroot
-
-PIDS=()
-TCPDUMP_PID=""
-
-cleanup() {
-    local rc=$?
-    set +e
-    if [[ -n "$TCPDUMP_PID" ]]; then
-        kill -INT "$TCPDUMP_PID" 2>/dev/null; wait "$TCPDUMP_PID" 2>/dev/null
-    fi
-    local p
-    for p in "${PIDS[@]}"; do
-        kill -TERM "$p" 2>/dev/null
-    done
-    for p in "${PIDS[@]}"; do
-        for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$p" 2>/dev/null
-        wait "$p" 2>/dev/null
-    done
-    rm -rf "$WORK"
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-stop_server() {
-    local pid=$1 p keep=()
-    kill -TERM "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-    for p in "${PIDS[@]}"; do [[ "$p" == "$pid" ]] || keep+=("$p"); done
-    PIDS=("${keep[@]}")
-}
-
-log() { printf '\n=== %s\n' "$*" >&2; }
-
-wait_listen() {
-    local port=$1
-    for _ in $(seq 1 100); do
-        if ss -Hltn "sport = :$port" | grep -q .; then return 0; fi
-        sleep 0.1
-    done
-    echo "error: nothing listening on port $port after 10 s" >&2
-    return 1
-}
-
-# start_capture FILE FILTER [extra tcpdump args...]
-# Same as record-captures.sh plus `-B 65536` (64 MiB capture buffer): with the
-# default 2 MiB buffer tcpdump dropped packets ("dropped by kernel") during
-# the 10-thread Java bursts. stop_capture fails if any packet was dropped.
-start_capture() {
-    local file=$1 filter=$2; shift 2
-    rm -f "$file"
-    tcpdump -i lo --immediate-mode -U -Z root -B 65536 "$@" -w "$file" "$filter" 2>"$WORK/tcpdump.err" &
-    TCPDUMP_PID=$!
-    for _ in $(seq 1 100); do   # max 10 s
-        if grep -q 'listening on' "$WORK/tcpdump.err" 2>/dev/null; then
-            sleep 0.2
-            return 0
-        fi
-        kill -0 "$TCPDUMP_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    cat "$WORK/tcpdump.err" >&2
-    echo "error: tcpdump did not start" >&2
-    return 1
-}
-
-stop_capture() {
-    sleep 1     # let the last FIN/ACK/RST packets hit the wire
-    kill -INT "$TCPDUMP_PID"
-    wait "$TCPDUMP_PID" || true
-    TCPDUMP_PID=""
-    tail -n 2 "$WORK/tcpdump.err" >&2 || true
-    if ! grep -q '^0 packets dropped by kernel' "$WORK/tcpdump.err"; then
-        echo "error: tcpdump dropped packets" >&2
-        return 1
-    fi
-}
+find_python
+setup_work record-client-captures
 
 # nginx access log: one line per request with the connection serial number,
 # the per-connection request counter and the TLS resumption flag. It is the
@@ -159,22 +65,8 @@ CURL=(timeout 30 curl -sS -w '%{stderr}  -> %{http_code} http_version=%{http_ver
 # Java truststore, Java classes, nginx
 # ---------------------------------------------------------------------------
 log "setup in $WORK"
-mkdir -p "$WORK/www"
-{
-    echo '<!DOCTYPE html>'
-    echo '<html><head><title>handshakes test page</title></head><body>'
-    echo '<h1>handshakes test page</h1>'
-    for i in $(seq -w 1 20); do
-        echo "<p>line $i: the quick brown fox jumps over the lazy dog.</p>"
-    done
-    echo '</body></html>'
-} >"$WORK/www/index.html"
-chmod 755 "$WORK/www"; chmod 644 "$WORK/www/index.html"
-wc -c "$WORK/www/index.html" >&2
-
-openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj '/CN=localhost' \
-    -addext 'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1' \
-    -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
+make_docroot
+make_cert
 
 keytool -importcert -noprompt -alias localhost -file "$WORK/cert.pem" \
     -keystore "$WORK/truststore.p12" -storetype PKCS12 -storepass changeit >/dev/null 2>&1

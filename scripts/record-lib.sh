@@ -1,0 +1,160 @@
+# Shared by scripts/record-captures.sh and scripts/record-client-captures.sh
+# (sourced, not run): checks for root, tools and a python3 with `requests`;
+# the work directory and the clean-up that stops, by PID, every server and
+# tcpdump started; tcpdump on lo; the test page and the throw-away TLS
+# certificate. Knows nothing of which captures are recorded.
+#
+# The sourcing script sets OUT_DIR and calls, in order: require_root,
+# require_tools TOOL..., find_python, setup_work NAME; then uses PIDS,
+# start_capture / stop_capture, stop_server, wait_listen, log, make_docroot,
+# make_cert.
+
+require_root() {
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "error: must run as root (tcpdump needs to capture on lo)" >&2
+        exit 1
+    fi
+}
+
+# require_tools TOOL... : every TOOL is on PATH.
+require_tools() {
+    local tool
+    for tool in "$@"; do
+        command -v "$tool" >/dev/null 2>&1 || { echo "error: '$tool' not found" >&2; exit 1; }
+    done
+}
+
+# find_python : sets PY to a python3 that has `requests` (sudo's secure_path
+# may hide pyenv and the like).
+find_python() {
+    local cand
+    PY=""
+    for cand in "${PYTHON:-}" python3 /root/.pyenv/shims/python3 /usr/local/bin/python3 /usr/bin/python3; do
+        [[ -n "$cand" ]] || continue
+        if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import requests' >/dev/null 2>&1; then
+            PY="$cand"; return 0
+        fi
+    done
+    echo "error: no python3 with the 'requests' package; install it (pip install requests" \
+         "or apt-get install python3-requests) or set PYTHON=/path/to/python3" >&2
+    exit 1
+}
+
+PIDS=()           # background server PIDs
+TCPDUMP_PID=""
+
+# setup_work NAME : creates OUT_DIR and the work directory WORK (deleted on
+# exit, after every server and tcpdump started is stopped).
+setup_work() {
+    mkdir -p "$OUT_DIR"
+    WORK="$(mktemp -d "/tmp/$1.XXXXXX")"
+    chmod 755 "$WORK"   # nginx workers run as 'nobody' and must read the docroot
+    trap cleanup EXIT
+    trap 'exit 130' INT TERM
+}
+
+cleanup() {
+    local rc=$?
+    set +e
+    if [[ -n "$TCPDUMP_PID" ]]; then
+        kill -INT "$TCPDUMP_PID" 2>/dev/null; wait "$TCPDUMP_PID" 2>/dev/null
+    fi
+    local p
+    for p in "${PIDS[@]}"; do
+        kill -TERM "$p" 2>/dev/null
+    done
+    for p in "${PIDS[@]}"; do
+        # bounded wait (max ~5 s) then SIGKILL
+        for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$p" 2>/dev/null
+        wait "$p" 2>/dev/null
+    done
+    rm -rf "$WORK"
+    exit "$rc"
+}
+
+# stop_server PID : stop one server we started, wait for it, forget its PID.
+stop_server() {
+    local pid=$1 p keep=()
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    for p in "${PIDS[@]}"; do [[ "$p" == "$pid" ]] || keep+=("$p"); done
+    PIDS=("${keep[@]}")
+}
+
+log() { printf '\n=== %s\n' "$*" >&2; }
+
+# wait_listen PORT : wait (max 10 s) until something listens on TCP PORT.
+# Uses `ss` so that no packets are generated.
+wait_listen() {
+    local port=$1
+    for _ in $(seq 1 100); do
+        if ss -Hltn "sport = :$port" | grep -q .; then return 0; fi
+        sleep 0.1
+    done
+    echo "error: nothing listening on port $port after 10 s" >&2
+    return 1
+}
+
+# start_capture FILE FILTER [extra tcpdump args...]
+start_capture() {
+    local file=$1 filter=$2; shift 2
+    rm -f "$file"
+    # --immediate-mode: deliver packets to tcpdump at once (with TPACKET_V3
+    #   buffering, packets still in the kernel ring are lost when tcpdump is
+    #   stopped by SIGINT); -U: packet-buffered output file;
+    # -Z root: do not drop to user 'tcpdump' (it could not write into a
+    #   root-owned directory otherwise);
+    # -B 65536: a 64 MiB capture buffer (with the default 2 MiB tcpdump
+    #   dropped packets during the 10-thread Java bursts); stop_capture fails
+    #   if any packet was dropped.
+    tcpdump -i lo --immediate-mode -U -Z root -B 65536 "$@" -w "$file" "$filter" 2>"$WORK/tcpdump.err" &
+    TCPDUMP_PID=$!
+    for _ in $(seq 1 100); do   # max 10 s
+        if grep -q 'listening on' "$WORK/tcpdump.err" 2>/dev/null; then
+            sleep 0.2
+            return 0
+        fi
+        kill -0 "$TCPDUMP_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    cat "$WORK/tcpdump.err" >&2
+    echo "error: tcpdump did not start" >&2
+    return 1
+}
+
+stop_capture() {
+    sleep 1     # let the last FIN/ACK/RST packets hit the wire
+    kill -INT "$TCPDUMP_PID"
+    wait "$TCPDUMP_PID" || true
+    TCPDUMP_PID=""
+    tail -n 2 "$WORK/tcpdump.err" >&2 || true
+    if ! grep -q '^0 packets dropped by kernel' "$WORK/tcpdump.err"; then
+        echo "error: tcpdump dropped packets" >&2
+        return 1
+    fi
+}
+
+# make_docroot : $WORK/www/index.html, the 1342-byte test page.
+make_docroot() {
+    mkdir -p "$WORK/www"
+    {
+        echo '<!DOCTYPE html>'
+        echo '<html><head><title>handshakes test page</title></head><body>'
+        echo '<h1>handshakes test page</h1>'
+        for i in $(seq -w 1 20); do
+            echo "<p>line $i: the quick brown fox jumps over the lazy dog.</p>"
+        done
+        echo '</body></html>'
+    } >"$WORK/www/index.html"
+    chmod 755 "$WORK/www"; chmod 644 "$WORK/www/index.html"
+    wc -c "$WORK/www/index.html" >&2
+}
+
+# make_cert : a throw-away self-signed certificate for localhost, 127.0.0.1
+# and ::1, in $WORK/cert.pem with its key in $WORK/key.pem.
+make_cert() {
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj '/CN=localhost' \
+        -addext 'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1' \
+        -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
+}
