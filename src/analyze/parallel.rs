@@ -37,7 +37,7 @@ const BATCH_FRAMES: usize = 4096;
 /// Batches read and not yet gathered, at most.
 const DEPTH: usize = 4;
 /// Shards per thread: with several, a free thread finds work.
-pub(crate) const SHARDS_PER_THREAD: usize = 4;
+const SHARDS_PER_THREAD: usize = 4;
 /// Chunks of finalised connections (of [`FINISH_CHUNK`]) a shard holds
 /// ready at the end: one, so the records held at once stay at one chunk
 /// per shard.
