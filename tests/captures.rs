@@ -239,6 +239,22 @@ fn rate_limited_responses_are_counted_by_status() {
     assert_eq!(summary.status_codes.get("200"), Some(&7));
 }
 
+/// h2c with prior knowledge (nghttp against nginx): the header blocks are
+/// HPACK-decoded; tshark (`-d tcp.port==18081,http2`) shows five
+/// `GET /index.html` on streams 1–9, each answered `:status 200`.
+#[test]
+fn h2c_requests_carry_method_target_and_status() {
+    let (summary, records) = run(&capture("h2c-nghttp-prior-knowledge-5.pcap"));
+    let list = &records.first().expect("one connection").http.list;
+    assert_eq!(list.len(), 5);
+    for r in list {
+        assert_eq!(r.method.as_deref(), Some("GET"));
+        assert_eq!(r.target.as_deref(), Some("/index.html"));
+        assert_eq!(r.status, Some(200));
+    }
+    assert_eq!(summary.status_codes.get("200"), Some(&5));
+}
+
 #[test]
 fn verdicts_tell_reuse_from_no_reuse() {
     let (off, _) = run(&capture("java-urlconnection-keepalive-off-10.pcap"));

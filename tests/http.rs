@@ -297,7 +297,8 @@ const END_HEADERS: u8 = 4;
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Asserts HTTP/2 counts and each request's start and first/last response
-/// byte (ns since the first packet); methods and statuses are not decoded.
+/// byte (ns since the first packet). The frames here carry zero bytes, not
+/// real HPACK (tests/captures.rs and `h2`'s unit tests decode real blocks).
 fn assert_h2(c: &Value, requests: u64, responses: u64, times: &[(i64, i64, i64)]) {
     assert_str(c, "/http/method", "h2c");
     assert_u64(c, "/http/requests", requests);

@@ -1,14 +1,18 @@
 //! HTTP/2 frame counting on a cleartext connection (prior-knowledge preface,
 //! or after an `Upgrade: h2c`): client-initiated streams are requests, the
 //! server's first HEADERS on a stream is its response, END_STREAM ends it;
-//! RST_STREAM and GOAWAY are counted. Frame payloads are skipped, never
-//! buffered; header blocks are not decoded.
+//! RST_STREAM and GOAWAY are counted. Header blocks (HEADERS and
+//! CONTINUATION payloads, at most [`MAX_BLOCK`] bytes each) are decoded
+//! with HPACK — every one, in order, so each side's dynamic table stays in
+//! step — for the request's `:method` and `:path` and the response's
+//! `:status`; other frame payloads are skipped, never buffered. The only
+//! module that names `loona_hpack`.
 //!
 //! Does not handle HTTP/1 or TLS.
 
 use std::collections::BTreeMap;
 
-use super::http::Exchange;
+use super::http::{Exchange, MAX_TARGET};
 use crate::record::Side;
 use crate::time::Timestamp;
 
@@ -18,7 +22,16 @@ const DATA: u8 = 0;
 const HEADERS: u8 = 1;
 const RST_STREAM: u8 = 3;
 const GOAWAY: u8 = 7;
+const CONTINUATION: u8 = 9;
 const END_STREAM: u8 = 0x1;
+const END_HEADERS: u8 = 0x4;
+const PADDED: u8 = 0x8;
+const PRIORITY: u8 = 0x20;
+/// Largest header block decoded (HEADERS and its CONTINUATIONs); a larger
+/// one ends header decoding on that side (its table would fall out of step).
+pub const MAX_BLOCK: usize = 64 * 1024;
+/// Largest HPACK dynamic table a side may ask for (the default is 4 096).
+const MAX_TABLE: usize = 64 * 1024;
 /// Largest frame payload HTTP/2 allows (2^24 − 1); anything above is not HTTP/2.
 const MAX_FRAME: usize = (1 << 24) - 1;
 /// Open streams tracked at once.
@@ -32,6 +45,58 @@ struct Reader {
     have: usize,
     skip: usize,
     stopped: bool,
+    /// Payload bytes still to take of the HEADERS or CONTINUATION frame
+    /// being read, its type and flags, and what was taken of it.
+    take: usize,
+    taking: (u8, u8),
+    frame: Vec<u8>,
+    headers: Headers,
+}
+
+/// One side's header blocks and HPACK state.
+#[derive(Default)]
+struct Headers {
+    decoder: Option<Box<loona_hpack::Decoder<'static>>>,
+    /// The block being gathered (HEADERS, then CONTINUATIONs).
+    block: Vec<u8>,
+    /// A block is open: CONTINUATION frames may follow.
+    open: bool,
+    /// Whose fields the block holds.
+    role: Role,
+    /// Header decoding stopped on this side (a block too large or
+    /// malformed, an HPACK error): the table is out of step.
+    off: bool,
+}
+
+impl std::fmt::Debug for Headers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Headers")
+            .field("block", &self.block.len())
+            .field("open", &self.open)
+            .field("role", &self.role)
+            .field("off", &self.off)
+            .finish()
+    }
+}
+
+/// What a header block says something about.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Role {
+    /// Nothing kept (trailers, a stream not listed).
+    #[default]
+    None,
+    /// The request of `exchanges[i]`.
+    Request(usize),
+    /// A response header block for `exchanges[i]`.
+    Response(usize),
+}
+
+/// The fields kept from a header block.
+#[derive(Default)]
+struct Fields {
+    method: Option<String>,
+    path: Option<String>,
+    status: Option<u16>,
 }
 
 /// HTTP/2 on one connection.
@@ -145,6 +210,16 @@ impl H2 {
                 bytes = bytes.get(n..).unwrap_or(&[]);
                 continue;
             }
+            if r.take > 0 {
+                let n = r.take.min(bytes.len());
+                r.frame.extend_from_slice(bytes.get(..n).unwrap_or(&[]));
+                r.take -= n;
+                bytes = bytes.get(n..).unwrap_or(&[]);
+                if r.take == 0 {
+                    self.header_frame(side);
+                }
+                continue;
+            }
             let n = (9 - r.have).min(bytes.len());
             if let (Some(dst), Some(src)) = (r.header.get_mut(r.have..r.have + n), bytes.get(..n)) {
                 dst.copy_from_slice(src);
@@ -163,18 +238,111 @@ impl H2 {
                 self.lost_sync = true;
                 return;
             }
-            r.skip = len;
-            self.frame(side, h[3], h[4], stream, ts);
+            let (kind, flags) = (h[3], h[4]);
+            let header_frame = matches!(kind, HEADERS | CONTINUATION);
+            if header_frame && !r.headers.off && len <= MAX_BLOCK {
+                r.take = len;
+                r.taking = (kind, flags);
+                r.frame.clear();
+            } else {
+                if header_frame {
+                    r.headers.off = true;
+                }
+                r.skip = len;
+            }
+            self.frame(side, kind, flags, stream, ts);
+            if header_frame && len == 0 && !self.reader(side).headers.off {
+                self.header_frame(side);
+            }
+        }
+    }
+
+    /// A whole HEADERS or CONTINUATION payload was read: adds its fragment
+    /// to the block, and decodes the block when it is complete.
+    fn header_frame(&mut self, side: Side) {
+        let r = self.reader(side);
+        let (kind, flags) = r.taking;
+        let payload = std::mem::take(&mut r.frame);
+        let h = &mut r.headers;
+        let fragment = match kind {
+            HEADERS => {
+                h.block.clear();
+                h.open = true;
+                fragment(flags, &payload)
+            }
+            _ if h.open => Some(payload.as_slice()),
+            // A CONTINUATION with no block open.
+            _ => None,
+        };
+        let Some(fragment) = fragment.filter(|f| h.block.len() + f.len() <= MAX_BLOCK) else {
+            h.off = true;
+            return;
+        };
+        h.block.extend_from_slice(fragment);
+        if flags & END_HEADERS == 0 {
+            return;
+        }
+        h.open = false;
+        let block = std::mem::take(&mut h.block);
+        let decoder = h.decoder.get_or_insert_with(|| {
+            let mut d = loona_hpack::Decoder::new();
+            d.set_max_allowed_table_size(MAX_TABLE);
+            Box::new(d)
+        });
+        let mut fields = Fields::default();
+        let decoded = decoder.decode_with_cb(&block, |name, value| {
+            let text = || String::from_utf8_lossy(&value).into_owned();
+            match &*name {
+                b":method" => fields.method = Some(text()),
+                b":path" => fields.path = Some(text().chars().take(MAX_TARGET).collect()),
+                b":status" => {
+                    fields.status = std::str::from_utf8(&value)
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                }
+                _ => {}
+            }
+        });
+        if decoded.is_err() {
+            h.off = true;
+            return;
+        }
+        let role = std::mem::take(&mut h.role);
+        self.apply(role, fields);
+    }
+
+    /// Puts a decoded block's fields into the exchange it belongs to.
+    fn apply(&mut self, role: Role, fields: Fields) {
+        match role {
+            Role::Request(i) => {
+                if let Some(ex) = self.exchanges.get_mut(i) {
+                    ex.method = fields.method.unwrap_or_default();
+                    ex.target = fields.path.unwrap_or_default();
+                }
+            }
+            Role::Response(i) => {
+                // Interim (1xx) responses come before the final one.
+                let final_status = fields.status.filter(|s| !(100..200).contains(s));
+                if let Some(ex) = self.exchanges.get_mut(i) {
+                    ex.status = ex.status.or(final_status);
+                }
+            }
+            Role::None => {}
         }
     }
 
     fn frame(&mut self, side: Side, kind: u8, flags: u8, stream: u32, ts: Timestamp) {
+        if kind == HEADERS {
+            // Until known otherwise, the block says nothing kept.
+            self.reader(side).headers.role = Role::None;
+        }
         match (side, kind) {
             (Side::Client, HEADERS) if stream % 2 == 1 && stream > self.last_client_stream => {
                 self.last_client_stream = stream;
                 self.requests += 1;
                 let index = if self.exchanges.len() < self.keep {
                     self.exchanges.push(Exchange::started(ts));
+                    self.client.headers.role = Role::Request(self.exchanges.len() - 1);
                     self.exchanges.len() - 1
                 } else {
                     usize::MAX
@@ -187,6 +355,9 @@ impl H2 {
                 let Some(&index) = self.open.get(&stream) else {
                     return;
                 };
+                if kind == HEADERS && index < self.exchanges.len() {
+                    self.server.headers.role = Role::Response(index);
+                }
                 let ex = self.exchanges.get_mut(index);
                 if kind == HEADERS {
                     if let Some(ex) = ex {
@@ -216,67 +387,22 @@ impl H2 {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn frame(kind: u8, flags: u8, stream: u32, len: usize) -> Vec<u8> {
-        let mut f = (len as u32).to_be_bytes()[1..].to_vec();
-        f.extend_from_slice(&[kind, flags]);
-        f.extend_from_slice(&stream.to_be_bytes());
-        f.extend(std::iter::repeat_n(0u8, len));
-        f
-    }
-
-    #[test]
-    fn counts_streams_responses_and_resets() {
-        let mut h = H2::prior_knowledge(10);
-        let mut client = PREFACE.to_vec();
-        client.extend(frame(4, 0, 0, 6)); // SETTINGS
-        for s in [1u32, 3, 5] {
-            client.extend(frame(HEADERS, END_STREAM | 0x4, s, 20));
-        }
-        client.extend(frame(HEADERS, 0x4, 3, 5)); // trailers on an old stream: not new
-        for (i, b) in client.iter().enumerate() {
-            h.data(Side::Client, Timestamp(i as i64), &[*b]);
-        }
-        let mut server = frame(4, 0, 0, 0);
-        server.extend(frame(HEADERS, 0x4, 1, 10));
-        server.extend(frame(DATA, END_STREAM, 1, 100));
-        server.extend(frame(HEADERS, END_STREAM | 0x4, 5, 10));
-        server.extend(frame(RST_STREAM, 0, 3, 4));
-        server.extend(frame(GOAWAY, 0, 0, 8));
-        h.data(Side::Server, Timestamp(1000), &server);
-        assert_eq!(
-            (h.requests, h.responses, h.resets, h.goaway),
-            (3, 2, 1, true)
-        );
-        assert!(h.exchanges[0].response_last.is_some());
-        assert!(!h.lost_sync);
-    }
-
-    #[test]
-    fn server_settings_first() {
-        assert!(H2::starts_with_settings(&frame(4, 0, 0, 18)));
-        assert!(!H2::starts_with_settings(b"220 smtp.example.com ESMTP"));
-        assert!(!H2::starts_with_settings(b"HTTP/1.1 200 OK\r\n"));
-    }
-
-    #[test]
-    fn wrong_preface_stops() {
-        let mut h = H2::prior_knowledge(1);
-        h.data(Side::Client, Timestamp(0), b"PRI * HTTP/1.1");
-        assert!(h.lost_sync);
-        assert!(H2::looks_like_preface(b"PRI * HT"));
-        assert!(!H2::looks_like_preface(b"GET / HTTP/1.1"));
-    }
-
-    #[test]
-    fn upgrade_response_on_stream_one() {
-        let mut h = H2::after_upgrade(4, None);
-        let mut server = frame(4, 0, 0, 0);
-        server.extend(frame(HEADERS, END_STREAM | 0x4, 1, 10));
-        h.data(Side::Server, Timestamp(5), &server);
-        assert_eq!((h.requests, h.responses), (0, 1));
-    }
+/// The header block fragment of a HEADERS payload: without its padding
+/// and priority fields; `None` if they do not fit.
+fn fragment(flags: u8, payload: &[u8]) -> Option<&[u8]> {
+    let (pad, rest) = if flags & PADDED != 0 {
+        let (&pad, rest) = payload.split_first()?;
+        (usize::from(pad), rest)
+    } else {
+        (0, payload)
+    };
+    let rest = if flags & PRIORITY != 0 {
+        rest.get(5..)?
+    } else {
+        rest
+    };
+    rest.get(..rest.len().checked_sub(pad)?)
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,235 @@
+//! Unit tests of `h2`: frame counting, header blocks (HPACK, padding,
+//! priority, CONTINUATION, the dynamic table across blocks) and hostile blocks.
+
+use super::*;
+
+fn frame(kind: u8, flags: u8, stream: u32, len: usize) -> Vec<u8> {
+    let mut f = (len as u32).to_be_bytes()[1..].to_vec();
+    f.extend_from_slice(&[kind, flags]);
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend(std::iter::repeat_n(0u8, len));
+    f
+}
+
+#[test]
+fn counts_streams_responses_and_resets() {
+    let mut h = H2::prior_knowledge(10);
+    let mut client = PREFACE.to_vec();
+    client.extend(frame(4, 0, 0, 6)); // SETTINGS
+    for s in [1u32, 3, 5] {
+        client.extend(frame(HEADERS, END_STREAM | 0x4, s, 20));
+    }
+    client.extend(frame(HEADERS, 0x4, 3, 5)); // trailers on an old stream: not new
+    for (i, b) in client.iter().enumerate() {
+        h.data(Side::Client, Timestamp(i as i64), &[*b]);
+    }
+    let mut server = frame(4, 0, 0, 0);
+    server.extend(frame(HEADERS, 0x4, 1, 10));
+    server.extend(frame(DATA, END_STREAM, 1, 100));
+    server.extend(frame(HEADERS, END_STREAM | 0x4, 5, 10));
+    server.extend(frame(RST_STREAM, 0, 3, 4));
+    server.extend(frame(GOAWAY, 0, 0, 8));
+    h.data(Side::Server, Timestamp(1000), &server);
+    assert_eq!(
+        (h.requests, h.responses, h.resets, h.goaway),
+        (3, 2, 1, true)
+    );
+    assert!(h.exchanges[0].response_last.is_some());
+    assert!(!h.lost_sync);
+}
+
+#[test]
+fn server_settings_first() {
+    assert!(H2::starts_with_settings(&frame(4, 0, 0, 18)));
+    assert!(!H2::starts_with_settings(b"220 smtp.example.com ESMTP"));
+    assert!(!H2::starts_with_settings(b"HTTP/1.1 200 OK\r\n"));
+}
+
+#[test]
+fn wrong_preface_stops() {
+    let mut h = H2::prior_knowledge(1);
+    h.data(Side::Client, Timestamp(0), b"PRI * HTTP/1.1");
+    assert!(h.lost_sync);
+    assert!(H2::looks_like_preface(b"PRI * HT"));
+    assert!(!H2::looks_like_preface(b"GET / HTTP/1.1"));
+}
+
+/// A frame carrying `payload`.
+fn frame_of(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+    f.extend_from_slice(&[kind, flags]);
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+fn block(encoder: &mut loona_hpack::Encoder<'_>, fields: &[(&str, &str)]) -> Vec<u8> {
+    encoder.encode(fields.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())))
+}
+
+fn listed(h: &H2) -> Vec<(String, String, Option<u16>)> {
+    let ex = h.exchanges.iter();
+    ex.map(|e| (e.method.clone(), e.target.clone(), e.status))
+        .collect()
+}
+
+#[test]
+fn header_blocks_give_method_path_and_status() {
+    let (mut enc_c, mut enc_s) = (loona_hpack::Encoder::new(), loona_hpack::Encoder::new());
+    let mut h = H2::prior_knowledge(10);
+    let mut client = PREFACE.to_vec();
+    client.extend(frame(4, 0, 0, 0));
+    // Stream 1: one HEADERS. The encoder indexes what it sends, so the
+    // second request leans on the table the first one filled.
+    let req = |path| {
+        [
+            (":method", "GET"),
+            (":path", path),
+            (":authority", "a.example"),
+        ]
+    };
+    let b = block(&mut enc_c, &req("/first"));
+    client.extend(frame_of(HEADERS, END_STREAM | END_HEADERS, 1, &b));
+    // Stream 3: padded, with priority, split over two CONTINUATIONs.
+    let b = block(&mut enc_c, &req("/second"));
+    let (a, rest) = b.split_at(b.len() / 3);
+    let (m, z) = rest.split_at(rest.len() / 2);
+    let mut padded = vec![4u8];
+    padded.extend_from_slice(&[0x80, 0, 0, 1, 16]);
+    padded.extend_from_slice(a);
+    padded.extend_from_slice(&[0; 4]);
+    client.extend(frame_of(
+        HEADERS,
+        END_STREAM | PADDED | PRIORITY,
+        3,
+        &padded,
+    ));
+    client.extend(frame_of(CONTINUATION, 0, 3, m));
+    client.extend(frame_of(CONTINUATION, END_HEADERS, 3, z));
+    let b = block(&mut enc_c, &[(":method", "POST"), (":path", "/third")]);
+    client.extend(frame_of(HEADERS, END_HEADERS, 5, &b));
+    // Byte by byte: frames and blocks cross every boundary.
+    for (i, byte) in client.iter().enumerate() {
+        h.data(Side::Client, Timestamp(i as i64), &[*byte]);
+    }
+    let mut server = frame(4, 0, 0, 0);
+    let b = block(&mut enc_s, &[(":status", "100")]);
+    server.extend(frame_of(HEADERS, END_HEADERS, 1, &b));
+    let b = block(&mut enc_s, &[(":status", "200"), ("server", "x")]);
+    server.extend(frame_of(HEADERS, END_HEADERS, 1, &b));
+    server.extend(frame_of(DATA, END_STREAM, 1, b"hello"));
+    let b = block(&mut enc_s, &[(":status", "429"), ("retry-after", "1")]);
+    server.extend(frame_of(HEADERS, END_HEADERS | END_STREAM, 3, &b));
+    // Trailers on stream 5 after its response: decoded (the table must
+    // stay in step), but they change nothing.
+    let b = block(&mut enc_s, &[(":status", "201")]);
+    server.extend(frame_of(HEADERS, END_HEADERS, 5, &b));
+    let b = block(&mut enc_s, &[("grpc-status", "0")]);
+    server.extend(frame_of(HEADERS, END_HEADERS | END_STREAM, 5, &b));
+    h.data(Side::Server, Timestamp(10_000), &server);
+    assert_eq!(
+        listed(&h),
+        [
+            ("GET".into(), "/first".into(), Some(200)),
+            ("GET".into(), "/second".into(), Some(429)),
+            ("POST".into(), "/third".into(), Some(201)),
+        ]
+    );
+    assert_eq!((h.requests, h.responses), (3, 3));
+    assert!(!h.client.headers.off && !h.server.headers.off);
+}
+
+#[test]
+fn the_dynamic_table_carries_from_block_to_block() {
+    let mut h = H2::prior_knowledge(10);
+    let mut client = PREFACE.to_vec();
+    // `:method: GET` (static 2), then `:path: /kept` added to the
+    // dynamic table (literal with incremental indexing, name static 4).
+    let mut first = vec![0x82, 0x44, 5];
+    first.extend_from_slice(b"/kept");
+    client.extend(frame_of(HEADERS, END_HEADERS, 1, &first));
+    // `:method: GET`, then dynamic entry 62: the `:path` above.
+    client.extend(frame_of(HEADERS, END_HEADERS, 3, &[0x82, 0xbe]));
+    h.data(Side::Client, Timestamp(0), &client);
+    let targets: Vec<&str> = h.exchanges.iter().map(|e| e.target.as_str()).collect();
+    assert_eq!(targets, ["/kept", "/kept"]);
+    assert!(!h.client.headers.off);
+}
+
+#[test]
+fn a_block_too_large_or_broken_stops_decoding_not_counting() {
+    let mut enc = loona_hpack::Encoder::new();
+    let mut h = H2::prior_knowledge(10);
+    let mut client = PREFACE.to_vec();
+    let b = block(&mut enc, &[(":method", "GET"), (":path", "/a")]);
+    client.extend(frame_of(HEADERS, END_HEADERS, 1, &b));
+    // Larger than MAX_BLOCK over two frames: decoding stops on this side.
+    client.extend(frame_of(HEADERS, 0, 3, &vec![0x40; MAX_BLOCK - 10]));
+    client.extend(frame_of(CONTINUATION, END_HEADERS, 3, &[0x40; 20]));
+    let b = block(&mut enc, &[(":method", "GET"), (":path", "/c")]);
+    client.extend(frame_of(HEADERS, END_HEADERS, 5, &b));
+    h.data(Side::Client, Timestamp(0), &client);
+    assert_eq!(h.requests, 3);
+    assert!(h.client.headers.off && !h.lost_sync);
+    let methods: Vec<String> = h.exchanges.iter().map(|e| e.method.clone()).collect();
+    assert_eq!(methods, ["GET", "", ""]);
+
+    // Not HPACK at all: an index far past both tables.
+    let mut h = H2::prior_knowledge(10);
+    let mut client = PREFACE.to_vec();
+    client.extend(frame_of(HEADERS, END_HEADERS, 1, &[0xff, 0xff, 0x7f]));
+    client.extend(frame_of(HEADERS, END_HEADERS, 3, &[0x82]));
+    h.data(Side::Client, Timestamp(0), &client);
+    assert_eq!(h.requests, 2);
+    assert!(h.client.headers.off);
+    // Padding longer than the payload; a CONTINUATION with no block open.
+    assert_eq!(fragment(PADDED, &[9, 1, 2]), None);
+    assert_eq!(fragment(PRIORITY, &[1, 2, 3]), None);
+    assert_eq!(
+        fragment(PADDED | PRIORITY, &[1, 0, 0, 0, 0, 0, 7, 0]),
+        Some(&[7u8][..])
+    );
+    let mut h = H2::prior_knowledge(10);
+    let mut client = PREFACE.to_vec();
+    client.extend(frame_of(CONTINUATION, END_HEADERS, 1, &[0x82]));
+    h.data(Side::Client, Timestamp(0), &client);
+    assert!(h.client.headers.off);
+}
+
+#[test]
+fn any_bytes_as_header_blocks_never_panic() {
+    // A fixed xorshift: the same blocks in every run.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for round in 0..20_000 {
+        let mut h = H2::prior_knowledge(4);
+        let mut client = PREFACE.to_vec();
+        for stream in [1u32, 3, 5] {
+            let len = (next() % 64) as usize;
+            let payload: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            let flags = (next() as u8) & (END_HEADERS | PADDED | PRIORITY | END_STREAM);
+            let kind = if next() % 4 == 0 {
+                CONTINUATION
+            } else {
+                HEADERS
+            };
+            client.extend(frame_of(kind, flags, stream, &payload));
+        }
+        h.data(Side::Client, Timestamp(round), &client);
+        assert!(h.requests <= 3);
+    }
+}
+
+#[test]
+fn upgrade_response_on_stream_one() {
+    let mut h = H2::after_upgrade(4, None);
+    let mut server = frame(4, 0, 0, 0);
+    server.extend(frame(HEADERS, END_STREAM | 0x4, 1, 10));
+    h.data(Side::Server, Timestamp(5), &server);
+    assert_eq!((h.requests, h.responses), (0, 1));
+}
