@@ -2,8 +2,10 @@
 //! in ../shared/corpus, run tshark and compare, connection by connection
 //! (tshark's `tcp.stream` order is ours), the number of TCP connections, the
 //! SYN / SYN-ACK / ACK times, the sequence of plaintext TLS handshake message
-//! types each way, SNI, negotiated version and cipher, and the HTTP/1 request
-//! count on cleartext. Every difference fails unless it is listed, with its
+//! types each way, SNI, negotiated version and cipher, the HTTP/1 request
+//! count on cleartext, and the `:method` and `:path` of every h2c request
+//! (prior knowledge; HPACK-decoded on both sides). Every difference fails
+//! unless it is listed, with its
 //! reason, in tests/tshark-known-differences.toml — and a listed difference
 //! that no longer occurs fails too, so the list stays true.
 
@@ -28,7 +30,7 @@ struct KnownDifference {
     /// Path relative to the corpus or captures/ (as printed by the test).
     file: String,
     /// The kind of fact: `connections`, `handshake`, `tls_types`, `sni`,
-    /// `version`, `cipher`, `http_requests`.
+    /// `version`, `cipher`, `http_requests`, `h2_requests`.
     what: String,
     reason: String,
 }
@@ -46,6 +48,9 @@ struct Stream {
     version: Option<u16>,
     cipher: Option<u16>,
     http_requests: u64,
+    /// h2c request header blocks: `:method` and `:path`, in frame order.
+    h2_methods: Vec<String>,
+    h2_paths: Vec<String>,
 }
 
 fn hex(v: &str) -> Option<u16> {
@@ -73,6 +78,8 @@ fn tshark(path: &Path, records: &[ConnectionRecord]) -> Option<Vec<Stream>> {
                 ports.insert((p, "tls"));
             } else if r.http.method == handshakes::record::HttpMethod::Http1 && p != 80 {
                 ports.insert((p, "http"));
+            } else if prior_knowledge_h2c(r) {
+                ports.insert((p, "http2"));
             }
         }
     }
@@ -93,6 +100,8 @@ fn tshark(path: &Path, records: &[ConnectionRecord]) -> Option<Vec<Stream>> {
         "tls.handshake.extensions.supported_version",
         "tls.handshake.version",
         "http.request.method",
+        "http2.headers.method",
+        "http2.headers.path",
     ];
     args.extend([
         "-Y".into(),
@@ -186,8 +195,23 @@ fn tshark(path: &Path, records: &[ConnectionRecord]) -> Option<Vec<Stream>> {
         s.http_requests += f
             .get(11)
             .map_or(0, |m| m.split(',').filter(|m| !m.is_empty()).count() as u64);
+        let values = |k: usize| {
+            let v = f.get(k).filter(|v| !v.is_empty());
+            v.into_iter().flat_map(|v| v.split(',').map(str::to_string))
+        };
+        if from_client {
+            s.h2_methods.extend(values(12));
+            s.h2_paths.extend(values(13));
+        }
     }
     Some(streams)
+}
+
+/// An h2c connection started with the preface (not upgraded from HTTP/1).
+fn prior_knowledge_h2c(r: &ConnectionRecord) -> bool {
+    r.tls.is_none()
+        && r.http.method == handshakes::record::HttpMethod::H2c
+        && r.http.upgrade.is_none()
 }
 
 /// Our plaintext handshake message types, as tshark numbers them.
@@ -306,6 +330,26 @@ fn differences(records: &[ConnectionRecord], streams: &[Stream]) -> Vec<(String,
                         "connection {id}: {:?} vs tshark {}",
                         tls.and_then(|t| t.cipher.clone()),
                         cipher_name(c)
+                    ),
+                ));
+            }
+        }
+        if prior_knowledge_h2c(r) && !r.http.list_truncated {
+            let ours = |f: fn(&handshakes::record::HttpRequest) -> Option<String>| {
+                r.http.list.iter().map(f).collect::<Vec<_>>()
+            };
+            let theirs = |v: &[String], cut: usize| {
+                v.iter()
+                    .map(|x| Some(x.chars().take(cut).collect::<String>()))
+                    .collect::<Vec<_>>()
+            };
+            let (methods, paths) = (ours(|q| q.method.clone()), ours(|q| q.target.clone()));
+            if methods != theirs(&s.h2_methods, usize::MAX) || paths != theirs(&s.h2_paths, 200) {
+                d.push((
+                    "h2_requests".into(),
+                    format!(
+                        "connection {id}: {methods:?} {paths:?} vs tshark {:?} {:?}",
+                        s.h2_methods, s.h2_paths
                     ),
                 ));
             }
