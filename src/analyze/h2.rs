@@ -170,6 +170,15 @@ impl H2 {
 
     pub fn gap(&mut self, side: Side, len: u64) {
         let r = self.reader(side);
+        if r.have == 0 && r.preface_left == 0 && r.take > 0 && (r.take as u64) >= len {
+            // Inside a header block: the frames go on, the block is lost,
+            // and with it the HPACK table's step.
+            r.skip = r.take - len as usize;
+            r.take = 0;
+            r.frame = Vec::new();
+            r.headers.off = true;
+            return;
+        }
         if r.have == 0 && r.preface_left == 0 && (r.skip as u64) > len {
             r.skip -= len as usize;
             return;

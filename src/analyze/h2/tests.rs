@@ -233,3 +233,27 @@ fn upgrade_response_on_stream_one() {
     h.data(Side::Server, Timestamp(5), &server);
     assert_eq!((h.requests, h.responses), (0, 1));
 }
+
+#[test]
+fn a_gap_inside_a_header_block_stops_decoding_not_counting() {
+    let mut enc = loona_hpack::Encoder::new();
+    let mut h = H2::prior_knowledge(10);
+    let mut client = PREFACE.to_vec();
+    let b = block(&mut enc, &[(":method", "GET"), (":path", "/before")]);
+    let first = frame_of(HEADERS, END_HEADERS, 1, &b);
+    client.extend(&first[..9 + 2]);
+    h.data(Side::Client, Timestamp(0), &client);
+    // The rest of the first block is lost; the next frame comes whole.
+    h.gap(Side::Client, (first.len() - 9 - 2) as u64);
+    let b = block(&mut enc, &[(":method", "GET"), (":path", "/after")]);
+    h.data(
+        Side::Client,
+        Timestamp(1),
+        &frame_of(HEADERS, END_HEADERS, 3, &b),
+    );
+    assert_eq!(h.requests, 2);
+    assert!(!h.lost_sync && h.client.headers.off);
+    // A gap that also takes the next frame header loses the framing.
+    h.gap(Side::Client, 100);
+    assert!(h.lost_sync);
+}
