@@ -147,6 +147,12 @@ impl Shared {
         self.queue.lock().map_err(|_| worker_lost())
     }
 
+    /// Shard `me`, unless another thread is running it (or one that ran
+    /// it panicked: [`Shared::cell`] then reports that).
+    fn try_cell(&self, me: usize) -> Option<MutexGuard<'_, Cell>> {
+        self.cells.get(me)?.try_lock().ok()
+    }
+
     fn cell(&self, me: usize) -> Result<MutexGuard<'_, Cell>, Error> {
         let cell = self.cells.get(me).ok_or_else(worker_lost)?;
         cell.lock().map_err(|_| worker_lost())
@@ -237,7 +243,7 @@ fn worker(shared: &Shared, start: usize) {
         let mut ran = false;
         for k in 0..n {
             let me = (start + k) % n;
-            let Some(Ok(mut cell)) = shared.cells.get(me).map(Mutex::try_lock) else {
+            let Some(mut cell) = shared.try_cell(me) else {
                 continue;
             };
             if ending {
@@ -417,7 +423,7 @@ impl Reader<'_> {
             let before = pending.len();
             let mut k = 0;
             while let Some(&me) = pending.get(k) {
-                let Some(Ok(mut cell)) = self.shared.cells.get(me).map(Mutex::try_lock) else {
+                let Some(mut cell) = self.shared.try_cell(me) else {
                     k += 1;
                     continue;
                 };
@@ -452,7 +458,7 @@ impl Reader<'_> {
     /// whether there was one.
     fn help(&self, busy: &[usize]) -> Result<bool, Error> {
         for me in (0..self.shared.cells.len()).filter(|me| !busy.contains(me)) {
-            let Some(Ok(mut cell)) = self.shared.cells.get(me).map(Mutex::try_lock) else {
+            let Some(mut cell) = self.shared.try_cell(me) else {
                 continue;
             };
             if self.shared.catch_up(me, &mut cell, u64::MAX)? {
