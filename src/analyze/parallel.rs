@@ -27,7 +27,7 @@ use super::{Config, RecordSink, FINISH_CHUNK};
 use crate::decode::shard_hash;
 use crate::error::Error;
 use crate::record::Summary;
-use crate::source::{prefetch, FrameBatch, PacketSource, RawPacket};
+use crate::source::{prefetch, FrameBatch, PacketSource};
 use crate::time::Timestamp;
 
 /// A batch holds at most this many bytes of frames…
@@ -212,13 +212,7 @@ fn run_batch(me: usize, shard: &mut Shard, batch: &Batch) -> Vec<Event> {
             continue;
         };
         let index = batch.base + u64::from(i);
-        let raw = RawPacket {
-            index,
-            ts: frame.ts,
-            link: frame.link,
-            orig_len: frame.orig_len,
-            data: batch.frames.bytes(frame),
-        };
+        let raw = batch.frames.packet(frame, index);
         shard.packet(index, &raw, &clock);
     }
     shard.advance(batch.last(), &clock);
@@ -389,13 +383,7 @@ impl Reader<'_> {
         let filled = source.fill(&mut batch.frames, BATCH_BYTES, BATCH_FRAMES);
         let before = self.gather.seen();
         for (i, frame) in batch.frames.frames.iter().enumerate() {
-            let raw = RawPacket {
-                index: 0,
-                ts: frame.ts,
-                link: frame.link,
-                orig_len: frame.orig_len,
-                data: batch.frames.bytes(frame),
-            };
+            let raw = batch.frames.packet(frame, 0);
             let (_, now) = self.gather.saw_packet(&raw);
             batch.nows.push(now);
             let shard = (shard_hash(&raw) % shards as u64) as usize;

@@ -159,6 +159,17 @@ impl FrameBatch {
         });
     }
 
+    /// `frame` as the packet at position `index` of the input.
+    pub fn packet(&self, frame: &Frame, index: u64) -> RawPacket<'_> {
+        RawPacket {
+            index,
+            ts: frame.ts,
+            link: frame.link,
+            orig_len: frame.orig_len,
+            data: self.bytes(frame),
+        }
+    }
+
     /// The frame's bytes (empty if `frame` does not belong to this batch).
     pub fn bytes(&self, frame: &Frame) -> &[u8] {
         let data = match &self.mapped {

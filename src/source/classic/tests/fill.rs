@@ -122,13 +122,7 @@ pub(super) fn by_fill(mut src: FileSource, plan: &[Step], append: bool) -> Run {
                 for frame in new {
                     assert!(frame.start <= frame.end);
                     assert!(frame.start >= data_before || batch.is_mapped());
-                    frames.push(Got::of(&RawPacket {
-                        index: 0,
-                        ts: frame.ts,
-                        link: frame.link,
-                        orig_len: frame.orig_len,
-                        data: batch.bytes(frame),
-                    }));
+                    frames.push(Got::of(&batch.packet(frame, 0)));
                 }
                 // A batch of a mapped file holds no bytes of its own.
                 let copied = new.first().zip(new.last()).filter(|_| !batch.is_mapped());
