@@ -110,7 +110,10 @@ print(f"Capture: {label} synthetic pcap, {size / 1e6:.0f} MB, {packets:,} packet
       f"median of {runs} runs, alternating; ratio = tool time / the first row's time; "
       f"share of floor = floor's wall time / the tool's.")
 print()
-floor = next((statistics.median(times[n]) for n in order if n.startswith("floor")), None)
+def med(matches):
+    """The median wall time of the first tool whose name `matches`."""
+    return next((statistics.median(times[n]) for n in order if matches(n)), None)
+floor = med(lambda n: n.startswith("floor"))
 print("| tool | wall (median) | CPU user+sys | MB/s | packets/s | peak RSS | wall vs ours | CPU vs ours | share of floor |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for name in order:
@@ -123,14 +126,11 @@ for name in order:
           f"| {r:,.1f} MiB | {ratio:.2f}× | {cratio:.2f}× | {100 * floor / t if floor else float('nan'):.0f} % |")
 # What two cores give memory-bound work here: two floors at once do twice
 # the floor's work; on ideal hardware in the floor's time (2×).
-pair = next((statistics.median(times[n]) for n in order if n.startswith("floor, two")), None)
-def med(prefix):
-    return next((statistics.median(times[n]) for n in order if n.startswith(prefix)), None)
-one_t, one_l = med("handshakes analyze -j 1 (table)"), med("handshakes analyze -j 1 -T jsonl")
-many_t = next((statistics.median(times[n]) for n in order
-               if n.startswith("handshakes analyze -j") and "-j 1" not in n and "jsonl" not in n), None)
-many_l = next((statistics.median(times[n]) for n in order
-               if n.startswith("handshakes analyze -j") and "-j 1" not in n and "jsonl" in n), None)
+pair = med(lambda n: n.startswith("floor, two"))
+ours_at = lambda one, jsonl: med(lambda n: n.startswith("handshakes analyze -j")
+                                 and ("-j 1 " in n) == one and ("jsonl" in n) == jsonl)
+one_t, one_l = ours_at(True, False), ours_at(True, True)
+many_t, many_l = ours_at(False, False), ours_at(False, True)
 if floor and pair:
     print()
     print(f"Two cores for memory-bound work on this machine: two floors at once take "
