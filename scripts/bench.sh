@@ -42,6 +42,14 @@ echo "== checking that handshakes finds what was generated" >&2
 "$BIN" analyze -T jsonl "$FILE" | tail -1 > "$DIR/summary.json"
 python3 scripts/check-synth-counts.py "$DIR/expected.json" "$DIR/summary.json" >&2 || true
 
+# CMD run CORES times at once, each on the whole file: what CORES cores give
+# that work when nothing is shared between the copies.
+at_once() {
+    local cmd="" i
+    for i in $(seq "$CORES"); do cmd+="$1 & "; done
+    echo "${cmd}wait"
+}
+
 # name|command (FILE is substituted); tools that are not installed are skipped.
 TOOLS=(
     "handshakes analyze -j 1 (table)|$BIN analyze -q -j 1 FILE > /dev/null"
@@ -49,7 +57,8 @@ TOOLS=(
     "handshakes analyze -j $CORES (table)|$BIN analyze -q -j $CORES FILE > /dev/null"
     "handshakes analyze -j $CORES -T jsonl|$BIN analyze -q -j $CORES -T jsonl FILE > /dev/null"
     "floor: mmap walker, headers + 4-tuple hash|$FLOOR FILE > /dev/null"
-    "floor, two at once (each the whole file)|$FLOOR FILE > /dev/null & $FLOOR FILE > /dev/null; wait"
+    "floor, $CORES at once (each the whole file)|$(at_once "$FLOOR FILE > /dev/null")"
+    "handshakes analyze -j 1 (table), $CORES at once (each the whole file)|$(at_once "$BIN analyze -q -j 1 FILE > /dev/null")"
     "tshark -z conv,tcp|tshark -q -z conv,tcp -r FILE > /dev/null"
     "tshark SNI of ClientHellos|tshark -r FILE -Y tls.handshake.type==1 -T fields -e tls.handshake.extensions_server_name > /dev/null"
     "tcptrace -n|tcptrace -n FILE > /dev/null"
@@ -91,7 +100,7 @@ for run in $(seq 1 "$RUNS"); do
     done
 done
 
-python3 - "$DIR/runs.tsv" "$DIR/expected.json" "$(stat -c %s "$FILE")" "$RUNS" "$SIZE" "$DIR/skipped.txt" <<'EOF'
+CORES=$CORES python3 - "$DIR/runs.tsv" "$DIR/expected.json" "$(stat -c %s "$FILE")" "$RUNS" "$SIZE" "$DIR/skipped.txt" <<'EOF'
 import json, os, statistics, sys
 runs_path, expected_path, size, runs, label, skipped_path = sys.argv[1:7]
 size = int(size)
@@ -124,18 +133,27 @@ for name in order:
     cratio = c / ours_cpu if ours_cpu else float("nan")
     print(f"| {name} | {t:.2f} s | {c:.2f} s | {size / 1e6 / t:,.0f} | {packets / t:,.0f} "
           f"| {r:,.1f} MiB | {ratio:.2f}× | {cratio:.2f}× | {100 * floor / t if floor else float('nan'):.0f} % |")
-# What two cores give memory-bound work here: two floors at once do twice
-# the floor's work; on ideal hardware in the floor's time (2×).
-pair = med(lambda n: n.startswith("floor, two"))
+# What the cores give here: N copies at once do N times the work of one; on
+# ideal hardware in one copy's time (N×). Their ratio is the ceiling of any
+# N-thread split of that work, before the split's own costs.
+cores = int(os.environ.get("CORES", "1"))
 ours_at = lambda one, jsonl: med(lambda n: n.startswith("handshakes analyze -j")
+                                 and "at once" not in n
                                  and ("-j 1 " in n) == one and ("jsonl" in n) == jsonl)
 one_t, one_l = ours_at(True, False), ours_at(True, True)
 many_t, many_l = ours_at(False, False), ours_at(False, True)
-if floor and pair:
+floors = med(lambda n: n.startswith("floor,"))
+ones = med(lambda n: n.startswith("handshakes analyze -j 1 (table),"))
+if cores > 1 and floor and floors:
     print()
-    print(f"Two cores for memory-bound work on this machine: two floors at once take "
-          f"{pair / floor:.2f}× one floor's time, a ceiling of {2 * floor / pair:.2f}× for any "
-          f"two-thread split.", end="")
+    print(f"What {cores} cores give on this machine: {cores} floors at once take "
+          f"{floors / floor:.2f}× one floor's time (a ceiling of {cores * floor / floors:.2f}× "
+          f"for memory-bound work)", end="")
+    if one_t and ones:
+        print(f"; {cores} one-thread analyses at once take {ones / one_t:.2f}× one's time "
+              f"(a ceiling of {cores * one_t / ones:.2f}× for our analysis split over {cores} threads)",
+              end="")
+    print(".", end="")
     if one_t and many_t and one_l and many_l:
         print(f" `handshakes` with all cores against one thread: {one_t / many_t:.2f}× (table), "
               f"{one_l / many_l:.2f}× (jsonl).")
