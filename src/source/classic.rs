@@ -183,6 +183,9 @@ pub struct ClassicReader {
     header: Header,
     /// The buffer; `buf[start..end]` holds bytes read but not yet handed out.
     buf: Vec<u8>,
+    /// The size `buf` takes at its first refill: not before, so a reader
+    /// that is replaced by a mapped one (or reads nothing) never zeroes it.
+    capacity: usize,
     start: usize,
     end: usize,
     /// Offset in the input of `buf[0]`, for messages.
@@ -214,11 +217,12 @@ impl ClassicReader {
         read: Option<Arc<AtomicU64>>,
     ) -> ClassicReader {
         let end = prefix.len();
-        prefix.resize(capacity.max(end).max(1), 0);
+        prefix.resize(end.max(1), 0);
         ClassicReader {
             input,
             header,
             buf: prefix,
+            capacity: capacity.max(end).max(1),
             start: FILE_HEADER.min(end),
             end,
             base: 0,
@@ -234,10 +238,10 @@ impl ClassicReader {
         self.header
     }
 
-    /// The current buffer size.
+    /// The buffer size (once it has been refilled).
     #[cfg(test)]
     pub fn capacity(&self) -> usize {
-        self.buf.len()
+        self.buf.len().max(self.capacity)
     }
 
     /// The data of a record returned by the last call to [`ClassicReader::next`].
@@ -294,7 +298,9 @@ impl ClassicReader {
             self.end -= self.start;
             self.start = 0;
         }
-        if self.end >= self.buf.len() {
+        if self.buf.len() < self.capacity {
+            self.buf.resize(self.capacity, 0);
+        } else if self.end >= self.buf.len() {
             // Full of one record that is longer still: grow, but only now
             // that the input has shown it really holds that much.
             if self.buf.len() >= MAX_RECORD {
