@@ -4,7 +4,8 @@
 //! SYN / SYN-ACK / ACK times, the sequence of plaintext TLS handshake message
 //! types each way, SNI, negotiated version and cipher, the HTTP/1 request
 //! count on cleartext, and the `:method` and `:path` of every h2c request
-//! (prior knowledge; HPACK-decoded on both sides). Every difference fails
+//! and the final `:status` values of its responses (prior knowledge;
+//! HPACK-decoded on both sides). Every difference fails
 //! unless it is listed, with its
 //! reason, in tests/tshark-known-differences.toml — and a listed difference
 //! that no longer occurs fails too, so the list stays true.
@@ -51,6 +52,12 @@ struct Stream {
     /// h2c request header blocks: `:method` and `:path`, in frame order.
     h2_methods: Vec<String>,
     h2_paths: Vec<String>,
+    /// h2c responses to the client's requests (odd streams; not pushed
+    /// ones): `:status`, in frame order…
+    h2_statuses: Vec<u16>,
+    /// …unless a packet's statuses could not be matched with its HEADERS
+    /// frames (a trailer block among them): then statuses are not compared.
+    h2_statuses_unmatched: bool,
 }
 
 fn hex(v: &str) -> Option<u16> {
@@ -102,6 +109,9 @@ fn tshark(path: &Path, records: &[ConnectionRecord]) -> Option<Vec<Stream>> {
         "http.request.method",
         "http2.headers.method",
         "http2.headers.path",
+        "http2.headers.status",
+        "http2.type",
+        "http2.streamid",
     ];
     args.extend([
         "-Y".into(),
@@ -202,6 +212,28 @@ fn tshark(path: &Path, records: &[ConnectionRecord]) -> Option<Vec<Stream>> {
         if from_client {
             s.h2_methods.extend(values(12));
             s.h2_paths.extend(values(13));
+        } else {
+            // One type and one stream id per HTTP/2 frame in the packet, one
+            // status per HEADERS frame that has one.
+            let statuses: Vec<u16> = values(14).filter_map(|v| v.parse().ok()).collect();
+            let types: Vec<String> = values(15).collect();
+            let ids: Vec<u32> = values(16).filter_map(|v| v.parse().ok()).collect();
+            let headers: Vec<u32> = types
+                .iter()
+                .zip(&ids)
+                .filter(|(t, _)| *t == "1")
+                .map(|(_, id)| *id)
+                .collect();
+            if types.len() != ids.len() || headers.len() != statuses.len() {
+                s.h2_statuses_unmatched = true;
+            }
+            s.h2_statuses.extend(
+                headers
+                    .iter()
+                    .zip(statuses)
+                    .filter(|(id, _)| *id % 2 == 1)
+                    .map(|(_, status)| status),
+            );
         }
     }
     Some(streams)
@@ -344,11 +376,26 @@ fn differences(records: &[ConnectionRecord], streams: &[Stream]) -> Vec<(String,
                     .collect::<Vec<_>>()
             };
             let (methods, paths) = (ours(|q| q.method.clone()), ours(|q| q.target.clone()));
-            if methods != theirs(&s.h2_methods, usize::MAX) || paths != theirs(&s.h2_paths, 200) {
+            // Responses may come in another order than their requests, and
+            // an interim (1xx) response is not the request's status: the
+            // final statuses are compared as a multiset.
+            let mut statuses: Vec<u16> = r.http.list.iter().filter_map(|q| q.status).collect();
+            let mut their_statuses: Vec<u16> = s
+                .h2_statuses
+                .iter()
+                .copied()
+                .filter(|c| *c >= 200)
+                .collect();
+            statuses.sort_unstable();
+            their_statuses.sort_unstable();
+            if methods != theirs(&s.h2_methods, usize::MAX)
+                || paths != theirs(&s.h2_paths, 200)
+                || (statuses != their_statuses && !s.h2_statuses_unmatched)
+            {
                 d.push((
                     "h2_requests".into(),
                     format!(
-                        "connection {id}: {methods:?} {paths:?} vs tshark {:?} {:?}",
+                        "connection {id}: {methods:?} {paths:?} {statuses:?} vs tshark {:?} {:?} {their_statuses:?}",
                         s.h2_methods, s.h2_paths
                     ),
                 ));
