@@ -41,22 +41,7 @@ log "setup in $WORK"
 make_docroot
 make_cert
 
-mkdir -p "$WORK/nginx"
-cat >"$WORK/nginx/nginx.conf" <<EOF
-worker_processes 1;
-daemon off;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/error.log info;
-events { worker_connections 64; }
-http {
-    access_log $WORK/nginx/access.log;
-    client_body_temp_path $WORK/nginx/body;
-    proxy_temp_path $WORK/nginx/proxy;
-    fastcgi_temp_path $WORK/nginx/fastcgi;
-    uwsgi_temp_path $WORK/nginx/uwsgi;
-    scgi_temp_path $WORK/nginx/scgi;
-    default_type text/html;
-    keepalive_timeout 75s;
+write_nginx_conf 64 "$(cat <<EOF
     server {
         listen 127.0.0.1:$HTTP_PORT;
         listen [::1]:$HTTP_PORT;
@@ -69,8 +54,8 @@ http {
         ssl_protocols TLSv1.2 TLSv1.3;
         root $WORK/www;
     }
-}
 EOF
+)"
 nginx -e "$WORK/nginx/error.log" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -t
 nginx -e "$WORK/nginx/error.log" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" &
 NGINX_PID=$!

@@ -74,26 +74,7 @@ keytool -importcert -noprompt -alias localhost -file "$WORK/cert.pem" \
 mkdir -p "$WORK/classes"
 javac -d "$WORK/classes" "$SCRIPT_DIR/java/UrlConnClient.java" "$SCRIPT_DIR/java/HttpClientPooled.java"
 
-mkdir -p "$WORK/nginx"
-cat >"$WORK/nginx/nginx.conf" <<EOF
-worker_processes 1;
-daemon off;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/error.log info;
-events { worker_connections 256; }
-http {
-    log_format conn '\$remote_addr:\$remote_port conn=\$connection '
-                    'conn_req=\$connection_requests "\$request" \$status '
-                    'proto=\$server_protocol tls=\$ssl_protocol '
-                    'reused=\$ssl_session_reused ua="\$http_user_agent"';
-    access_log $WORK/nginx/access.log conn;
-    client_body_temp_path $WORK/nginx/body;
-    proxy_temp_path $WORK/nginx/proxy;
-    fastcgi_temp_path $WORK/nginx/fastcgi;
-    uwsgi_temp_path $WORK/nginx/uwsgi;
-    scgi_temp_path $WORK/nginx/scgi;
-    default_type text/html;
-    keepalive_timeout 75s;
+write_nginx_conf 256 "$(cat <<EOF
     server {
         listen 127.0.0.1:$HTTP_PORT;
         root $WORK/www;
@@ -121,8 +102,15 @@ http {
         ssi on;
         root $WORK/www;
     }
-}
 EOF
+)" "$(cat <<EOF
+    log_format conn '\$remote_addr:\$remote_port conn=\$connection '
+                    'conn_req=\$connection_requests "\$request" \$status '
+                    'proto=\$server_protocol tls=\$ssl_protocol '
+                    'reused=\$ssl_session_reused ua="\$http_user_agent"';
+    access_log $WORK/nginx/access.log conn;
+EOF
+)"
 nginx -e "$WORK/nginx/error.log" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -t
 nginx -e "$WORK/nginx/error.log" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" &
 NGINX_PID=$!

@@ -69,6 +69,7 @@ cleanup() {
         kill -KILL "$p" 2>/dev/null
         wait "$p" 2>/dev/null
     done
+    if declare -F cleanup_extra >/dev/null; then cleanup_extra; fi
     rm -rf "$WORK"
     exit "$rc"
 }
@@ -96,7 +97,8 @@ wait_listen() {
     return 1
 }
 
-# start_capture FILE FILTER [extra tcpdump args...]
+# start_capture FILE FILTER [extra tcpdump args...]: tcpdump on lo, or on
+# CAPTURE_IF inside network namespace CAPTURE_NETNS when those are set.
 start_capture() {
     local file=$1 filter=$2; shift 2
     rm -f "$file"
@@ -108,7 +110,10 @@ start_capture() {
     # -B 65536: a 64 MiB capture buffer (with the default 2 MiB tcpdump
     #   dropped packets during the 10-thread Java bursts); stop_capture fails
     #   if any packet was dropped.
-    tcpdump -i lo --immediate-mode -U -Z root -B 65536 "$@" -w "$file" "$filter" 2>"$WORK/tcpdump.err" &
+    local in_ns=()
+    [[ -n "${CAPTURE_NETNS:-}" ]] && in_ns=(ip netns exec "$CAPTURE_NETNS")
+    "${in_ns[@]}" tcpdump -i "${CAPTURE_IF:-lo}" --immediate-mode -U -Z root -B 65536 "$@" \
+        -w "$file" "$filter" 2>"$WORK/tcpdump.err" &
     TCPDUMP_PID=$!
     for _ in $(seq 1 100); do   # max 10 s
         if grep -q 'listening on' "$WORK/tcpdump.err" 2>/dev/null; then
@@ -157,4 +162,33 @@ make_cert() {
     openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj '/CN=localhost' \
         -addext 'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1' \
         -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
+}
+
+# write_nginx_conf CONNECTIONS SERVERS [HTTP_LINES] : $WORK/nginx/nginx.conf
+# for an nginx in the foreground that keeps its pid, logs and temporary
+# files in $WORK/nginx, with CONNECTIONS worker connections, the
+# `server { ... }` blocks SERVERS, and HTTP_LINES at the top of `http`
+# (default: the access log in the default format).
+write_nginx_conf() {
+    local connections=$1 servers=$2
+    local http_lines=${3:-"    access_log $WORK/nginx/access.log;"}
+    mkdir -p "$WORK/nginx"
+    cat >"$WORK/nginx/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/error.log info;
+events { worker_connections $connections; }
+http {
+$http_lines
+    client_body_temp_path $WORK/nginx/body;
+    proxy_temp_path $WORK/nginx/proxy;
+    fastcgi_temp_path $WORK/nginx/fastcgi;
+    uwsgi_temp_path $WORK/nginx/uwsgi;
+    scgi_temp_path $WORK/nginx/scgi;
+    default_type text/html;
+    keepalive_timeout 75s;
+$servers
+}
+EOF
 }

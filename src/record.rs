@@ -52,6 +52,9 @@ pub enum AnomalyKind {
     Ipv4Fragment,
     /// An IPv6 fragment carrying TCP (not reassembled).
     Ipv6Fragment,
+    /// A tunnel header (GRE, VXLAN, Geneve, ERSPAN) cut short or
+    /// impossible, or tunnels nested deeper than four.
+    MalformedTunnel,
     /// A frame of a link type we do not decode.
     UnsupportedLinkType,
     /// A pcapng packet naming an interface that was never described.
@@ -87,6 +90,7 @@ impl AnomalyKind {
             AnomalyKind::SnaplenCut => "snaplen_cut",
             AnomalyKind::Ipv4Fragment => "ipv4_fragment",
             AnomalyKind::Ipv6Fragment => "ipv6_fragment",
+            AnomalyKind::MalformedTunnel => "malformed_tunnel",
             AnomalyKind::UnsupportedLinkType => "unsupported_link_type",
             AnomalyKind::UnknownInterface => "unknown_interface",
             AnomalyKind::TimestampBackwards => "timestamp_backwards",

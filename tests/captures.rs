@@ -108,6 +108,18 @@ const FACTS: &[Fact] = &[
         tls: Some((1, 0)),
         ..fact("tls13-curl-keepalive-5.pcap", 1, 5, TLS)
     },
+    // Inside VXLAN (scripts/record-tunnel-captures.sh): the connections are
+    // the inner ones; the outer UDP and the kernel's ICMPv6 inside the
+    // tunnel are skipped.
+    Fact {
+        close: FIN_CLIENT,
+        ..fact("tunnel-vxlan-http.pcap", 2, 4, H1)
+    },
+    Fact {
+        close: FIN_CLIENT,
+        tls: Some((1, 0)),
+        ..fact("tunnel-vxlan-tls13.pcap", 1, 3, TLS)
+    },
     Fact {
         close: FIN_SERVER,
         tls: Some((1, 1)),

@@ -18,10 +18,6 @@ use crate::tools::{analyze_path as run, skip_or_fail};
 /// Captures whose tshark facts we knowingly do not reproduce, and why.
 const TSHARK_EXCEPTIONS: &[(&str, &str)] = &[
     (
-        "zeek/Traces/tunnels/vxlan-encapsulated-http.pcap",
-        "tunnels (VXLAN) are not decapsulated: the outer UDP flow is skipped",
-    ),
-    (
         "suricata-verify/tests/tcp-split-handshake-01-4whs/split-handshake-4whs.pcap",
         "split handshake: the SYN-ACK comes from the client; only server SYN-ACKs count",
     ),

@@ -17,3 +17,4 @@ mod threads;
 mod tls;
 mod tools;
 mod tshark;
+mod tunnels;

@@ -1,6 +1,7 @@
 //! tshark as a live differential oracle: for every capture in captures/ and
 //! in ../shared/corpus, run tshark and compare, connection by connection
-//! (tshark's `tcp.stream` order is ours), the number of TCP connections, the
+//! (tshark's `tcp.stream` order is ours; inside a tunnel, the innermost
+//! addresses), the number of TCP connections, the
 //! SYN / SYN-ACK / ACK times, the sequence of plaintext TLS handshake message
 //! types each way, SNI, negotiated version and cipher, the HTTP/1 request
 //! count on cleartext, and the `:method` and `:path` of every h2c request
@@ -112,6 +113,7 @@ fn tshark(path: &Path, records: &[ConnectionRecord]) -> Option<Vec<Stream>> {
         "http2.headers.status",
         "http2.type",
         "http2.streamid",
+        "frame.protocols",
     ];
     args.extend([
         "-Y".into(),
@@ -150,10 +152,17 @@ fn tshark(path: &Path, records: &[ConnectionRecord]) -> Option<Vec<Stream>> {
         };
         let ts: f64 = ts.parse().unwrap_or(0.0);
         let flags = hex(flags).unwrap_or(0);
-        let src = [f.get(3), f.get(4)]
-            .into_iter()
-            .flatten()
-            .find(|a| !a.is_empty())
+        // The innermost IP header's source (a tunnelled frame has several):
+        // the last of its kind, the kind that comes last in the frame.
+        let inner_v6 = f.get(17).is_some_and(|stack| {
+            let stack = format!(":{stack}:");
+            stack.rfind(":ipv6:").map(|i| i as isize).unwrap_or(-1)
+                > stack.rfind(":ip:").map(|i| i as isize).unwrap_or(-1)
+        });
+        let src = f
+            .get(if inner_v6 { 4 } else { 3 })
+            .and_then(|a| a.rsplit(',').next())
+            .filter(|a| !a.is_empty())
             .map(|a| a.to_string());
         let port: Option<u16> = f.get(5).and_then(|p| p.parse().ok());
         let me = src.zip(port);

@@ -15,7 +15,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use super::{Decoded, TcpFlags, TcpSegment};
+use super::{tunnel, Decoded, TcpFlags, TcpSegment};
 use crate::record::AnomalyKind;
 use crate::source::{LinkType, RawPacket};
 
@@ -111,8 +111,9 @@ fn ipv4(data: &[u8]) -> Fast<'_> {
     };
     match h[9] {
         IP_TCP => {}
-        // AH may carry TCP after it.
+        // AH may carry TCP after it, and a tunnel a whole packet.
         IP_AUTH => return Fast::Fallback,
+        p if tunnel::maybe(p, after_header) => return Fast::Fallback,
         _ => return Fast::OtherIp,
     }
     // A total length of 0 (segmentation offload: the capture saw the packet
@@ -146,6 +147,8 @@ fn ipv6(data: &[u8]) -> Fast<'_> {
         // With a payload length of 0 (jumbograms, segmentation offload) the
         // lax path has its own rules.
         IP_TCP if payload_len > 0 => {}
+        // A tunnel carries a whole packet.
+        IP_UDP if tunnel::maybe(IP_UDP, rest) => return Fast::Fallback,
         // Neither is an extension header, so the lax path stops there too.
         IP_UDP | IP_ICMPV6 => return Fast::OtherIp,
         _ => return Fast::Fallback,

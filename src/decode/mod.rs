@@ -8,6 +8,8 @@
 //! from the bytes. Everything else goes to `decode_lax`, where
 //! `etherparse`'s lax slicing keeps whatever outer layers a snaplen-cut
 //! frame still has. Every failure becomes an [`AnomalyKind`], never a panic.
+//! Tunnels (`tunnel`: VXLAN, Geneve, GRE, ERSPAN, IP in IP) are opened and
+//! the packet inside decoded the same way: the segment is the inner one.
 //!
 //! Does not keep state between packets and knows nothing of connections.
 
@@ -27,8 +29,10 @@ mod differential;
 mod fast;
 #[cfg(test)]
 mod shard_tests;
+mod tunnel;
 
 use fast::Fast;
+use tunnel::{Inner, Tunnel};
 
 /// TCP flag bits as in the header's 13th byte.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -123,12 +127,9 @@ pub fn shard_hash(packet: &RawPacket<'_>) -> u64 {
 fn decode_lax<'a>(packet: &RawPacket<'a>) -> Decoded<'a> {
     let data = packet.data;
     let sliced = match packet.link {
-        LinkType::ETHERNET => match LaxSlicedPacket::from_ethernet(data) {
-            Ok(s) => s,
-            Err(_) => return Decoded::Bad(AnomalyKind::TruncatedLink),
-        },
+        LinkType::ETHERNET => return ethernet(data, packet, 0),
         LinkType::RAW | LinkType::RAW_12 | LinkType::RAW_14 | LinkType::IPV4 | LinkType::IPV6 => {
-            return from_ip(data, packet);
+            return from_ip(data, packet, 0);
         }
         LinkType::NULL | LinkType::LOOP => {
             let Some((family, rest)) = data.split_first_chunk::<4>() else {
@@ -140,7 +141,7 @@ fn decode_lax<'a>(packet: &RawPacket<'a>) -> Decoded<'a> {
             if !is_af_inet(le) && !is_af_inet(be) {
                 return Decoded::NotIp;
             }
-            return from_ip(rest, packet);
+            return from_ip(rest, packet, 0);
         }
         LinkType::LINUX_SLL => match etherparse::LinuxSllSlice::from_slice(data) {
             Ok(sll) => match sll.protocol_type() {
@@ -165,7 +166,25 @@ fn decode_lax<'a>(packet: &RawPacket<'a>) -> Decoded<'a> {
         LinkType::NFLOG => return nflog(data, packet),
         _ => return Decoded::Bad(AnomalyKind::UnsupportedLinkType),
     };
-    classify(sliced, packet)
+    classify(sliced, packet, 0)
+}
+
+/// An Ethernet frame, the outermost or one a tunnel carried (`depth`
+/// tunnels deep).
+fn ethernet<'a>(frame: &'a [u8], packet: &RawPacket<'a>, depth: u8) -> Decoded<'a> {
+    match LaxSlicedPacket::from_ethernet(frame) {
+        Ok(s) => classify(s, packet, depth),
+        Err(_) => Decoded::Bad(AnomalyKind::TruncatedLink),
+    }
+}
+
+/// The packet a tunnel carries, `depth` tunnels deep.
+fn inner<'a>(inner: Inner<'a>, packet: &RawPacket<'a>, depth: u8) -> Decoded<'a> {
+    match inner {
+        Inner::Ethernet(frame) => ethernet(frame, packet, depth),
+        Inner::Ip(ip) => from_ip(ip, packet, depth),
+        Inner::Mpls(stack) => mpls(stack, packet, depth),
+    }
 }
 
 const ETHERTYPE_MPLS: [EtherType; 2] = [EtherType(0x8847), EtherType(0x8848)];
@@ -173,7 +192,7 @@ const ETHERTYPE_MPLS: [EtherType; 2] = [EtherType(0x8847), EtherType(0x8848)];
 const MAX_MPLS_LABELS: usize = 16;
 
 /// IP (or, with a pseudowire control word, Ethernet) under an MPLS label stack.
-fn mpls<'a>(mut data: &'a [u8], packet: &RawPacket<'a>) -> Decoded<'a> {
+fn mpls<'a>(mut data: &'a [u8], packet: &RawPacket<'a>, depth: u8) -> Decoded<'a> {
     for _ in 0..MAX_MPLS_LABELS {
         let Some((label, rest)) = data.split_first_chunk::<4>() else {
             return Decoded::Bad(AnomalyKind::TruncatedLink);
@@ -182,10 +201,10 @@ fn mpls<'a>(mut data: &'a [u8], packet: &RawPacket<'a>) -> Decoded<'a> {
         if label[2] & 0x01 != 0 {
             // Bottom of stack: IPv4/IPv6 by version nibble, 0 = control word + Ethernet.
             return match data.first().map(|b| b >> 4) {
-                Some(4) | Some(6) => from_ip(data, packet),
-                Some(0) => match data.get(4..).map(LaxSlicedPacket::from_ethernet) {
-                    Some(Ok(s)) => classify(s, packet),
-                    _ => Decoded::Bad(AnomalyKind::TruncatedLink),
+                Some(4) | Some(6) => from_ip(data, packet, depth),
+                Some(0) => match data.get(4..) {
+                    Some(frame) => ethernet(frame, packet, depth),
+                    None => Decoded::Bad(AnomalyKind::TruncatedLink),
                 },
                 _ => Decoded::NotIp,
             };
@@ -198,7 +217,7 @@ fn mpls<'a>(mut data: &'a [u8], packet: &RawPacket<'a>) -> Decoded<'a> {
 fn ppp<'a>(data: &'a [u8], packet: &RawPacket<'a>) -> Decoded<'a> {
     let data = data.strip_prefix(&[0xff, 0x03]).unwrap_or(data);
     match data.split_first_chunk::<2>() {
-        Some(([0x00, 0x21], ip)) | Some(([0x00, 0x57], ip)) => from_ip(ip, packet),
+        Some(([0x00, 0x21], ip)) | Some(([0x00, 0x57], ip)) => from_ip(ip, packet, 0),
         Some(_) => Decoded::NotIp,
         None => Decoded::Bad(AnomalyKind::TruncatedLink),
     }
@@ -219,8 +238,8 @@ fn nflog<'a>(data: &'a [u8], packet: &RawPacket<'a>) -> Decoded<'a> {
         }
         if kind == NFULA_PAYLOAD {
             return match tlvs.get(4..len) {
-                Some(ip) => from_ip(ip, packet),
-                None => from_ip(tlvs.get(4..).unwrap_or(&[]), packet),
+                Some(ip) => from_ip(ip, packet, 0),
+                None => from_ip(tlvs.get(4..).unwrap_or(&[]), packet, 0),
             };
         }
         let padded = len.div_ceil(4) * 4;
@@ -238,9 +257,9 @@ fn is_af_inet(family: u32) -> bool {
     matches!(family, 2 | 10 | 24 | 28 | 30)
 }
 
-fn from_ip<'a>(data: &'a [u8], packet: &RawPacket<'a>) -> Decoded<'a> {
+fn from_ip<'a>(data: &'a [u8], packet: &RawPacket<'a>, depth: u8) -> Decoded<'a> {
     match LaxSlicedPacket::from_ip(data) {
-        Ok(s) => classify(s, packet),
+        Ok(s) => classify(s, packet, depth),
         Err(etherparse::err::ip::LaxHeaderSliceError::Len(_)) => {
             Decoded::Bad(AnomalyKind::TruncatedIp)
         }
@@ -254,7 +273,8 @@ fn from_ip<'a>(data: &'a [u8], packet: &RawPacket<'a>) -> Decoded<'a> {
     }
 }
 
-fn classify<'a>(sliced: LaxSlicedPacket<'a>, packet: &RawPacket<'a>) -> Decoded<'a> {
+/// The segment in a sliced frame (or packet), `depth` tunnels deep.
+fn classify<'a>(sliced: LaxSlicedPacket<'a>, packet: &RawPacket<'a>, depth: u8) -> Decoded<'a> {
     // (source, destination, payload, where the IP header starts, the IP
     // packet's length according to its header)
     let (src_ip, dst_ip, payload, ip_start, ip_len) = match &sliced.net {
@@ -276,7 +296,7 @@ fn classify<'a>(sliced: LaxSlicedPacket<'a>, packet: &RawPacket<'a>) -> Decoded<
         None => {
             if let Some(ether) = sliced.ether_payload() {
                 if ETHERTYPE_MPLS.contains(&ether.ether_type) {
-                    return mpls(ether.payload, packet);
+                    return mpls(ether.payload, packet, depth);
                 }
             }
             return match sliced.stop_err {
@@ -294,7 +314,17 @@ fn classify<'a>(sliced: LaxSlicedPacket<'a>, packet: &RawPacket<'a>) -> Decoded<
         }
     }
     if payload.ip_number != IpNumber::TCP {
-        return Decoded::OtherIp;
+        if payload.fragmented {
+            return Decoded::OtherIp;
+        }
+        return match tunnel::open(payload.ip_number.0, payload.payload) {
+            Tunnel::No => Decoded::OtherIp,
+            Tunnel::Inner(_) | Tunnel::Broken if depth >= tunnel::MAX_DEPTH => {
+                Decoded::Bad(AnomalyKind::MalformedTunnel)
+            }
+            Tunnel::Inner(carried) => inner(carried, packet, depth + 1),
+            Tunnel::Broken => Decoded::Bad(AnomalyKind::MalformedTunnel),
+        };
     }
     if payload.fragmented {
         return Decoded::Bad(if src_ip.is_ipv4() {

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Record real tunnelled traffic for the `handshakes` test-suite: two network
+# namespaces joined by a veth pair (the underlay), a VXLAN tunnel between
+# them made by the kernel, nginx in one namespace and curl in the other
+# talking through the tunnel, and tcpdump on the underlay, where only the
+# encapsulated packets are seen. See captures/README.md.
+#
+# Usage:  sudo scripts/record-tunnel-captures.sh
+#
+# Requirements (Debian): iproute2, tcpdump, nginx, curl, openssl, a kernel
+# with VXLAN (CONFIG_VXLAN). The kernel this was recorded on has VXLAN but
+# no GRE, Geneve or IP-in-IP devices; those tunnels are tested by wrapping
+# real captures (tests/tunnels.rs).
+#
+# Everything stays inside the two namespaces created here (hs-tun-a,
+# hs-tun-b), which are deleted on exit together with the veth pair; nginx
+# and tcpdump are stopped by PID. Re-running overwrites the captures.
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_DIR="$(cd "$SCRIPT_DIR/.." && pwd)"
+OUT_DIR="${OUT_DIR:-$REPO_DIR/captures}"
+
+NS_A=hs-tun-a          # curl
+NS_B=hs-tun-b          # nginx
+HTTP_PORT=18080
+HTTPS_PORT=18443
+VNI=4242
+# Underlay (veth) and overlay (vx0) addresses: documentation and ULA ranges.
+UNDER_A=192.0.2.1 UNDER_B=192.0.2.2
+OVER_A=198.51.100.1 OVER_B=198.51.100.2
+OVER6_A=fd00:4242::1 OVER6_B=fd00:4242::2
+
+# shellcheck source=scripts/record-lib.sh
+source "$SCRIPT_DIR/record-lib.sh"
+require_root
+require_tools ip tcpdump nginx curl openssl ss
+setup_work record-tunnel-captures
+
+cleanup_extra() {
+    ip netns del "$NS_A" 2>/dev/null
+    ip netns del "$NS_B" 2>/dev/null
+}
+
+log "namespaces $NS_A and $NS_B, veth underlay, VXLAN $VNI"
+cleanup_extra || true
+ip netns add "$NS_A"
+ip netns add "$NS_B"
+ip link add hs-tun-va type veth peer name hs-tun-vb
+ip link set hs-tun-va netns "$NS_A"
+ip link set hs-tun-vb netns "$NS_B"
+for side in A B; do
+    ns_var="NS_$side"; ns=${!ns_var}
+    dev=hs-tun-v${side,,}
+    under_var="UNDER_$side"; over_var="OVER_$side"; over6_var="OVER6_$side"
+    other=$([[ $side == A ]] && echo "$UNDER_B" || echo "$UNDER_A")
+    ip -n "$ns" link set lo up
+    ip -n "$ns" addr add "${!under_var}/24" dev "$dev"
+    ip -n "$ns" link set "$dev" up
+    ip -n "$ns" link add vx0 type vxlan id "$VNI" local "${!under_var}" remote "$other" \
+        dstport 4789 dev "$dev"
+    ip -n "$ns" addr add "${!over_var}/24" dev vx0
+    ip -n "$ns" addr add "${!over6_var}/64" dev vx0 nodad
+    ip -n "$ns" link set vx0 up
+done
+# Neighbours known up front, so the captures hold no ARP or ND exchanges.
+for side in A B; do
+    ns_var="NS_$side"; ns=${!ns_var}
+    peer=$([[ $side == A ]] && echo B || echo A)
+    peer_ns_var="NS_$peer"; peer_ns=${!peer_ns_var}
+    mac=$(ip -n "$peer_ns" -br link show vx0 | awk '{print $3}')
+    umac=$(ip -n "$peer_ns" -br link show "hs-tun-v${peer,,}" | awk '{print $3}')
+    over_var="OVER_$peer"; over6_var="OVER6_$peer"; under_var="UNDER_$peer"
+    ip -n "$ns" neigh replace "${!over_var}" lladdr "$mac" dev vx0 nud permanent
+    ip -n "$ns" neigh replace "${!over6_var}" lladdr "$mac" dev vx0 nud permanent
+    ip -n "$ns" neigh replace "${!under_var}" lladdr "$umac" dev "hs-tun-v${side,,}" nud permanent
+done
+
+log "nginx in $NS_B"
+make_docroot
+make_cert
+write_nginx_conf 64 "$(cat <<EOF
+    server {
+        listen $OVER_B:$HTTP_PORT;
+        listen [$OVER6_B]:$HTTP_PORT;
+        root $WORK/www;
+    }
+    server {
+        listen $OVER_B:$HTTPS_PORT ssl;
+        ssl_certificate $WORK/cert.pem;
+        ssl_certificate_key $WORK/key.pem;
+        ssl_protocols TLSv1.3;
+        root $WORK/www;
+    }
+EOF
+)"
+ip netns exec "$NS_B" nginx -e "$WORK/nginx/error.log" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" &
+PIDS+=("$!")
+for _ in $(seq 1 100); do
+    ip netns exec "$NS_B" ss -Hltn "sport = :$HTTPS_PORT" | grep -q . && break
+    sleep 0.1
+done
+
+IN_A=(ip netns exec "$NS_A" timeout 30)
+CURL=(curl -sS --http1.1 -w '%{stderr}  -> %{http_code} num_connects=%{num_connects} %{url_effective}\n')
+# fetch [curl options...] -- URL... : one curl, every body to /dev/null.
+fetch() {
+    local opts=() urls=()
+    while [[ $1 != -- ]]; do opts+=("$1"); shift; done
+    shift
+    for u in "$@"; do urls+=(-o /dev/null "$u"); done
+    "${IN_A[@]}" "${CURL[@]}" "${opts[@]}" "${urls[@]}"
+}
+CAPTURE_NETNS=$NS_A
+CAPTURE_IF=hs-tun-va
+
+log "tunnel-vxlan-http.pcap: 3 requests on one connection (IPv4 inside), 1 (IPv6 inside)"
+start_capture "$OUT_DIR/tunnel-vxlan-http.pcap" "udp port 4789"
+URL="http://$OVER_B:$HTTP_PORT/index.html"
+fetch -- "$URL" "$URL" "$URL"
+fetch -- "http://[$OVER6_B]:$HTTP_PORT/index.html"
+stop_capture
+
+log "tunnel-vxlan-tls13.pcap: 3 requests over one TLS 1.3 connection"
+start_capture "$OUT_DIR/tunnel-vxlan-tls13.pcap" "udp port 4789"
+SURL="https://localhost:$HTTPS_PORT/index.html"
+fetch -k --resolve "localhost:$HTTPS_PORT:$OVER_B" -- "$SURL" "$SURL" "$SURL"
+stop_capture
+
+log "done"
+ls -l "$OUT_DIR"/tunnel-vxlan-*.pcap >&2
