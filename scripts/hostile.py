@@ -7,6 +7,8 @@ measuring handshakes' memory and time on inputs that try to exhaust it:
   tls-16mb           a TLS handshake record header claiming 16 MB, then data
   ooo-holes N        one connection, N small segments delivered with holes
                      (every other segment missing) in reverse order
+  frag-flood N       N first IPv4 fragments (1 400 bytes each) of distinct
+                     datagrams whose other fragments never come
 
 Usage: scripts/hostile.py KIND ARG | handshakes analyze -
 """
@@ -93,13 +95,26 @@ def ooo_holes(n):
         t += 1000
 
 
+def frag_flood(n):
+    """n first fragments of distinct datagrams that never complete."""
+    payload = b"f" * MSS
+    for i in range(n):
+        src = bytes([10, 2 + (i >> 32) % 250, (i >> 24) & 0xFF, (i >> 16) & 0xFF])
+        total = 20 + len(payload)
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, total, i & 0xFFFF, 0x2000, 64, 6, 0, src, S)
+        frame = ip + payload
+        t = T0 + i * 1000
+        out.write(struct.pack("<IIII", t // 10**9, t % 10**9, len(frame), len(frame)))
+        out.write(frame)
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     kind = sys.argv[1]
     arg = int(sys.argv[2]) if len(sys.argv) > 2 else 0
     header()
-    {"syn-flood": syn_flood, "garbage": garbage, "ooo-holes": ooo_holes}.get(kind, lambda _: tls_16mb())(arg)
+    {"syn-flood": syn_flood, "garbage": garbage, "ooo-holes": ooo_holes, "frag-flood": frag_flood}.get(kind, lambda _: tls_16mb())(arg)
 
 
 if __name__ == "__main__":

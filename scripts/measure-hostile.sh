@@ -20,3 +20,4 @@ measure "SYN flood, 1M tuples" syn-flood 1000000
 measure "1 GB of garbage payload" garbage 1000000000
 measure "TLS header claiming 16 MB" tls-16mb
 measure "1M segments, holes, reversed" ooo-holes 1000000
+measure "1M fragments, never whole" frag-flood 1000000

@@ -19,6 +19,8 @@ pub mod flow;
 pub mod record;
 pub mod report;
 pub mod source;
+#[cfg(test)]
+mod testutil;
 pub mod time;
 
 pub use analyze::{Analyzer, Config, RecordSink};

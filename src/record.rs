@@ -509,6 +509,11 @@ pub struct PacketCounts {
     pub skipped: u64,
     /// TCP frames left out by `--port`/`--host`.
     pub filtered_out: u64,
+    /// IP fragments held for reassembly: a reassembled datagram is counted
+    /// once (as `tcp`, `skipped`, …) at the fragment that completed it, its
+    /// other fragments here (and so are fragments never reassembled, which
+    /// are also anomalies).
+    pub fragments: u64,
     /// Bytes of all frames as on the wire.
     pub bytes: u64,
 }

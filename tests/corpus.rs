@@ -16,16 +16,10 @@ use handshakes::{analyze, Config};
 use crate::tools::{analyze_path as run, skip_or_fail};
 
 /// Captures whose tshark facts we knowingly do not reproduce, and why.
-const TSHARK_EXCEPTIONS: &[(&str, &str)] = &[
-    (
-        "suricata-verify/tests/tcp-split-handshake-01-4whs/split-handshake-4whs.pcap",
-        "split handshake: the SYN-ACK comes from the client; only server SYN-ACKs count",
-    ),
-    (
-        "pcap-analyzer/assets/frag_tcp_80_ipv4.pcap",
-        "IPv4 fragments are counted (ipv4_fragment), not reassembled",
-    ),
-];
+const TSHARK_EXCEPTIONS: &[(&str, &str)] = &[(
+    "suricata-verify/tests/tcp-split-handshake-01-4whs/split-handshake-4whs.pcap",
+    "split handshake: the SYN-ACK comes from the client; only server SYN-ACKs count",
+)];
 
 fn corpus_dir() -> Option<PathBuf> {
     let dir = match std::env::var_os("HANDSHAKES_CORPUS") {

@@ -992,26 +992,30 @@ fn non_tcp_frames_are_skipped() {
 }
 
 #[test]
-fn ipv4_fragments_carrying_tcp_are_counted() {
+fn ipv4_fragments_never_whole_are_counted() {
     let mut seg = Seg::new(addr("10.0.0.5:40000"), addr(SERVER), 1);
     seg.payload = vec![0; 64];
     let v = basic_with(vec![
         ipv4_fragment_frame(&seg, 0, true),
         ipv4_fragment_frame(&seg, 100, false),
     ]);
+    // Offsets 0 and 800 with a hole between: never whole.
     assert_u64(&v, "/summary/anomalies/ipv4_fragment", 2);
-    assert_u64(&v, "/summary/packets/skipped", 2);
+    assert_u64(&v, "/summary/packets/fragments", 2);
+    assert_u64(&v, "/summary/packets/skipped", 0);
     assert_eq!(connections(&v), 1);
 }
 
 #[test]
-fn ipv6_fragments_carrying_tcp_are_counted() {
+fn ipv6_fragments_never_whole_are_counted() {
     let mut seg = Seg::new(addr(V6_CLIENT), addr(V6_SERVER), 1);
     seg.payload = vec![0; 64];
     seg.ipv6_ext = Some(Ipv6Ext::Fragment);
     let v = basic_with(vec![Link::Ethernet.frame(&seg)]);
+    // A first fragment whose others never come.
     assert_u64(&v, "/summary/anomalies/ipv6_fragment", 1);
-    assert_u64(&v, "/summary/packets/skipped", 1);
+    assert_u64(&v, "/summary/packets/fragments", 1);
+    assert_u64(&v, "/summary/packets/skipped", 0);
     assert_eq!(connections(&v), 1);
 }
 

@@ -4,6 +4,7 @@
 
 mod captures;
 mod corpus;
+mod fragments;
 mod fuzz_regressions;
 mod http;
 #[cfg(feature = "live")]

@@ -203,7 +203,7 @@ const WRAPS: &[(&str, Wrap)] = &[
     }),
 ];
 
-fn capture(name: &str) -> std::path::PathBuf {
+pub(crate) fn capture(name: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("captures")
         .join(name)
@@ -221,7 +221,7 @@ fn wrapped(original: &Path, wrap: Wrap) -> Vec<u8> {
     Pcap::new(1).write(&packets)
 }
 
-fn analyze_bytes(dir: &Path, name: &str, bytes: &[u8]) -> (Value, Value) {
+pub(crate) fn analyze_bytes(dir: &Path, name: &str, bytes: &[u8]) -> (Value, Value) {
     let path = dir.join(name);
     std::fs::write(&path, bytes).expect("writes");
     let (summary, records) = analyze_path(&path);
@@ -233,7 +233,7 @@ fn analyze_bytes(dir: &Path, name: &str, bytes: &[u8]) -> (Value, Value) {
 
 /// What may differ between a capture and its wrapped copy: its name and
 /// the byte count (outer headers included).
-fn comparable(mut summary: Value) -> Value {
+pub(crate) fn comparable(mut summary: Value) -> Value {
     if let Some(s) = summary.as_object_mut() {
         s.remove("file");
         if let Some(p) = s.get_mut("packets").and_then(Value::as_object_mut) {

@@ -150,6 +150,7 @@ impl Gather {
         self.summary.packets.tcp += counts.tcp;
         self.summary.packets.skipped += counts.skipped;
         self.summary.packets.filtered_out += counts.filtered_out;
+        self.summary.packets.fragments += counts.fragments;
         self.summary.anomalies.merge(&counts.anomalies);
         self.summary.finish(info)
     }

@@ -22,6 +22,7 @@ use std::io;
 use std::net::IpAddr;
 use std::time::Duration;
 
+use crate::decode::defrag::{Defragmenter, Verdict};
 use crate::decode::TcpSegment;
 use crate::record::{ConnectionRecord, Summary};
 use crate::source::{RawPacket, SourceInfo};
@@ -218,6 +219,7 @@ pub struct Progress {
 pub struct Analyzer {
     shard: Shard,
     gather: Gather,
+    defrag: Defragmenter,
 }
 
 impl Analyzer {
@@ -226,6 +228,7 @@ impl Analyzer {
         Analyzer {
             shard: Shard::new(config, cap),
             gather: Gather::new(),
+            defrag: Defragmenter::default(),
         }
     }
 
@@ -242,7 +245,12 @@ impl Analyzer {
             nows: &[now],
             origin: self.gather.origin(raw.ts),
         };
-        self.shard.packet(index, raw, &clock);
+        match self.defrag.push(raw) {
+            Verdict::Pass => self.shard.packet(index, raw, &clock),
+            // A fragment held: only time passes.
+            Verdict::Held => self.shard.advance(index, &clock),
+            Verdict::Whole(datagram) => self.shard.packet(index, &datagram, &clock),
+        }
         self.flush(sink)
     }
 
@@ -286,6 +294,8 @@ impl Analyzer {
             self.flush(sink)?;
         }
         self.flush(sink)?;
-        Ok(self.gather.finish(&self.shard.counts, info))
+        let mut counts = self.shard.counts.clone();
+        counts.add_defrag(&mut self.defrag);
+        Ok(self.gather.finish(&counts, info))
     }
 }

@@ -24,10 +24,11 @@ use std::thread;
 use super::gather::Gather;
 use super::shard::{Clock, Event, Shard, ShardCounts};
 use super::{Config, RecordSink, FINISH_CHUNK};
+use crate::decode::defrag::{Defragmenter, Verdict};
 use crate::decode::shard_hash;
 use crate::error::Error;
 use crate::record::Summary;
-use crate::source::{prefetch, FrameBatch, PacketSource};
+use crate::source::{prefetch, Frame, FrameBatch, PacketSource, RawPacket};
 use crate::time::Timestamp;
 
 /// A batch holds at most this many bytes of frames…
@@ -72,6 +73,9 @@ struct Batch {
     nows: Vec<Timestamp>,
     /// Each shard's frames (indices into `frames`), in order.
     by_shard: Vec<Vec<u32>>,
+    /// Frames that completed an IP datagram (indices into `frames`, in
+    /// order), and the datagram to analyse in their place.
+    whole: Vec<(u32, Vec<u8>)>,
 }
 
 impl Batch {
@@ -79,9 +83,30 @@ impl Batch {
         self.base + self.frames.frames.len() as u64 - 1
     }
 
+    /// Frame `i` as the shards analyse it: the datagram it completed, if
+    /// it was the last fragment of one.
+    fn packet(&self, i: u32, frame: &Frame, index: u64) -> RawPacket<'_> {
+        let raw = self.frames.packet(frame, index);
+        if self.whole.is_empty() {
+            return raw;
+        }
+        match self.whole.binary_search_by_key(&i, |w| w.0) {
+            Ok(k) => {
+                let data = self.whole.get(k).map_or(&[][..], |w| w.1.as_slice());
+                RawPacket {
+                    data,
+                    orig_len: u32::try_from(data.len()).unwrap_or(u32::MAX),
+                    ..raw
+                }
+            }
+            Err(_) => raw,
+        }
+    }
+
     fn clear(&mut self, shards: usize) {
         self.frames.clear();
         self.nows.clear();
+        self.whole.clear();
         self.by_shard.resize_with(shards, Vec::new);
         for frames in &mut self.by_shard {
             frames.clear();
@@ -212,7 +237,7 @@ fn run_batch(me: usize, shard: &mut Shard, batch: &Batch) -> Vec<Event> {
             continue;
         };
         let index = batch.base + u64::from(i);
-        let raw = batch.frames.packet(frame, index);
+        let raw = batch.packet(i, frame, index);
         shard.packet(index, &raw, &clock);
     }
     shard.advance(batch.last(), &clock);
@@ -307,6 +332,7 @@ pub fn run(
             shared: &shared,
             gather: Gather::new(),
             spare: Vec::new(),
+            defrag: Defragmenter::default(),
         };
         let result = reader
             .read_all(source, sink, progress)
@@ -316,7 +342,8 @@ pub fn run(
             queue.closed = true;
         }
         shared.more.notify_all();
-        let counts = result?;
+        let mut counts = result?;
+        counts.add_defrag(&mut reader.defrag);
         Ok(reader.gather.finish(&counts, source.info()))
     })
 }
@@ -326,6 +353,9 @@ struct Reader<'s> {
     gather: Gather,
     /// Gathered batches, for reuse.
     spare: Vec<Batch>,
+    /// IP fragments held until their datagram is whole (here, before the
+    /// shards: a datagram's fragments do not all carry its ports).
+    defrag: Defragmenter,
 }
 
 impl Reader<'_> {
@@ -386,8 +416,19 @@ impl Reader<'_> {
             let raw = batch.frames.packet(frame, 0);
             let (_, now) = self.gather.saw_packet(&raw);
             batch.nows.push(now);
-            let shard = (shard_hash(&raw) % shards as u64) as usize;
-            if let (Some(mine), Ok(i)) = (batch.by_shard.get_mut(shard), u32::try_from(i)) {
+            let Ok(i) = u32::try_from(i) else {
+                continue;
+            };
+            let hash = match self.defrag.push(&raw) {
+                Verdict::Pass => shard_hash(&raw),
+                // A fragment held: no shard analyses it.
+                Verdict::Held => continue,
+                Verdict::Whole(datagram) => {
+                    batch.whole.push((i, datagram.data.to_vec()));
+                    shard_hash(&datagram)
+                }
+            };
+            if let Some(mine) = batch.by_shard.get_mut((hash % shards as u64) as usize) {
                 mine.push(i);
             }
         }

@@ -13,6 +13,7 @@ use std::collections::{HashMap, VecDeque};
 
 use super::connection::Connection;
 use super::{Config, Encoder};
+use crate::decode::defrag::Defragmenter;
 use crate::decode::{decode, Decoded, TcpSegment};
 use crate::flow::FlowKey;
 use crate::record::{Anomalies, AnomalyKind, ClientBy, CloseKind, ConnectionRecord, Side};
@@ -116,6 +117,8 @@ pub struct ShardCounts {
     pub tcp: u64,
     pub skipped: u64,
     pub filtered_out: u64,
+    /// IP fragments held for reassembly (kept by the reader, not a shard).
+    pub fragments: u64,
     /// Anomalies not attached to any connection.
     pub anomalies: Anomalies,
 }
@@ -125,7 +128,15 @@ impl ShardCounts {
         self.tcp += other.tcp;
         self.skipped += other.skipped;
         self.filtered_out += other.filtered_out;
+        self.fragments += other.fragments;
         self.anomalies.merge(&other.anomalies);
+    }
+
+    /// Adds what the defragmenter did, once the input has ended.
+    pub fn add_defrag(&mut self, defrag: &mut Defragmenter) {
+        defrag.finish();
+        self.fragments += defrag.held;
+        self.anomalies.merge(&defrag.anomalies);
     }
 }
 

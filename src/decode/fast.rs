@@ -81,7 +81,7 @@ pub(super) fn parse<'a>(packet: &RawPacket<'a>) -> Fast<'a> {
 
 /// The IP packet after an Ethernet II header and at most one 802.1Q tag.
 #[inline(always)]
-fn ethernet(data: &[u8]) -> Option<&[u8]> {
+pub(super) fn ethernet(data: &[u8]) -> Option<&[u8]> {
     let (header, rest) = data.split_first_chunk::<14>()?;
     let ether_type = [header[12], header[13]];
     match ether_type {

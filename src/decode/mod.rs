@@ -11,7 +11,9 @@
 //! Tunnels (`tunnel`: VXLAN, Geneve, GRE, ERSPAN, IP in IP) are opened and
 //! the packet inside decoded the same way: the segment is the inner one.
 //!
-//! Does not keep state between packets and knows nothing of connections.
+//! Does not keep state between packets (but for `defrag`, which holds IP
+//! fragments until their datagram is whole) and knows nothing of
+//! connections.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -24,6 +26,7 @@ use etherparse::{
 use crate::record::AnomalyKind;
 use crate::source::{LinkType, RawPacket};
 
+pub mod defrag;
 #[cfg(test)]
 mod differential;
 mod fast;

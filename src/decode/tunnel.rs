@@ -293,17 +293,10 @@ mod tests {
 
     #[test]
     fn any_bytes_open_without_panicking() {
-        let mut seed = 0x1234_5678_u64;
+        let mut rng = crate::testutil::Xorshift(0x1234_5678);
         for len in 0..200 {
             for _ in 0..50 {
-                let bytes: Vec<u8> = (0..len)
-                    .map(|_| {
-                        seed ^= seed << 13;
-                        seed ^= seed >> 7;
-                        seed ^= seed << 17;
-                        seed as u8
-                    })
-                    .collect();
+                let bytes = rng.bytes(len);
                 for proto in [IP_IPV4, IP_UDP, IP_IPV6, IP_GRE] {
                     let _ = open(proto, &bytes);
                     let _ = maybe(proto, &bytes);

@@ -155,6 +155,12 @@ pub fn write_summary(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
     if s.packets.filtered_out > 0 {
         packets.push_str(&format!(", {} filtered out", s.packets.filtered_out));
     }
+    if s.packets.fragments > 0 {
+        packets.push_str(&format!(
+            ", {} more IP fragments (reassembled or counted as anomalies)",
+            s.packets.fragments
+        ));
+    }
     writeln!(out, "packets       {packets}")?;
     writeln!(
         out,

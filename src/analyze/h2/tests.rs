@@ -199,13 +199,8 @@ fn a_block_too_large_or_broken_stops_decoding_not_counting() {
 #[test]
 fn any_bytes_as_header_blocks_never_panic() {
     // A fixed xorshift: the same blocks in every run.
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut rng = crate::testutil::Xorshift(0x9e37_79b9_7f4a_7c15);
+    let mut next = move || rng.next();
     for round in 0..20_000 {
         let mut h = H2::prior_knowledge(4);
         let mut client = PREFACE.to_vec();
