@@ -78,6 +78,9 @@ done
 
 log "nginx in $NS_B"
 make_docroot
+# A page of 20 KB: full-size segments.
+for _ in $(seq 1 15); do cat "$WORK/www/index.html"; done >"$WORK/www/big.html"
+chmod 644 "$WORK/www/big.html"
 make_cert
 write_nginx_conf 64 "$(cat <<EOF
     server {
@@ -125,6 +128,17 @@ log "tunnel-vxlan-tls13.pcap: 3 requests over one TLS 1.3 connection"
 start_capture "$OUT_DIR/tunnel-vxlan-tls13.pcap" "udp port 4789"
 SURL="https://localhost:$HTTPS_PORT/index.html"
 fetch -k --resolve "localhost:$HTTPS_PORT:$OVER_B" -- "$SURL" "$SURL" "$SURL"
+stop_capture
+
+log "tunnel-vxlan-fragmented.pcap: the underlay's MTU below the tunnel's: the kernel fragments the VXLAN packets"
+# vx0 keeps its MTU of 1450 (TCP's MSS follows it); the veth drops to 1000,
+# so every full-size segment leaves as two IPv4 fragments of one UDP packet.
+for side in a b; do
+    ns_var="NS_${side^^}"
+    ip -n "${!ns_var}" link set hs-tun-v$side mtu 1000
+done
+start_capture "$OUT_DIR/tunnel-vxlan-fragmented.pcap" "udp port 4789 or (ip[6:2] & 0x1fff != 0)"
+fetch -- "$URL" "http://$OVER_B:$HTTP_PORT/big.html"
 stop_capture
 
 log "done"

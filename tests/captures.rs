@@ -120,6 +120,14 @@ const FACTS: &[Fact] = &[
         tls: Some((1, 0)),
         ..fact("tunnel-vxlan-tls13.pcap", 1, 3, TLS)
     },
+    // The underlay's MTU below the tunnel's: one VXLAN packet arrives in
+    // two IPv4 fragments (reassembled), and the request after it is
+    // retransmitted (the classic overlay MTU stall).
+    Fact {
+        close: FIN_CLIENT,
+        clean: false,
+        ..fact("tunnel-vxlan-fragmented.pcap", 1, 2, H1)
+    },
     Fact {
         close: FIN_SERVER,
         tls: Some((1, 1)),
