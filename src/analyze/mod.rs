@@ -22,7 +22,7 @@ use std::io;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use crate::decode::defrag::{Defragmenter, Verdict};
+use crate::decode::defrag::{may_be_fragment, Defragmenter, Verdict};
 use crate::decode::TcpSegment;
 use crate::record::{ConnectionRecord, Summary};
 use crate::source::{RawPacket, SourceInfo};
@@ -245,11 +245,15 @@ impl Analyzer {
             nows: &[now],
             origin: self.gather.origin(raw.ts),
         };
-        match self.defrag.push(raw) {
-            Verdict::Pass => self.shard.packet(index, raw, &clock),
-            // A fragment held: only time passes.
-            Verdict::Held => self.shard.advance(index, &clock),
-            Verdict::Whole(datagram) => self.shard.packet(index, &datagram, &clock),
+        if !may_be_fragment(raw) {
+            self.shard.packet(index, raw, &clock);
+        } else {
+            match self.defrag.push(raw) {
+                Verdict::Pass => self.shard.packet(index, raw, &clock),
+                // A fragment held: only time passes.
+                Verdict::Held => self.shard.advance(index, &clock),
+                Verdict::Whole(datagram) => self.shard.packet(index, &datagram, &clock),
+            }
         }
         self.flush(sink)
     }

@@ -24,7 +24,7 @@ use std::thread;
 use super::gather::Gather;
 use super::shard::{Clock, Event, Shard, ShardCounts};
 use super::{Config, RecordSink, FINISH_CHUNK};
-use crate::decode::defrag::{Defragmenter, Verdict};
+use crate::decode::defrag::{may_be_fragment, Defragmenter, Verdict};
 use crate::decode::shard_hash;
 use crate::error::Error;
 use crate::record::Summary;
@@ -419,13 +419,17 @@ impl Reader<'_> {
             let Ok(i) = u32::try_from(i) else {
                 continue;
             };
-            let hash = match self.defrag.push(&raw) {
-                Verdict::Pass => shard_hash(&raw),
-                // A fragment held: no shard analyses it.
-                Verdict::Held => continue,
-                Verdict::Whole(datagram) => {
-                    batch.whole.push((i, datagram.data.to_vec()));
-                    shard_hash(&datagram)
+            let hash = if !may_be_fragment(&raw) {
+                shard_hash(&raw)
+            } else {
+                match self.defrag.push(&raw) {
+                    Verdict::Pass => shard_hash(&raw),
+                    // A fragment held: no shard analyses it.
+                    Verdict::Held => continue,
+                    Verdict::Whole(datagram) => {
+                        batch.whole.push((i, datagram.data.to_vec()));
+                        shard_hash(&datagram)
+                    }
                 }
             };
             if let Some(mine) = batch.by_shard.get_mut((hash % shards as u64) as usize) {

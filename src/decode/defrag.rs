@@ -127,9 +127,40 @@ pub struct Defragmenter {
     pub anomalies: Anomalies,
 }
 
+/// Whether `raw` may be a fragment, read from a few bytes: false for the
+/// common unfragmented IPv4 and IPv6 frames on Ethernet (without VLAN tags)
+/// and raw IP links, true for everything else, which
+/// [`Defragmenter::push`] then reads properly. Costs a few instructions per
+/// frame, where reading every frame fully cost 4 % of one thread's
+/// instructions.
+#[inline]
+pub fn may_be_fragment(raw: &RawPacket<'_>) -> bool {
+    let d = raw.data;
+    // The EtherType (or nothing, on raw links), then the IP header's first
+    // 8 bytes: version, IPv4 flags and offset, IPv6 next header.
+    let head = match raw.link {
+        LinkType::ETHERNET => d.get(12..).and_then(|h| h.first_chunk::<10>()).copied(),
+        LinkType::RAW | LinkType::RAW_12 | LinkType::RAW_14 | LinkType::IPV4 | LinkType::IPV6 => d
+            .first_chunk::<8>()
+            .map(|h| [0x08, 0x00, h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]),
+        _ => None,
+    };
+    match head {
+        Some([0x08, 0x00, v, _, _, _, _, _, flags, offset]) if v >> 4 == 4 => {
+            // More fragments, or an offset.
+            flags & 0x3f != 0 || offset != 0
+        }
+        Some([0x08 | 0x86, 0x00 | 0xdd, v, _, _, _, _, _, next, _]) if v >> 4 == 6 => {
+            // A Fragment header, or a header that may precede one.
+            next == IPV6_FRAGMENT || IPV6_BEFORE_FRAGMENT.contains(&next)
+        }
+        _ => true,
+    }
+}
+
 impl Defragmenter {
     /// Takes a frame: passes it on, holds it, or returns the datagram it
-    /// completed.
+    /// completed. Callers skip it for frames [`may_be_fragment`] rules out.
     pub fn push<'s>(&'s mut self, raw: &RawPacket<'_>) -> Verdict<'s> {
         let Some(fragment) = fragment(raw) else {
             return Verdict::Pass;

@@ -109,12 +109,8 @@ fn ipv4(data: &[u8]) -> Fast<'_> {
     let Some(after_header) = data.get(header_len..) else {
         return Fast::Fallback;
     };
-    match h[9] {
-        IP_TCP => {}
-        // AH may carry TCP after it, and a tunnel a whole packet.
-        IP_AUTH => return Fast::Fallback,
-        p if tunnel::maybe(p, after_header) => return Fast::Fallback,
-        _ => return Fast::OtherIp,
+    if h[9] != IP_TCP {
+        return not_tcp(h[9], after_header);
     }
     // A total length of 0 (segmentation offload: the capture saw the packet
     // before the length was set), more fragments, or a fragment offset.
@@ -129,6 +125,19 @@ fn ipv4(data: &[u8]) -> Fast<'_> {
     };
     let addrs = Addrs::V4([h[12], h[13], h[14], h[15]], [h[16], h[17], h[18], h[19]]);
     tcp(addrs, ip_payload, cut, total_len as u64, header_len as u64)
+}
+
+/// An IPv4 packet of protocol `proto`, not TCP: out of the hot path, so
+/// that the TCP path stays small enough to inline.
+#[cold]
+#[inline(never)]
+fn not_tcp(proto: u8, payload: &[u8]) -> Fast<'_> {
+    // AH may carry TCP after it, and a tunnel a whole packet.
+    if proto == IP_AUTH || tunnel::maybe(proto, payload) {
+        Fast::Fallback
+    } else {
+        Fast::OtherIp
+    }
 }
 
 #[inline(always)]

@@ -102,6 +102,7 @@ impl FlowKey {
 }
 
 impl Hash for FlowKey {
+    #[inline]
     fn hash<H: Hasher>(&self, state: &mut H) {
         let [a0, a1, b0, b1, w] = self.words;
         if w & (LO_V4 | HI_V4) == LO_V4 | HI_V4 {

@@ -98,6 +98,7 @@ impl Recent {
     /// Whether `payload`, starting at stream offset `start`, differs from a
     /// remembered byte; `end` is the delivery point (where the newest
     /// remembered chunk ends).
+    #[inline]
     pub fn differs(&self, end: u64, start: u64, payload: &[u8]) -> bool {
         let stop = start + payload.len() as u64;
         let mut chunk_end = end;
