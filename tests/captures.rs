@@ -120,6 +120,11 @@ const FACTS: &[Fact] = &[
         tls: Some((1, 0)),
         ..fact("tunnel-vxlan-tls13.pcap", 1, 3, TLS)
     },
+    // Routers fragment every full-size segment (no DF, a 576-byte link).
+    Fact {
+        close: FIN_CLIENT,
+        ..fact("ip-fragmented-http.pcap", 1, 2, H1)
+    },
     // The underlay's MTU below the tunnel's: one VXLAN packet arrives in
     // two IPv4 fragments (reassembled), and the request after it is
     // retransmitted (the classic overlay MTU stall).
@@ -250,6 +255,29 @@ fn recorded_facts_hold() {
             }
         }
     }
+}
+
+/// Real router fragmentation (scripts/record-fragment-captures.sh): every
+/// full-size segment from the server in three IPv4 fragments. tshark
+/// (`-z conv,tcp`) counts 42 TCP frames, 20 from the server; the page and
+/// the test page make 21.9 kB of response.
+#[test]
+fn routers_fragments_are_reassembled() {
+    let (summary, records) = run(&capture("ip-fragmented-http.pcap"));
+    assert_eq!(summary.packets.tcp, 42);
+    assert_eq!(summary.packets.fragments, 30);
+    assert!(summary.anomalies.0.is_empty(), "{:?}", summary.anomalies);
+    let conn = records.first().expect("one connection");
+    assert_eq!(conn.tcp.packets.server, 20);
+    assert_eq!(
+        conn.http
+            .list
+            .iter()
+            .filter(|r| r.status == Some(200))
+            .count(),
+        2
+    );
+    assert!(conn.tcp.bytes.server > 20_000, "{}", conn.tcp.bytes.server);
 }
 
 #[test]
