@@ -76,6 +76,12 @@ pub fn pipeline(data: &[u8]) {
         return;
     };
     assert_eq!(summary.connections, records.len() as u64, "connections");
+    let p = &summary.packets;
+    assert_eq!(
+        p.total,
+        p.tcp + p.skipped + p.filtered_out + p.fragments,
+        "every frame counted once: TCP, skipped, filtered out or a held fragment"
+    );
     assert_eq!(
         summary.requests,
         records.iter().map(|r| r.http.requests).sum::<u64>(),

@@ -250,13 +250,18 @@ impl Seed {
 }
 
 /// A few frames of each kind from `captures/`, IPv4 and IPv6 (a SYN with
-/// options, a request, a pure ACK, a FIN), each also as raw IP, with one
-/// VLAN tag, and with an Ethernet trailer after the IP packet.
+/// options, a request, a pure ACK, a FIN), and the same inside VXLAN (whose
+/// frames the fast path opens too), each also as raw IP, with one VLAN
+/// tag, and with an Ethernet trailer after the IP packet.
 fn seeds() -> &'static [Seed] {
     static SEEDS: OnceLock<Vec<Seed>> = OnceLock::new();
     SEEDS.get_or_init(|| {
         let mut seeds = Vec::new();
-        for name in ["http-curl-5-keepalive.pcap", "http-curl-ipv6.pcap"] {
+        for name in [
+            "http-curl-5-keepalive.pcap",
+            "http-curl-ipv6.pcap",
+            "tunnel-vxlan-http.pcap",
+        ] {
             let path = Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("captures")
                 .join(name);

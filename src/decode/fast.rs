@@ -70,11 +70,18 @@ pub(super) fn parse<'a>(packet: &RawPacket<'a>) -> Fast<'a> {
         }
         _ => return Fast::Fallback,
     };
+    ip_packet(ip, true)
+}
+
+/// The IP packet `ip`; `outer` when it is not inside a tunnel (the fast
+/// path opens one VXLAN tunnel, not two).
+#[inline(always)]
+fn ip_packet(ip: &[u8], outer: bool) -> Fast<'_> {
     // Like the lax path, the version nibble decides, whatever the EtherType
     // or link type said.
     match ip.first().map(|b| b >> 4) {
-        Some(4) => ipv4(ip),
-        Some(6) => ipv6(ip),
+        Some(4) => ipv4(ip, outer),
+        Some(6) => ipv6(ip, outer),
         _ => Fast::Fallback,
     }
 }
@@ -95,7 +102,7 @@ pub(super) fn ethernet(data: &[u8]) -> Option<&[u8]> {
 }
 
 #[inline(always)]
-fn ipv4(data: &[u8]) -> Fast<'_> {
+fn ipv4(data: &[u8], outer: bool) -> Fast<'_> {
     let Some(h) = data.first_chunk::<20>() else {
         return Fast::Fallback;
     };
@@ -110,7 +117,11 @@ fn ipv4(data: &[u8]) -> Fast<'_> {
         return Fast::Fallback;
     };
     if h[9] != IP_TCP {
-        return not_tcp(h[9], after_header);
+        // A tunnel is opened only in a whole packet (the lax path's rule),
+        // up to the packet's end (Ethernet padding follows).
+        let whole = total_len != 0 && h[6] & 0x3f == 0 && h[7] == 0;
+        let payload = data.get(header_len..total_len).unwrap_or(after_header);
+        return not_tcp(h[9], payload, outer && whole);
     }
     // A total length of 0 (segmentation offload: the capture saw the packet
     // before the length was set), more fragments, or a fragment offset.
@@ -131,7 +142,12 @@ fn ipv4(data: &[u8]) -> Fast<'_> {
 /// that the TCP path stays small enough to inline.
 #[cold]
 #[inline(never)]
-fn not_tcp(proto: u8, payload: &[u8]) -> Fast<'_> {
+fn not_tcp(proto: u8, payload: &[u8], outer: bool) -> Fast<'_> {
+    if proto == IP_UDP && outer {
+        if let Some(frame) = tunnel::vxlan_frame(payload) {
+            return vxlan(frame);
+        }
+    }
     // AH may carry TCP after it, and a tunnel a whole packet.
     if proto == IP_AUTH || tunnel::maybe(proto, payload) {
         Fast::Fallback
@@ -140,8 +156,18 @@ fn not_tcp(proto: u8, payload: &[u8]) -> Fast<'_> {
     }
 }
 
+/// The Ethernet frame inside a VXLAN header (mirrored cloud traffic is all
+/// VXLAN: the common case gets the fast path too).
+#[inline(never)]
+fn vxlan(frame: &[u8]) -> Fast<'_> {
+    match ethernet(frame) {
+        Some(ip) => ip_packet(ip, false),
+        None => Fast::Fallback,
+    }
+}
+
 #[inline(always)]
-fn ipv6(data: &[u8]) -> Fast<'_> {
+fn ipv6(data: &[u8], outer: bool) -> Fast<'_> {
     let Some((h, rest)) = data.split_first_chunk::<8>() else {
         return Fast::Fallback;
     };
@@ -157,7 +183,12 @@ fn ipv6(data: &[u8]) -> Fast<'_> {
         // lax path has its own rules.
         IP_TCP if payload_len > 0 => {}
         // A tunnel carries a whole packet.
-        IP_UDP if tunnel::maybe(IP_UDP, rest) => return Fast::Fallback,
+        IP_UDP if tunnel::maybe(IP_UDP, rest) => {
+            return match tunnel::vxlan_frame(rest.get(..payload_len).unwrap_or(rest)) {
+                Some(frame) if outer => vxlan(frame),
+                _ => Fast::Fallback,
+            };
+        }
         // Neither is an extension header, so the lax path stops there too.
         IP_UDP | IP_ICMPV6 => return Fast::OtherIp,
         _ => return Fast::Fallback,

@@ -64,6 +64,19 @@ pub fn maybe(proto: u8, payload: &[u8]) -> bool {
     }
 }
 
+/// The Ethernet frame in a UDP datagram (`udp`, from its header on) to the
+/// VXLAN port with a valid VXLAN header; `None` for anything else.
+#[inline]
+pub fn vxlan_frame(udp: &[u8]) -> Option<&[u8]> {
+    match (udp_ports(udp)?, udp.get(8..)) {
+        ((_, VXLAN_PORT), Some(body)) => match vxlan(body) {
+            Tunnel::Inner(Inner::Ethernet(frame)) => Some(frame),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// Opens the (unfragmented) IP payload `payload` of protocol `proto`.
 pub fn open(proto: u8, payload: &[u8]) -> Tunnel<'_> {
     match proto {
