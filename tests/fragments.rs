@@ -8,11 +8,8 @@
 
 use serde_json::Value;
 
-use handshakes::source::file::FileSource;
-use handshakes::{Config, PacketSource};
-
 use crate::support::{Packet, Pcap};
-use crate::tunnels::{capture, comparable};
+use crate::tunnels::{analyze_bytes, capture, comparable, rewritten};
 
 /// The captures split: HTTP/1.1 over IPv4 and IPv6, TLS 1.3 over IPv4.
 const ORIGINALS: &[&str] = &[
@@ -93,39 +90,18 @@ fn tcp_payload(frame: &[u8]) -> usize {
 /// (given the fragments in order; returns the frames to write, all at the
 /// original segment's time); also how many fragments it wrote in all.
 fn fragmented(name: &str, arrange: Arrange) -> (Vec<u8>, u64) {
-    let mut source = FileSource::open(&capture(name)).expect("opens");
-    let mut packets = Vec::new();
     let mut fragments = 0;
     let mut id = 0u16;
-    while let Some(raw) = source.next_packet().expect("reads") {
-        if tcp_payload(raw.data) > 64 {
-            id += 1;
-            let frames = arrange(split(raw.data, 3, id));
-            fragments += frames.len() as u64;
-            packets.extend(frames.into_iter().map(|f| Packet::new(raw.ts.0, f)));
-        } else {
-            packets.push(Packet::new(raw.ts.0, raw.data.to_vec()));
+    let packets = rewritten(&capture(name), |ts, frame| {
+        if tcp_payload(frame) <= 64 {
+            return vec![Packet::new(ts, frame.to_vec())];
         }
-    }
+        id += 1;
+        let frames = arrange(split(frame, 3, id));
+        fragments += frames.len() as u64;
+        frames.into_iter().map(|f| Packet::new(ts, f)).collect()
+    });
     (Pcap::new(1).write(&packets), fragments)
-}
-
-/// Summary and records of `bytes` analysed on `threads` threads.
-fn analyze_on(dir: &std::path::Path, bytes: &[u8], threads: usize) -> (Value, Value) {
-    let path = dir.join(format!("f{threads}.pcap"));
-    std::fs::write(&path, bytes).expect("writes");
-    let mut source = FileSource::open(&path).expect("opens");
-    let mut records = Vec::new();
-    let config = Config {
-        threads,
-        ..Config::default()
-    };
-    let summary = handshakes::analyze(&mut source, &config, &mut records).expect("analyses");
-    records.sort_by_key(|r| r.id);
-    (
-        serde_json::to_value(summary).expect("serialises"),
-        serde_json::to_value(records).expect("serialises"),
-    )
 }
 
 fn without_packets(summary: &Value) -> Value {
@@ -156,11 +132,11 @@ fn fragmented_segments_give_the_originals_records() {
     ];
     for original in ORIGINALS {
         let plain = std::fs::read(capture(original)).expect("reads");
-        let (summary, records) = analyze_on(dir.path(), &plain, 1);
+        let (summary, records) = analyze_bytes(dir.path(), "plain.pcap", &plain, 1);
         for (how, arrange) in arrangements {
             let (bytes, written) = fragmented(original, arrange);
             for threads in [1, 2] {
-                let (s, r) = analyze_on(dir.path(), &bytes, threads);
+                let (s, r) = analyze_bytes(dir.path(), "split.pcap", &bytes, threads);
                 let what = format!("{original}, {how}, {threads} thread(s)");
                 assert_eq!(r, records, "{what}: records");
                 assert_eq!(
@@ -189,7 +165,7 @@ fn fragments_that_never_make_a_datagram_are_anomalies() {
     let dir = tempfile::tempdir().expect("temp dir");
     let original = "http-curl-5-keepalive.pcap";
     let plain = std::fs::read(capture(original)).expect("reads");
-    let (_, records) = analyze_on(dir.path(), &plain, 1);
+    let (_, records) = analyze_bytes(dir.path(), "plain.pcap", &plain, 1);
     let cases: [(&str, Arrange); 2] = [
         ("the middle one lost", |mut f| {
             f.remove(1);
@@ -206,7 +182,7 @@ fn fragments_that_never_make_a_datagram_are_anomalies() {
     for (how, arrange) in cases {
         let (bytes, written) = fragmented(original, arrange);
         for threads in [1, 2] {
-            let (s, r) = analyze_on(dir.path(), &bytes, threads);
+            let (s, r) = analyze_bytes(dir.path(), "split.pcap", &bytes, threads);
             let what = format!("{how}, {threads} thread(s)");
             assert_eq!(
                 s["anomalies"]["ipv4_fragment"].as_u64(),

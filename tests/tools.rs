@@ -11,12 +11,30 @@ use handshakes::{analyze, Config, ConnectionRecord, Summary};
 
 /// The whole pipeline on one file: its summary and records in id order.
 pub fn analyze_path(path: &Path) -> (Summary, Vec<ConnectionRecord>) {
+    analyze_path_on(path, 0)
+}
+
+/// [`analyze_path`] on `threads` threads (0: one per core).
+pub fn analyze_path_on(path: &Path, threads: usize) -> (Summary, Vec<ConnectionRecord>) {
     let mut source = FileSource::open(path).unwrap_or_else(|e| panic!("{e}"));
     let mut records = Vec::new();
-    let summary =
-        analyze(&mut source, &Config::default(), &mut records).unwrap_or_else(|e| panic!("{e}"));
+    let config = Config {
+        threads,
+        ..Config::default()
+    };
+    let summary = analyze(&mut source, &config, &mut records).unwrap_or_else(|e| panic!("{e}"));
     records.sort_by_key(|r| r.id);
     (summary, records)
+}
+
+/// The summary and the records as JSON values (to compare whole).
+pub fn as_json(
+    analysed: (Summary, Vec<ConnectionRecord>),
+) -> (serde_json::Value, serde_json::Value) {
+    (
+        serde_json::to_value(analysed.0).expect("summary serialises"),
+        serde_json::to_value(analysed.1).expect("records serialise"),
+    )
 }
 
 /// Reports a skipped test on stderr; panics instead when

@@ -16,10 +16,10 @@ use std::process::Command;
 use serde_json::Value;
 
 use handshakes::source::file::FileSource;
-use handshakes::{analyze, Config, PacketSource};
+use handshakes::PacketSource;
 
 use crate::support::{Packet, Pcap};
-use crate::tools::{analyze_path, skip_or_fail};
+use crate::tools::{analyze_path, analyze_path_on, as_json, skip_or_fail};
 
 const ETH_IPV4: u16 = 0x0800;
 const ETH_IPV6: u16 = 0x86dd;
@@ -209,26 +209,37 @@ pub(crate) fn capture(name: &str) -> std::path::PathBuf {
         .join(name)
 }
 
-/// Every frame of a capture, wrapped.
-fn wrapped(original: &Path, wrap: Wrap) -> Vec<u8> {
+/// A capture rewritten: each of its (whole) frames replaced by the
+/// packets `rewrite` makes of it, given its time and bytes.
+pub(crate) fn rewritten(
+    original: &Path,
+    mut rewrite: impl FnMut(i64, &[u8]) -> Vec<Packet>,
+) -> Vec<Packet> {
     let mut source = FileSource::open(original).expect("opens");
     let mut packets = Vec::new();
     while let Some(raw) = source.next_packet().expect("reads") {
         assert_eq!(raw.data.len() as u32, raw.orig_len, "whole frames");
-        let frame = wrap(raw.data);
-        packets.push(Packet::new(raw.ts.0, frame));
+        packets.extend(rewrite(raw.ts.0, raw.data));
     }
-    Pcap::new(1).write(&packets)
+    packets
 }
 
-pub(crate) fn analyze_bytes(dir: &Path, name: &str, bytes: &[u8]) -> (Value, Value) {
+/// Every frame of a capture, wrapped.
+fn wrapped(original: &Path, wrap: Wrap) -> Vec<u8> {
+    Pcap::new(1).write(&rewritten(original, |ts, f| vec![Packet::new(ts, wrap(f))]))
+}
+
+/// Summary and records, as JSON, of `bytes` written to `dir`/`name` and
+/// analysed on `threads` threads (0: one per core).
+pub(crate) fn analyze_bytes(
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+    threads: usize,
+) -> (Value, Value) {
     let path = dir.join(name);
     std::fs::write(&path, bytes).expect("writes");
-    let (summary, records) = analyze_path(&path);
-    (
-        serde_json::to_value(summary).expect("summary serialises"),
-        serde_json::to_value(records).expect("records serialise"),
-    )
+    as_json(analyze_path_on(&path, threads))
 }
 
 /// What may differ between a capture and its wrapped copy: its name and
@@ -294,13 +305,7 @@ fn wrapped_captures_give_the_originals_records() {
     }
     let mut compared = 0;
     for original in ORIGINALS {
-        let (summary, records) = {
-            let (s, r) = analyze_path(&capture(original));
-            (
-                serde_json::to_value(s).expect("serialises"),
-                serde_json::to_value(r).expect("serialises"),
-            )
-        };
+        let (summary, records) = as_json(analyze_path(&capture(original)));
         assert!(
             !records.as_array().expect("a list").is_empty(),
             "{original}: has connections"
@@ -308,7 +313,7 @@ fn wrapped_captures_give_the_originals_records() {
         for (i, (name, wrap)) in WRAPS.iter().enumerate() {
             let file = format!("{i}-{original}");
             let bytes = wrapped(&capture(original), *wrap);
-            let (s, r) = analyze_bytes(dir.path(), &file, &bytes);
+            let (s, r) = analyze_bytes(dir.path(), &file, &bytes, 0);
             assert_eq!(r, records, "{original} in {name}: records");
             assert_eq!(
                 comparable(s.clone()),
@@ -345,15 +350,11 @@ fn four_tunnels_deep_are_opened_five_are_an_anomaly() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("deep.pcap");
     for depth in [4, 5] {
-        let mut source = FileSource::open(&original).expect("opens");
-        let mut packets = Vec::new();
-        while let Some(raw) = source.next_packet().expect("reads") {
-            packets.push(Packet::new(raw.ts.0, nested_vxlan(raw.data, depth)));
-        }
+        let packets = rewritten(&original, |ts, f| {
+            vec![Packet::new(ts, nested_vxlan(f, depth))]
+        });
         std::fs::write(&path, Pcap::new(1).write(&packets)).expect("writes");
-        let mut src = FileSource::open(&path).expect("opens");
-        let mut found = Vec::new();
-        let summary = analyze(&mut src, &Config::default(), &mut found).expect("analyses");
+        let (summary, found) = analyze_path(&path);
         let anomalies = summary
             .anomalies
             .0
@@ -393,15 +394,9 @@ fn a_tunnel_header_cut_short_is_an_anomaly() {
         ),
     ];
     for (name, wrap, keep) in cuts {
-        let mut source = FileSource::open(&original).expect("opens");
-        let mut packets = Vec::new();
-        while let Some(raw) = source.next_packet().expect("reads") {
-            packets.push(Packet::new(raw.ts.0, wrap(raw.data)).cut(keep));
-        }
+        let packets = rewritten(&original, |ts, f| vec![Packet::new(ts, wrap(f)).cut(keep)]);
         std::fs::write(&path, Pcap::new(1).write(&packets)).expect("writes");
-        let mut src = FileSource::open(&path).expect("opens");
-        let mut found = Vec::new();
-        let summary = analyze(&mut src, &Config::default(), &mut found).expect("analyses");
+        let (summary, found) = analyze_path(&path);
         assert!(found.is_empty(), "{name}: no connection");
         assert_eq!(
             summary
