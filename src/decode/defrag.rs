@@ -177,8 +177,7 @@ impl Defragmenter {
             if self.order.len() >= 2 * MAX_PENDING {
                 // Forget the keys of datagrams completed meanwhile.
                 let pending = &self.pending;
-                self.order
-                    .retain(|(seen, k)| pending.get(k).is_some_and(|d| d.first_seen == *seen));
+                self.order.retain(|&(seen, k)| current(pending, seen, &k));
             }
             self.order.push_back((raw.ts, key));
             self.pending.insert(
@@ -236,27 +235,29 @@ impl Defragmenter {
 
     /// Drops the datagrams whose first fragment is older than [`TIMEOUT`].
     fn expire(&mut self, now: Timestamp) {
-        while let Some(&(seen, key)) = self.order.front() {
+        while let Some(&(seen, _)) = self.order.front() {
             if now.0.saturating_sub(seen.0) <= TIMEOUT.0 {
                 break;
             }
-            self.order.pop_front();
-            if self.pending.get(&key).is_some_and(|d| d.first_seen == seen) {
-                self.drop_datagram(&key);
-            }
+            self.drop_oldest();
         }
     }
 
     /// Drops the oldest datagrams until another fits the limits.
     fn make_room(&mut self) {
-        while self.pending.len() >= MAX_PENDING || self.bytes > MAX_BYTES {
-            let Some((seen, key)) = self.order.pop_front() else {
-                break;
-            };
-            if self.pending.get(&key).is_some_and(|d| d.first_seen == seen) {
-                self.drop_datagram(&key);
-            }
+        while (self.pending.len() >= MAX_PENDING || self.bytes > MAX_BYTES) && self.drop_oldest() {}
+    }
+
+    /// Takes the oldest key off `order`, dropping its datagram if it is
+    /// still held; false if there was none.
+    fn drop_oldest(&mut self) -> bool {
+        let Some((seen, key)) = self.order.pop_front() else {
+            return false;
+        };
+        if current(&self.pending, seen, &key) {
+            self.drop_datagram(&key);
         }
+        true
     }
 
     fn drop_datagram(&mut self, key: &Key) {
@@ -274,6 +275,12 @@ impl Defragmenter {
         };
         self.anomalies.add(kind, datagram.frames);
     }
+}
+
+/// Whether `key`, first seen at `seen`, still names a datagram held (and
+/// not a newer one with the same key).
+fn current(pending: &HashMap<Key, Datagram>, seen: Timestamp, key: &Key) -> bool {
+    pending.get(key).is_some_and(|d| d.first_seen == seen)
 }
 
 /// Adds `fragment` to `datagram`; false if the datagram cannot be made
