@@ -239,8 +239,26 @@ impl Shard {
     /// Runs every timer (close linger, tombstone, idle scan) that fires at
     /// or before position `upto`, each at the exact position where the
     /// capture-wide clock reached it.
+    #[inline]
     pub fn advance(&mut self, upto: u64, clock: &Clock<'_>) {
         self.origin.get_or_insert(clock.origin);
+        // The usual answer, from the clock at `upto` alone: nothing is due.
+        let never = Timestamp(i64::MAX);
+        let mut first = self.closing.front().map_or(never, |c| c.0);
+        if let Some(&(forget, _)) = self.tombstone_order.front() {
+            first = first.min(forget);
+        }
+        if self.config.idle_timeout.is_some() {
+            first = first.min(self.next_idle_scan.unwrap_or(Timestamp(i64::MIN)));
+        }
+        if clock.now_at(upto).is_some_and(|now| now >= first) {
+            self.run_timers(upto, clock);
+        }
+    }
+
+    /// [`Shard::advance`]'s work when a timer may be due.
+    #[inline(never)]
+    fn run_timers(&mut self, upto: u64, clock: &Clock<'_>) {
         loop {
             let mut next: Option<(u64, Timestamp)> = None;
             let mut consider = |due: Option<(u64, Timestamp)>| {

@@ -124,15 +124,18 @@ impl MappedFile {
 /// for the hardware to see a stream it would fetch by itself.
 #[inline]
 pub fn prefetch(bytes: &[u8]) {
+    // One hint per 64-byte line, in a loop of a few instructions per line
+    // (`chunks(64)` took five times as many: it was 5 % of a thread's
+    // instructions on large frames).
     #[cfg(target_arch = "x86_64")]
-    for line in bytes.chunks(64) {
+    for at in (0..bytes.len()).step_by(64) {
         // SAFETY: a prefetch is a hint that never faults, whatever the
         // address; this one is in bounds of a live slice anyway. SSE is
         // part of every x86-64 CPU.
         #[allow(unsafe_code)]
         unsafe {
             std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                line.as_ptr().cast(),
+                bytes.as_ptr().add(at).cast(),
             );
         }
     }
