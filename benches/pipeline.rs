@@ -123,6 +123,7 @@ fn segment(seq: u32, payload: &[u8]) -> TcpSegment<'_> {
         window: 502,
         payload,
         payload_len: payload.len() as u32,
+        overlay: None,
     }
 }
 

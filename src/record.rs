@@ -422,6 +422,27 @@ pub struct HttpInfo {
     pub list_truncated: bool,
 }
 
+/// The overlay network a connection was carried in: the innermost tunnel
+/// around its packets that names one. Part of the connection's identity:
+/// the same 4-tuple in two overlays (two tenants' networks, two mirror
+/// sessions) is two connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct Overlay {
+    pub kind: OverlayKind,
+    /// The VXLAN or Geneve VNI (24 bits), the GRE key, or the ERSPAN
+    /// session ID (10 bits).
+    pub id: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OverlayKind {
+    Vxlan,
+    Geneve,
+    Gre,
+    Erspan,
+}
+
 /// One TCP connection, from its first packet to its close.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ConnectionRecord {
@@ -433,6 +454,10 @@ pub struct ConnectionRecord {
     pub server: String,
     /// How the client was decided.
     pub client_by: ClientBy,
+    /// The overlay network (VXLAN, Geneve, GRE key, ERSPAN session) the
+    /// connection rode in; `null` when its packets were not tunnelled, or
+    /// in a tunnel that names no network (IP in IP, GRE without a key).
+    pub overlay: Option<Overlay>,
     /// True when the start of the connection was not captured.
     pub partial: bool,
     /// First packet.
@@ -451,138 +476,5 @@ pub struct ConnectionRecord {
     pub anomalies: Anomalies,
 }
 
-/// Summary statistics of a set of durations, in seconds.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Distribution {
-    pub count: u64,
-    pub min: Option<f64>,
-    pub median: Option<f64>,
-    pub p90: Option<f64>,
-    pub p95: Option<f64>,
-    pub max: Option<f64>,
-    pub avg: Option<f64>,
-}
-
-/// Mean and maximum.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct MeanMax {
-    pub mean: Option<f64>,
-    pub max: Option<u64>,
-}
-
-/// Handshakes per request.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct PerRequest {
-    /// TCP handshakes (SYNs of connections that carried requests) per request.
-    pub tcp: Option<f64>,
-    /// Full (not resumed) TLS handshakes per request.
-    pub tls_full: Option<f64>,
-}
-
-/// Time spent before the first request byte.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct HandshakeTime {
-    /// Sum over connections of SYN → first request byte, seconds.
-    pub total: f64,
-    /// Median per connection.
-    pub median: Option<f64>,
-    /// Connections that contributed.
-    pub connections: u64,
-}
-
-/// The most connections open at once.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Peak {
-    pub connections: u64,
-    /// When the peak was first reached.
-    pub at: Option<Instant>,
-}
-
-/// Packet counts for the whole input.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct PacketCounts {
-    /// Every frame read from the input.
-    pub total: u64,
-    /// Frames carrying a decodable TCP segment.
-    pub tcp: u64,
-    /// Frames that are not TCP (other IP protocols, ARP, …) or could not be decoded.
-    pub skipped: u64,
-    /// TCP frames left out by `--port`/`--host`.
-    pub filtered_out: u64,
-    /// IP fragments held for reassembly: a reassembled datagram is counted
-    /// once (as `tcp`, `skipped`, …) at the fragment that completed it, its
-    /// other fragments here (and so are fragments never reassembled, which
-    /// are also anomalies).
-    pub fragments: u64,
-    /// Bytes of all frames as on the wire.
-    pub bytes: u64,
-}
-
-/// What the whole capture says.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Summary {
-    /// The input as named on the command line (`-` for stdin).
-    pub file: String,
-    /// `pcap`, `pcapng`, `merged` or `live`.
-    pub format: String,
-    pub compression: Option<String>,
-    /// First and last packet, and the span between them (seconds).
-    pub first_packet: Option<f64>,
-    pub last_packet: Option<f64>,
-    pub span: f64,
-    pub packets: PacketCounts,
-    /// TCP connections seen (after filters).
-    pub connections: u64,
-    /// Connections whose SYN, SYN-ACK and ACK were all seen.
-    pub tcp_handshakes: u64,
-    /// Connections whose SYN was not captured.
-    pub connections_without_handshake: u64,
-    /// Distribution of connect times (SYN → ACK) over complete handshakes.
-    pub connect: Distribution,
-    /// Connections by how they closed.
-    pub close: BTreeMap<String, u64>,
-    /// SYNs sent again, over all connections.
-    pub syn_retransmissions: u64,
-    /// TLS: connections that carried TLS, handshakes completed full or
-    /// resumed, handshakes that failed, by version, ALPN offered/selected, and
-    /// the distribution of handshake times (ClientHello → complete).
-    pub tls_connections: u64,
-    pub tls_handshakes_full: u64,
-    pub tls_handshakes_resumed: u64,
-    pub tls_handshakes_failed: u64,
-    pub tls_versions: BTreeMap<String, u64>,
-    pub alpn: BTreeMap<String, u64>,
-    pub tls_handshake: Distribution,
-    /// HTTP requests: all, counted exactly, and estimated from TLS records.
-    pub requests: u64,
-    pub requests_exact: u64,
-    pub requests_estimated: u64,
-    pub requests_per_connection: MeanMax,
-    pub handshakes_per_request: PerRequest,
-    pub handshake_time: HandshakeTime,
-    /// Request start → last response byte, over listed requests with a response.
-    pub request_latency: Distribution,
-    pub peak_concurrent_connections: Peak,
-    /// Responses by status code, where visible.
-    pub status_codes: BTreeMap<String, u64>,
-    /// Requests per second of capture span.
-    pub requests_per_second: Option<f64>,
-    /// One sentence answering "does this client reuse connections?".
-    pub verdict: String,
-    /// Every anomaly counted in the input, by kind.
-    pub anomalies: Anomalies,
-    /// The capture ended early or had a corrupt block.
-    pub truncated: bool,
-    /// Lines worth a human's attention (truncation, unsupported interfaces, …).
-    pub warnings: Vec<String>,
-    /// Live capture only: what the kernel and the interface received and dropped.
-    pub capture_drops: Option<CaptureDrops>,
-}
-
-/// Packet counters from libpcap at the end of a live capture.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct CaptureDrops {
-    pub received: u64,
-    pub dropped: u64,
-    pub if_dropped: u64,
-}
+mod summary;
+pub use summary::*;

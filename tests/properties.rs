@@ -169,6 +169,7 @@ fn segment(seq: u32, flags: u8, payload: &[u8]) -> TcpSegment<'_> {
         window: 65535,
         payload,
         payload_len: u32::try_from(payload.len()).expect("payload fits u32"),
+        overlay: None,
     }
 }
 

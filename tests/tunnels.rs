@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use handshakes::source::file::FileSource;
 use handshakes::PacketSource;
@@ -101,8 +101,14 @@ fn gre(checksum: bool, key: bool, sequence: bool, proto: u16, payload: &[u8]) ->
     g
 }
 
+/// VXLAN with VNI 4242.
 fn vxlan(frame: &[u8]) -> Vec<u8> {
-    let mut v = vec![0x08, 0, 0, 0, 0, 0x10, 0x92, 0];
+    vxlan_in(4242, frame)
+}
+
+fn vxlan_in(vni: u32, frame: &[u8]) -> Vec<u8> {
+    let [_, a, b, c] = vni.to_be_bytes();
+    let mut v = vec![0x08, 0, 0, 0, a, b, c, 0];
     v.extend_from_slice(frame);
     v
 }
@@ -303,6 +309,7 @@ fn wrapped_captures_give_the_originals_records() {
             "not installed: wrapped captures not compared with it",
         );
     }
+    assert_eq!(WRAPS.len(), OVERLAYS.len(), "an overlay for every wrapping");
     let mut compared = 0;
     for original in ORIGINALS {
         let (summary, records) = as_json(analyze_path(&capture(original)));
@@ -314,7 +321,8 @@ fn wrapped_captures_give_the_originals_records() {
             let file = format!("{i}-{original}");
             let bytes = wrapped(&capture(original), *wrap);
             let (s, r) = analyze_bytes(dir.path(), &file, &bytes, 0);
-            assert_eq!(r, records, "{original} in {name}: records");
+            let want = in_overlay(&records, OVERLAYS[i]);
+            assert_eq!(r, want, "{original} in {name}: records");
             assert_eq!(
                 comparable(s.clone()),
                 comparable(summary.clone()),
@@ -332,6 +340,34 @@ fn wrapped_captures_give_the_originals_records() {
         }
     }
     eprintln!("tunnels: {compared} wrapped captures equal to their originals");
+}
+
+/// The overlay each of [`WRAPS`] names (`kind`, `id`), in its order: the
+/// VNIs, GRE keys and ERSPAN sessions its headers carry.
+const OVERLAYS: [Option<(&str, u32)>; 13] = [
+    Some(("vxlan", 4242)),
+    Some(("geneve", 0x2a2a)),
+    Some(("geneve", 0x2a2a)),
+    Some(("gre", 0x1001)),
+    Some(("gre", 0x1001)),
+    Some(("gre", 0x1001)),
+    None,
+    None,
+    Some(("erspan", 123)),
+    Some(("erspan", 123)),
+    None,
+    None,
+    // The innermost tunnel that names one: VXLAN in a keyless GRE.
+    Some(("vxlan", 4242)),
+];
+
+/// `records` as they are in `overlay`.
+fn in_overlay(records: &Value, overlay: Option<(&str, u32)>) -> Value {
+    let mut records = records.clone();
+    for r in records.as_array_mut().expect("a list") {
+        r["overlay"] = overlay.map_or(Value::Null, |(kind, id)| json!({"kind": kind, "id": id}));
+    }
+    records
 }
 
 /// `depth` VXLAN tunnels around each frame.
@@ -406,5 +442,96 @@ fn a_tunnel_header_cut_short_is_an_anomaly() {
             Some(&(packets.len() as u64)),
             "{name}: every frame a malformed_tunnel"
         );
+    }
+}
+
+/// Two mirror sessions (or two tenants' overlays) carrying the same
+/// 4-tuples at the same time: every frame of a real capture in VXLAN 4242
+/// and again, at the same instant, in VXLAN 7. Each connection is reported
+/// twice, once per overlay, each copy as the original (on one thread and
+/// on two); without the VNI in the connection's identity the copies
+/// would merge into one connection of duplicated segments.
+#[test]
+fn the_same_connections_in_two_overlays_stay_apart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for original in ORIGINALS {
+        let (_, records) = as_json(analyze_path(&capture(original)));
+        let records = records.as_array().expect("a list").clone();
+        let packets = rewritten(&capture(original), |ts, f| {
+            [4242, 7]
+                .map(|vni| {
+                    let outer = ethernet(ETH_IPV4, &ipv4(IP_UDP, &udp(4789, &vxlan_in(vni, f))));
+                    Packet::new(ts, outer)
+                })
+                .to_vec()
+        });
+        let bytes = Pcap::new(1).write(&packets);
+        for threads in [1, 2] {
+            let (summary, found) = analyze_bytes(dir.path(), original, &bytes, threads);
+            let found = found.as_array().expect("a list");
+            assert_eq!(found.len(), 2 * records.len(), "{original}: two of each");
+            assert_eq!(summary["anomalies"], json!({}), "{original}: no anomaly");
+            for (k, vni) in [(0, 4242), (1, 7)] {
+                let copies: Vec<Value> = found
+                    .iter()
+                    .skip(k)
+                    .step_by(2)
+                    .map(|r| {
+                        let mut r = r.clone();
+                        r["id"] = Value::Null;
+                        r
+                    })
+                    .collect();
+                let want: Vec<Value> = records
+                    .iter()
+                    .map(|r| {
+                        let mut r = r.clone();
+                        r["id"] = Value::Null;
+                        r["overlay"] = json!({"kind": "vxlan", "id": vni});
+                        r
+                    })
+                    .collect();
+                assert_eq!(copies, want, "{original}, VNI {vni}, {threads} threads");
+            }
+        }
+    }
+}
+
+/// On the kernel's own VXLAN traffic, the overlay of every connection is
+/// the VNI tshark reads on the frames that carry its 4-tuple.
+#[test]
+fn real_vxlan_connections_carry_the_vni_tshark_reads() {
+    if Command::new("tshark").arg("--version").output().is_err() {
+        skip_or_fail("tshark", "not installed: VNIs not compared with it");
+        return;
+    }
+    for name in [
+        "tunnel-vxlan-http.pcap",
+        "tunnel-vxlan-tls13.pcap",
+        "tunnel-vxlan-fragmented.pcap",
+    ] {
+        let path = capture(name);
+        let out = Command::new("tshark")
+            .args(["-n", "-r"])
+            .arg(&path)
+            .args(["-Y", "tcp", "-T", "fields", "-e", "vxlan.vni"])
+            .output()
+            .expect("tshark runs");
+        let theirs: BTreeSet<u64> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        let (_, records) = as_json(analyze_path(&path));
+        let ours: BTreeSet<u64> = records
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|r| {
+                assert_eq!(r["overlay"]["kind"], "vxlan", "{name}: {r}");
+                r["overlay"]["id"].as_u64().expect("an id")
+            })
+            .collect();
+        assert!(!theirs.is_empty(), "{name}: tshark reads VNIs");
+        assert_eq!(ours, theirs, "{name}");
     }
 }

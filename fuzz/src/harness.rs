@@ -189,6 +189,7 @@ pub fn reassembly(data: &[u8]) {
                     window: 100,
                     payload,
                     payload_len: (payload.len() as u32).saturating_add(extra),
+                    overlay: None,
                 };
                 given += payload.len() as u64;
                 r.segment(&seg, Timestamp(ts), &mut sink);

@@ -13,7 +13,8 @@ use super::Config;
 use crate::decode::TcpSegment;
 use crate::flow::tcp::TcpConn;
 use crate::record::{
-    Anomalies, ClientBy, CloseKind, ConnectionRecord, HttpInfo, Instant, Side, TcpInfo, TlsInfo,
+    Anomalies, ClientBy, CloseKind, ConnectionRecord, HttpInfo, Instant, Overlay, Side, TcpInfo,
+    TlsInfo,
 };
 use crate::time::Timestamp;
 
@@ -24,6 +25,7 @@ pub(super) struct Connection {
     pub(super) client: SocketAddr,
     pub(super) server: SocketAddr,
     pub(super) client_by: ClientBy,
+    pub(super) overlay: Option<Overlay>,
     /// The first packet came from the server.
     pub(super) flipped: bool,
     pub(super) start: Timestamp,
@@ -59,6 +61,7 @@ impl Connection {
             client,
             server,
             client_by,
+            overlay: seg.overlay,
             flipped: client != seg.src,
             start: ts,
             last: ts,
@@ -159,6 +162,7 @@ impl Connection {
             client: self.client.to_string(),
             server: self.server.to_string(),
             client_by: self.client_by,
+            overlay: self.overlay,
             partial: !tcp.syn_seen(),
             start: at(self.start),
             end: at(self.last),

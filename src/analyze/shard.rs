@@ -357,7 +357,7 @@ impl Shard {
         seg: &TcpSegment<'_>,
         anomaly: Option<AnomalyKind>,
     ) {
-        let key = FlowKey::new(seg.src, seg.dst);
+        let key = FlowKey::new(seg.src, seg.dst).within(seg.overlay);
         let idle_ns = self
             .config
             .idle_timeout

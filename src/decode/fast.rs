@@ -16,7 +16,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use super::{tunnel, Decoded, TcpFlags, TcpSegment};
-use crate::record::AnomalyKind;
+use crate::record::{AnomalyKind, Overlay};
 use crate::source::{LinkType, RawPacket};
 
 const ETHERTYPE_IPV4: [u8; 2] = [0x08, 0x00];
@@ -54,6 +54,8 @@ pub(super) struct Parts<'a> {
     /// When the frame ends before the IP packet does: the IP packet's length
     /// by its header, and the length of the IP and TCP headers.
     cut: Option<(u64, u64)>,
+    /// The VXLAN network it came in, if it came in one.
+    overlay: Option<Overlay>,
 }
 
 /// Reads `packet` if it is one of the common frames, without building
@@ -144,8 +146,8 @@ fn ipv4(data: &[u8], outer: bool) -> Fast<'_> {
 #[inline(never)]
 fn not_tcp(proto: u8, payload: &[u8], outer: bool) -> Fast<'_> {
     if proto == IP_UDP && outer {
-        if let Some(frame) = tunnel::vxlan_frame(payload) {
-            return vxlan(frame);
+        if let Some((frame, vni)) = tunnel::vxlan_frame(payload) {
+            return vxlan(frame, vni);
         }
     }
     // AH may carry TCP after it, and a tunnel a whole packet.
@@ -159,9 +161,13 @@ fn not_tcp(proto: u8, payload: &[u8], outer: bool) -> Fast<'_> {
 /// The Ethernet frame inside a VXLAN header (mirrored cloud traffic is all
 /// VXLAN: the common case gets the fast path too).
 #[inline(never)]
-fn vxlan(frame: &[u8]) -> Fast<'_> {
-    match ethernet(frame) {
-        Some(ip) => ip_packet(ip, false),
+fn vxlan(frame: &[u8], vni: Option<Overlay>) -> Fast<'_> {
+    match ethernet(frame).map(|ip| ip_packet(ip, false)) {
+        Some(Fast::Tcp(parts)) => Fast::Tcp(Parts {
+            overlay: vni,
+            ..parts
+        }),
+        Some(other) => other,
         None => Fast::Fallback,
     }
 }
@@ -185,7 +191,7 @@ fn ipv6(data: &[u8], outer: bool) -> Fast<'_> {
         // A tunnel carries a whole packet.
         IP_UDP if tunnel::maybe(IP_UDP, rest) => {
             return match tunnel::vxlan_frame(rest.get(..payload_len).unwrap_or(rest)) {
-                Some(frame) if outer => vxlan(frame),
+                Some((frame, vni)) if outer => vxlan(frame, vni),
                 _ => Fast::Fallback,
             };
         }
@@ -219,6 +225,7 @@ fn tcp(addrs: Addrs, ip_payload: &[u8], cut: bool, ip_len: u64, ip_header: u64) 
         tcp: header,
         payload,
         cut: cut.then_some((ip_len, ip_header + header_len as u64)),
+        overlay: None,
     })
 }
 
@@ -265,6 +272,7 @@ impl<'a> Parts<'a> {
                 window: u16::from_be_bytes([t[14], t[15]]),
                 payload: self.payload,
                 payload_len: u32::try_from(payload_len).unwrap_or(u32::MAX),
+                overlay: self.overlay,
             },
             anomaly,
         )

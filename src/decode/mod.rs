@@ -23,7 +23,7 @@ use etherparse::{
     EtherType, IpNumber, LaxNetSlice, LaxSlicedPacket, LinuxSllProtocolType, TransportSlice,
 };
 
-use crate::record::AnomalyKind;
+use crate::record::{AnomalyKind, Overlay};
 use crate::source::{LinkType, RawPacket};
 
 pub mod defrag;
@@ -76,6 +76,9 @@ pub struct TcpSegment<'a> {
     /// The payload length on the wire (larger than `payload.len()` when the
     /// capture's snap length cut the frame).
     pub payload_len: u32,
+    /// The overlay network of the innermost tunnel that names one (part
+    /// of the connection's identity).
+    pub overlay: Option<Overlay>,
 }
 
 /// What a frame turned out to be.
@@ -124,15 +127,38 @@ pub fn shard_hash(packet: &RawPacket<'_>) -> u64 {
     }
 }
 
+/// How deep in tunnels a packet lies, and in which overlay network.
+#[derive(Clone, Copy)]
+struct Within {
+    depth: u8,
+    overlay: Option<Overlay>,
+}
+
+/// Not in a tunnel.
+const OUTER: Within = Within {
+    depth: 0,
+    overlay: None,
+};
+
+impl Within {
+    /// One tunnel deeper; in the overlay that tunnel names, if it names one.
+    fn inside(self, overlay: Option<Overlay>) -> Within {
+        Within {
+            depth: self.depth + 1,
+            overlay: overlay.or(self.overlay),
+        }
+    }
+}
+
 /// [`decode`] through `etherparse`'s lax slicing, for every frame: the
 /// fallback of the fast path, and the reference it is tested against.
 #[inline(never)]
 fn decode_lax<'a>(packet: &RawPacket<'a>) -> Decoded<'a> {
     let data = packet.data;
     let sliced = match packet.link {
-        LinkType::ETHERNET => return ethernet(data, packet, 0),
+        LinkType::ETHERNET => return ethernet(data, packet, OUTER),
         LinkType::RAW | LinkType::RAW_12 | LinkType::RAW_14 | LinkType::IPV4 | LinkType::IPV6 => {
-            return from_ip(data, packet, 0);
+            return from_ip(data, packet, OUTER);
         }
         LinkType::NULL | LinkType::LOOP => {
             let Some((family, rest)) = data.split_first_chunk::<4>() else {
@@ -144,7 +170,7 @@ fn decode_lax<'a>(packet: &RawPacket<'a>) -> Decoded<'a> {
             if !is_af_inet(le) && !is_af_inet(be) {
                 return Decoded::NotIp;
             }
-            return from_ip(rest, packet, 0);
+            return from_ip(rest, packet, OUTER);
         }
         LinkType::LINUX_SLL => match etherparse::LinuxSllSlice::from_slice(data) {
             Ok(sll) => match sll.protocol_type() {
@@ -169,24 +195,23 @@ fn decode_lax<'a>(packet: &RawPacket<'a>) -> Decoded<'a> {
         LinkType::NFLOG => return nflog(data, packet),
         _ => return Decoded::Bad(AnomalyKind::UnsupportedLinkType),
     };
-    classify(sliced, packet, 0)
+    classify(sliced, packet, OUTER)
 }
 
-/// An Ethernet frame, the outermost or one a tunnel carried (`depth`
-/// tunnels deep).
-fn ethernet<'a>(frame: &'a [u8], packet: &RawPacket<'a>, depth: u8) -> Decoded<'a> {
+/// An Ethernet frame, the outermost or one a tunnel carried.
+fn ethernet<'a>(frame: &'a [u8], packet: &RawPacket<'a>, within: Within) -> Decoded<'a> {
     match LaxSlicedPacket::from_ethernet(frame) {
-        Ok(s) => classify(s, packet, depth),
+        Ok(s) => classify(s, packet, within),
         Err(_) => Decoded::Bad(AnomalyKind::TruncatedLink),
     }
 }
 
-/// The packet a tunnel carries, `depth` tunnels deep.
-fn inner<'a>(inner: Inner<'a>, packet: &RawPacket<'a>, depth: u8) -> Decoded<'a> {
+/// The packet a tunnel carries.
+fn inner<'a>(inner: Inner<'a>, packet: &RawPacket<'a>, within: Within) -> Decoded<'a> {
     match inner {
-        Inner::Ethernet(frame) => ethernet(frame, packet, depth),
-        Inner::Ip(ip) => from_ip(ip, packet, depth),
-        Inner::Mpls(stack) => mpls(stack, packet, depth),
+        Inner::Ethernet(frame) => ethernet(frame, packet, within),
+        Inner::Ip(ip) => from_ip(ip, packet, within),
+        Inner::Mpls(stack) => mpls(stack, packet, within),
     }
 }
 
@@ -195,7 +220,7 @@ const ETHERTYPE_MPLS: [EtherType; 2] = [EtherType(0x8847), EtherType(0x8848)];
 const MAX_MPLS_LABELS: usize = 16;
 
 /// IP (or, with a pseudowire control word, Ethernet) under an MPLS label stack.
-fn mpls<'a>(mut data: &'a [u8], packet: &RawPacket<'a>, depth: u8) -> Decoded<'a> {
+fn mpls<'a>(mut data: &'a [u8], packet: &RawPacket<'a>, within: Within) -> Decoded<'a> {
     for _ in 0..MAX_MPLS_LABELS {
         let Some((label, rest)) = data.split_first_chunk::<4>() else {
             return Decoded::Bad(AnomalyKind::TruncatedLink);
@@ -204,9 +229,9 @@ fn mpls<'a>(mut data: &'a [u8], packet: &RawPacket<'a>, depth: u8) -> Decoded<'a
         if label[2] & 0x01 != 0 {
             // Bottom of stack: IPv4/IPv6 by version nibble, 0 = control word + Ethernet.
             return match data.first().map(|b| b >> 4) {
-                Some(4) | Some(6) => from_ip(data, packet, depth),
+                Some(4) | Some(6) => from_ip(data, packet, within),
                 Some(0) => match data.get(4..) {
-                    Some(frame) => ethernet(frame, packet, depth),
+                    Some(frame) => ethernet(frame, packet, within),
                     None => Decoded::Bad(AnomalyKind::TruncatedLink),
                 },
                 _ => Decoded::NotIp,
@@ -220,7 +245,7 @@ fn mpls<'a>(mut data: &'a [u8], packet: &RawPacket<'a>, depth: u8) -> Decoded<'a
 fn ppp<'a>(data: &'a [u8], packet: &RawPacket<'a>) -> Decoded<'a> {
     let data = data.strip_prefix(&[0xff, 0x03]).unwrap_or(data);
     match data.split_first_chunk::<2>() {
-        Some(([0x00, 0x21], ip)) | Some(([0x00, 0x57], ip)) => from_ip(ip, packet, 0),
+        Some(([0x00, 0x21], ip)) | Some(([0x00, 0x57], ip)) => from_ip(ip, packet, OUTER),
         Some(_) => Decoded::NotIp,
         None => Decoded::Bad(AnomalyKind::TruncatedLink),
     }
@@ -241,8 +266,8 @@ fn nflog<'a>(data: &'a [u8], packet: &RawPacket<'a>) -> Decoded<'a> {
         }
         if kind == NFULA_PAYLOAD {
             return match tlvs.get(4..len) {
-                Some(ip) => from_ip(ip, packet, 0),
-                None => from_ip(tlvs.get(4..).unwrap_or(&[]), packet, 0),
+                Some(ip) => from_ip(ip, packet, OUTER),
+                None => from_ip(tlvs.get(4..).unwrap_or(&[]), packet, OUTER),
             };
         }
         let padded = len.div_ceil(4) * 4;
@@ -260,9 +285,9 @@ fn is_af_inet(family: u32) -> bool {
     matches!(family, 2 | 10 | 24 | 28 | 30)
 }
 
-fn from_ip<'a>(data: &'a [u8], packet: &RawPacket<'a>, depth: u8) -> Decoded<'a> {
+fn from_ip<'a>(data: &'a [u8], packet: &RawPacket<'a>, within: Within) -> Decoded<'a> {
     match LaxSlicedPacket::from_ip(data) {
-        Ok(s) => classify(s, packet, depth),
+        Ok(s) => classify(s, packet, within),
         Err(etherparse::err::ip::LaxHeaderSliceError::Len(_)) => {
             Decoded::Bad(AnomalyKind::TruncatedIp)
         }
@@ -276,8 +301,12 @@ fn from_ip<'a>(data: &'a [u8], packet: &RawPacket<'a>, depth: u8) -> Decoded<'a>
     }
 }
 
-/// The segment in a sliced frame (or packet), `depth` tunnels deep.
-fn classify<'a>(sliced: LaxSlicedPacket<'a>, packet: &RawPacket<'a>, depth: u8) -> Decoded<'a> {
+/// The segment in a sliced frame (or packet).
+fn classify<'a>(
+    sliced: LaxSlicedPacket<'a>,
+    packet: &RawPacket<'a>,
+    within: Within,
+) -> Decoded<'a> {
     // (source, destination, payload, where the IP header starts, the IP
     // packet's length according to its header)
     let (src_ip, dst_ip, payload, ip_start, ip_len) = match &sliced.net {
@@ -299,7 +328,7 @@ fn classify<'a>(sliced: LaxSlicedPacket<'a>, packet: &RawPacket<'a>, depth: u8) 
         None => {
             if let Some(ether) = sliced.ether_payload() {
                 if ETHERTYPE_MPLS.contains(&ether.ether_type) {
-                    return mpls(ether.payload, packet, depth);
+                    return mpls(ether.payload, packet, within);
                 }
             }
             return match sliced.stop_err {
@@ -322,10 +351,10 @@ fn classify<'a>(sliced: LaxSlicedPacket<'a>, packet: &RawPacket<'a>, depth: u8) 
         }
         return match tunnel::open(payload.ip_number.0, payload.payload) {
             Tunnel::No => Decoded::OtherIp,
-            Tunnel::Inner(_) | Tunnel::Broken if depth >= tunnel::MAX_DEPTH => {
+            Tunnel::Inner(..) | Tunnel::Broken if within.depth >= tunnel::MAX_DEPTH => {
                 Decoded::Bad(AnomalyKind::MalformedTunnel)
             }
-            Tunnel::Inner(carried) => inner(carried, packet, depth + 1),
+            Tunnel::Inner(carried, overlay) => inner(carried, packet, within.inside(overlay)),
             Tunnel::Broken => Decoded::Bad(AnomalyKind::MalformedTunnel),
         };
     }
@@ -348,6 +377,10 @@ fn classify<'a>(sliced: LaxSlicedPacket<'a>, packet: &RawPacket<'a>, depth: u8) 
                 // what it says (flags, sequence numbers) rather than the packet.
                 let missing = u64::from(packet.orig_len).saturating_sub(packet.data.len() as u64);
                 if let Some(seg) = fixed_header_only(src_ip, dst_ip, payload.payload, missing) {
+                    let seg = TcpSegment {
+                        overlay: within.overlay,
+                        ..seg
+                    };
                     return Decoded::Tcp(seg, Some(kind));
                 }
             }
@@ -382,6 +415,7 @@ fn classify<'a>(sliced: LaxSlicedPacket<'a>, packet: &RawPacket<'a>, depth: u8) 
             window: tcp.window_size(),
             payload: captured,
             payload_len: u32::try_from(payload_len).unwrap_or(u32::MAX),
+            overlay: within.overlay,
         },
         anomaly,
     )
@@ -411,6 +445,7 @@ fn fixed_header_only<'a>(
         window: u16::from_be_bytes([h[14], h[15]]),
         payload: &[],
         payload_len: u32::try_from(on_wire.saturating_sub(header_len)).unwrap_or(u32::MAX),
+        overlay: None,
     })
 }
 

@@ -8,8 +8,12 @@
 //! Reads only the tunnel's own header, from the bytes: the caller decodes
 //! the packet inside as it decodes an outer one (so a tunnel in a tunnel
 //! is opened too, up to [`MAX_DEPTH`]) and the connection is the inner
-//! 4-tuple. Nothing of the outer headers is kept. Does not reassemble
-//! fragmented tunnel packets: the caller opens only unfragmented ones.
+//! 4-tuple, in the overlay network the tunnel names (its VNI, GRE key or
+//! ERSPAN session), if it names one. Nothing else of the outer headers is
+//! kept. Does not reassemble fragmented tunnel packets: the caller opens
+//! only unfragmented ones.
+
+use crate::record::{Overlay, OverlayKind};
 
 const IP_IPV4: u8 = 4;
 const IP_UDP: u8 = 17;
@@ -47,8 +51,8 @@ pub enum Inner<'a> {
 pub enum Tunnel<'a> {
     /// Not a tunnel opened here: IP traffic of another kind.
     No,
-    /// A tunnel, and what it carries.
-    Inner(Inner<'a>),
+    /// A tunnel, what it carries, and the overlay network it names.
+    Inner(Inner<'a>, Option<Overlay>),
     /// A tunnel whose header is cut short or impossible.
     Broken,
 }
@@ -65,12 +69,13 @@ pub fn maybe(proto: u8, payload: &[u8]) -> bool {
 }
 
 /// The Ethernet frame in a UDP datagram (`udp`, from its header on) to the
-/// VXLAN port with a valid VXLAN header; `None` for anything else.
+/// VXLAN port with a valid VXLAN header, and its VNI; `None` for anything
+/// else.
 #[inline]
-pub fn vxlan_frame(udp: &[u8]) -> Option<&[u8]> {
+pub fn vxlan_frame(udp: &[u8]) -> Option<(&[u8], Option<Overlay>)> {
     match (udp_ports(udp)?, udp.get(8..)) {
         ((_, VXLAN_PORT), Some(body)) => match vxlan(body) {
-            Tunnel::Inner(Inner::Ethernet(frame)) => Some(frame),
+            Tunnel::Inner(Inner::Ethernet(frame), vni) => Some((frame, vni)),
             _ => None,
         },
         _ => None,
@@ -80,7 +85,7 @@ pub fn vxlan_frame(udp: &[u8]) -> Option<&[u8]> {
 /// Opens the (unfragmented) IP payload `payload` of protocol `proto`.
 pub fn open(proto: u8, payload: &[u8]) -> Tunnel<'_> {
     match proto {
-        IP_IPV4 | IP_IPV6 => Tunnel::Inner(Inner::Ip(payload)),
+        IP_IPV4 | IP_IPV6 => Tunnel::Inner(Inner::Ip(payload), None),
         IP_GRE => gre(payload),
         IP_UDP => match (udp_ports(payload), payload.get(8..)) {
             (Some((_, VXLAN_PORT)), Some(body)) => vxlan(body),
@@ -110,7 +115,15 @@ fn vxlan(body: &[u8]) -> Tunnel<'_> {
         // Without the I flag this is not VXLAN traffic (RFC 7348, 5).
         return Tunnel::No;
     }
-    Tunnel::Inner(Inner::Ethernet(frame))
+    Tunnel::Inner(Inner::Ethernet(frame), Some(vni(OverlayKind::Vxlan, h)))
+}
+
+/// The 24-bit VNI in bytes 4–6 of a VXLAN or Geneve header.
+fn vni(kind: OverlayKind, h: &[u8; 8]) -> Overlay {
+    Overlay {
+        kind,
+        id: u32::from_be_bytes([0, h[4], h[5], h[6]]),
+    }
 }
 
 /// Geneve: version and options length (in 4-byte words), flags, the
@@ -127,7 +140,8 @@ fn geneve(body: &[u8]) -> Tunnel<'_> {
     let Some(inner) = body.get(8 + options..) else {
         return Tunnel::Broken;
     };
-    carried(u16::from_be_bytes([h[2], h[3]]), inner)
+    let id = Some(vni(OverlayKind::Geneve, h));
+    carried(u16::from_be_bytes([h[2], h[3]]), inner, id)
 }
 
 /// GRE version 0: flags (checksum, routing, key, sequence), the protocol
@@ -150,19 +164,29 @@ fn gre(payload: &[u8]) -> Tunnel<'_> {
     let Some(inner) = payload.get(len..) else {
         return Tunnel::Broken;
     };
+    // The key, after the checksum word when there is one.
+    let at = 4 + 4 * usize::from(checksum);
+    let id = match payload.get(at..at + 4) {
+        Some(&[a, b, c, d]) if key => Some(Overlay {
+            kind: OverlayKind::Gre,
+            id: u32::from_be_bytes([a, b, c, d]),
+        }),
+        _ => None,
+    };
     match u16::from_be_bytes([h[2], h[3]]) {
         // ERSPAN type II has a sequence number and its own 8-byte header;
-        // type I has neither.
+        // type I has neither (nor a session ID).
         ETHERTYPE_ERSPAN_1_2 if sequence => erspan(inner, 1, 8),
-        ETHERTYPE_ERSPAN_1_2 => Tunnel::Inner(Inner::Ethernet(inner)),
+        ETHERTYPE_ERSPAN_1_2 => Tunnel::Inner(Inner::Ethernet(inner), id),
         ETHERTYPE_ERSPAN_3 => erspan(inner, 2, 12),
-        proto => carried(proto, inner),
+        proto => carried(proto, inner, id),
     }
 }
 
 /// ERSPAN type II (`version` 1, 8-byte header) or III (`version` 2,
 /// 12 bytes, then an 8-byte platform-specific subheader when the O flag,
 /// the last bit of the header, is set), then the mirrored Ethernet frame.
+/// Both carry the mirror session's 10-bit ID in bytes 2–3.
 fn erspan(body: &[u8], version: u8, len: usize) -> Tunnel<'_> {
     let (Some(first), Some(last)) = (body.first(), len.checked_sub(1).and_then(|i| body.get(i)))
     else {
@@ -176,18 +200,25 @@ fn erspan(body: &[u8], version: u8, len: usize) -> Tunnel<'_> {
     } else {
         len
     };
+    let Some(&[hi, lo]) = body.get(2..4) else {
+        return Tunnel::Broken;
+    };
+    let session = Overlay {
+        kind: OverlayKind::Erspan,
+        id: u32::from(u16::from_be_bytes([hi, lo]) & 0x03ff),
+    };
     match body.get(len..) {
-        Some(frame) => Tunnel::Inner(Inner::Ethernet(frame)),
+        Some(frame) => Tunnel::Inner(Inner::Ethernet(frame), Some(session)),
         None => Tunnel::Broken,
     }
 }
 
-/// What an EtherType-numbered tunnel payload is.
-fn carried(proto: u16, inner: &[u8]) -> Tunnel<'_> {
+/// What an EtherType-numbered tunnel payload is, in overlay `id`.
+fn carried(proto: u16, inner: &[u8], id: Option<Overlay>) -> Tunnel<'_> {
     match proto {
-        ETHERTYPE_IPV4 | ETHERTYPE_IPV6 => Tunnel::Inner(Inner::Ip(inner)),
-        ETHERTYPE_BRIDGING => Tunnel::Inner(Inner::Ethernet(inner)),
-        p if ETHERTYPE_MPLS.contains(&p) => Tunnel::Inner(Inner::Mpls(inner)),
+        ETHERTYPE_IPV4 | ETHERTYPE_IPV6 => Tunnel::Inner(Inner::Ip(inner), id),
+        ETHERTYPE_BRIDGING => Tunnel::Inner(Inner::Ethernet(inner), id),
+        p if ETHERTYPE_MPLS.contains(&p) => Tunnel::Inner(Inner::Mpls(inner), id),
         _ => Tunnel::No,
     }
 }
@@ -195,6 +226,10 @@ fn carried(proto: u16, inner: &[u8]) -> Tunnel<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn net(kind: OverlayKind, id: u32) -> Option<Overlay> {
+        Some(Overlay { kind, id })
+    }
 
     fn udp(dst: u16, body: &[u8]) -> Vec<u8> {
         let mut p = vec![0xc3, 0x50];
@@ -212,7 +247,11 @@ mod tests {
         body.extend_from_slice(&frame);
         assert_eq!(
             open(IP_UDP, &udp(VXLAN_PORT, &body)),
-            Tunnel::Inner(Inner::Ethernet(&frame))
+            Tunnel::Inner(Inner::Ethernet(&frame), net(OverlayKind::Vxlan, 42))
+        );
+        assert_eq!(
+            vxlan_frame(&udp(VXLAN_PORT, &body)),
+            Some((&frame[..], net(OverlayKind::Vxlan, 42)))
         );
         body[0] = 0;
         assert_eq!(open(IP_UDP, &udp(VXLAN_PORT, &body)), Tunnel::No);
@@ -230,7 +269,7 @@ mod tests {
         body.extend_from_slice(&ip);
         assert_eq!(
             open(IP_UDP, &udp(GENEVE_PORT, &body)),
-            Tunnel::Inner(Inner::Ip(&ip))
+            Tunnel::Inner(Inner::Ip(&ip), net(OverlayKind::Geneve, 7))
         );
         assert_eq!(open(IP_UDP, &udp(GENEVE_PORT, &body[..12])), Tunnel::Broken);
         body[0] |= 0x40; // version 1
@@ -240,16 +279,23 @@ mod tests {
     #[test]
     fn gre_fields_and_payloads() {
         let inner = [0x60; 40];
-        // Checksum, key and sequence present: 16 bytes of header.
-        let mut p = vec![0xb0, 0x00, 0x86, 0xdd];
-        p.extend_from_slice(&[0; 12]);
+        // Checksum, key and sequence present: 16 bytes of header; the key
+        // names the overlay.
+        let mut p = vec![0xb0, 0x00, 0x86, 0xdd, 0, 0, 0, 0, 0x80, 0, 1, 2];
+        p.extend_from_slice(&[0; 4]);
         p.extend_from_slice(&inner);
-        assert_eq!(open(IP_GRE, &p), Tunnel::Inner(Inner::Ip(&inner)));
+        let key = net(OverlayKind::Gre, 0x8000_0102);
+        assert_eq!(open(IP_GRE, &p), Tunnel::Inner(Inner::Ip(&inner), key));
         assert_eq!(open(IP_GRE, &p[..10]), Tunnel::Broken);
+        // Without the checksum the key comes first.
+        let mut p = vec![0x20, 0x00, 0x86, 0xdd, 0, 0, 0, 9];
+        p.extend_from_slice(&inner);
+        let key = net(OverlayKind::Gre, 9);
+        assert_eq!(open(IP_GRE, &p), Tunnel::Inner(Inner::Ip(&inner), key));
         // Transparent Ethernet bridging, MPLS, an unknown protocol.
         for (proto, want) in [
-            (0x6558u16, Tunnel::Inner(Inner::Ethernet(&inner))),
-            (0x8847, Tunnel::Inner(Inner::Mpls(&inner))),
+            (0x6558u16, Tunnel::Inner(Inner::Ethernet(&inner), None)),
+            (0x8847, Tunnel::Inner(Inner::Mpls(&inner), None)),
             (0x0806, Tunnel::No),
         ] {
             let mut p = vec![0, 0];
@@ -271,26 +317,37 @@ mod tests {
     #[test]
     fn erspan_types() {
         let frame = [0xaa; 60];
-        // Type I: no sequence number, no ERSPAN header.
+        // Type I: no sequence number, no ERSPAN header, no session.
         let mut p = vec![0x00, 0x00, 0x88, 0xbe];
         p.extend_from_slice(&frame);
-        assert_eq!(open(IP_GRE, &p), Tunnel::Inner(Inner::Ethernet(&frame)));
-        // Type II: sequence number, 8-byte header of version 1.
+        assert_eq!(
+            open(IP_GRE, &p),
+            Tunnel::Inner(Inner::Ethernet(&frame), None)
+        );
+        // Type II: sequence number, 8-byte header of version 1; session
+        // 0x305 (its top six bits are COS, encapsulation and truncation).
+        let session = net(OverlayKind::Erspan, 0x305);
         let mut p = vec![0x10, 0x00, 0x88, 0xbe, 0, 0, 0, 9];
-        p.extend_from_slice(&[0x10, 0x01, 0, 0x05, 0, 0, 0, 0]);
+        p.extend_from_slice(&[0x10, 0x01, 0xff, 0x05, 0, 0, 0, 0]);
         p.extend_from_slice(&frame);
-        assert_eq!(open(IP_GRE, &p), Tunnel::Inner(Inner::Ethernet(&frame)));
+        assert_eq!(
+            open(IP_GRE, &p),
+            Tunnel::Inner(Inner::Ethernet(&frame), session)
+        );
         p[8] = 0x20;
         assert_eq!(open(IP_GRE, &p), Tunnel::Broken);
         // Type III, with and without the platform-specific subheader.
         for o in [0u8, 1] {
             let mut p = vec![0x10, 0x00, 0x22, 0xeb, 0, 0, 0, 9];
-            p.extend_from_slice(&[0x20, 0x01, 0, 0x05, 0, 0, 0, 0, 0, 0, 0, o]);
+            p.extend_from_slice(&[0x20, 0x01, 0xff, 0x05, 0, 0, 0, 0, 0, 0, 0, o]);
             if o == 1 {
                 p.extend_from_slice(&[0x77; 8]);
             }
             p.extend_from_slice(&frame);
-            assert_eq!(open(IP_GRE, &p), Tunnel::Inner(Inner::Ethernet(&frame)));
+            assert_eq!(
+                open(IP_GRE, &p),
+                Tunnel::Inner(Inner::Ethernet(&frame), session)
+            );
             assert_eq!(open(IP_GRE, &p[..14]), Tunnel::Broken);
         }
     }
@@ -298,8 +355,8 @@ mod tests {
     #[test]
     fn ip_in_ip_and_other_protocols() {
         let ip = [0x45; 20];
-        assert_eq!(open(IP_IPV4, &ip), Tunnel::Inner(Inner::Ip(&ip)));
-        assert_eq!(open(IP_IPV6, &ip), Tunnel::Inner(Inner::Ip(&ip)));
+        assert_eq!(open(IP_IPV4, &ip), Tunnel::Inner(Inner::Ip(&ip), None));
+        assert_eq!(open(IP_IPV6, &ip), Tunnel::Inner(Inner::Ip(&ip), None));
         assert_eq!(open(1, &ip), Tunnel::No);
         assert!(maybe(IP_GRE, &[]) && maybe(IP_IPV4, &[]) && !maybe(1, &ip));
     }

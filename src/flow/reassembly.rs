@@ -370,6 +370,7 @@ mod tests {
             window: 100,
             payload,
             payload_len: wire,
+            overlay: None,
         }
     }
 

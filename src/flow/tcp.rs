@@ -398,6 +398,7 @@ mod tests {
             window: 1000,
             payload: &[],
             payload_len: len,
+            overlay: None,
         }
     }
 

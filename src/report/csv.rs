@@ -39,6 +39,8 @@ pub const COLUMNS: &[&str] = &[
     "close_by",
     "close_ts",
     "anomalies",
+    "overlay_kind",
+    "overlay_id",
 ];
 
 /// Writes CSV rows; the header goes out with the first batch only, so several
@@ -111,6 +113,8 @@ impl CsvReport {
                     .unwrap_or_default(),
                 opt(r.close.time.map(|i| i.ts)),
                 anomalies.join(";"),
+                r.overlay.map_or(String::new(), |o| serde_plain(&o.kind)),
+                r.overlay.map_or(String::new(), |o| o.id.to_string()),
             ])?;
         }
         w.flush()

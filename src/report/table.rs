@@ -8,7 +8,7 @@ use std::io::{self, Write};
 use comfy_table::{presets, Cell, CellAlignment, ContentArrangement, Table};
 
 use super::{human_bytes, human_duration, Opts};
-use crate::record::{CloseKind, ConnectionRecord, Distribution, HttpMethod, Summary};
+use crate::record::{CloseKind, ConnectionRecord, Distribution, HttpMethod, OverlayKind, Summary};
 
 /// Writes the summary block and the connection table.
 pub fn write(
@@ -291,7 +291,7 @@ pub fn write_connections(
         table.add_row(vec![
             Cell::new(rec.id).set_alignment(CellAlignment::Right),
             Cell::new(&rec.client),
-            Cell::new(&rec.server),
+            Cell::new(server_text(rec)),
             Cell::new(format!("{:.6}", rec.start.at)).set_alignment(CellAlignment::Right),
             Cell::new(connect).set_alignment(CellAlignment::Right),
             Cell::new(tls),
@@ -313,6 +313,23 @@ pub fn write_connections(
         )?;
     }
     Ok(())
+}
+
+/// The server's `address:port`, and the overlay network when there is one
+/// (the same addresses may then appear in several rows).
+fn server_text(rec: &ConnectionRecord) -> String {
+    match rec.overlay {
+        Some(o) => {
+            let kind = match o.kind {
+                OverlayKind::Vxlan => "vxlan",
+                OverlayKind::Geneve => "geneve",
+                OverlayKind::Gre => "gre key",
+                OverlayKind::Erspan => "erspan",
+            };
+            format!("{} [{kind} {}]", rec.server, o.id)
+        }
+        None => rec.server.clone(),
+    }
 }
 
 /// Live capture: one fixed-width line per connection as it finishes, under a
@@ -352,7 +369,7 @@ impl crate::analyze::RecordSink for LiveRows<'_> {
             "{:>5}  {:<24} {:<24} {:>8}  {:<12} {:>8}  {:>4}  {:>9} {:>9}  {}",
             rec.id,
             rec.client,
-            rec.server,
+            server_text(&rec),
             connect,
             tls,
             tls_hs,
