@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use handshakes::decode::{UdpTunnel, UdpTunnels};
 use handshakes::report::Format;
 use handshakes::source::file::Access;
 use handshakes::Config;
@@ -71,6 +72,9 @@ pub struct CompareArgs {
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
 
+    #[command(flatten)]
+    pub decode: DecodeArgs,
+
     /// Read files with read() instead of memory maps (same output)
     #[arg(long)]
     pub no_mmap: bool,
@@ -115,6 +119,9 @@ pub struct TimelineArgs {
     /// Columns to fit (default: the terminal's width, or 100)
     #[arg(long, value_name = "N")]
     pub width: Option<usize>,
+
+    #[command(flatten)]
+    pub decode: DecodeArgs,
 
     /// Read files with read() instead of memory maps (same output)
     #[arg(long)]
@@ -163,12 +170,16 @@ pub struct LiveArgs {
     /// Per-direction cap on buffered stream bytes, e.g. 256KiB or 1MiB
     #[arg(long, value_parser = parse_size, default_value = "256KiB", value_name = "SIZE")]
     pub stream_buffer: usize,
+
+    #[command(flatten)]
+    pub decode: DecodeArgs,
 }
 
 impl LiveArgs {
+    /// The analysis settings; `Err` is one line for the user.
     #[cfg_attr(not(feature = "live"), allow(dead_code))]
-    pub fn config(&self) -> Config {
-        Config {
+    pub fn config(&self) -> Result<Config, String> {
+        Ok(Config {
             ports: Vec::new(),
             hosts: Vec::new(),
             idle_timeout: Some(self.idle),
@@ -176,8 +187,60 @@ impl LiveArgs {
             max_requests_listed: None,
             max_connections: 0,
             threads: 1,
-        }
+            udp_tunnels: self.decode.udp_tunnels()?,
+        })
     }
+}
+
+/// `-d`, tshark's "decode as", for the UDP ports that carry tunnels.
+#[derive(Debug, Args)]
+pub struct DecodeArgs {
+    /// Decode a UDP port as a tunnel, tshark style: udp.port==8472,vxlan (the Linux kernel's and flannel's VXLAN port) or udp.port==N,geneve; repeat for several (4789 is VXLAN and 6081 Geneve unless given otherwise)
+    #[arg(
+        short = 'd',
+        long = "decode-as",
+        value_name = "udp.port==N,vxlan|geneve",
+        value_parser = parse_decode_as
+    )]
+    pub decode_as: Vec<(u16, UdpTunnel)>,
+}
+
+impl DecodeArgs {
+    /// The UDP ports to open tunnels on; `Err` is one line for the user.
+    pub fn udp_tunnels(&self) -> Result<UdpTunnels, String> {
+        let mut ports = UdpTunnels::STANDARD;
+        for &(port, kind) in &self.decode_as {
+            if !ports.add(port, kind) {
+                return Err(format!(
+                    "-d udp.port=={port}: at most {} ports per tunnel kind",
+                    UdpTunnels::PORTS_EACH
+                ));
+            }
+        }
+        Ok(ports)
+    }
+}
+
+fn parse_decode_as(s: &str) -> Result<(u16, UdpTunnel), String> {
+    const EXPECTED: &str =
+        "expected udp.port==PORT,vxlan or udp.port==PORT,geneve (tshark's -d), e.g. udp.port==8472,vxlan";
+    let (selector, protocol) = s.split_once(',').ok_or(EXPECTED)?;
+    let port = selector
+        .trim()
+        .strip_prefix("udp.port==")
+        .and_then(|p| p.trim().parse::<u16>().ok())
+        .filter(|&p| p != 0)
+        .ok_or(EXPECTED)?;
+    let kind = match protocol.trim().to_ascii_lowercase().as_str() {
+        "vxlan" => UdpTunnel::Vxlan,
+        "geneve" => UdpTunnel::Geneve,
+        _ => {
+            return Err(format!(
+                "{EXPECTED} (vxlan and geneve are the tunnels this opens)"
+            ))
+        }
+    };
+    Ok((port, kind))
 }
 
 #[derive(Debug, Args)]
@@ -241,6 +304,9 @@ pub struct AnalyzeArgs {
     /// Read files with read() instead of memory maps (same output; for files another program may truncate while they are read)
     #[arg(long)]
     pub no_mmap: bool,
+
+    #[command(flatten)]
+    pub decode: DecodeArgs,
 }
 
 impl AnalyzeArgs {
@@ -298,6 +364,7 @@ impl AnalyzeArgs {
         if self.idle.is_some_and(|d| d.is_zero()) {
             return Err("--idle must be longer than zero".into());
         }
+        self.decode.udp_tunnels()?;
         if self.threads > MAX_THREADS {
             return Err(format!(
                 "--threads {}: at most {MAX_THREADS} (0 means one per core)",
@@ -316,6 +383,7 @@ impl AnalyzeArgs {
             max_requests_listed: Some(self.max_requests_listed),
             max_connections: self.max_connections,
             threads: self.threads,
+            udp_tunnels: self.decode.udp_tunnels().unwrap_or_default(),
         }
     }
 }

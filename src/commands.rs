@@ -106,7 +106,10 @@ fn fail(e: Error) -> ExitCode {
 }
 
 pub fn run_compare(args: &CompareArgs) -> ExitCode {
-    let config = Config::default();
+    let config = match decode_config(&args.decode) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
     let access = cli::access(args.no_mmap, 1);
     let (a, b) = match (
         analyse(&args.a, &config, access),
@@ -150,8 +153,26 @@ pub fn run_compare(args: &CompareArgs) -> ExitCode {
     }
 }
 
+/// The default analysis with `-d`'s tunnel ports; a bad `-d` is reported.
+fn decode_config(decode: &cli::DecodeArgs) -> Result<Config, ExitCode> {
+    match decode.udp_tunnels() {
+        Ok(udp_tunnels) => Ok(Config {
+            udp_tunnels,
+            ..Config::default()
+        }),
+        Err(msg) => {
+            eprintln!("handshakes: {msg}");
+            Err(ExitCode::from(EXIT_INPUT))
+        }
+    }
+}
+
 pub fn run_timeline(args: &TimelineArgs) -> ExitCode {
-    let doc = match analyse(&args.file, &Config::default(), cli::access(args.no_mmap, 1)) {
+    let config = match decode_config(&args.decode) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    let doc = match analyse(&args.file, &config, cli::access(args.no_mmap, 1)) {
         Ok(doc) => doc,
         Err(e) => return fail(e),
     };

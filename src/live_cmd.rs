@@ -127,6 +127,10 @@ mod imp {
     pub fn run_live(args: &LiveArgs) -> ExitCode {
         match live(args) {
             Ok(()) => ExitCode::SUCCESS,
+            Err(Failure::Usage(msg)) => {
+                eprintln!("handshakes: {msg}");
+                ExitCode::from(EXIT_INPUT)
+            }
             Err(Failure::Input(e)) => {
                 eprintln!("handshakes: {e}");
                 ExitCode::from(EXIT_INPUT)
@@ -140,6 +144,7 @@ mod imp {
     }
 
     enum Failure {
+        Usage(String),
         Input(LiveError),
         Output(io::Error),
     }
@@ -157,6 +162,7 @@ mod imp {
     }
 
     fn live(args: &LiveArgs) -> Result<(), Failure> {
+        let config = args.config().map_err(Failure::Usage)?;
         let stop = Arc::new(AtomicBool::new(false));
         {
             let stop = Arc::clone(&stop);
@@ -175,7 +181,7 @@ mod imp {
             LiveFormat::Jsonl => Output::Jsonl(JsonlSink::new(&mut stdout)),
         };
         let status = Status::new(&args.interface);
-        let mut analyzer = Analyzer::new(args.config());
+        let mut analyzer = Analyzer::new(config);
         let started = Instant::now();
         let mut last_tick = Instant::now();
         let mut packets = 0u64;

@@ -535,3 +535,93 @@ fn real_vxlan_connections_carry_the_vni_tshark_reads() {
         assert_eq!(ours, theirs, "{name}");
     }
 }
+
+/// `-d udp.port==8472,vxlan`, as with tshark: the kernel's own VXLAN
+/// traffic moved to port 8472 (Linux's default VXLAN port, flannel's and
+/// Cilium's) is opened only when asked, and then gives the records of the
+/// original on port 4789.
+#[test]
+fn decode_as_opens_vxlan_on_another_port() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let run = |args: &[&str], path: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_handshakes"))
+            .args(["analyze", "-q", "-T", "json"])
+            .args(args)
+            .arg(path)
+            .output()
+            .expect("runs");
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        doc["connections"].clone()
+    };
+    for name in ["tunnel-vxlan-http.pcap", "tunnel-vxlan-fragmented.pcap"] {
+        let original = capture(name);
+        let mut moved = 0;
+        let packets = rewritten(&original, |ts, f| {
+            let mut f = f.to_vec();
+            // Ethernet, IPv4 (a first fragment or whole), UDP to 4789.
+            let ihl = usize::from(f.get(14).map_or(0, |b| b & 0x0f)) * 4;
+            let is_udp = f.get(12..14) == Some(&[0x08, 0x00]) && f.get(23) == Some(&17);
+            let first = f.get(20..22).is_some_and(|o| o[0] & 0x1f == 0 && o[1] == 0);
+            let dst = 14 + ihl + 2;
+            if is_udp && first && f.get(dst..dst + 2) == Some(&4789u16.to_be_bytes()) {
+                f[dst..dst + 2].copy_from_slice(&8472u16.to_be_bytes());
+                moved += 1;
+            }
+            vec![Packet::new(ts, f)]
+        });
+        assert!(moved > 0, "{name}: VXLAN frames moved");
+        let path = dir.path().join(name);
+        std::fs::write(&path, Pcap::new(1).write(&packets)).expect("writes");
+        let want = run(&[], &original);
+        assert!(!want.as_array().expect("a list").is_empty(), "{name}");
+        assert_eq!(
+            run(&[], &path),
+            json!([]),
+            "{name}: port 8472 is not VXLAN by default"
+        );
+        for args in [
+            &["-d", "udp.port==8472,vxlan"][..],
+            &["--decode-as", "udp.port==8472,VXLAN", "-j", "2"],
+        ] {
+            assert_eq!(run(args, &path), want, "{name} {args:?}");
+        }
+    }
+    // Given as Geneve, VXLAN's own port is not VXLAN any more.
+    let original = capture("tunnel-vxlan-http.pcap");
+    assert_eq!(run(&["-d", "udp.port==4789,geneve"], &original), json!([]));
+}
+
+#[test]
+fn a_bad_decode_as_is_one_clear_error() {
+    for bad in [
+        "udp.port==0,vxlan",
+        "udp.port==70000,vxlan",
+        "tcp.port==80,http",
+        "udp.port==8472,gre",
+        "udp.port==8472",
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_handshakes"))
+            .args(["analyze", "-d", bad])
+            .arg(capture("tunnel-vxlan-http.pcap"))
+            .output()
+            .expect("runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {err}");
+        assert!(err.contains("udp.port==PORT,vxlan"), "{bad}: {err}");
+        assert!(out.stdout.is_empty(), "{bad}");
+    }
+    let mut args = vec!["analyze".to_string()];
+    for port in 1..=8 {
+        args.extend(["-d".into(), format!("udp.port=={port},geneve")]);
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_handshakes"))
+        .args(&args)
+        .arg(capture("tunnel-vxlan-http.pcap"))
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("at most 8 ports per tunnel kind"), "{err}");
+}

@@ -23,7 +23,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use crate::decode::defrag::{may_be_fragment, Defragmenter, Verdict};
-use crate::decode::TcpSegment;
+use crate::decode::{TcpSegment, UdpTunnels};
 use crate::record::{ConnectionRecord, Summary};
 use crate::source::{RawPacket, SourceInfo};
 use crate::time::Timestamp;
@@ -60,6 +60,8 @@ pub struct Config {
     /// Worker threads for file analysis; 0 means one per core. The output
     /// is the same for any number.
     pub threads: usize,
+    /// The UDP ports whose datagrams are opened as VXLAN or Geneve tunnels.
+    pub udp_tunnels: UdpTunnels,
 }
 
 /// Default cap on connections tracked at once.

@@ -25,7 +25,7 @@ use super::gather::Gather;
 use super::shard::{Clock, Event, Shard, ShardCounts};
 use super::{Config, RecordSink, FINISH_CHUNK};
 use crate::decode::defrag::{may_be_fragment, Defragmenter, Verdict};
-use crate::decode::shard_hash;
+use crate::decode::{shard_hash, UdpTunnels};
 use crate::error::Error;
 use crate::record::Summary;
 use crate::source::{prefetch, Frame, FrameBatch, PacketSource, RawPacket};
@@ -333,6 +333,7 @@ pub fn run(
             gather: Gather::new(),
             spare: Vec::new(),
             defrag: Defragmenter::default(),
+            udp: config.udp_tunnels,
         };
         let result = reader
             .read_all(source, sink, progress)
@@ -356,6 +357,9 @@ struct Reader<'s> {
     /// IP fragments held until their datagram is whole (here, before the
     /// shards: a datagram's fragments do not all carry its ports).
     defrag: Defragmenter,
+    /// The UDP ports tunnels are opened on (the shard hash is the inner
+    /// 4-tuple's).
+    udp: UdpTunnels,
 }
 
 impl Reader<'_> {
@@ -408,6 +412,7 @@ impl Reader<'_> {
         progress: &mut dyn FnMut(u64, Option<u64>),
     ) -> Result<bool, Error> {
         let shards = self.shared.cells.len();
+        let udp = &self.udp;
         batch.clear(shards);
         batch.base = self.gather.seen() + 1;
         let filled = source.fill(&mut batch.frames, BATCH_BYTES, BATCH_FRAMES);
@@ -420,15 +425,15 @@ impl Reader<'_> {
                 continue;
             };
             let hash = if !may_be_fragment(&raw) {
-                shard_hash(&raw)
+                shard_hash(&raw, udp)
             } else {
                 match self.defrag.push(&raw) {
-                    Verdict::Pass => shard_hash(&raw),
+                    Verdict::Pass => shard_hash(&raw, udp),
                     // A fragment held: no shard analyses it.
                     Verdict::Held => continue,
                     Verdict::Whole(datagram) => {
                         batch.whole.push((i, datagram.data.to_vec()));
-                        shard_hash(&datagram)
+                        shard_hash(&datagram, udp)
                     }
                 }
             };

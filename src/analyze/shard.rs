@@ -14,7 +14,7 @@ use std::collections::{HashMap, VecDeque};
 use super::connection::Connection;
 use super::{Config, Encoder};
 use crate::decode::defrag::Defragmenter;
-use crate::decode::{decode, Decoded, TcpSegment};
+use crate::decode::{decode_with, Decoded, TcpSegment};
 use crate::flow::FlowKey;
 use crate::record::{Anomalies, AnomalyKind, ClientBy, CloseKind, ConnectionRecord, Side};
 use crate::source::RawPacket;
@@ -216,7 +216,7 @@ impl Shard {
     pub fn packet(&mut self, index: u64, raw: &RawPacket<'_>, clock: &Clock<'_>) {
         self.advance(index, clock);
         let now = clock.now_at(index).unwrap_or(raw.ts);
-        let (seg, anomaly) = match decode(raw) {
+        let (seg, anomaly) = match decode_with(raw, &self.config.udp_tunnels) {
             Decoded::Tcp(seg, anomaly) => (seg, anomaly),
             Decoded::OtherIp | Decoded::NotIp => {
                 self.counts.skipped += 1;

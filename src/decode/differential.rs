@@ -36,15 +36,25 @@ pub(super) fn packet(link: LinkType, orig_len: u32, data: &[u8]) -> RawPacket<'_
     }
 }
 
-/// Decodes `p` both ways and checks `shard_hash`; `Err` says how they differ.
+/// Decodes `p` both ways and checks `shard_hash`, with the standard tunnel
+/// ports and with others (`-d udp.port==8472,vxlan -d
+/// udp.port==4789,geneve`); `Err` says how they differ.
 fn agree(p: &RawPacket<'_>) -> Result<Took, String> {
-    let took = match fast::parse(p) {
+    let mut other = UdpTunnels::STANDARD;
+    other.add(8472, UdpTunnel::Vxlan);
+    other.add(4789, UdpTunnel::Geneve);
+    agree_with(p, &other)?;
+    agree_with(p, &UdpTunnels::STANDARD)
+}
+
+fn agree_with(p: &RawPacket<'_>, udp: &UdpTunnels) -> Result<Took, String> {
+    let took = match fast::parse(p, udp) {
         Fast::Tcp(_) => Took::FastTcp,
         Fast::OtherIp => Took::FastOtherIp,
         Fast::Fallback => Took::Fallback,
     };
-    let got = decode(p);
-    let want = decode_lax(p);
+    let got = decode_with(p, udp);
+    let want = decode_lax(p, udp);
     if got != want {
         return Err(format!("{took:?}: decode {got:?}\n    lax    {want:?}"));
     }
@@ -55,7 +65,7 @@ fn agree(p: &RawPacket<'_>) -> Result<Took, String> {
             ));
         }
     }
-    let hash = shard_hash(p);
+    let hash = shard_hash(p, udp);
     let expected = match want {
         Decoded::Tcp(seg, _) => {
             let h = fast::hash_endpoints(seg.src, seg.dst);
@@ -181,7 +191,7 @@ fn fast_path_agrees_with_lax_path_on_every_captured_frame() {
                 } else {
                     ((seg.dst, seg.src), 1)
                 };
-                let hash = shard_hash(&p);
+                let hash = shard_hash(&p, &UdpTunnels::STANDARD);
                 let entry = tuples.entry(key).or_insert((hash, [false; 2]));
                 entry.1[dir] = true;
                 if entry.0 != hash {
@@ -268,7 +278,7 @@ fn seeds() -> &'static [Seed] {
             let mut source = FileSource::open(&path).expect("capture opens");
             let mut kinds = HashSet::new();
             while let Some(p) = source.next_packet().expect("capture reads") {
-                let Decoded::Tcp(seg, None) = decode_lax(&p) else {
+                let Decoded::Tcp(seg, None) = decode_lax(&p, &UdpTunnels::STANDARD) else {
                     continue;
                 };
                 let kind = (

@@ -15,7 +15,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use super::{tunnel, Decoded, TcpFlags, TcpSegment};
+use super::tunnel::{self, UdpTunnels};
+use super::{Decoded, TcpFlags, TcpSegment};
 use crate::record::{AnomalyKind, Overlay};
 use crate::source::{LinkType, RawPacket};
 
@@ -61,7 +62,7 @@ pub(super) struct Parts<'a> {
 /// Reads `packet` if it is one of the common frames, without building
 /// anything.
 #[inline]
-pub(super) fn parse<'a>(packet: &RawPacket<'a>) -> Fast<'a> {
+pub(super) fn parse<'a>(packet: &RawPacket<'a>, udp: &UdpTunnels) -> Fast<'a> {
     let ip = match packet.link {
         LinkType::ETHERNET => match ethernet(packet.data) {
             Some(ip) => ip,
@@ -72,18 +73,18 @@ pub(super) fn parse<'a>(packet: &RawPacket<'a>) -> Fast<'a> {
         }
         _ => return Fast::Fallback,
     };
-    ip_packet(ip, true)
+    ip_packet(ip, true, udp)
 }
 
 /// The IP packet `ip`; `outer` when it is not inside a tunnel (the fast
 /// path opens one VXLAN tunnel, not two).
 #[inline(always)]
-fn ip_packet(ip: &[u8], outer: bool) -> Fast<'_> {
+fn ip_packet<'a>(ip: &'a [u8], outer: bool, udp: &UdpTunnels) -> Fast<'a> {
     // Like the lax path, the version nibble decides, whatever the EtherType
     // or link type said.
     match ip.first().map(|b| b >> 4) {
-        Some(4) => ipv4(ip, outer),
-        Some(6) => ipv6(ip, outer),
+        Some(4) => ipv4(ip, outer, udp),
+        Some(6) => ipv6(ip, outer, udp),
         _ => Fast::Fallback,
     }
 }
@@ -104,7 +105,7 @@ pub(super) fn ethernet(data: &[u8]) -> Option<&[u8]> {
 }
 
 #[inline(always)]
-fn ipv4(data: &[u8], outer: bool) -> Fast<'_> {
+fn ipv4<'a>(data: &'a [u8], outer: bool, udp: &UdpTunnels) -> Fast<'a> {
     let Some(h) = data.first_chunk::<20>() else {
         return Fast::Fallback;
     };
@@ -123,7 +124,7 @@ fn ipv4(data: &[u8], outer: bool) -> Fast<'_> {
         // up to the packet's end (Ethernet padding follows).
         let whole = total_len != 0 && h[6] & 0x3f == 0 && h[7] == 0;
         let payload = data.get(header_len..total_len).unwrap_or(after_header);
-        return not_tcp(h[9], payload, outer && whole);
+        return not_tcp(h[9], payload, outer && whole, udp);
     }
     // A total length of 0 (segmentation offload: the capture saw the packet
     // before the length was set), more fragments, or a fragment offset.
@@ -144,14 +145,14 @@ fn ipv4(data: &[u8], outer: bool) -> Fast<'_> {
 /// that the TCP path stays small enough to inline.
 #[cold]
 #[inline(never)]
-fn not_tcp(proto: u8, payload: &[u8], outer: bool) -> Fast<'_> {
+fn not_tcp<'a>(proto: u8, payload: &'a [u8], outer: bool, udp: &UdpTunnels) -> Fast<'a> {
     if proto == IP_UDP && outer {
-        if let Some((frame, vni)) = tunnel::vxlan_frame(payload) {
-            return vxlan(frame, vni);
+        if let Some((frame, vni)) = tunnel::vxlan_frame(payload, udp) {
+            return vxlan(frame, vni, udp);
         }
     }
     // AH may carry TCP after it, and a tunnel a whole packet.
-    if proto == IP_AUTH || tunnel::maybe(proto, payload) {
+    if proto == IP_AUTH || tunnel::maybe(proto, payload, udp) {
         Fast::Fallback
     } else {
         Fast::OtherIp
@@ -161,8 +162,8 @@ fn not_tcp(proto: u8, payload: &[u8], outer: bool) -> Fast<'_> {
 /// The Ethernet frame inside a VXLAN header (mirrored cloud traffic is all
 /// VXLAN: the common case gets the fast path too).
 #[inline(never)]
-fn vxlan(frame: &[u8], vni: Option<Overlay>) -> Fast<'_> {
-    match ethernet(frame).map(|ip| ip_packet(ip, false)) {
+fn vxlan<'a>(frame: &'a [u8], vni: Option<Overlay>, udp: &UdpTunnels) -> Fast<'a> {
+    match ethernet(frame).map(|ip| ip_packet(ip, false, udp)) {
         Some(Fast::Tcp(parts)) => Fast::Tcp(Parts {
             overlay: vni,
             ..parts
@@ -173,7 +174,7 @@ fn vxlan(frame: &[u8], vni: Option<Overlay>) -> Fast<'_> {
 }
 
 #[inline(always)]
-fn ipv6(data: &[u8], outer: bool) -> Fast<'_> {
+fn ipv6<'a>(data: &'a [u8], outer: bool, udp: &UdpTunnels) -> Fast<'a> {
     let Some((h, rest)) = data.split_first_chunk::<8>() else {
         return Fast::Fallback;
     };
@@ -189,9 +190,9 @@ fn ipv6(data: &[u8], outer: bool) -> Fast<'_> {
         // lax path has its own rules.
         IP_TCP if payload_len > 0 => {}
         // A tunnel carries a whole packet.
-        IP_UDP if tunnel::maybe(IP_UDP, rest) => {
-            return match tunnel::vxlan_frame(rest.get(..payload_len).unwrap_or(rest)) {
-                Some((frame, vni)) if outer => vxlan(frame, vni),
+        IP_UDP if tunnel::maybe(IP_UDP, rest, udp) => {
+            return match tunnel::vxlan_frame(rest.get(..payload_len).unwrap_or(rest), udp) {
+                Some((frame, vni)) if outer => vxlan(frame, vni, udp),
                 _ => Fast::Fallback,
             };
         }

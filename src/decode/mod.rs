@@ -36,6 +36,7 @@ mod tunnel;
 
 use fast::Fast;
 use tunnel::{Inner, Tunnel};
+pub use tunnel::{UdpTunnel, UdpTunnels};
 
 /// TCP flag bits as in the header's 13th byte.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -94,12 +95,19 @@ pub enum Decoded<'a> {
     Bad(AnomalyKind),
 }
 
-/// Decodes one frame. Never panics, whatever the bytes.
+/// Decodes one frame, opening UDP tunnels on the standard ports. Never
+/// panics, whatever the bytes.
 pub fn decode<'a>(packet: &RawPacket<'a>) -> Decoded<'a> {
-    match fast::parse(packet) {
+    decode_with(packet, &UdpTunnels::STANDARD)
+}
+
+/// [`decode`], opening UDP tunnels on the ports `udp` names.
+#[inline]
+pub fn decode_with<'a>(packet: &RawPacket<'a>, udp: &UdpTunnels) -> Decoded<'a> {
+    match fast::parse(packet, udp) {
         Fast::Tcp(parts) => parts.decoded(packet),
         Fast::OtherIp => Decoded::OtherIp,
-        Fast::Fallback => decode_lax(packet),
+        Fast::Fallback => decode_lax(packet, udp),
     }
 }
 
@@ -116,36 +124,42 @@ pub fn decode<'a>(packet: &RawPacket<'a>) -> Decoded<'a> {
 /// Frames that do not decode as TCP get 0. Cheap for the frames the fast
 /// path reads (the addresses and ports are read in place); the others pay
 /// for a full [`decode`].
-pub fn shard_hash(packet: &RawPacket<'_>) -> u64 {
-    match fast::parse(packet) {
+pub fn shard_hash(packet: &RawPacket<'_>, udp: &UdpTunnels) -> u64 {
+    match fast::parse(packet, udp) {
         Fast::Tcp(parts) => parts.shard_hash(),
         Fast::OtherIp => 0,
-        Fast::Fallback => match decode_lax(packet) {
+        Fast::Fallback => match decode_lax(packet, udp) {
             Decoded::Tcp(seg, _) => fast::hash_endpoints(seg.src, seg.dst),
             _ => 0,
         },
     }
 }
 
-/// How deep in tunnels a packet lies, and in which overlay network.
+/// How deep in tunnels a packet lies, in which overlay network, and the
+/// UDP ports tunnels are opened on.
 #[derive(Clone, Copy)]
-struct Within {
+struct Within<'u> {
     depth: u8,
     overlay: Option<Overlay>,
+    udp: &'u UdpTunnels,
 }
 
-/// Not in a tunnel.
-const OUTER: Within = Within {
-    depth: 0,
-    overlay: None,
-};
+impl Within<'_> {
+    /// Not in a tunnel.
+    fn outer(udp: &UdpTunnels) -> Within<'_> {
+        Within {
+            depth: 0,
+            overlay: None,
+            udp,
+        }
+    }
 
-impl Within {
     /// One tunnel deeper; in the overlay that tunnel names, if it names one.
-    fn inside(self, overlay: Option<Overlay>) -> Within {
+    fn inside(self, overlay: Option<Overlay>) -> Self {
         Within {
             depth: self.depth + 1,
             overlay: overlay.or(self.overlay),
+            ..self
         }
     }
 }
@@ -153,12 +167,13 @@ impl Within {
 /// [`decode`] through `etherparse`'s lax slicing, for every frame: the
 /// fallback of the fast path, and the reference it is tested against.
 #[inline(never)]
-fn decode_lax<'a>(packet: &RawPacket<'a>) -> Decoded<'a> {
+fn decode_lax<'a>(packet: &RawPacket<'a>, udp: &UdpTunnels) -> Decoded<'a> {
+    let outer = Within::outer(udp);
     let data = packet.data;
     let sliced = match packet.link {
-        LinkType::ETHERNET => return ethernet(data, packet, OUTER),
+        LinkType::ETHERNET => return ethernet(data, packet, outer),
         LinkType::RAW | LinkType::RAW_12 | LinkType::RAW_14 | LinkType::IPV4 | LinkType::IPV6 => {
-            return from_ip(data, packet, OUTER);
+            return from_ip(data, packet, outer);
         }
         LinkType::NULL | LinkType::LOOP => {
             let Some((family, rest)) = data.split_first_chunk::<4>() else {
@@ -170,7 +185,7 @@ fn decode_lax<'a>(packet: &RawPacket<'a>) -> Decoded<'a> {
             if !is_af_inet(le) && !is_af_inet(be) {
                 return Decoded::NotIp;
             }
-            return from_ip(rest, packet, OUTER);
+            return from_ip(rest, packet, outer);
         }
         LinkType::LINUX_SLL => match etherparse::LinuxSllSlice::from_slice(data) {
             Ok(sll) => match sll.protocol_type() {
@@ -191,15 +206,15 @@ fn decode_lax<'a>(packet: &RawPacket<'a>) -> Decoded<'a> {
             let et = EtherType(u16::from_be_bytes(*proto));
             LaxSlicedPacket::from_ether_type(et, rest)
         }
-        LinkType::PPP => return ppp(data, packet),
-        LinkType::NFLOG => return nflog(data, packet),
+        LinkType::PPP => return ppp(data, packet, outer),
+        LinkType::NFLOG => return nflog(data, packet, outer),
         _ => return Decoded::Bad(AnomalyKind::UnsupportedLinkType),
     };
-    classify(sliced, packet, OUTER)
+    classify(sliced, packet, outer)
 }
 
 /// An Ethernet frame, the outermost or one a tunnel carried.
-fn ethernet<'a>(frame: &'a [u8], packet: &RawPacket<'a>, within: Within) -> Decoded<'a> {
+fn ethernet<'a>(frame: &'a [u8], packet: &RawPacket<'a>, within: Within<'_>) -> Decoded<'a> {
     match LaxSlicedPacket::from_ethernet(frame) {
         Ok(s) => classify(s, packet, within),
         Err(_) => Decoded::Bad(AnomalyKind::TruncatedLink),
@@ -207,7 +222,7 @@ fn ethernet<'a>(frame: &'a [u8], packet: &RawPacket<'a>, within: Within) -> Deco
 }
 
 /// The packet a tunnel carries.
-fn inner<'a>(inner: Inner<'a>, packet: &RawPacket<'a>, within: Within) -> Decoded<'a> {
+fn inner<'a>(inner: Inner<'a>, packet: &RawPacket<'a>, within: Within<'_>) -> Decoded<'a> {
     match inner {
         Inner::Ethernet(frame) => ethernet(frame, packet, within),
         Inner::Ip(ip) => from_ip(ip, packet, within),
@@ -220,7 +235,7 @@ const ETHERTYPE_MPLS: [EtherType; 2] = [EtherType(0x8847), EtherType(0x8848)];
 const MAX_MPLS_LABELS: usize = 16;
 
 /// IP (or, with a pseudowire control word, Ethernet) under an MPLS label stack.
-fn mpls<'a>(mut data: &'a [u8], packet: &RawPacket<'a>, within: Within) -> Decoded<'a> {
+fn mpls<'a>(mut data: &'a [u8], packet: &RawPacket<'a>, within: Within<'_>) -> Decoded<'a> {
     for _ in 0..MAX_MPLS_LABELS {
         let Some((label, rest)) = data.split_first_chunk::<4>() else {
             return Decoded::Bad(AnomalyKind::TruncatedLink);
@@ -242,10 +257,10 @@ fn mpls<'a>(mut data: &'a [u8], packet: &RawPacket<'a>, within: Within) -> Decod
 }
 
 /// PPP: optional HDLC address/control (FF 03), then a 2-byte protocol.
-fn ppp<'a>(data: &'a [u8], packet: &RawPacket<'a>) -> Decoded<'a> {
+fn ppp<'a>(data: &'a [u8], packet: &RawPacket<'a>, outer: Within<'_>) -> Decoded<'a> {
     let data = data.strip_prefix(&[0xff, 0x03]).unwrap_or(data);
     match data.split_first_chunk::<2>() {
-        Some(([0x00, 0x21], ip)) | Some(([0x00, 0x57], ip)) => from_ip(ip, packet, OUTER),
+        Some(([0x00, 0x21], ip)) | Some(([0x00, 0x57], ip)) => from_ip(ip, packet, outer),
         Some(_) => Decoded::NotIp,
         None => Decoded::Bad(AnomalyKind::TruncatedLink),
     }
@@ -253,7 +268,7 @@ fn ppp<'a>(data: &'a [u8], packet: &RawPacket<'a>) -> Decoded<'a> {
 
 /// NFLOG: a 4-byte header, then TLVs (length and type in host byte order,
 /// values padded to 4 bytes); type 9 holds the packet from its IP header on.
-fn nflog<'a>(data: &'a [u8], packet: &RawPacket<'a>) -> Decoded<'a> {
+fn nflog<'a>(data: &'a [u8], packet: &RawPacket<'a>, outer: Within<'_>) -> Decoded<'a> {
     const NFULA_PAYLOAD: u16 = 9;
     let Some(mut tlvs) = data.get(4..) else {
         return Decoded::Bad(AnomalyKind::TruncatedLink);
@@ -266,8 +281,8 @@ fn nflog<'a>(data: &'a [u8], packet: &RawPacket<'a>) -> Decoded<'a> {
         }
         if kind == NFULA_PAYLOAD {
             return match tlvs.get(4..len) {
-                Some(ip) => from_ip(ip, packet, OUTER),
-                None => from_ip(tlvs.get(4..).unwrap_or(&[]), packet, OUTER),
+                Some(ip) => from_ip(ip, packet, outer),
+                None => from_ip(tlvs.get(4..).unwrap_or(&[]), packet, outer),
             };
         }
         let padded = len.div_ceil(4) * 4;
@@ -285,7 +300,7 @@ fn is_af_inet(family: u32) -> bool {
     matches!(family, 2 | 10 | 24 | 28 | 30)
 }
 
-fn from_ip<'a>(data: &'a [u8], packet: &RawPacket<'a>, within: Within) -> Decoded<'a> {
+fn from_ip<'a>(data: &'a [u8], packet: &RawPacket<'a>, within: Within<'_>) -> Decoded<'a> {
     match LaxSlicedPacket::from_ip(data) {
         Ok(s) => classify(s, packet, within),
         Err(etherparse::err::ip::LaxHeaderSliceError::Len(_)) => {
@@ -349,7 +364,7 @@ fn classify<'a>(
         if payload.fragmented {
             return Decoded::OtherIp;
         }
-        return match tunnel::open(payload.ip_number.0, payload.payload) {
+        return match tunnel::open(payload.ip_number.0, payload.payload, within.udp) {
             Tunnel::No => Decoded::OtherIp,
             Tunnel::Inner(..) | Tunnel::Broken if within.depth >= tunnel::MAX_DEPTH => {
                 Decoded::Bad(AnomalyKind::MalformedTunnel)

@@ -7,6 +7,21 @@ use std::net::SocketAddr;
 use super::differential::packet;
 use super::*;
 
+/// The functions under test with the standard tunnel ports (these shadow
+/// the glob import).
+fn shard_hash(p: &RawPacket<'_>) -> u64 {
+    super::shard_hash(p, &UdpTunnels::STANDARD)
+}
+
+mod fast {
+    pub(super) use super::super::fast::{hash_endpoints, Fast};
+    use super::{RawPacket, UdpTunnels};
+
+    pub(super) fn parse<'a>(p: &RawPacket<'a>) -> Fast<'a> {
+        super::super::fast::parse(p, &UdpTunnels::STANDARD)
+    }
+}
+
 fn tcp_frame(src: SocketAddr, dst: SocketAddr, vlan: bool) -> Vec<u8> {
     let eth = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
     let ip = match (vlan, src.ip(), dst.ip()) {

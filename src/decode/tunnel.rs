@@ -23,6 +23,79 @@ const IP_GRE: u8 = 47;
 pub const VXLAN_PORT: u16 = 4789;
 pub const GENEVE_PORT: u16 = 6081;
 
+/// A tunnel carried in UDP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UdpTunnel {
+    Vxlan,
+    Geneve,
+}
+
+/// The UDP destination ports whose datagrams are opened as tunnels: VXLAN
+/// on 4789 and Geneve on 6081 (IANA's ports, tshark's defaults), and more
+/// as asked (`-d udp.port==8472,vxlan`, as with tshark: Linux's and
+/// flannel's VXLAN port).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UdpTunnels {
+    vxlan: [u16; UdpTunnels::PORTS_EACH],
+    geneve: [u16; UdpTunnels::PORTS_EACH],
+}
+
+impl UdpTunnels {
+    /// Ports of each kind, at most (0 marks a free slot: no datagram goes
+    /// to port 0).
+    pub const PORTS_EACH: usize = 8;
+
+    pub const STANDARD: UdpTunnels = UdpTunnels {
+        vxlan: [VXLAN_PORT, 0, 0, 0, 0, 0, 0, 0],
+        geneve: [GENEVE_PORT, 0, 0, 0, 0, 0, 0, 0],
+    };
+
+    /// Opens datagrams to `port` as `kind` (and no longer as the other
+    /// kind); false if `port` is 0 or `kind` has all its ports already.
+    pub fn add(&mut self, port: u16, kind: UdpTunnel) -> bool {
+        let (mine, other) = match kind {
+            UdpTunnel::Vxlan => (&mut self.vxlan, &mut self.geneve),
+            UdpTunnel::Geneve => (&mut self.geneve, &mut self.vxlan),
+        };
+        if port == 0 {
+            return false;
+        }
+        for p in other.iter_mut().filter(|p| **p == port) {
+            *p = 0;
+        }
+        if mine.contains(&port) {
+            return true;
+        }
+        match mine.iter_mut().find(|p| **p == 0) {
+            Some(free) => {
+                *free = port;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The tunnel a datagram to `port` carries, if any.
+    #[inline]
+    fn at(&self, port: u16) -> Option<UdpTunnel> {
+        if port == 0 {
+            None
+        } else if self.vxlan.contains(&port) {
+            Some(UdpTunnel::Vxlan)
+        } else if self.geneve.contains(&port) {
+            Some(UdpTunnel::Geneve)
+        } else {
+            None
+        }
+    }
+}
+
+impl Default for UdpTunnels {
+    fn default() -> UdpTunnels {
+        UdpTunnels::STANDARD
+    }
+}
+
 /// At most this many tunnels, one inside another, are opened; a deeper
 /// one is an anomaly (no real network nests that far; a crafted packet
 /// could otherwise nest hundreds deep).
@@ -60,10 +133,10 @@ pub enum Tunnel<'a> {
 /// Whether an IP payload of protocol `proto` may be a tunnel (the fast
 /// path then leaves the frame to the full decoder).
 #[inline]
-pub fn maybe(proto: u8, payload: &[u8]) -> bool {
+pub fn maybe(proto: u8, payload: &[u8], udp: &UdpTunnels) -> bool {
     match proto {
         IP_IPV4 | IP_IPV6 | IP_GRE => true,
-        IP_UDP => matches!(udp_ports(payload), Some((_, VXLAN_PORT | GENEVE_PORT))),
+        IP_UDP => udp_ports(payload).is_some_and(|(_, dst)| udp.at(dst).is_some()),
         _ => false,
     }
 }
@@ -72,9 +145,13 @@ pub fn maybe(proto: u8, payload: &[u8]) -> bool {
 /// VXLAN port with a valid VXLAN header, and its VNI; `None` for anything
 /// else.
 #[inline]
-pub fn vxlan_frame(udp: &[u8]) -> Option<(&[u8], Option<Overlay>)> {
-    match (udp_ports(udp)?, udp.get(8..)) {
-        ((_, VXLAN_PORT), Some(body)) => match vxlan(body) {
+pub fn vxlan_frame<'a>(
+    datagram: &'a [u8],
+    udp: &UdpTunnels,
+) -> Option<(&'a [u8], Option<Overlay>)> {
+    let (_, dst) = udp_ports(datagram)?;
+    match (udp.at(dst), datagram.get(8..)) {
+        (Some(UdpTunnel::Vxlan), Some(body)) => match vxlan(body) {
             Tunnel::Inner(Inner::Ethernet(frame), vni) => Some((frame, vni)),
             _ => None,
         },
@@ -83,13 +160,16 @@ pub fn vxlan_frame(udp: &[u8]) -> Option<(&[u8], Option<Overlay>)> {
 }
 
 /// Opens the (unfragmented) IP payload `payload` of protocol `proto`.
-pub fn open(proto: u8, payload: &[u8]) -> Tunnel<'_> {
+pub fn open<'a>(proto: u8, payload: &'a [u8], udp: &UdpTunnels) -> Tunnel<'a> {
     match proto {
         IP_IPV4 | IP_IPV6 => Tunnel::Inner(Inner::Ip(payload), None),
         IP_GRE => gre(payload),
-        IP_UDP => match (udp_ports(payload), payload.get(8..)) {
-            (Some((_, VXLAN_PORT)), Some(body)) => vxlan(body),
-            (Some((_, GENEVE_PORT)), Some(body)) => geneve(body),
+        IP_UDP => match (
+            udp_ports(payload).and_then(|(_, dst)| udp.at(dst)),
+            payload.get(8..),
+        ) {
+            (Some(UdpTunnel::Vxlan), Some(body)) => vxlan(body),
+            (Some(UdpTunnel::Geneve), Some(body)) => geneve(body),
             _ => Tunnel::No,
         },
         _ => Tunnel::No,
@@ -226,6 +306,42 @@ fn carried(proto: u16, inner: &[u8], id: Option<Overlay>) -> Tunnel<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // The functions under test with the standard ports (these shadow the
+    // glob import).
+    fn open(proto: u8, payload: &[u8]) -> Tunnel<'_> {
+        super::open(proto, payload, &UdpTunnels::STANDARD)
+    }
+    fn maybe(proto: u8, payload: &[u8]) -> bool {
+        super::maybe(proto, payload, &UdpTunnels::STANDARD)
+    }
+    fn vxlan_frame(datagram: &[u8]) -> Option<(&[u8], Option<Overlay>)> {
+        super::vxlan_frame(datagram, &UdpTunnels::STANDARD)
+    }
+
+    #[test]
+    fn ports_are_added_moved_and_bounded() {
+        let body = [0x08, 0, 0, 0, 0, 0, 42, 0, 0xaa];
+        let mut udp_ports = UdpTunnels::STANDARD;
+        assert_eq!(
+            super::open(IP_UDP, &udp(8472, &body), &udp_ports),
+            Tunnel::No
+        );
+        assert!(udp_ports.add(8472, UdpTunnel::Vxlan));
+        assert!(matches!(
+            super::open(IP_UDP, &udp(8472, &body), &udp_ports),
+            Tunnel::Inner(Inner::Ethernet(_), _)
+        ));
+        assert!(super::maybe(IP_UDP, &udp(8472, &body), &udp_ports));
+        // Given as Geneve, 4789 is no longer VXLAN.
+        assert!(udp_ports.add(VXLAN_PORT, UdpTunnel::Geneve));
+        assert_eq!(udp_ports.at(VXLAN_PORT), Some(UdpTunnel::Geneve));
+        assert!(!udp_ports.add(0, UdpTunnel::Vxlan));
+        let mut full = UdpTunnels::STANDARD;
+        let added = (1..=20).filter(|&p| full.add(p, UdpTunnel::Vxlan)).count();
+        assert_eq!(added, UdpTunnels::PORTS_EACH - 1);
+        assert!(full.add(1, UdpTunnel::Vxlan), "a port given twice");
+    }
 
     fn net(kind: OverlayKind, id: u32) -> Option<Overlay> {
         Some(Overlay { kind, id })
