@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Record real tunnelled traffic for the `handshakes` test-suite: two network
-# namespaces joined by a veth pair (the underlay), a VXLAN tunnel between
-# them made by the kernel, nginx in one namespace and curl in the other
+# namespaces joined by a veth pair (the underlay), two VXLAN tunnels between
+# them made by the kernel (VNI 4242 on IANA's port 4789, VNI 7 on Linux's
+# and flannel's port 8472), nginx in one namespace and curl in the other
 # talking through the tunnel, and tcpdump on the underlay, where only the
 # encapsulated packets are seen. See captures/README.md.
 #
@@ -26,10 +27,13 @@ NS_B=hs-tun-b          # nginx
 HTTP_PORT=18080
 HTTPS_PORT=18443
 VNI=4242
-# Underlay (veth) and overlay (vx0) addresses: documentation and ULA ranges.
+# The second tunnel (vx1): another VNI on the port Linux uses by default.
+VNI2=7 PORT2=8472
+# Underlay (veth) and overlay (vx0, vx1) addresses: documentation and ULA ranges.
 UNDER_A=192.0.2.1 UNDER_B=192.0.2.2
 OVER_A=198.51.100.1 OVER_B=198.51.100.2
 OVER6_A=fd00:4242::1 OVER6_B=fd00:4242::2
+OVER2_A=203.0.113.1 OVER2_B=203.0.113.2
 
 # shellcheck source=scripts/record-lib.sh
 source "$SCRIPT_DIR/record-lib.sh"
@@ -62,6 +66,11 @@ for side in A B; do
     ip -n "$ns" addr add "${!over_var}/24" dev vx0
     ip -n "$ns" addr add "${!over6_var}/64" dev vx0 nodad
     ip -n "$ns" link set vx0 up
+    over2_var="OVER2_$side"
+    ip -n "$ns" link add vx1 type vxlan id "$VNI2" local "${!under_var}" remote "$other" \
+        dstport "$PORT2" dev "$dev"
+    ip -n "$ns" addr add "${!over2_var}/24" dev vx1
+    ip -n "$ns" link set vx1 up
 done
 # Neighbours known up front, so the captures hold no ARP or ND exchanges.
 for side in A B; do
@@ -74,6 +83,9 @@ for side in A B; do
     ip -n "$ns" neigh replace "${!over_var}" lladdr "$mac" dev vx0 nud permanent
     ip -n "$ns" neigh replace "${!over6_var}" lladdr "$mac" dev vx0 nud permanent
     ip -n "$ns" neigh replace "${!under_var}" lladdr "$umac" dev "hs-tun-v${side,,}" nud permanent
+    mac2=$(ip -n "$peer_ns" -br link show vx1 | awk '{print $3}')
+    over2_var="OVER2_$peer"
+    ip -n "$ns" neigh replace "${!over2_var}" lladdr "$mac2" dev vx1 nud permanent
 done
 
 log "nginx in $NS_B"
@@ -86,6 +98,7 @@ write_nginx_conf 64 "$(cat <<EOF
     server {
         listen $OVER_B:$HTTP_PORT;
         listen [$OVER6_B]:$HTTP_PORT;
+        listen $OVER2_B:$HTTP_PORT;
         root $WORK/www;
     }
     server {
@@ -116,6 +129,11 @@ fetch() {
 }
 CAPTURE_NETNS=$NS_A
 CAPTURE_IF=hs-tun-va
+# underlay_mtu N: the veth pair's MTU, both ends.
+underlay_mtu() {
+    ip -n "$NS_A" link set hs-tun-va mtu "$1"
+    ip -n "$NS_B" link set hs-tun-vb mtu "$1"
+}
 
 log "tunnel-vxlan-http.pcap: 3 requests on one connection (IPv4 inside), 1 (IPv6 inside)"
 start_capture "$OUT_DIR/tunnel-vxlan-http.pcap" "udp port 4789"
@@ -133,12 +151,16 @@ stop_capture
 log "tunnel-vxlan-fragmented.pcap: the underlay's MTU below the tunnel's: the kernel fragments the VXLAN packets"
 # vx0 keeps its MTU of 1450 (TCP's MSS follows it); the veth drops to 1000,
 # so every full-size segment leaves as two IPv4 fragments of one UDP packet.
-for side in a b; do
-    ns_var="NS_${side^^}"
-    ip -n "${!ns_var}" link set hs-tun-v$side mtu 1000
-done
+underlay_mtu 1000
 start_capture "$OUT_DIR/tunnel-vxlan-fragmented.pcap" "udp port 4789 or (ip[6:2] & 0x1fff != 0)"
 fetch -- "$URL" "http://$OVER_B:$HTTP_PORT/big.html"
+stop_capture
+
+log "tunnel-vxlan-8472.pcap: 2 requests on one connection in VXLAN $VNI2 on UDP port $PORT2"
+underlay_mtu 1500
+start_capture "$OUT_DIR/tunnel-vxlan-8472.pcap" "udp port $PORT2"
+URL2="http://$OVER2_B:$HTTP_PORT/index.html"
+fetch -- "$URL2" "$URL2"
 stop_capture
 
 log "done"

@@ -260,10 +260,13 @@ pub(crate) fn comparable(mut summary: Value) -> Value {
     summary
 }
 
-/// tshark's TCP conversations in `path`, as unordered endpoint pairs.
-fn tshark_pairs(path: &Path) -> Option<BTreeSet<(String, String)>> {
+/// tshark's TCP conversations in `path` (read with `options` too), as
+/// unordered endpoint pairs.
+fn tshark_pairs(path: &Path, options: &[&str]) -> Option<BTreeSet<(String, String)>> {
     let out = Command::new("tshark")
-        .args(["-n", "-q", "-z", "conv,tcp", "-r"])
+        .args(["-n", "-q", "-z", "conv,tcp"])
+        .args(options)
+        .arg("-r")
         .arg(path)
         .output()
         .ok()?;
@@ -329,7 +332,7 @@ fn wrapped_captures_give_the_originals_records() {
                 "{original} in {name}: summary"
             );
             if have_tshark {
-                let theirs = tshark_pairs(&dir.path().join(&file)).expect("tshark runs");
+                let theirs = tshark_pairs(&dir.path().join(&file), &[]).expect("tshark runs");
                 assert_eq!(
                     theirs,
                     our_pairs(&r),
@@ -624,4 +627,32 @@ fn a_bad_decode_as_is_one_clear_error() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("at most 8 ports per tunnel kind"), "{err}");
+}
+
+/// The kernel's own VXLAN on port 8472 (`captures/tunnel-vxlan-8472.pcap`,
+/// VNI 7): nothing by default, as tshark; with `-d udp.port==8472,vxlan` the
+/// connection tshark shows with the same `-d`, its two requests, in VNI 7.
+#[test]
+fn real_vxlan_on_port_8472_with_decode_as() {
+    let path = capture("tunnel-vxlan-8472.pcap");
+    let (_, records) = as_json(analyze_path(&path));
+    assert_eq!(records, json!([]), "not opened by default");
+    let out = Command::new(env!("CARGO_BIN_EXE_handshakes"))
+        .args(["analyze", "-q", "-T", "json", "-d", "udp.port==8472,vxlan"])
+        .arg(&path)
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{out:?}");
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let records = &doc["connections"];
+    assert_eq!(records.as_array().map(Vec::len), Some(1));
+    assert_eq!(records[0]["overlay"], json!({"kind": "vxlan", "id": 7}));
+    assert_eq!(records[0]["http"]["requests"], 2);
+    assert_eq!(records[0]["http"]["responses"], 2);
+    if Command::new("tshark").arg("--version").output().is_err() {
+        skip_or_fail("tshark", "not installed: port 8472 not compared with it");
+        return;
+    }
+    let theirs = tshark_pairs(&path, &["-d", "udp.port==8472,vxlan"]).expect("tshark runs");
+    assert_eq!(theirs, our_pairs(records));
 }
