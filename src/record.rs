@@ -443,6 +443,19 @@ pub enum OverlayKind {
     Erspan,
 }
 
+impl Overlay {
+    /// `kind id`, e.g. `vxlan 4242`, for people.
+    pub fn label(self) -> String {
+        let kind = match self.kind {
+            OverlayKind::Vxlan => "vxlan",
+            OverlayKind::Geneve => "geneve",
+            OverlayKind::Gre => "gre",
+            OverlayKind::Erspan => "erspan",
+        };
+        format!("{kind} {}", self.id)
+    }
+}
+
 /// One TCP connection, from its first packet to its close.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ConnectionRecord {

@@ -14,6 +14,10 @@ use crate::record::{
 use crate::source::SourceInfo;
 use crate::time::Timestamp;
 
+/// Overlay networks counted one by one in the summary; connections in more
+/// are counted together.
+const MAX_OVERLAYS: usize = 1024;
+
 #[derive(Debug, Default)]
 pub struct SummaryBuilder {
     pub packets: PacketCounts,
@@ -27,6 +31,7 @@ pub struct SummaryBuilder {
     connections: u64,
     tcp_handshakes: u64,
     without_handshake: u64,
+    overlays: BTreeMap<String, u64>,
     connect: Samples,
     close: BTreeMap<String, u64>,
     syn_retransmissions: u64,
@@ -88,6 +93,16 @@ impl SummaryBuilder {
         }
         if let Some(c) = hs.connect {
             self.connect.push(c);
+        }
+        if let Some(overlay) = rec.overlay {
+            // Bounded: a crafted capture may carry a million VNIs.
+            let label = overlay.label();
+            let key = if self.overlays.len() < MAX_OVERLAYS || self.overlays.contains_key(&label) {
+                label
+            } else {
+                "other".to_string()
+            };
+            *self.overlays.entry(key).or_insert(0) += 1;
         }
         *self
             .close
@@ -219,6 +234,7 @@ impl SummaryBuilder {
             connections: self.connections,
             tcp_handshakes: self.tcp_handshakes,
             connections_without_handshake: self.without_handshake,
+            overlays: self.overlays,
             connect: self.connect.distribution(),
             close: self.close,
             syn_retransmissions: self.syn_retransmissions,

@@ -96,6 +96,10 @@ pub struct Summary {
     pub tcp_handshakes: u64,
     /// Connections whose SYN was not captured.
     pub connections_without_handshake: u64,
+    /// Connections by overlay network (`vxlan 4242`, `gre 7`, …; at most
+    /// 1 024 of them, the rest counted as `other`); empty when no
+    /// connection was in one.
+    pub overlays: BTreeMap<String, u64>,
     /// Distribution of connect times (SYN → ACK) over complete handshakes.
     pub connect: Distribution,
     /// Connections by how they closed.

@@ -8,7 +8,7 @@ use std::io::{self, Write};
 use comfy_table::{presets, Cell, CellAlignment, ContentArrangement, Table};
 
 use super::{human_bytes, human_duration, Opts};
-use crate::record::{CloseKind, ConnectionRecord, Distribution, HttpMethod, OverlayKind, Summary};
+use crate::record::{CloseKind, ConnectionRecord, Distribution, HttpMethod, Summary};
 
 /// Writes the summary block and the connection table.
 pub fn write(
@@ -167,6 +167,9 @@ pub fn write_summary(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
         "connections   {}  (TCP handshakes complete: {}, without a captured SYN: {})",
         s.connections, s.tcp_handshakes, s.connections_without_handshake
     )?;
+    if !s.overlays.is_empty() {
+        writeln!(out, "overlays      {}", histogram(&s.overlays))?;
+    }
     writeln!(out, "connect       {}", dist_line(&s.connect))?;
     if s.tls_connections > 0 {
         writeln!(
@@ -319,15 +322,7 @@ pub fn write_connections(
 /// (the same addresses may then appear in several rows).
 fn server_text(rec: &ConnectionRecord) -> String {
     match rec.overlay {
-        Some(o) => {
-            let kind = match o.kind {
-                OverlayKind::Vxlan => "vxlan",
-                OverlayKind::Geneve => "geneve",
-                OverlayKind::Gre => "gre key",
-                OverlayKind::Erspan => "erspan",
-            };
-            format!("{} [{kind} {}]", rec.server, o.id)
-        }
+        Some(o) => format!("{} [{}]", rec.server, o.label()),
         None => rec.server.clone(),
     }
 }
