@@ -10,6 +10,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use handshakes::decode::{UdpTunnel, UdpTunnels};
+use handshakes::record::{Overlay, OverlayKind};
 use handshakes::report::Format;
 use handshakes::source::file::Access;
 use handshakes::Config;
@@ -182,6 +183,7 @@ impl LiveArgs {
         Ok(Config {
             ports: Vec::new(),
             hosts: Vec::new(),
+            overlays: Vec::new(),
             idle_timeout: Some(self.idle),
             stream_buffer: self.stream_buffer,
             max_requests_listed: None,
@@ -219,6 +221,21 @@ impl DecodeArgs {
         }
         Ok(ports)
     }
+}
+
+fn parse_overlay(s: &str) -> Result<Overlay, String> {
+    const EXPECTED: &str =
+        "expected KIND:ID with KIND vxlan, geneve, gre or erspan, e.g. vxlan:4242";
+    let (kind, id) = s.split_once(':').ok_or(EXPECTED)?;
+    let kind = match kind.trim().to_ascii_lowercase().as_str() {
+        "vxlan" => OverlayKind::Vxlan,
+        "geneve" => OverlayKind::Geneve,
+        "gre" => OverlayKind::Gre,
+        "erspan" => OverlayKind::Erspan,
+        _ => return Err(EXPECTED.into()),
+    };
+    let id = id.trim().parse::<u32>().map_err(|_| EXPECTED)?;
+    Ok(Overlay { kind, id })
 }
 
 fn parse_decode_as(s: &str) -> Result<(u16, UdpTunnel), String> {
@@ -268,6 +285,10 @@ pub struct AnalyzeArgs {
     /// Only connections with this address on either side (repeat for several)
     #[arg(long = "host", value_name = "ADDR")]
     pub hosts: Vec<IpAddr>,
+
+    /// Only connections in this overlay network, e.g. vxlan:4242, geneve:7, gre:1, erspan:5 (repeat for several)
+    #[arg(long = "overlay", value_name = "KIND:ID", value_parser = parse_overlay)]
+    pub overlays: Vec<Overlay>,
 
     /// Table rows to show (0 shows all); JSON and CSV always have every connection
     #[arg(long, default_value_t = 50, value_name = "N")]
@@ -378,6 +399,7 @@ impl AnalyzeArgs {
         Config {
             ports: self.ports.clone(),
             hosts: self.hosts.clone(),
+            overlays: self.overlays.clone(),
             idle_timeout: self.idle,
             stream_buffer: self.stream_buffer,
             max_requests_listed: Some(self.max_requests_listed),

@@ -15,8 +15,9 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 
+use handshakes::record::{Overlay, OverlayKind};
 use handshakes::source::file::FileSource;
-use handshakes::PacketSource;
+use handshakes::{Config, PacketSource};
 
 use crate::support::{Packet, Pcap};
 use crate::tools::{analyze_path, analyze_path_on, as_json, skip_or_fail};
@@ -504,6 +505,25 @@ fn the_same_connections_in_two_overlays_stay_apart() {
                 assert_eq!(copies, want, "{original}, VNI {vni}, {threads} threads");
             }
         }
+        // `--overlay vxlan:7`: only the copies in VNI 7.
+        let config = Config {
+            overlays: vec![Overlay {
+                kind: OverlayKind::Vxlan,
+                id: 7,
+            }],
+            ..Config::default()
+        };
+        let mut source = FileSource::open(&dir.path().join(original)).expect("opens");
+        let mut only = Vec::new();
+        let summary = handshakes::analyze(&mut source, &config, &mut only).expect("analyses");
+        assert_eq!(only.len(), records.len(), "{original}: --overlay");
+        assert!(only
+            .iter()
+            .all(|r| r.overlay == config.overlays.first().copied()));
+        assert_eq!(
+            summary.packets.filtered_out, summary.packets.tcp,
+            "{original}: half filtered"
+        );
     }
 }
 

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use crate::decode::defrag::{may_be_fragment, Defragmenter, Verdict};
 use crate::decode::{TcpSegment, UdpTunnels};
-use crate::record::{ConnectionRecord, Summary};
+use crate::record::{ConnectionRecord, Overlay, Summary};
 use crate::source::{RawPacket, SourceInfo};
 use crate::time::Timestamp;
 use gather::Gather;
@@ -47,6 +47,8 @@ pub struct Config {
     pub ports: Vec<u16>,
     /// Keep only connections with one of these addresses on either side (empty: all).
     pub hosts: Vec<IpAddr>,
+    /// Keep only connections in one of these overlay networks (empty: all).
+    pub overlays: Vec<Overlay>,
     /// Finalise a connection after this long without packets (capture time).
     pub idle_timeout: Option<Duration>,
     /// Per-direction cap on buffered stream bytes (out-of-order data, TLS
@@ -104,7 +106,7 @@ impl Config {
 
     #[inline]
     fn keeps(&self, seg: &TcpSegment<'_>) -> bool {
-        if self.ports.is_empty() && self.hosts.is_empty() {
+        if self.ports.is_empty() && self.hosts.is_empty() && self.overlays.is_empty() {
             return true;
         }
         let port_ok = self.ports.is_empty()
@@ -113,7 +115,9 @@ impl Config {
         let host_ok = self.hosts.is_empty()
             || self.hosts.contains(&seg.src.ip())
             || self.hosts.contains(&seg.dst.ip());
-        port_ok && host_ok
+        let overlay_ok =
+            self.overlays.is_empty() || seg.overlay.is_some_and(|o| self.overlays.contains(&o));
+        port_ok && host_ok && overlay_ok
     }
 }
 
