@@ -10,6 +10,7 @@ mod http;
 #[cfg(feature = "live")]
 mod live;
 mod malformed;
+mod overlays;
 mod properties;
 mod report;
 mod support;

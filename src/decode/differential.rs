@@ -16,6 +16,7 @@ use proptest::test_runner::RngSeed;
 use super::fast::{self, Fast};
 use super::*;
 use crate::source::file::FileSource;
+use crate::source::LinkType;
 use crate::source::PacketSource;
 use crate::time::Timestamp;
 

@@ -2,10 +2,11 @@
 //! the frame, fixed across runs and machines, and spread evenly over shards.
 
 use std::collections::HashSet;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use super::differential::packet;
 use super::*;
+use crate::source::LinkType;
 
 /// The functions under test with the standard tunnel ports (these shadow
 /// the glob import).

@@ -1,0 +1,325 @@
+//! The HTML report's pictures: the waterfall of connections (time axis,
+//! one row per connection, a segment per phase with its tooltip) and the
+//! histograms of connect and TLS handshake times, as inline SVG.
+//!
+//! Does not compute statistics beyond binning; every string from a capture
+//! goes through `esc`.
+
+use std::fmt::Write as _;
+
+use super::super::human_duration;
+use super::super::timeline::{close_text, requests_text, segments, tls_kind, Phase, Segment};
+use super::{color, esc, rect, text, MAX_ROWS};
+use crate::record::{CloseKind, ConnectionRecord};
+
+/// Tick step of about `span / 8`, rounded to 1, 2 or 5 × 10^k.
+fn nice_step(span: f64) -> f64 {
+    let raw = (span / 8.0).max(1e-9);
+    let mag = 10f64.powf(raw.log10().floor());
+    let f = match raw / mag {
+        n if n < 1.5 => 1.0,
+        n if n < 3.5 => 2.0,
+        n if n < 7.5 => 5.0,
+        _ => 10.0,
+    };
+    f * mag
+}
+
+/// An axis label: the unit fits the span, the decimals fit the step.
+fn tick_label(v: f64, step: f64, span: f64) -> String {
+    let (scale, unit) = if span >= 1.0 {
+        (1.0, "s")
+    } else if span >= 1e-3 {
+        (1e3, "ms")
+    } else {
+        (1e6, "µs")
+    };
+    let s = step * scale;
+    let decimals = if s >= 1.0 {
+        0
+    } else {
+        (-s.log10().floor()).max(0.0) as usize
+    };
+    format!("{:.*}{unit}", decimals, v * scale)
+}
+
+fn ms(origin: f64, t: f64) -> String {
+    format!("+{:.3} ms", (t - origin) * 1000.0)
+}
+
+/// The tooltip of one segment.
+fn segment_title(rec: &ConnectionRecord, seg: &Segment, origin: f64) -> String {
+    let hs = &rec.tcp.handshake;
+    let span = format!("{} → {}", ms(origin, seg.from), ms(origin, seg.to));
+    let took = human_duration(seg.to - seg.from);
+    match seg.phase {
+        Phase::Tcp => {
+            let mut t = format!("TCP handshake: SYN {}", ms(origin, seg.from));
+            if let Some(sa) = hs.synack {
+                let _ = write!(t, " → SYN-ACK {}", ms(origin, sa.at));
+            }
+            match (hs.ack, hs.connect) {
+                (Some(a), Some(c)) => {
+                    let _ = write!(
+                        t,
+                        " → ACK {} (connect {})",
+                        ms(origin, a.at),
+                        human_duration(c)
+                    );
+                }
+                _ => t.push_str(" (not completed)"),
+            }
+            if hs.syn_retransmissions > 0 {
+                let _ = write!(t, "\nSYN sent {} more times", hs.syn_retransmissions);
+            }
+            t
+        }
+        Phase::Tls => {
+            let Some(tls) = &rec.tls else {
+                return String::new();
+            };
+            let took = tls.handshake.map_or("not completed".into(), human_duration);
+            let mut lines = vec![
+                format!("TLS handshake {took}: ClientHello {span}"),
+                format!("{} {}", tls_kind(rec), tls.cipher.as_deref().unwrap_or("")),
+                format!("SNI {}", tls.sni.as_deref().unwrap_or("-")),
+            ];
+            if let Some(r) = &tls.resumption {
+                lines.push(format!("resumed by {r}"));
+            }
+            match (&tls.alpn, tls.alpn_offered.is_empty()) {
+                (Some(a), _) => lines.push(format!("ALPN {a}")),
+                (None, false) => {
+                    lines.push(format!("ALPN offered {}", tls.alpn_offered.join(", ")))
+                }
+                (None, true) => {}
+            }
+            if let Some(a) = &tls.alert {
+                let side = a.side.as_str();
+                lines.push(format!("alert from {side}: {} {}", a.level, a.description));
+            }
+            lines.join("\n")
+        }
+        Phase::Wait | Phase::Transfer => {
+            let n = seg.request.unwrap_or(0);
+            let req = n.checked_sub(1).and_then(|i| rec.http.list.get(i));
+            let what = match req.map(|r| (&r.method, &r.target, r.status)) {
+                Some((Some(m), Some(tg), Some(st))) => format!("\n{m} {tg} → {st}"),
+                Some((Some(m), Some(tg), None)) => format!("\n{m} {tg}"),
+                _ if rec.http.estimated => "\n(estimated from TLS records)".to_string(),
+                _ => String::new(),
+            };
+            if seg.phase == Phase::Wait {
+                format!("request {n}: waiting {took} (sent → first byte: {span}){what}")
+            } else {
+                format!("response {n}: {took} (first → last byte: {span}){what}")
+            }
+        }
+        Phase::Idle => format!(
+            "connection {}: open {} ({})",
+            rec.id,
+            human_duration(rec.duration),
+            format_args!("{} → {}", ms(origin, rec.start.at), ms(origin, rec.end.at))
+        ),
+        Phase::Close => format!("{} at {}", close_text(rec), ms(origin, seg.from)),
+    }
+}
+
+pub(super) fn waterfall(h: &mut String, records: &[ConnectionRecord]) {
+    let shown = records.get(..MAX_ROWS).unwrap_or(records);
+    let (Some(t0), Some(t1)) = (
+        shown.iter().map(|r| r.start.at).min_by(f64::total_cmp),
+        shown.iter().map(|r| r.end.at).max_by(f64::total_cmp),
+    ) else {
+        h.push_str("<p class=\"note\">No connections.</p>\n");
+        return;
+    };
+    let (width, label_w, axis_h, row_h) = (1220.0, 170.0, 24.0, 20.0);
+    let chart_w = width - label_w - 40.0;
+    let span = (t1 - t0).max(1e-6);
+    let x = |t: f64| label_w + (t - t0) / span * chart_w;
+    let height = axis_h + row_h * shown.len() as f64 + 6.0;
+    let _ = writeln!(
+        h,
+        "<svg class=\"waterfall\" viewBox=\"0 0 {width} {height}\" role=\"img\" \
+         aria-label=\"waterfall of connections\">"
+    );
+    let step = nice_step(span);
+    let mut i = 0u32;
+    while f64::from(i) * step <= span * 1.0001 {
+        let tick = f64::from(i) * step;
+        let tx = label_w + tick / span * chart_w;
+        let _ = write!(
+            h,
+            "<line x1=\"{tx:.1}\" y1=\"{:.1}\" x2=\"{tx:.1}\" y2=\"{height:.1}\" stroke=\"#eaeef2\"/>",
+            axis_h - 5.0
+        );
+        let anchor = if i == 0 { "start" } else { "middle" };
+        text(h, tx, 14.0, anchor, "muted", &tick_label(tick, step, span));
+        i += 1;
+    }
+    text(h, 6.0, 14.0, "start", "muted", "conn · client port · reqs");
+    h.push('\n');
+    for (row, rec) in shown.iter().enumerate() {
+        let y = axis_h + row_h * row as f64;
+        let base = y + row_h / 2.0 + 4.0;
+        let origin = rec.tcp.handshake.syn.map_or(rec.start.at, |s| s.at);
+        let port = rec
+            .client
+            .rsplit_once(':')
+            .map_or(rec.client.as_str(), |(_, p)| p);
+        let sni = rec
+            .tls
+            .as_ref()
+            .and_then(|t| t.sni.as_deref())
+            .map_or(String::new(), |s| format!(" · SNI {s}"));
+        let summary = format!(
+            "connection {} · {} → {} · {} requests · {}{sni} · open {} · {}",
+            rec.id,
+            rec.client,
+            rec.server,
+            requests_text(rec),
+            tls_kind(rec),
+            human_duration(rec.duration),
+            close_text(rec)
+        );
+        let _ = write!(
+            h,
+            "<g class=\"conn\" data-id=\"{}\"><title>{}</title>",
+            rec.id,
+            esc(&summary)
+        );
+        let fill = if row % 2 == 0 { "#ffffff" } else { "#f6f8fa" };
+        let _ = write!(
+            h,
+            "<rect class=\"bg\" x=\"0\" y=\"{y:.1}\" width=\"{width}\" height=\"{row_h}\" fill=\"{fill}\"/>"
+        );
+        text(h, 6.0, base, "start", "", &format!("#{}", rec.id));
+        text(h, 56.0, base, "start", "", &format!(":{port}"));
+        text(h, label_w - 12.0, base, "end", "muted", &requests_text(rec));
+        h.push('\n');
+        for seg in segments(rec) {
+            let title = segment_title(rec, &seg, origin);
+            let (x0, x1) = (x(seg.from), x(seg.to));
+            let (geometry, extra) = match seg.phase {
+                Phase::Idle => ([x0, y + 9.0, (x1 - x0).max(1.0), 2.0], ""),
+                Phase::Close => {
+                    let w = if rec.close.kind == CloseKind::Rst {
+                        3.0
+                    } else {
+                        2.0
+                    };
+                    ([x0 - w / 2.0, y + 3.0, w, row_h - 6.0], "")
+                }
+                _ => (
+                    [x0, y + 4.0, (x1 - x0).max(2.0), row_h - 8.0],
+                    " rx=\"1.5\"",
+                ),
+            };
+            rect(h, geometry, color(seg.phase), extra, &title);
+        }
+        h.push_str("</g>\n");
+    }
+    h.push_str("</svg>\n");
+    if records.len() > shown.len() {
+        let _ = writeln!(
+            h,
+            "<p class=\"note\">Showing the first {} of {} connections.</p>",
+            shown.len(),
+            records.len()
+        );
+    }
+}
+
+pub(super) fn histogram(h: &mut String, caption: &str, values: &[f64], fill: &str) {
+    let _ = writeln!(
+        h,
+        "<figure><figcaption>{} · n={}</figcaption>",
+        esc(caption),
+        values.len()
+    );
+    let (Some(lo), Some(hi)) = (
+        values.iter().copied().min_by(f64::total_cmp),
+        values.iter().copied().max_by(f64::total_cmp),
+    ) else {
+        h.push_str("<p class=\"note\">None in this capture.</p></figure>\n");
+        return;
+    };
+    // Logarithmic bins when the values span more than two decades.
+    let log = lo > 0.0 && hi / lo > 100.0;
+    let map = |v: f64| if log { v.ln() } else { v };
+    let (mlo, mhi) = (map(lo), map(hi));
+    let bins = if mhi > mlo {
+        values.len().clamp(5, 24)
+    } else {
+        1
+    };
+    let mut counts = vec![0u64; bins];
+    for &v in values {
+        let pos = (map(v) - mlo) / (mhi - mlo).max(f64::MIN_POSITIVE) * bins as f64;
+        if let Some(c) = counts.get_mut((pos.max(0.0) as usize).min(bins - 1)) {
+            *c += 1;
+        }
+    }
+    let unmap = |m: f64| if log { m.exp() } else { m };
+    let edge = |i: usize| unmap(mlo + (mhi - mlo) * i as f64 / bins as f64);
+    let (w, ht, left, bottom) = (600.0, 190.0, 40.0, 30.0);
+    let (plot_w, plot_h) = (w - left - 12.0, ht - bottom - 14.0);
+    let top = counts.iter().copied().max().unwrap_or(1).max(1) as f64;
+    let _ = writeln!(
+        h,
+        "<svg viewBox=\"0 0 {w} {ht}\" role=\"img\" aria-label=\"{}\">",
+        esc(caption)
+    );
+    let _ = write!(
+        h,
+        "<line x1=\"{left}\" y1=\"{0:.1}\" x2=\"{1:.1}\" y2=\"{0:.1}\" stroke=\"#8c959f\"/>",
+        ht - bottom,
+        w - 12.0
+    );
+    text(h, left - 6.0, 18.0, "end", "muted", &format!("{top}"));
+    text(h, left - 6.0, ht - bottom, "end", "muted", "0");
+    // One bin (all values equal) is a narrow bar in the middle.
+    let bw = if bins == 1 {
+        60.0
+    } else {
+        plot_w / bins as f64
+    };
+    let x0 = if bins == 1 {
+        left + (plot_w - bw) / 2.0
+    } else {
+        left
+    };
+    for (i, &c) in counts.iter().enumerate() {
+        let bh = c as f64 / top * plot_h;
+        let range = if bins == 1 {
+            format!("all {}", human_duration(lo))
+        } else {
+            let (from, to) = (human_duration(edge(i)), human_duration(edge(i + 1)));
+            format!("{from} – {to}")
+        };
+        let plural = if c == 1 { "" } else { "s" };
+        let bx = x0 + bw * i as f64 + 1.0;
+        let title = format!("{c} connection{plural}: {range}");
+        let geometry = [bx, ht - bottom - bh, (bw - 2.0).max(1.0), bh];
+        rect(h, geometry, fill, " rx=\"1\"", &title);
+    }
+    let half = bins / 2;
+    let ticks = if bins == 1 {
+        vec![(0.5, "middle", lo)]
+    } else {
+        vec![
+            (0.0, "start", lo),
+            (half as f64 / bins as f64, "middle", edge(half)),
+            (1.0, "end", hi),
+        ]
+    };
+    let y = ht - bottom + 15.0;
+    for (f, anchor, v) in ticks {
+        text(h, left + plot_w * f, y, anchor, "muted", &human_duration(v));
+    }
+    if log {
+        text(h, w - 12.0, ht - 2.0, "end", "muted", "log scale");
+    }
+    h.push_str("</svg></figure>\n");
+}
