@@ -14,7 +14,7 @@ use std::io::{self, Write};
 
 use super::compare::{self, Labeled};
 use super::timeline::{close_text, requests_text, tls_kind, Phase};
-use super::{human_bytes, human_duration};
+use super::{human_bytes, human_duration, server_text};
 use crate::record::{ConnectionRecord, Distribution, Summary};
 
 mod charts;
@@ -277,7 +277,7 @@ fn table(h: &mut String, records: &[ConnectionRecord]) {
         let cells = [
             (true, rec.id.to_string()),
             (false, rec.client.clone()),
-            (false, rec.server.clone()),
+            (false, server_text(rec)),
             (true, format!("{:.6}", rec.start.at)),
             (true, connect),
             (false, tls_kind(rec)),

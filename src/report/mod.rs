@@ -12,6 +12,8 @@ pub mod json;
 pub mod table;
 pub mod timeline;
 
+use crate::record::ConnectionRecord;
+
 /// Output formats of `analyze`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -75,6 +77,15 @@ pub fn human_duration(secs: f64) -> String {
         } else {
             format!("{sign}{m}m{s:02}s")
         }
+    }
+}
+
+/// The server's `address:port`, and the overlay network when there is one
+/// (the same addresses may then stand for several connections at once).
+pub fn server_text(rec: &ConnectionRecord) -> String {
+    match rec.overlay {
+        Some(o) => format!("{} [{}]", rec.server, o.label()),
+        None => rec.server.clone(),
     }
 }
 

@@ -7,7 +7,7 @@ use std::io::{self, Write};
 
 use comfy_table::{presets, Cell, CellAlignment, ContentArrangement, Table};
 
-use super::{human_bytes, human_duration, Opts};
+use super::{human_bytes, human_duration, server_text, Opts};
 use crate::record::{CloseKind, ConnectionRecord, Distribution, HttpMethod, Summary};
 
 /// Writes the summary block and the connection table.
@@ -316,15 +316,6 @@ pub fn write_connections(
         )?;
     }
     Ok(())
-}
-
-/// The server's `address:port`, and the overlay network when there is one
-/// (the same addresses may then appear in several rows).
-fn server_text(rec: &ConnectionRecord) -> String {
-    match rec.overlay {
-        Some(o) => format!("{} [{}]", rec.server, o.label()),
-        None => rec.server.clone(),
-    }
 }
 
 /// Live capture: one fixed-width line per connection as it finishes, under a

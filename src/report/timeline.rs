@@ -13,7 +13,7 @@
 
 use std::io::{self, Write};
 
-use super::human_duration;
+use super::{human_duration, server_text};
 use crate::record::{CloseKind, ConnectionRecord, HttpMethod, Side, Summary, TlsOutcome};
 
 /// How to draw the waterfall.
@@ -553,7 +553,7 @@ fn write_events(
         "connection {}  {} -> {}  ({} requests, {}, {}, {})",
         rec.id,
         sanitize(&rec.client),
-        sanitize(&rec.server),
+        sanitize(&server_text(rec)),
         requests_text(rec),
         sanitize(&tls_kind(rec)),
         dur(rec.duration, color),

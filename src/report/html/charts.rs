@@ -7,8 +7,8 @@
 
 use std::fmt::Write as _;
 
-use super::super::human_duration;
 use super::super::timeline::{close_text, requests_text, segments, tls_kind, Phase, Segment};
+use super::super::{human_duration, server_text};
 use super::{color, esc, rect, text, MAX_ROWS};
 use crate::record::{CloseKind, ConnectionRecord};
 
@@ -177,7 +177,7 @@ pub(super) fn waterfall(h: &mut String, records: &[ConnectionRecord]) {
             "connection {} · {} → {} · {} requests · {}{sni} · open {} · {}",
             rec.id,
             rec.client,
-            rec.server,
+            server_text(rec),
             requests_text(rec),
             tls_kind(rec),
             human_duration(rec.duration),
