@@ -227,13 +227,11 @@ fn parse_overlay(s: &str) -> Result<Overlay, String> {
     const EXPECTED: &str =
         "expected KIND:ID with KIND vxlan, geneve, gre or erspan, e.g. vxlan:4242";
     let (kind, id) = s.split_once(':').ok_or(EXPECTED)?;
-    let kind = match kind.trim().to_ascii_lowercase().as_str() {
-        "vxlan" => OverlayKind::Vxlan,
-        "geneve" => OverlayKind::Geneve,
-        "gre" => OverlayKind::Gre,
-        "erspan" => OverlayKind::Erspan,
-        _ => return Err(EXPECTED.into()),
-    };
+    let kind = kind.trim().to_ascii_lowercase();
+    let kind = *OverlayKind::ALL
+        .iter()
+        .find(|k| k.name() == kind)
+        .ok_or(EXPECTED)?;
     let id = id.trim().parse::<u32>().map_err(|_| EXPECTED)?;
     Ok(Overlay { kind, id })
 }

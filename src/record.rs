@@ -443,16 +443,29 @@ pub enum OverlayKind {
     Erspan,
 }
 
-impl Overlay {
-    /// `kind id`, e.g. `vxlan 4242`, for people.
-    pub fn label(self) -> String {
-        let kind = match self.kind {
+impl OverlayKind {
+    pub const ALL: [OverlayKind; 4] = [
+        OverlayKind::Vxlan,
+        OverlayKind::Geneve,
+        OverlayKind::Gre,
+        OverlayKind::Erspan,
+    ];
+
+    /// The JSON name, as people type it too (`--overlay vxlan:4242`).
+    pub fn name(self) -> &'static str {
+        match self {
             OverlayKind::Vxlan => "vxlan",
             OverlayKind::Geneve => "geneve",
             OverlayKind::Gre => "gre",
             OverlayKind::Erspan => "erspan",
-        };
-        format!("{kind} {}", self.id)
+        }
+    }
+}
+
+impl Overlay {
+    /// `kind id`, e.g. `vxlan 4242`, for people.
+    pub fn label(self) -> String {
+        format!("{} {}", self.kind.name(), self.id)
     }
 }
 
@@ -491,3 +504,17 @@ pub struct ConnectionRecord {
 
 mod summary;
 pub use summary::*;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names people type and the table shows are the JSON names.
+    #[test]
+    fn overlay_kind_names_are_the_json_names() {
+        for kind in OverlayKind::ALL {
+            let json = serde_json::to_value(kind).expect("serialises");
+            assert_eq!(json, kind.name());
+        }
+    }
+}

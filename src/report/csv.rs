@@ -113,7 +113,8 @@ impl CsvReport {
                     .unwrap_or_default(),
                 opt(r.close.time.map(|i| i.ts)),
                 anomalies.join(";"),
-                r.overlay.map_or(String::new(), |o| serde_plain(&o.kind)),
+                r.overlay
+                    .map_or(String::new(), |o| o.kind.name().to_string()),
                 r.overlay.map_or(String::new(), |o| o.id.to_string()),
             ])?;
         }
