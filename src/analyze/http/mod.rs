@@ -196,15 +196,7 @@ impl Http1 {
 
     /// Tries to parse a request header block; returns its length when complete.
     fn request(&mut self, ts: Timestamp) -> Option<usize> {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut more;
-        let mut req = httparse::Request::new(&mut headers);
-        let mut parsed = req.parse(&self.client.buf);
-        if parsed == Err(httparse::Error::TooManyHeaders) {
-            more = vec![httparse::EMPTY_HEADER; header_room(&self.client.buf)];
-            req = httparse::Request::new(&mut more);
-            parsed = req.parse(&self.client.buf);
-        }
+        parse_with_room!(Request, &self.client.buf, req, parsed);
         let len = match parsed {
             Ok(httparse::Status::Complete(n)) => n,
             Ok(httparse::Status::Partial) => return None,
@@ -284,15 +276,7 @@ impl Http1 {
 
     /// Tries to parse a response header block; returns its length when complete.
     fn response(&mut self, ts: Timestamp) -> Option<usize> {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut more;
-        let mut resp = httparse::Response::new(&mut headers);
-        let mut parsed = resp.parse(&self.server.buf);
-        if parsed == Err(httparse::Error::TooManyHeaders) {
-            more = vec![httparse::EMPTY_HEADER; header_room(&self.server.buf)];
-            resp = httparse::Response::new(&mut more);
-            parsed = resp.parse(&self.server.buf);
-        }
+        parse_with_room!(Response, &self.server.buf, resp, parsed);
         let len = match parsed {
             Ok(httparse::Status::Complete(n)) => n,
             Ok(httparse::Status::Partial) => return None,
@@ -406,6 +390,26 @@ fn is_http09(bytes: &[u8]) -> bool {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     line.starts_with(b"GET /") && !line.iter().skip(4).any(|&b| b == b' ' || b < 0x21)
 }
+
+/// Parses `$buf` into `$msg`, a new httparse `$Msg` (`Request` or
+/// `Response`), and its result into `$parsed`, with room for every header:
+/// [`MAX_HEADERS`] on the stack, and as many as the block has lines when it
+/// has more (httparse's `TooManyHeaders`). A macro, not a function: the
+/// message borrows the headers it is parsed into.
+macro_rules! parse_with_room {
+    ($Msg:ident, $buf:expr, $msg:ident, $parsed:ident) => {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut more;
+        let mut $msg = httparse::$Msg::new(&mut headers);
+        let mut $parsed = $msg.parse($buf);
+        if $parsed == Err(httparse::Error::TooManyHeaders) {
+            more = vec![httparse::EMPTY_HEADER; header_room($buf)];
+            $msg = httparse::$Msg::new(&mut more);
+            $parsed = $msg.parse($buf);
+        }
+    };
+}
+use parse_with_room;
 
 /// Room for every header of the block at the front of `buf` (one per
 /// line, up to [`MOST_HEADERS`]; a block with more stays an error).
