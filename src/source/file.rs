@@ -30,7 +30,7 @@ const PEEK: usize = 64 * 1024;
 /// How [`FileSource::open_with`] reads a regular file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
-    /// Through memory maps where it can (an uncompressed classic capture),
+    /// Through memory maps where it can (an uncompressed capture, classic or pcapng),
     /// in windows of this many bytes (`None`: the measured best).
     Map(Option<usize>),
     /// Always with `read()`.
@@ -93,8 +93,8 @@ const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
 
 impl FileSource {
     /// Opens `path` (`-` for standard input), detecting compression and the
-    /// capture format from the first bytes. An uncompressed classic capture
-    /// in a regular file is read through memory maps.
+    /// capture format from the first bytes. An uncompressed capture (classic
+    /// or pcapng) in a regular file is read through memory maps.
     pub fn open(path: &Path) -> Result<FileSource, SourceError> {
         Self::open_with(path, Access::Map(None))
     }
@@ -135,9 +135,13 @@ impl FileSource {
         let read = Arc::new(AtomicU64::new(0));
         let mut source = Self::start(path, input, classic::BUFFER, Some(Arc::clone(&read)))?;
         if let (Some(file), None) = (mapped, &source.info.compression) {
-            if let Kind::Classic { reader, .. } = &mut source.kind {
-                let header = reader.header();
-                *reader = Records::Mapped(MappedReader::new(file, header, Some(Arc::clone(&read))));
+            match &mut source.kind {
+                Kind::Classic { reader, .. } => {
+                    let header = reader.header();
+                    let mapped = MappedReader::new(file, header, Some(Arc::clone(&read)));
+                    *reader = Records::Mapped(mapped);
+                }
+                Kind::Pcapng(blocks) => *blocks = Blocks::mapped(file, Some(Arc::clone(&read))),
             }
         }
         source.read = read;
@@ -165,6 +169,12 @@ impl FileSource {
             } => Some(reader.capacity()),
             _ => None,
         }
+    }
+
+    /// Whether a pcapng file is read through memory maps.
+    #[cfg(test)]
+    pub(super) fn pcapng_mapped(&self) -> bool {
+        matches!(&self.kind, Kind::Pcapng(blocks) if blocks.window().is_some())
     }
 
     #[cfg(test)]
@@ -438,11 +448,76 @@ impl PacketSource for FileSource {
                 }
             }
         }
+        if matches!(&self.kind, Kind::Pcapng(blocks) if blocks.window().is_some()) {
+            return self.fill_mapped_pcapng(batch, bytes, frames);
+        }
         copy_packets(self, batch, bytes, frames)
     }
 
     fn progress(&self) -> (u64, Option<u64>) {
         (self.read.load(Ordering::Relaxed), self.size)
+    }
+}
+
+impl FileSource {
+    /// [`PacketSource::fill`] for a mapped pcapng file: the batch shares
+    /// the window its packets lie in, and ends before a block that reaches
+    /// past it; a packet that still comes from another window (after a
+    /// section's or interface's block straddled the end) is copied, with
+    /// the batch's frames, as without a map.
+    fn fill_mapped_pcapng(
+        &mut self,
+        batch: &mut FrameBatch,
+        bytes: usize,
+        frames: usize,
+    ) -> Result<bool, SourceError> {
+        let mut taken = batch.data.len();
+        let mut added = 0;
+        while taken < bytes && batch.frames.len() < frames {
+            // The batch ends with the window, once it holds a frame of
+            // this call (as the classic reader's).
+            let fits = matches!(&self.kind, Kind::Pcapng(blocks) if blocks.next_fits());
+            if added > 0 && !fits {
+                return Ok(true);
+            }
+            let Some(raw) = self.next_packet()? else {
+                return Ok(false);
+            };
+            let (ts, link, orig_len) = (raw.ts, raw.link, raw.orig_len);
+            let (at, len) = (raw.data.as_ptr() as usize, raw.data.len());
+            let Kind::Pcapng(blocks) = &self.kind else {
+                return Ok(true);
+            };
+            let Some(window) = blocks.window().cloned() else {
+                return Ok(true);
+            };
+            let start = at.wrapping_sub(window.bytes().as_ptr() as usize);
+            let data = window
+                .bytes()
+                .get(start..start.wrapping_add(len))
+                .unwrap_or_default();
+            let frame = super::Frame {
+                ts,
+                link,
+                orig_len,
+                start,
+                end: start + data.len(),
+            };
+            taken += data.len();
+            added += 1;
+            if batch.share(&window) {
+                batch.frames.push(frame);
+            } else {
+                batch.push(&RawPacket {
+                    index: self.index,
+                    ts,
+                    link,
+                    orig_len,
+                    data,
+                });
+            }
+        }
+        Ok(true)
     }
 }
 

@@ -79,6 +79,12 @@ impl MappedFile {
         Some(mapped)
     }
 
+    /// The file's size when last looked at (each [`MappedFile::window`]
+    /// reaching past it looks again).
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
     /// Maps at least `min` bytes (more, up to a window, when there are)
     /// from `offset`, or as many as the file holds. The file's size is
     /// looked at again when the request reaches past what it was, so a

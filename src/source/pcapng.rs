@@ -1,6 +1,9 @@
-//! pcapng captures, read block by block with `pcap-parser` (the only module
-//! that names it), with the interfaces they describe and their timestamp
-//! resolutions.
+//! pcapng captures, read block by block with `pcap-parser` (the only module,
+//! with its `mapped` part, that names it), with the interfaces they
+//! describe and their timestamp resolutions.
+//!
+//! A regular file is read through memory maps (`mapped`), anything else
+//! with `read()`; both behind `pcap-parser`'s reader interface.
 //!
 //! Does not open files, detect compression or read classic pcap (that is
 //! `file` and `classic`); it hands `file` packets and warnings.
@@ -14,7 +17,10 @@ use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{PcapBlockOwned, PcapError};
 
 use super::file::{too_large_message, truncated_message, MAX_BLOCK};
+use super::mapped::{MappedFile, Window};
 use super::{LinkType, SourceInfo};
+
+mod mapped;
 use crate::error::SourceError;
 use crate::time::Timestamp;
 
@@ -28,9 +34,31 @@ struct Interface {
     offset_secs: i64,
 }
 
+/// Where the blocks come from.
+enum Reader {
+    Stream(Box<dyn PcapReaderIterator + Send>),
+    Mapped(mapped::MappedBlocks),
+}
+
+impl Reader {
+    fn get(&mut self) -> &mut dyn PcapReaderIterator {
+        match self {
+            Reader::Stream(r) => r.as_mut(),
+            Reader::Mapped(r) => r,
+        }
+    }
+
+    fn data(&self) -> &[u8] {
+        match self {
+            Reader::Stream(r) => r.data(),
+            Reader::Mapped(r) => r.data(),
+        }
+    }
+}
+
 /// The reader and what it learned about the section's interfaces.
 pub struct Blocks {
-    reader: Box<dyn PcapReaderIterator + Send>,
+    reader: Reader,
     /// Bytes of the block handed out last, consumed on the next call.
     pending: usize,
     interfaces: Vec<Interface>,
@@ -114,12 +142,26 @@ impl Blocks {
             Err(_) => return Err(OpenFailure::NotACapture),
         };
         Ok(Blocks {
-            reader,
+            reader: Reader::Stream(reader),
             pending: 0,
             interfaces: Vec::new(),
             buffer_size: INITIAL_BUFFER,
             last_io_error: slot,
         })
+    }
+
+    /// Reads the blocks of a regular file through memory maps, from its
+    /// first byte (the section header `open` checked is read again);
+    /// `read` counts the bytes mapped so far.
+    pub fn mapped(file: MappedFile, read: Option<Arc<std::sync::atomic::AtomicU64>>) -> Blocks {
+        let slot = Arc::new(Mutex::new(None));
+        Blocks {
+            reader: Reader::Mapped(mapped::MappedBlocks::new(file, read, Arc::clone(&slot))),
+            pending: 0,
+            interfaces: Vec::new(),
+            buffer_size: INITIAL_BUFFER,
+            last_io_error: slot,
+        }
     }
 
     /// The data of the packet returned by the last call to [`Blocks::next`].
@@ -130,11 +172,29 @@ impl Blocks {
             .unwrap_or(&[])
     }
 
+    /// When the file is mapped: the window the packet returned by the last
+    /// call to [`Blocks::next`] lies in.
+    pub fn window(&self) -> Option<&Arc<Window>> {
+        match &self.reader {
+            Reader::Mapped(r) => Some(r.window().0),
+            Reader::Stream(_) => None,
+        }
+    }
+
+    /// When the file is mapped: whether the next block lies whole in the
+    /// current window (false when it may not, or the file is not mapped).
+    pub fn next_fits(&self) -> bool {
+        match &self.reader {
+            Reader::Mapped(r) => r.next_fits(self.pending),
+            Reader::Stream(_) => false,
+        }
+    }
+
     /// The next packet; `path` and `label` (its text) name the input in
     /// messages, and `info` collects the format and warnings.
     pub fn next(&mut self, info: &mut SourceInfo, path: &Path, label: &str) -> Event {
         if self.pending > 0 {
-            self.reader.consume(self.pending);
+            self.reader.get().consume(self.pending);
             self.pending = 0;
         }
         loop {
@@ -143,25 +203,25 @@ impl Blocks {
                     self.pending = consumed;
                     return Event::Packet(packet);
                 }
-                Step::Skip(n) => self.reader.consume(n),
+                Step::Skip(n) => self.reader.get().consume(n),
                 Step::Refill => {
-                    if self.reader.refill().is_err() {
+                    if self.reader.get().refill().is_err() {
                         return self.read_failed(path);
                     }
                 }
-                Step::Grow if self.reader.data().len() < self.buffer_size => {
+                Step::Grow if self.reader.get().data().len() < self.buffer_size => {
                     // The block claims more than the buffer holds: read
                     // until the buffer is full (or the input ends) before
                     // growing, so a short file claiming a huge block is
                     // truncated, not a reason to allocate 64 MiB.
-                    if self.reader.refill().is_err() {
+                    if self.reader.get().refill().is_err() {
                         return self.read_failed(path);
                     }
                 }
                 Step::Grow => {
                     let wanted = self.buffer_size.saturating_mul(2);
-                    if wanted > MAX_BLOCK || !self.reader.grow(wanted) {
-                        let at = self.reader.consumed() as u64;
+                    if wanted > MAX_BLOCK || !self.reader.get().grow(wanted) {
+                        let at = self.reader.get().consumed() as u64;
                         return Event::Stop(too_large_message(label, at));
                     }
                     self.buffer_size = wanted;
@@ -184,9 +244,9 @@ impl Blocks {
 
     /// Asks the parser for one block and decides what to do with it.
     fn parse_step(&mut self, info: &mut SourceInfo, path: &str) -> Step {
-        let base = self.reader.data().as_ptr() as usize;
-        let consumed_so_far = self.reader.consumed() as u64;
-        let result = self.reader.next();
+        let base = self.reader.get().data().as_ptr() as usize;
+        let consumed_so_far = self.reader.get().consumed() as u64;
+        let result = self.reader.get().next();
         let offset_of = |data: &[u8]| (data.as_ptr() as usize).saturating_sub(base);
         match result {
             Ok((consumed, block)) => match block {
@@ -261,7 +321,7 @@ impl Blocks {
             },
             Err(PcapError::Eof) => Step::End,
             Err(PcapError::Incomplete(_)) => {
-                if self.reader.reader_exhausted() {
+                if self.reader.get().reader_exhausted() {
                     Step::Stop(truncated_message(path, consumed_so_far))
                 } else {
                     Step::Refill

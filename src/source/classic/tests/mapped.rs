@@ -1,5 +1,6 @@
-//! Classic captures read through memory maps against the same files read
-//! with `read()`: every capture in captures/ and the shared corpus, and
+//! Captures read through memory maps against the same files read with
+//! `read()`: every classic and pcapng capture in captures/ and the shared
+//! corpus, and
 //! made-up ones (every byte order, cut at every byte, zero-length and
 //! over-large records), through windows so small that records straddle
 //! them, must give the same frames, end, warnings and bytes read — with
@@ -78,6 +79,10 @@ fn temp_capture(bytes: &[u8]) -> tempfile::NamedTempFile {
     f
 }
 
+/// Every classic and pcapng capture, mapped, gives what `read()` gives —
+/// frames, end, warnings, bytes read — with `next_packet` and through
+/// batches (which share the windows), through windows so small that
+/// records and blocks straddle them.
 #[test]
 fn mapped_agrees_with_read_on_every_capture() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -85,20 +90,27 @@ fn mapped_agrees_with_read_on_every_capture() {
     captures_under(&root.join("captures"), &mut files);
     // The corpus's absence is reported by `fill_agrees_with_next_packet_on_every_capture`.
     captures_under(&root.join("../shared/corpus"), &mut files);
-    let mut classic = 0;
+    let (mut classic, mut pcapng) = (0, 0);
     for path in &files {
         let Ok(src) = FileSource::open_with(path, Access::Read) else {
             continue;
         };
-        if src.classic_buffer().is_none() || src.info().compression.is_some() {
+        if src.info().compression.is_some() {
             continue;
         }
-        classic += 1;
+        if src.classic_buffer().is_some() {
+            classic += 1;
+        } else {
+            let src = FileSource::open_with(path, Access::Map(None)).expect("opens");
+            assert!(src.pcapng_mapped(), "{} is not mapped", path.display());
+            pcapng += 1;
+        }
         let small = std::fs::metadata(path).is_ok_and(|m| m.len() < 256 << 10);
         let windows = if small { WINDOWS } else { &WINDOWS[3..] };
         same_as_read(path, windows);
     }
     assert!(classic > 20, "only {classic} classic captures");
+    assert!(pcapng >= 5, "only {pcapng} pcapng captures");
 }
 
 #[test]
@@ -174,19 +186,52 @@ fn a_short_file_claiming_a_huge_record_is_cut_short() {
 }
 
 #[test]
-fn compressed_and_pcapng_files_are_read_not_mapped() {
+fn compressed_files_are_read_and_pcapng_files_mapped() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files: Vec<PathBuf> = Vec::new();
     captures_under(&root.join("captures"), &mut files);
-    let mut seen = 0;
-    for path in files.iter().filter(|p| {
-        let name = p.to_string_lossy();
-        name.ends_with(".gz") || name.ends_with(".pcapng")
-    }) {
+    let mut pcapng = 0;
+    for path in files
+        .iter()
+        .filter(|p| p.to_string_lossy().ends_with(".pcapng"))
+    {
         let src = FileSource::open_with(path, Access::Map(None)).expect("opens");
-        let ours = src.info().compression.is_some() || src.classic_buffer().is_none();
-        assert!(ours, "{}", path.display());
-        seen += 1;
+        assert!(src.pcapng_mapped(), "{}: not mapped", path.display());
+        pcapng += 1;
+        // The same file gzip-compressed is read, not mapped.
+        let bytes = std::fs::read(path).expect("reads");
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&bytes).expect("compresses");
+        let file = temp_capture(&gz.finish().expect("compresses"));
+        let src = FileSource::open_with(file.path(), Access::Map(None)).expect("opens");
+        assert!(src.info().compression.is_some() && !src.pcapng_mapped());
+        let same = by_next(src).frames == by_next(read(path)).frames;
+        assert!(same, "{}: compressed, other frames", path.display());
     }
-    assert!(seen > 0);
+    assert!(pcapng > 0);
+}
+
+/// A real pcapng file cut at every byte of its first blocks, and with a
+/// block claiming 100 MiB: mapped, the same frames, end and warnings as
+/// with `read()`.
+#[test]
+fn pcapng_cut_at_every_byte_and_claiming_a_huge_block() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let bytes = std::fs::read(root.join("captures/http-curl-5-keepalive.pcapng")).expect("reads");
+    for cut in 0..=bytes.len().min(700) {
+        let file = temp_capture(&bytes[..cut]);
+        if FileSource::open_with(file.path(), Access::Read).is_err() {
+            continue;
+        }
+        same_as_read_with(file.path(), &[1, 17], &[&[Fill(100, 3)]]);
+    }
+    // The first block after the section header claims 100 MiB (both
+    // length fields, so only the size is wrong).
+    let shb = usize::try_from(u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]))
+        .expect("fits");
+    let mut huge = bytes.clone();
+    huge[shb + 4..shb + 8].copy_from_slice(&(100u32 << 20).to_le_bytes());
+    let file = temp_capture(&huge);
+    let run = same_as_read(file.path(), &[1, 4096]);
+    assert!(run.frames.is_empty());
 }
