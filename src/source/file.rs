@@ -420,7 +420,8 @@ impl PacketSource for FileSource {
     /// or, from a mapped file, left in the window the batch then shares
     /// (`classic::mapped`); the end, a cut or over-large record are then
     /// found by `next_packet`, exactly as without batches. pcapng packets
-    /// are copied.
+    /// from a mapped file are left in their window too
+    /// (`fill_mapped_pcapng`), others are copied.
     fn fill(
         &mut self,
         batch: &mut FrameBatch,
