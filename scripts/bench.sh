@@ -50,12 +50,15 @@ at_once() {
     echo "${cmd}wait"
 }
 
-# name|command (FILE is substituted); tools that are not installed are skipped.
+# name|command (FILE is substituted, PCAPNG by the same capture as pcapng);
+# tools that are not installed are skipped.
 TOOLS=(
     "handshakes analyze -j 1 (table)|$BIN analyze -q -j 1 FILE > /dev/null"
     "handshakes analyze -j 1 -T jsonl|$BIN analyze -q -j 1 -T jsonl FILE > /dev/null"
     "handshakes analyze -j $CORES (table)|$BIN analyze -q -j $CORES FILE > /dev/null"
     "handshakes analyze -j $CORES -T jsonl|$BIN analyze -q -j $CORES -T jsonl FILE > /dev/null"
+    "handshakes analyze -j 1, the capture as pcapng|$BIN analyze -q -j 1 PCAPNG > /dev/null"
+    "handshakes analyze -j $CORES, the capture as pcapng|$BIN analyze -q -j $CORES PCAPNG > /dev/null"
     "floor: mmap walker, headers + 4-tuple hash|$FLOOR FILE > /dev/null"
     "floor, $CORES at once (each the whole file)|$(at_once "$FLOOR FILE > /dev/null")"
     "handshakes analyze -j 1 (table), $CORES at once (each the whole file)|$(at_once "$BIN analyze -q -j 1 FILE > /dev/null")"
@@ -65,12 +68,21 @@ TOOLS=(
     "tcpdump -w /dev/null|tcpdump -r FILE -w /dev/null"
     "cat > /dev/null|cat FILE > /dev/null"
 )
+# The same capture as pcapng (what dumpcap and Wireshark write), when
+# editcap is there to convert it.
+NGFILE=$DIR/synth.pcapng
+if command -v editcap > /dev/null 2>&1; then
+    editcap -F pcapng "$FILE" "$NGFILE"
+fi
 ACTIVE=()
 for t in "${TOOLS[@]}"; do
     name=${t%%|*}
     cmd=${t#*|}
     exe=$(basename "${cmd%% *}")
-    if command -v "${cmd%% *}" > /dev/null 2>&1; then
+    if [[ $cmd == *PCAPNG* && ! -f $NGFILE ]]; then
+        echo "   skipped: $name (editcap is not installed)" >&2
+        echo "skip|$name|editcap" >> "$DIR/skipped.txt"
+    elif command -v "${cmd%% *}" > /dev/null 2>&1; then
         ACTIVE+=("$t")
     else
         echo "   skipped: $name ($exe is not installed)" >&2
@@ -91,6 +103,7 @@ for run in $(seq 1 "$RUNS"); do
         name=${t%%|*}
         cmd=${t#*|}
         cmd=${cmd//FILE/\"$FILE\"}
+        cmd=${cmd//PCAPNG/\"$NGFILE\"}
         start=$(date +%s%N)
         /usr/bin/time -f "%M %U %S" -o "$DIR/rss.txt" bash -c "$cmd" 2> /dev/null
         end=$(date +%s%N)
