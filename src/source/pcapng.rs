@@ -10,6 +10,7 @@
 
 use std::io::{self, Read};
 use std::path::Path;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use pcap_parser::pcapng::Block;
@@ -19,10 +20,10 @@ use pcap_parser::{PcapBlockOwned, PcapError};
 use super::file::{too_large_message, truncated_message, MAX_BLOCK};
 use super::mapped::{MappedFile, Window};
 use super::{LinkType, SourceInfo};
-
-mod mapped;
 use crate::error::SourceError;
 use crate::time::Timestamp;
+
+mod mapped;
 
 /// Initial size of the parse buffer.
 pub const INITIAL_BUFFER: usize = 1 << 20;
@@ -141,26 +142,26 @@ impl Blocks {
             }
             Err(_) => return Err(OpenFailure::NotACapture),
         };
-        Ok(Blocks {
-            reader: Reader::Stream(reader),
-            pending: 0,
-            interfaces: Vec::new(),
-            buffer_size: INITIAL_BUFFER,
-            last_io_error: slot,
-        })
+        Ok(Blocks::with(Reader::Stream(reader), slot))
     }
 
     /// Reads the blocks of a regular file through memory maps, from its
     /// first byte (the section header `open` checked is read again);
     /// `read` counts the bytes mapped so far.
-    pub fn mapped(file: MappedFile, read: Option<Arc<std::sync::atomic::AtomicU64>>) -> Blocks {
+    pub fn mapped(file: MappedFile, read: Option<Arc<AtomicU64>>) -> Blocks {
         let slot = Arc::new(Mutex::new(None));
+        let reader = mapped::MappedBlocks::new(file, read, Arc::clone(&slot));
+        Blocks::with(Reader::Mapped(reader), slot)
+    }
+
+    /// Blocks from `reader`, which leaves its I/O errors in `last_io_error`.
+    fn with(reader: Reader, last_io_error: Arc<Mutex<Option<io::Error>>>) -> Blocks {
         Blocks {
-            reader: Reader::Mapped(mapped::MappedBlocks::new(file, read, Arc::clone(&slot))),
+            reader,
             pending: 0,
             interfaces: Vec::new(),
             buffer_size: INITIAL_BUFFER,
-            last_io_error: slot,
+            last_io_error,
         }
     }
 
@@ -176,7 +177,7 @@ impl Blocks {
     /// call to [`Blocks::next`] lies in.
     pub fn window(&self) -> Option<&Arc<Window>> {
         match &self.reader {
-            Reader::Mapped(r) => Some(r.window().0),
+            Reader::Mapped(r) => Some(r.window()),
             Reader::Stream(_) => None,
         }
     }

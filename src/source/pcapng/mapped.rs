@@ -60,9 +60,9 @@ impl MappedBlocks {
         }
     }
 
-    /// The window the data lies in, and where the data starts in it.
-    pub fn window(&self) -> (&Arc<Window>, usize) {
-        (&self.window, self.at)
+    /// The window the data lies in.
+    pub fn window(&self) -> &Arc<Window> {
+        &self.window
     }
 
     /// Whether the block `skip` bytes on lies whole in this window (by the
