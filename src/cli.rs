@@ -190,6 +190,7 @@ impl LiveArgs {
             max_connections: 0,
             threads: 1,
             udp_tunnels: self.decode.udp_tunnels()?,
+            split_piece: None,
         })
     }
 }
@@ -404,6 +405,7 @@ impl AnalyzeArgs {
             max_connections: self.max_connections,
             threads: self.threads,
             udp_tunnels: self.decode.udp_tunnels().unwrap_or_default(),
+            split_piece: None,
         }
     }
 }

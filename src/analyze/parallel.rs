@@ -21,6 +21,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 
+mod pieces;
+
 use super::gather::Gather;
 use super::shard::{Clock, Event, Shard, ShardCounts};
 use super::{Config, RecordSink, FINISH_CHUNK};
@@ -28,7 +30,7 @@ use crate::decode::defrag::{may_be_fragment, Defragmenter, Verdict};
 use crate::decode::{shard_hash, UdpTunnels};
 use crate::error::Error;
 use crate::record::Summary;
-use crate::source::{prefetch, Frame, FrameBatch, PacketSource, RawPacket};
+use crate::source::{prefetch, Frame, FrameBatch, PacketSource, RawPacket, Split, PIECE};
 use crate::time::Timestamp;
 
 /// A batch holds at most this many bytes of frames…
@@ -62,6 +64,11 @@ fn prefetch_frame(bytes: &[u8]) {
 
 /// Packets between two calls of the progress callback.
 const PROGRESS_EVERY: u64 = 16_384;
+
+/// The shard of a frame whose 4-tuple hashes to `hash`.
+fn shard_of(hash: u64, shards: usize) -> usize {
+    (hash % shards as u64) as usize
+}
 
 #[derive(Default)]
 struct Batch {
@@ -153,6 +160,8 @@ struct Queue {
     ending: bool,
     /// No more work.
     closed: bool,
+    /// The pieces of a split input being walked ([`pieces`]).
+    pieces: pieces::Pieces,
 }
 
 struct Shared {
@@ -160,6 +169,11 @@ struct Shared {
     queue: Mutex<Queue>,
     /// Signalled when `generation` changes and when the queue closes.
     more: Condvar,
+    /// A mapped classic capture, read in pieces by any thread.
+    split: Option<Split>,
+    /// The UDP ports tunnels are opened on (the shard hash is the inner
+    /// 4-tuple's).
+    udp: UdpTunnels,
 }
 
 /// A worker thread stopped early (it panicked).
@@ -251,14 +265,22 @@ fn run_batch(me: usize, shard: &mut Shard, batch: &Batch) -> Vec<Event> {
 fn worker(shared: &Shared, start: usize) {
     let n = shared.cells.len();
     loop {
-        let Ok(queue) = shared.queue.lock() else {
+        let Ok(mut queue) = shared.queue.lock() else {
             return;
         };
         if queue.closed {
             return;
         }
         let (generation, ending) = (queue.generation, queue.ending);
+        let split = shared.split.as_ref();
+        let piece = split.and_then(|split| Some((split, queue.pieces.claim(split)?)));
         drop(queue);
+        if let Some((split, k)) = piece {
+            if shared.walked(split, k).is_err() {
+                return;
+            }
+            continue;
+        }
         let mut ran = false;
         for k in 0..n {
             let me = (start + k) % n;
@@ -305,6 +327,7 @@ pub fn run(
     let shards = threads * SHARDS_PER_THREAD;
     let cap = config.max_connections().div_ceil(shards);
     let encoder = sink.encoder();
+    let split = source.split(config.split_piece.unwrap_or(PIECE));
     let shared = Shared {
         cells: (0..shards)
             .map(|_| {
@@ -321,6 +344,8 @@ pub fn run(
             .collect(),
         queue: Mutex::new(Queue::default()),
         more: Condvar::new(),
+        split,
+        udp: config.udp_tunnels,
     };
     thread::scope(|scope| {
         for w in 1..threads {
@@ -333,7 +358,6 @@ pub fn run(
             gather: Gather::new(),
             spare: Vec::new(),
             defrag: Defragmenter::default(),
-            udp: config.udp_tunnels,
         };
         let result = reader
             .read_all(source, sink, progress)
@@ -357,9 +381,6 @@ struct Reader<'s> {
     /// IP fragments held until their datagram is whole (here, before the
     /// shards: a datagram's fragments do not all carry its ports).
     defrag: Defragmenter,
-    /// The UDP ports tunnels are opened on (the shard hash is the inner
-    /// 4-tuple's).
-    udp: UdpTunnels,
 }
 
 impl Reader<'_> {
@@ -369,6 +390,9 @@ impl Reader<'_> {
         sink: &mut dyn RecordSink,
         progress: &mut dyn FnMut(u64, Option<u64>),
     ) -> Result<(), Error> {
+        if let Some(split) = &self.shared.split {
+            self.read_pieces(split, source, sink, progress)?;
+        }
         let mut failed = None;
         loop {
             let mut batch = self.spare.pop().unwrap_or_default();
@@ -381,18 +405,7 @@ impl Reader<'_> {
                     false
                 }
             };
-            if !batch.frames.frames.is_empty() {
-                let in_flight = {
-                    let mut queue = self.shared.queue()?;
-                    queue.batches.push_back(Arc::new(batch));
-                    queue.generation += 1;
-                    queue.batches.len()
-                };
-                self.shared.more.notify_all();
-                if in_flight > DEPTH {
-                    self.gather_one(sink)?;
-                }
-            }
+            self.send(batch, sink)?;
             if !more {
                 break;
             }
@@ -403,6 +416,25 @@ impl Reader<'_> {
         failed.map_or(Ok(()), Err)
     }
 
+    /// Hands a batch to the shards, and gathers the oldest when too many
+    /// are in flight.
+    fn send(&mut self, batch: Batch, sink: &mut dyn RecordSink) -> Result<(), Error> {
+        if batch.frames.frames.is_empty() {
+            return Ok(());
+        }
+        let in_flight = {
+            let mut queue = self.shared.queue()?;
+            queue.batches.push_back(Arc::new(batch));
+            queue.generation += 1;
+            queue.batches.len()
+        };
+        self.shared.more.notify_all();
+        if in_flight > DEPTH {
+            self.gather_one(sink)?;
+        }
+        Ok(())
+    }
+
     /// Reads frames into `batch` until it is full, notes each one's clock
     /// and shard; false at the end of input.
     fn fill(
@@ -411,16 +443,45 @@ impl Reader<'_> {
         source: &mut dyn PacketSource,
         progress: &mut dyn FnMut(u64, Option<u64>),
     ) -> Result<bool, Error> {
-        let shards = self.shared.cells.len();
-        let udp = &self.udp;
-        batch.clear(shards);
-        batch.base = self.gather.seen() + 1;
+        batch.clear(self.shared.cells.len());
         let filled = source.fill(&mut batch.frames, BATCH_BYTES, BATCH_FRAMES);
+        self.note(batch, source, progress);
+        self.sort(batch);
+        Ok(filled?)
+    }
+
+    /// Numbers a batch's frames and notes the capture-wide clock after each.
+    fn note(
+        &mut self,
+        batch: &mut Batch,
+        source: &dyn PacketSource,
+        progress: &mut dyn FnMut(u64, Option<u64>),
+    ) {
+        batch.base = self.gather.seen() + 1;
         let before = self.gather.seen();
+        batch.nows.clear();
+        for frame in &batch.frames.frames {
+            let (_, now) = self.gather.saw_packet(&batch.frames.packet(frame, 0));
+            batch.nows.push(now);
+        }
+        batch.origin = self.gather.summary.origin;
+        if self.gather.seen() / PROGRESS_EVERY != before / PROGRESS_EVERY {
+            let (read, total) = source.progress();
+            progress(read, total);
+        }
+    }
+
+    /// Lists each shard's frames of a batch, IP fragments through the
+    /// defragmenter, in order.
+    fn sort(&mut self, batch: &mut Batch) {
+        let shards = self.shared.cells.len();
+        let udp = &self.shared.udp;
+        for frames in &mut batch.by_shard {
+            frames.clear();
+        }
+        batch.whole.clear();
         for (i, frame) in batch.frames.frames.iter().enumerate() {
             let raw = batch.frames.packet(frame, 0);
-            let (_, now) = self.gather.saw_packet(&raw);
-            batch.nows.push(now);
             let Ok(i) = u32::try_from(i) else {
                 continue;
             };
@@ -437,16 +498,10 @@ impl Reader<'_> {
                     }
                 }
             };
-            if let Some(mine) = batch.by_shard.get_mut((hash % shards as u64) as usize) {
+            if let Some(mine) = batch.by_shard.get_mut(shard_of(hash, shards)) {
                 mine.push(i);
             }
         }
-        batch.origin = self.gather.summary.origin;
-        if self.gather.seen() / PROGRESS_EVERY != before / PROGRESS_EVERY {
-            let (read, total) = source.progress();
-            progress(read, total);
-        }
-        Ok(filled?)
     }
 
     /// Takes the oldest batch's events from every shard — running those
@@ -484,8 +539,12 @@ impl Reader<'_> {
             queue.first += 1;
             queue.batches.pop_front()
         };
-        if let Some(batch) = batch.and_then(|b| Arc::try_unwrap(b).ok()) {
-            self.spare.push(batch);
+        if let Some(mut batch) = batch.and_then(|b| Arc::try_unwrap(b).ok()) {
+            if self.spare.len() <= DEPTH {
+                // Emptied now: a batch of a mapped file holds its window.
+                batch.clear(self.shared.cells.len());
+                self.spare.push(batch);
+            }
         }
         events.sort_unstable_by_key(Event::order);
         self.gather.apply_all(events, sink)?;

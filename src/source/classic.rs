@@ -122,6 +122,23 @@ impl Header {
         }
     }
 
+    /// Whether `avail` starts with a record header that a capture tool
+    /// would write: a fraction of a second below one second, a captured
+    /// length no larger than the packet's (which is not zero) nor than
+    /// [`MAX_RECORD`]; its whole length and its seconds if so. Used only to
+    /// guess where records start in the middle of a file (`split`), where a
+    /// wrong guess costs time, never a wrong record.
+    fn plausible(&self, avail: &[u8]) -> Option<(usize, u32)> {
+        let fields = self.fields(avail.first_chunk::<16>()?);
+        let second = if self.nanos { 1_000_000_000 } else { 1_000_000 };
+        let total = self.record_header.saturating_add(fields.caplen as usize);
+        (fields.frac < second
+            && fields.orig_len > 0
+            && fields.caplen <= fields.orig_len
+            && total <= MAX_RECORD)
+            .then_some((total, fields.sec))
+    }
+
     /// The timestamp of a record: exactly `Timestamp::from_parts(sec, frac,
     /// 10^6 or 10^9)`, without its 128-bit division. Two `u32`s cannot
     /// overflow an `i64` of nanoseconds (at most about 4.3e18), so nothing
@@ -387,9 +404,11 @@ fn push(batch: &mut super::FrameBatch, link: LinkType, start: usize, record: &Re
 
 mod direct;
 mod mapped;
+mod split;
 
 pub use direct::Outcome;
 pub use mapped::MappedReader;
+pub use split::{Piece, Split, PIECE};
 
 /// Records read with `read()` or out of a mapped file: the same records
 /// and events either way.

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use super::classic::{self, ClassicReader, Header, MappedReader, Records};
 use super::mapped::{self, MappedFile};
 use super::pcapng::{self, Blocks, OpenFailure};
-use super::{copy_packets, FrameBatch, LinkType, PacketSource, RawPacket, SourceInfo};
+use super::{copy_packets, FrameBatch, LinkType, PacketSource, RawPacket, SourceInfo, Split};
 use crate::error::SourceError;
 
 /// The largest single block or record we are willing to buffer (a pcapng
@@ -457,6 +457,43 @@ impl PacketSource for FileSource {
 
     fn progress(&self) -> (u64, Option<u64>) {
         (self.read.load(Ordering::Relaxed), self.size)
+    }
+
+    fn split(&mut self, piece: usize) -> Option<Split> {
+        let Kind::Classic {
+            reader: Records::Mapped(reader),
+            checked,
+        } = &mut self.kind
+        else {
+            return None;
+        };
+        let header = reader.header();
+        if self.done || !header.link.is_supported() {
+            // The reader reports it.
+            return None;
+        }
+        check_link(
+            checked,
+            header.link,
+            &mut self.info,
+            &mut self.done,
+            &self.path,
+        )
+        .ok()?;
+        let (file, first) = reader.split_from()?;
+        let read = Arc::clone(&self.read);
+        Some(Split::new(file, header, first, piece, read))
+    }
+
+    fn resume(&mut self, offset: u64, frames: u64) {
+        if let Kind::Classic {
+            reader: Records::Mapped(reader),
+            ..
+        } = &mut self.kind
+        {
+            reader.resume_at(offset);
+        }
+        self.index += frames;
     }
 }
 

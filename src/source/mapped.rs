@@ -79,6 +79,16 @@ impl MappedFile {
         Some(mapped)
     }
 
+    /// Another reader of the same file, with its own windows (`None` if
+    /// the file cannot be opened twice).
+    pub fn try_clone(&self) -> Option<MappedFile> {
+        Some(MappedFile {
+            file: self.file.try_clone().ok()?,
+            size: self.size,
+            window: self.window,
+        })
+    }
+
     /// The file's size when last looked at (each [`MappedFile::window`]
     /// reaching past it looks again).
     pub fn size(&self) -> u64 {

@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use crate::error::SourceError;
 use crate::time::Timestamp;
+pub use classic::{Piece, Split, PIECE};
 pub use mapped::prefetch;
 use mapped::Window;
 
@@ -227,6 +228,21 @@ pub trait PacketSource {
     /// regular file), for a progress display.
     fn progress(&self) -> (u64, Option<u64>) {
         (0, None)
+    }
+
+    /// The rest of the input in pieces of about `piece` bytes that several
+    /// threads can walk at once, if it is a memory-mapped classic capture
+    /// (`None` for anything else). The source itself reads on only after
+    /// [`PacketSource::resume`].
+    fn split(&mut self, piece: usize) -> Option<Split> {
+        let _ = piece;
+        None
+    }
+
+    /// Reads on from the record at byte `offset`, after `frames` records
+    /// were taken from a [`PacketSource::split`].
+    fn resume(&mut self, offset: u64, frames: u64) {
+        let _ = (offset, frames);
     }
 }
 

@@ -50,6 +50,19 @@ impl MappedReader {
             .unwrap_or(&[])
     }
 
+    /// Reads on from the record at `offset` of the file (records before it
+    /// were read elsewhere: [`super::Split`]).
+    pub fn resume_at(&mut self, offset: u64) {
+        self.window = Window::empty(offset);
+        self.at = 0;
+    }
+
+    /// The file, for reading it in pieces ([`super::Split`]), and the
+    /// offset of the first record not handed out yet.
+    pub fn split_from(&self) -> Option<(MappedFile, u64)> {
+        Some((self.file.try_clone()?, self.offset()))
+    }
+
     /// Offset in the file of the first byte not handed out yet.
     fn offset(&self) -> u64 {
         self.window.offset() + self.at as u64
@@ -153,7 +166,7 @@ const AHEAD: usize = 16 << 10;
 
 /// Fetches the `len` bytes `AHEAD` bytes into `bytes` into the cache.
 #[inline]
-fn prefetch(bytes: &[u8], len: usize) {
+pub(super) fn prefetch(bytes: &[u8], len: usize) {
     let end = AHEAD.saturating_add(len).min(bytes.len());
     if let Some(ahead) = bytes.get(AHEAD..end) {
         mapped::prefetch(ahead);

@@ -14,6 +14,7 @@ use crate::source::PacketSource;
 
 mod fill;
 mod mapped;
+mod split;
 
 /// A packet as a test expects it.
 #[derive(Debug, PartialEq, Eq)]

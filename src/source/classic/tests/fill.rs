@@ -21,7 +21,7 @@ pub(super) struct Got {
 }
 
 impl Got {
-    fn of(p: &RawPacket<'_>) -> Got {
+    pub(super) fn of(p: &RawPacket<'_>) -> Got {
         Got {
             ts: p.ts,
             link: p.link,
@@ -76,8 +76,12 @@ fn finish(src: &FileSource, frames: Vec<Got>, error: Option<String>) -> Run {
 }
 
 /// Reads with `next_packet` only.
-pub(super) fn by_next(mut src: FileSource) -> Run {
-    let mut frames = Vec::new();
+pub(super) fn by_next(src: FileSource) -> Run {
+    by_next_after(src, Vec::new())
+}
+
+/// Reads on with `next_packet` after `frames` were read otherwise.
+pub(super) fn by_next_after(mut src: FileSource, mut frames: Vec<Got>) -> Run {
     let error = loop {
         match src.next_packet() {
             Ok(Some(p)) => {

@@ -30,7 +30,7 @@ fn mapped(path: &Path, window: usize) -> FileSource {
     src
 }
 
-fn read(path: &Path) -> FileSource {
+pub(super) fn read(path: &Path) -> FileSource {
     FileSource::open_with(path, Access::Read).expect("opens")
 }
 
@@ -58,7 +58,7 @@ fn same_as_read_with(path: &Path, windows: &[usize], plans: &[&[Step]]) -> Run {
     expected
 }
 
-fn assert_same(what: &str, got: &Run, expected: &Run) {
+pub(super) fn assert_same(what: &str, got: &Run, expected: &Run) {
     assert!(
         got == expected,
         "{what}: {} frames {:?} {:?} progress {:?}, read gives {} {:?} {:?} {:?}",
@@ -73,7 +73,7 @@ fn assert_same(what: &str, got: &Run, expected: &Run) {
     );
 }
 
-fn temp_capture(bytes: &[u8]) -> tempfile::NamedTempFile {
+pub(super) fn temp_capture(bytes: &[u8]) -> tempfile::NamedTempFile {
     let mut f = tempfile::NamedTempFile::new().expect("temp file");
     f.write_all(bytes).expect("writes");
     f

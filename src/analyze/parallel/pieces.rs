@@ -1,0 +1,182 @@
+//! `--threads` on a memory-mapped classic capture: its pieces ([`Split`])
+//! are walked by any thread — the workers a few pieces ahead, the calling
+//! thread when the next one is not being walked yet — and whoever walks a
+//! piece also lists its frames per shard, so neither the walk nor
+//! `shard_hash` is left to one thread. The calling thread takes the pieces
+//! in order, keeps each only if it starts where the one before ended
+//! (walking it again from there if not), numbers the frames and notes the
+//! clock, and hands them to the shards as batches.
+//!
+//! Does not read anything but whole records inside pieces: the end of the
+//! file, a cut or over-large record is read (and reported) by the source,
+//! which reads on from where the pieces stopped.
+
+use std::collections::BTreeMap;
+
+use super::{shard_of, Batch, Reader, Shared};
+use crate::analyze::RecordSink;
+use crate::decode::defrag::may_be_fragment;
+use crate::decode::shard_hash;
+use crate::error::Error;
+use crate::source::{PacketSource, Split};
+
+/// Pieces walked (or being walked) ahead of the one taken next, at most.
+const AHEAD: u64 = 4;
+
+/// Which pieces are walked, being walked, and taken.
+#[derive(Default)]
+pub(super) struct Pieces {
+    /// The next piece no thread has started to walk.
+    claimed: u64,
+    /// The next piece the calling thread takes.
+    taken: u64,
+    /// The calling thread takes no more pieces.
+    stopped: bool,
+    /// Pieces walked and not taken yet.
+    walked: BTreeMap<u64, Walked>,
+}
+
+/// A piece walked, its frames listed per shard.
+pub(super) struct Walked {
+    start: u64,
+    end: u64,
+    complete: bool,
+    batch: Batch,
+    /// Some frames may be IP fragments (they are in no shard's list): the
+    /// calling thread lists the batch again, through the defragmenter.
+    fragments: bool,
+}
+
+impl Pieces {
+    /// The next piece for a worker to walk, unless all are, or it would be
+    /// more than [`AHEAD`] pieces ahead.
+    pub(super) fn claim(&mut self, split: &Split) -> Option<u64> {
+        if self.stopped || self.claimed >= split.pieces() || self.claimed >= self.taken + AHEAD {
+            return None;
+        }
+        self.claimed += 1;
+        Some(self.claimed - 1)
+    }
+}
+
+impl Shared {
+    /// Walks piece `k` (from `start` if known) and lists its frames per
+    /// shard.
+    fn walk(&self, split: &Split, k: u64, start: Option<u64>) -> Walked {
+        let shards = self.cells.len();
+        let mut batch = Batch::default();
+        batch.by_shard.resize_with(shards, Vec::new);
+        let mut fragments = false;
+        let piece = split.walk(k, start, |i, raw| {
+            let Ok(i) = u32::try_from(i) else {
+                return;
+            };
+            if may_be_fragment(raw) {
+                fragments = true;
+                return;
+            }
+            let shard = shard_of(shard_hash(raw, &self.udp), shards);
+            if let Some(mine) = batch.by_shard.get_mut(shard) {
+                mine.push(i);
+            }
+        });
+        batch.frames = piece.frames;
+        Walked {
+            start: piece.start,
+            end: piece.end,
+            complete: piece.complete,
+            batch,
+            fragments,
+        }
+    }
+
+    /// A worker walks piece `k` and leaves it for the calling thread.
+    pub(super) fn walked(&self, split: &Split, k: u64) -> Result<(), Error> {
+        let walked = self.walk(split, k, None);
+        let mut queue = self.queue()?;
+        if !queue.pieces.stopped {
+            queue.pieces.walked.insert(k, walked);
+        }
+        queue.generation += 1;
+        drop(queue);
+        self.more.notify_all();
+        Ok(())
+    }
+}
+
+impl Reader<'_> {
+    /// Takes the pieces of `split` in order and sends them to the shards
+    /// as batches; then `source` reads on from where they stopped.
+    pub(super) fn read_pieces(
+        &mut self,
+        split: &Split,
+        source: &mut dyn PacketSource,
+        sink: &mut dyn RecordSink,
+        progress: &mut dyn FnMut(u64, Option<u64>),
+    ) -> Result<(), Error> {
+        let mut at = split.first();
+        let mut frames = 0u64;
+        for k in 0..split.pieces() {
+            let mut walked = self.take(split, k, at, sink)?;
+            if walked.start != at {
+                // A wrong guess: the piece starts where the last one ended.
+                walked = self.shared.walk(split, k, Some(at));
+            }
+            at = walked.end;
+            frames += walked.batch.frames.frames.len() as u64;
+            let mut batch = walked.batch;
+            self.note(&mut batch, source, progress);
+            if walked.fragments {
+                self.sort(&mut batch);
+            }
+            split.taken(at);
+            self.send(batch, sink)?;
+            if !walked.complete {
+                break;
+            }
+        }
+        let mut queue = self.shared.queue()?;
+        queue.pieces.stopped = true;
+        queue.pieces.walked.clear();
+        drop(queue);
+        source.resume(at, frames);
+        Ok(())
+    }
+
+    /// Piece `k`, walked by a worker, or here (from `at`) if no worker has
+    /// started it; while a worker walks it, gathers or waits.
+    fn take(
+        &mut self,
+        split: &Split,
+        k: u64,
+        at: u64,
+        sink: &mut dyn RecordSink,
+    ) -> Result<Walked, Error> {
+        loop {
+            let mut queue = self.shared.queue()?;
+            if let Some(walked) = queue.pieces.walked.remove(&k) {
+                queue.pieces.taken = k + 1;
+                return Ok(walked);
+            }
+            if queue.pieces.claimed <= k {
+                queue.pieces.claimed = k + 1;
+                queue.pieces.taken = k + 1;
+                drop(queue);
+                return Ok(self.shared.walk(split, k, Some(at)));
+            }
+            if !queue.batches.is_empty() {
+                drop(queue);
+                self.gather_one(sink)?;
+                continue;
+            }
+            let generation = queue.generation;
+            let waited = self
+                .shared
+                .more
+                .wait_while(queue, |q| q.generation == generation && !q.closed);
+            if waited.is_err() {
+                return Err(super::worker_lost());
+            }
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! A memory-mapped classic capture read in pieces that several threads walk
+//! at once (`--threads`): the file is cut into pieces of about a batch, and
+//! a piece's first record is *guessed* — the first offset from which a few
+//! record headers in a row look like ones a capture tool writes — so that
+//! pieces can be walked out of order. Whoever puts the pieces back in order
+//! keeps a piece only if it starts exactly where the one before it ended,
+//! and walks it again from there otherwise: a wrong guess costs time, never
+//! a wrong record. Walking a piece from a known start gives exactly the
+//! records [`super::MappedReader`] gives; anything it does not simply read
+//! (the end of the file inside a record, a record too large, a failed map)
+//! ends the piece early, and the reader takes over from there.
+//!
+//! Does not decide which thread walks what, nor word messages.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::mapped::prefetch;
+use super::{push, Header, Parsed};
+use crate::source::mapped::{MappedFile, Window};
+use crate::source::{FrameBatch, RawPacket};
+
+/// Bytes of record starts per piece, unless told otherwise: about a batch.
+pub const PIECE: usize = 1 << 20;
+/// Pieces per map window.
+const PIECES_PER_WINDOW: u64 = 8;
+/// Bytes mapped past a window's end, for the record that straddles it: a
+/// record of tcpdump's default snap length (262 144 bytes) and more.
+const SLACK: u64 = 320 << 10;
+/// Windows kept mapped for pieces about to be walked.
+const WINDOWS_KEPT: usize = 3;
+/// Record headers in a row that must look right where a piece's first
+/// record is guessed…
+const CHAIN: usize = 8;
+/// …with at most this many seconds between successive timestamps.
+const GAP: u32 = 3_600;
+
+/// A classic capture's records from `first` to the file's end, in pieces.
+pub struct Split {
+    header: Header,
+    first: u64,
+    end: u64,
+    piece: u64,
+    windows: Mutex<Windows>,
+    /// Counts the bytes read, for progress.
+    read: Arc<AtomicU64>,
+}
+
+/// The windows mapped lately, by number.
+struct Windows {
+    file: MappedFile,
+    recent: Vec<(u64, Arc<Window>)>,
+}
+
+/// A piece's records, walked.
+pub struct Piece {
+    /// The offset of the first record walked: the guess, or the start
+    /// given; `u64::MAX` when no record was found to start the piece.
+    pub start: u64,
+    /// The offset after the last record walked.
+    pub end: u64,
+    /// Whether the walk reached the piece's end; if not, what lies at `end`
+    /// is for the reader to read (or to report).
+    pub complete: bool,
+    /// The records, in a window the batch shares.
+    pub frames: FrameBatch,
+}
+
+impl Split {
+    /// Reads `file` from its record at `first` to its current end, in
+    /// pieces of `piece` bytes (at least one).
+    pub fn new(
+        file: MappedFile,
+        header: Header,
+        first: u64,
+        piece: usize,
+        read: Arc<AtomicU64>,
+    ) -> Split {
+        Split {
+            header,
+            first,
+            end: file.size().max(first),
+            piece: (piece.max(1)) as u64,
+            windows: Mutex::new(Windows {
+                file,
+                recent: Vec::new(),
+            }),
+            read,
+        }
+    }
+
+    /// The offset of the first record.
+    pub fn first(&self) -> u64 {
+        self.first
+    }
+
+    /// How many pieces there are.
+    pub fn pieces(&self) -> u64 {
+        (self.end - self.first).div_ceil(self.piece)
+    }
+
+    /// Notes that the records up to `offset` have been taken, for progress.
+    pub fn taken(&self, offset: u64) {
+        self.read.store(offset, Ordering::Relaxed);
+    }
+
+    /// Walks piece `k` from the record at `start`, or from where its first
+    /// record seems to be, and hands each record to `each` as it goes (with
+    /// its number in the piece), while its header is in the cache. Its
+    /// records are those starting before the piece's end (the last may
+    /// reach into the next piece).
+    pub fn walk<F>(&self, k: u64, start: Option<u64>, mut each: F) -> Piece
+    where
+        F: FnMut(usize, &RawPacket<'_>),
+    {
+        let span = k.saturating_mul(self.piece);
+        let nominal = self.first.saturating_add(span);
+        let stop = nominal.saturating_add(self.piece).min(self.end);
+        let mut frames = FrameBatch::default();
+        let unread = |start: u64| Piece {
+            start,
+            end: start,
+            complete: false,
+            frames: FrameBatch::default(),
+        };
+        let Ok(window) = self.window(span / self.window_len()) else {
+            return unread(start.unwrap_or(u64::MAX));
+        };
+        let base = window.offset();
+        let bytes = window.bytes();
+        let start = match start {
+            Some(start) => start,
+            None if k == 0 => self.first,
+            None => match self.guess(bytes, nominal.saturating_sub(base)) {
+                Some(at) => base + at as u64,
+                None => return unread(u64::MAX),
+            },
+        };
+        let offset = |at: u64| usize::try_from(at.saturating_sub(base)).unwrap_or(usize::MAX);
+        let (mut at, limit) = (offset(start), offset(stop));
+        if start < base || !frames.share(&window) {
+            return unread(start);
+        }
+        let link = self.header.link;
+        while at < limit {
+            let avail = bytes.get(at..).unwrap_or_default();
+            let Parsed::Whole { record, total } = self.header.parse_at(avail) else {
+                break;
+            };
+            prefetch(avail, total);
+            let data = avail.get(record.start..record.start + record.len);
+            let raw = RawPacket {
+                index: 0,
+                ts: record.ts,
+                link,
+                orig_len: record.orig_len,
+                data: data.unwrap_or_default(),
+            };
+            each(frames.frames.len(), &raw);
+            push(&mut frames, link, at + record.start, &record);
+            at += total;
+        }
+        Piece {
+            start,
+            end: base + at as u64,
+            complete: at >= limit,
+            frames,
+        }
+    }
+
+    /// Bytes of pieces per window.
+    fn window_len(&self) -> u64 {
+        self.piece.saturating_mul(PIECES_PER_WINDOW)
+    }
+
+    /// The first offset from `from` (within the first record's largest
+    /// length) where [`CHAIN`] plausible records follow each other.
+    fn guess(&self, bytes: &[u8], from: u64) -> Option<usize> {
+        let from = usize::try_from(from).ok()?;
+        let to = from.saturating_add(SLACK as usize).min(bytes.len());
+        let found = (from..to).find(|&at| self.chain(bytes, at))?;
+        // Four bytes into a real header, its fraction of a second reads as
+        // the seconds and its lengths as the fraction and captured length:
+        // at a high packet rate those misreadings chain up as well. A real
+        // header four bytes earlier is the better guess (read four bytes
+        // early, a real header's seconds are not a fraction of a second).
+        let mut at = match found.checked_sub(4) {
+            Some(earlier) if self.chain(bytes, earlier) => earlier,
+            _ => found,
+        };
+        while at < from {
+            at = at.saturating_add(self.header.plausible(bytes.get(at..)?)?.0);
+        }
+        Some(at)
+    }
+
+    /// Whether plausible records follow each other from `at`, [`CHAIN`] of
+    /// them or up to exactly the end of `bytes`.
+    fn chain(&self, bytes: &[u8], mut at: usize) -> bool {
+        let mut last: Option<u32> = None;
+        for _ in 0..CHAIN {
+            if at == bytes.len() {
+                return last.is_some();
+            }
+            let Some(avail) = bytes.get(at..) else {
+                return false;
+            };
+            let Some((total, sec)) = self.header.plausible(avail) else {
+                return false;
+            };
+            if last.is_some_and(|last| last.abs_diff(sec) > GAP) {
+                return false;
+            }
+            last = Some(sec);
+            at = at.saturating_add(total);
+        }
+        true
+    }
+
+    /// Window `w`: the piece bytes of [`PIECES_PER_WINDOW`] pieces and
+    /// [`SLACK`] bytes more, mapped once for all the pieces in it.
+    fn window(&self, w: u64) -> io::Result<Arc<Window>> {
+        let mut windows = self
+            .windows
+            .lock()
+            .map_err(|_| io::Error::other("a reading thread stopped"))?;
+        if let Some((_, hit)) = windows.recent.iter().find(|(n, _)| *n == w) {
+            return Ok(Arc::clone(hit));
+        }
+        let len = self.window_len();
+        let offset = self.first.saturating_add(w.saturating_mul(len));
+        let min = usize::try_from(len + SLACK).unwrap_or(usize::MAX);
+        let window = windows.file.window(offset, min)?;
+        if windows.recent.len() >= WINDOWS_KEPT {
+            let oldest = windows
+                .recent
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, (n, _))| *n);
+            if let Some((i, _)) = oldest {
+                windows.recent.swap_remove(i);
+            }
+        }
+        windows.recent.push((w, Arc::clone(&window)));
+        Ok(window)
+    }
+}

@@ -1,0 +1,174 @@
+//! A mapped classic capture read in pieces ([`Split`]), stitched back in
+//! order as `--threads` does it — keep a piece if it starts where the last
+//! one ended, walk it again from there if not, and hand the rest to the
+//! source after the first piece that stops early — must give exactly what
+//! `read()` gives: every capture in captures/ and the corpus through pieces
+//! of many sizes, captures whose packets carry record headers (so guesses
+//! go wrong), records larger than a window's slack, and files cut inside a
+//! record.
+//!
+//! Does not test the threads; `tests/threads.rs` does, on the same files.
+
+use std::path::PathBuf;
+
+use super::fill::{by_next, by_next_after, captures_under, Got, Run};
+use super::mapped::{assert_same, read, temp_capture};
+use super::*;
+use crate::source::file::Access;
+
+/// What stitching the pieces found besides the frames.
+#[derive(Debug, Default)]
+struct Stitched {
+    /// Pieces whose guessed start was wrong (walked again).
+    wrong: usize,
+    /// Whether a piece stopped early and the source read on.
+    stopped: bool,
+}
+
+/// Reads `path` through pieces of `piece` bytes, then through the source.
+fn by_pieces(path: &Path, piece: usize) -> (Run, Stitched) {
+    // Small map windows for the source, so the pieces' windows are their
+    // own size (as with the default pieces, larger than the default window).
+    let mut src = FileSource::open_with(path, Access::Map(Some(4096))).expect("opens");
+    let split = src.split(piece).expect("a mapped classic capture splits");
+    let mut frames = Vec::new();
+    let mut stitched = Stitched::default();
+    let mut at = split.first();
+    for k in 0..split.pieces() {
+        let mut seen = 0;
+        let mut p = split.walk(k, None, |i, _| {
+            assert_eq!(i, seen);
+            seen += 1;
+        });
+        assert_eq!(
+            seen,
+            p.frames.frames.len(),
+            "each record is handed out once"
+        );
+        if p.start != at {
+            stitched.wrong += 1;
+            p = split.walk(k, Some(at), |_, _| {});
+        }
+        assert!(p.end >= at);
+        frames.extend(
+            p.frames
+                .frames
+                .iter()
+                .map(|f| Got::of(&p.frames.packet(f, 0))),
+        );
+        at = p.end;
+        split.taken(at);
+        if !p.complete {
+            stitched.stopped = true;
+            break;
+        }
+    }
+    src.resume(at, frames.len() as u64);
+    (by_next_after(src, frames), stitched)
+}
+
+fn check(what: &str, path: &Path, piece: usize) -> Stitched {
+    let (got, stitched) = by_pieces(path, piece);
+    assert_same(
+        &format!("{what}, pieces of {piece}"),
+        &got,
+        &by_next(read(path)),
+    );
+    stitched
+}
+
+#[test]
+fn pieces_give_what_read_gives_on_every_capture() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<PathBuf> = Vec::new();
+    captures_under(&root.join("captures"), &mut files);
+    // The corpus's absence is reported by `fill_agrees_with_next_packet_on_every_capture`.
+    captures_under(&root.join("../shared/corpus"), &mut files);
+    let (mut classic, mut wrong) = (0, 0);
+    for path in &files {
+        let Ok(mut src) = FileSource::open_with(path, Access::Map(None)) else {
+            continue;
+        };
+        if src.split(1 << 20).is_none() {
+            // pcapng, compressed, or a link type the reader reports.
+            continue;
+        }
+        classic += 1;
+        for piece in [64, 1000, 4096, 1 << 20] {
+            wrong += check(&path.display().to_string(), path, piece).wrong;
+        }
+    }
+    assert!(classic > 20, "only {classic} classic captures split");
+    // Most guesses are right; that some are not must change nothing.
+    eprintln!("split: {classic} captures, {wrong} wrong guesses walked again");
+}
+
+#[test]
+fn made_up_captures_in_every_byte_order_and_cut_at_every_byte() {
+    for &(magic, big_endian) in FORMATS {
+        let (bytes, expected) = varied(magic, big_endian);
+        let file = temp_capture(&bytes);
+        for piece in [1, 7, 50, 333, 1 << 20] {
+            let (run, _) = by_pieces(file.path(), piece);
+            assert_eq!(run.frames.len(), expected.len());
+            check("varied", file.path(), piece);
+        }
+    }
+    let (bytes, _) = varied(MAGIC_MICROS, false);
+    for cut in FILE_HEADER..bytes.len().min(700) {
+        let file = temp_capture(&bytes[..cut]);
+        for piece in [13, 100] {
+            check(&format!("cut at {cut}"), file.path(), piece);
+        }
+    }
+}
+
+/// Packets that carry record headers of their own (a capture of a pcap
+/// file being copied, say): a guess inside them finds a chain of plausible
+/// records that is not the file's.
+#[test]
+fn record_headers_inside_packets_make_wrong_guesses_and_no_wrong_records() {
+    let mut inner = Writer::new(MAGIC_MICROS, false, 1);
+    for i in 0..40u32 {
+        inner.record(1_700_000_000, i, 60, &[0x5a; 20]);
+    }
+    let payload = &inner.bytes[FILE_HEADER..];
+    let mut w = Writer::new(MAGIC_MICROS, false, 1);
+    for i in 0..200u32 {
+        let cut = (i as usize * 97) % 300;
+        w.record(1_700_000_100 + i, i, 2000, &payload[cut..cut + 900]);
+    }
+    let file = temp_capture(&w.bytes);
+    let mut wrong = 0;
+    for piece in [100, 1000, 5000] {
+        wrong += check("nested", file.path(), piece).wrong;
+    }
+    assert!(wrong > 0, "no guess went wrong: the test proves nothing");
+}
+
+/// A record longer than a window's slack straddles its end: the piece
+/// stops before it and the source reads on; a file cut inside a record
+/// ends with the source's warning.
+#[test]
+fn records_past_the_slack_and_cut_records_are_left_to_the_source() {
+    let mut w = Writer::new(MAGIC_MICROS, false, 1);
+    for i in 0..20u32 {
+        w.record(1_700_000_000 + i, 0, 100, &[i as u8; 100]);
+    }
+    w.record(1_700_000_030, 0, 500_000, &vec![0xab; 500_000]);
+    for i in 0..20u32 {
+        w.record(1_700_000_040 + i, 0, 100, &[i as u8; 100]);
+    }
+    let file = temp_capture(&w.bytes);
+    for piece in [100, 1000] {
+        assert!(check("large", file.path(), piece).stopped);
+    }
+    let cut = temp_capture(&w.bytes[..w.bytes.len() - 50]);
+    let (run, stitched) = by_pieces(cut.path(), 1000);
+    assert!(stitched.stopped);
+    assert!(run
+        .warnings
+        .first()
+        .is_some_and(|w| w.contains("cut short")));
+    check("cut", cut.path(), 1000);
+}
