@@ -1,18 +1,20 @@
-//! `--threads N`: the calling thread reads packets into batches and notes
-//! each frame's shard, from a symmetric hash of its 4-tuple. There are more
+//! `--threads N`: frames are read into batches and each frame's shard is
+//! noted, from a symmetric hash of its 4-tuple. A memory-mapped classic
+//! capture is walked in pieces by any thread, hashing as it walks
+//! (`pieces`); other inputs are read by the calling thread. There are more
 //! shards than threads (four per thread), each a [`Shard`] behind its own
 //! lock that runs every batch in turn, taking only its own frames. Worker
-//! threads run whichever shard has a batch waiting; the calling thread,
-//! between reads, gathers the oldest batch — running itself any shard that
-//! has not got to it yet — and puts the shards' events back in
-//! single-table order with the [`Gather`], so the output (connection
-//! numbers, record order, summary) is the same as with one thread. No share
-//! of the work is fixed in advance: a thread that is free takes the next
-//! piece, so reading, analysing and gathering balance themselves, whether
-//! the capture is heavy to read (large transfers) or to analyse (many short
-//! connections). At the end of the input the workers finalise the
-//! connections the shards still hold, a chunk at a time, while the calling
-//! thread merges the chunks in order.
+//! threads walk pieces a few ahead and run whichever shard has a batch
+//! waiting; the calling thread, between reads, gathers the oldest batch —
+//! running itself any shard that has not got to it yet — and puts the
+//! shards' events back in single-table order with the [`Gather`], so the
+//! output (connection numbers, record order, summary) is the same as with
+//! one thread. No share of the work is fixed in advance: a thread that is
+//! free takes the next piece, so reading, analysing and gathering balance
+//! themselves, whether the capture is heavy to read (large transfers) or
+//! to analyse (many short connections). At the end of the input the
+//! workers finalise the connections the shards still hold, a chunk at a
+//! time, while the calling thread merges the chunks in order.
 //!
 //! Does not decide what a packet means (that is `shard`) nor write anything
 //! but through the sink it is given.
@@ -22,12 +24,13 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 
 mod pieces;
+mod read;
 
 use super::gather::Gather;
 use super::shard::{Clock, Event, Shard, ShardCounts};
 use super::{Config, RecordSink, FINISH_CHUNK};
-use crate::decode::defrag::{may_be_fragment, Defragmenter, Verdict};
-use crate::decode::{shard_hash, UdpTunnels};
+use crate::decode::defrag::Defragmenter;
+use crate::decode::UdpTunnels;
 use crate::error::Error;
 use crate::record::Summary;
 use crate::source::{prefetch, Frame, FrameBatch, PacketSource, RawPacket, Split, PIECE};
@@ -384,126 +387,6 @@ struct Reader<'s> {
 }
 
 impl Reader<'_> {
-    fn read_all(
-        &mut self,
-        source: &mut dyn PacketSource,
-        sink: &mut dyn RecordSink,
-        progress: &mut dyn FnMut(u64, Option<u64>),
-    ) -> Result<(), Error> {
-        if let Some(split) = &self.shared.split {
-            self.read_pieces(split, source, sink, progress)?;
-        }
-        let mut failed = None;
-        loop {
-            let mut batch = self.spare.pop().unwrap_or_default();
-            // A read error ends the input after the frames read before it,
-            // which are analysed first, as on one thread.
-            let more = match self.fill(&mut batch, source, progress) {
-                Ok(more) => more,
-                Err(e) => {
-                    failed = Some(e);
-                    false
-                }
-            };
-            self.send(batch, sink)?;
-            if !more {
-                break;
-            }
-        }
-        while !self.shared.queue()?.batches.is_empty() {
-            self.gather_one(sink)?;
-        }
-        failed.map_or(Ok(()), Err)
-    }
-
-    /// Hands a batch to the shards, and gathers the oldest when too many
-    /// are in flight.
-    fn send(&mut self, batch: Batch, sink: &mut dyn RecordSink) -> Result<(), Error> {
-        if batch.frames.frames.is_empty() {
-            return Ok(());
-        }
-        let in_flight = {
-            let mut queue = self.shared.queue()?;
-            queue.batches.push_back(Arc::new(batch));
-            queue.generation += 1;
-            queue.batches.len()
-        };
-        self.shared.more.notify_all();
-        if in_flight > DEPTH {
-            self.gather_one(sink)?;
-        }
-        Ok(())
-    }
-
-    /// Reads frames into `batch` until it is full, notes each one's clock
-    /// and shard; false at the end of input.
-    fn fill(
-        &mut self,
-        batch: &mut Batch,
-        source: &mut dyn PacketSource,
-        progress: &mut dyn FnMut(u64, Option<u64>),
-    ) -> Result<bool, Error> {
-        batch.clear(self.shared.cells.len());
-        let filled = source.fill(&mut batch.frames, BATCH_BYTES, BATCH_FRAMES);
-        self.note(batch, source, progress);
-        self.sort(batch);
-        Ok(filled?)
-    }
-
-    /// Numbers a batch's frames and notes the capture-wide clock after each.
-    fn note(
-        &mut self,
-        batch: &mut Batch,
-        source: &dyn PacketSource,
-        progress: &mut dyn FnMut(u64, Option<u64>),
-    ) {
-        batch.base = self.gather.seen() + 1;
-        let before = self.gather.seen();
-        batch.nows.clear();
-        for frame in &batch.frames.frames {
-            let (_, now) = self.gather.saw_packet(&batch.frames.packet(frame, 0));
-            batch.nows.push(now);
-        }
-        batch.origin = self.gather.summary.origin;
-        if self.gather.seen() / PROGRESS_EVERY != before / PROGRESS_EVERY {
-            let (read, total) = source.progress();
-            progress(read, total);
-        }
-    }
-
-    /// Lists each shard's frames of a batch, IP fragments through the
-    /// defragmenter, in order.
-    fn sort(&mut self, batch: &mut Batch) {
-        let shards = self.shared.cells.len();
-        let udp = &self.shared.udp;
-        for frames in &mut batch.by_shard {
-            frames.clear();
-        }
-        batch.whole.clear();
-        for (i, frame) in batch.frames.frames.iter().enumerate() {
-            let raw = batch.frames.packet(frame, 0);
-            let Ok(i) = u32::try_from(i) else {
-                continue;
-            };
-            let hash = if !may_be_fragment(&raw) {
-                shard_hash(&raw, udp)
-            } else {
-                match self.defrag.push(&raw) {
-                    Verdict::Pass => shard_hash(&raw, udp),
-                    // A fragment held: no shard analyses it.
-                    Verdict::Held => continue,
-                    Verdict::Whole(datagram) => {
-                        batch.whole.push((i, datagram.data.to_vec()));
-                        shard_hash(&datagram, udp)
-                    }
-                }
-            };
-            if let Some(mine) = batch.by_shard.get_mut(shard_of(hash, shards)) {
-                mine.push(i);
-            }
-        }
-    }
-
     /// Takes the oldest batch's events from every shard — running those
     /// that have not got to it yet — and applies them in order. Never waits
     /// for a shard a worker is running while there is other work to do:

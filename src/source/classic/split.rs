@@ -29,7 +29,7 @@ const PIECES_PER_WINDOW: u64 = 8;
 /// record of tcpdump's default snap length (262 144 bytes) and more.
 const SLACK: u64 = 320 << 10;
 /// Windows kept mapped for pieces about to be walked.
-const WINDOWS_KEPT: usize = 3;
+const WINDOWS_KEPT: usize = 2;
 /// Record headers in a row that must look right where a piece's first
 /// record is guessed…
 const CHAIN: usize = 8;
