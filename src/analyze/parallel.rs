@@ -165,6 +165,8 @@ struct Queue {
     closed: bool,
     /// The pieces of a split input being walked ([`pieces`]).
     pieces: pieces::Pieces,
+    /// Gathered batches, emptied, for reuse (their vectors keep their room).
+    spare: Vec<Batch>,
 }
 
 struct Shared {
@@ -277,9 +279,10 @@ fn worker(shared: &Shared, start: usize) {
         let (generation, ending) = (queue.generation, queue.ending);
         let split = shared.split.as_ref();
         let piece = split.and_then(|split| Some((split, queue.pieces.claim(split)?)));
+        let batch = piece.map(|_| queue.spare.pop().unwrap_or_default());
         drop(queue);
-        if let Some((split, k)) = piece {
-            if shared.walked(split, k).is_err() {
+        if let (Some((split, k)), Some(batch)) = (piece, batch) {
+            if shared.walked(split, k, batch).is_err() {
                 return;
             }
             continue;
@@ -359,7 +362,6 @@ pub fn run(
         let mut reader = Reader {
             shared: &shared,
             gather: Gather::new(),
-            spare: Vec::new(),
             defrag: Defragmenter::default(),
         };
         let result = reader
@@ -379,8 +381,6 @@ pub fn run(
 struct Reader<'s> {
     shared: &'s Shared,
     gather: Gather,
-    /// Gathered batches, for reuse.
-    spare: Vec<Batch>,
     /// IP fragments held until their datagram is whole (here, before the
     /// shards: a datagram's fragments do not all carry its ports).
     defrag: Defragmenter,
@@ -423,10 +423,12 @@ impl Reader<'_> {
             queue.batches.pop_front()
         };
         if let Some(mut batch) = batch.and_then(|b| Arc::try_unwrap(b).ok()) {
-            if self.spare.len() <= DEPTH {
-                // Emptied now: a batch of a mapped file holds its window.
-                batch.clear(self.shared.cells.len());
-                self.spare.push(batch);
+            // Emptied now, outside the lock: a batch of a mapped file may
+            // hold the last reference to its window.
+            batch.clear(self.shared.cells.len());
+            let mut queue = self.shared.queue()?;
+            if queue.spare.len() <= 2 * DEPTH {
+                queue.spare.push(batch);
             }
         }
         events.sort_unstable_by_key(Event::order);

@@ -41,7 +41,7 @@ pub(super) struct Walked {
     start: u64,
     end: u64,
     complete: bool,
-    batch: Batch,
+    pub(super) batch: Batch,
     /// Some frames may be IP fragments (they are in no shard's list): the
     /// calling thread lists the batch again, through the defragmenter.
     fragments: bool,
@@ -60,14 +60,14 @@ impl Pieces {
 }
 
 impl Shared {
-    /// Walks piece `k` (from `start` if known) and lists its frames per
-    /// shard.
-    fn walk(&self, split: &Split, k: u64, start: Option<u64>) -> Walked {
+    /// Walks piece `k` (from `start` if known) into `batch` (a spare one,
+    /// emptied) and lists its frames per shard.
+    fn walk(&self, split: &Split, k: u64, start: Option<u64>, mut batch: Batch) -> Walked {
         let shards = self.cells.len();
-        let mut batch = Batch::default();
-        batch.by_shard.resize_with(shards, Vec::new);
+        batch.clear(shards);
         let mut fragments = false;
-        let piece = split.walk(k, start, |i, raw| {
+        let by_shard = &mut batch.by_shard;
+        let piece = split.walk(k, start, &mut batch.frames, |i, raw| {
             let Ok(i) = u32::try_from(i) else {
                 return;
             };
@@ -76,11 +76,10 @@ impl Shared {
                 return;
             }
             let shard = shard_of(shard_hash(raw, &self.udp), shards);
-            if let Some(mine) = batch.by_shard.get_mut(shard) {
+            if let Some(mine) = by_shard.get_mut(shard) {
                 mine.push(i);
             }
         });
-        batch.frames = piece.frames;
         Walked {
             start: piece.start,
             end: piece.end,
@@ -90,9 +89,10 @@ impl Shared {
         }
     }
 
-    /// A worker walks piece `k` and leaves it for the calling thread.
-    pub(super) fn walked(&self, split: &Split, k: u64) -> Result<(), Error> {
-        let walked = self.walk(split, k, None);
+    /// A worker walks piece `k` into `batch` and leaves it for the calling
+    /// thread.
+    pub(super) fn walked(&self, split: &Split, k: u64, batch: Batch) -> Result<(), Error> {
+        let walked = self.walk(split, k, None, batch);
         let mut queue = self.queue()?;
         if !queue.pieces.stopped {
             queue.pieces.walked.insert(k, walked);
@@ -120,7 +120,7 @@ impl Reader<'_> {
             let mut walked = self.take(split, k, at, sink)?;
             if walked.start != at {
                 // A wrong guess: the piece starts where the last one ended.
-                walked = self.shared.walk(split, k, Some(at));
+                walked = self.shared.walk(split, k, Some(at), walked.batch);
             }
             at = walked.end;
             frames += walked.batch.frames.frames.len() as u64;
@@ -161,8 +161,9 @@ impl Reader<'_> {
             if queue.pieces.claimed <= k {
                 queue.pieces.claimed = k + 1;
                 queue.pieces.taken = k + 1;
+                let batch = queue.spare.pop().unwrap_or_default();
                 drop(queue);
-                return Ok(self.shared.walk(split, k, Some(at)));
+                return Ok(self.shared.walk(split, k, Some(at), batch));
             }
             if !queue.batches.is_empty() {
                 drop(queue);

@@ -28,7 +28,7 @@ impl Reader<'_> {
         }
         let mut failed = None;
         loop {
-            let mut batch = self.spare.pop().unwrap_or_default();
+            let mut batch = self.shared.queue()?.spare.pop().unwrap_or_default();
             // A read error ends the input after the frames read before it,
             // which are analysed first, as on one thread.
             let more = match self.fill(&mut batch, source, progress) {

@@ -53,7 +53,7 @@ struct Windows {
     recent: Vec<(u64, Arc<Window>)>,
 }
 
-/// A piece's records, walked.
+/// Where a piece's walk began and ended.
 pub struct Piece {
     /// The offset of the first record walked: the guess, or the start
     /// given; `u64::MAX` when no record was found to start the piece.
@@ -63,8 +63,6 @@ pub struct Piece {
     /// Whether the walk reached the piece's end; if not, what lies at `end`
     /// is for the reader to read (or to report).
     pub complete: bool,
-    /// The records, in a window the batch shares.
-    pub frames: FrameBatch,
 }
 
 impl Split {
@@ -106,23 +104,23 @@ impl Split {
     }
 
     /// Walks piece `k` from the record at `start`, or from where its first
-    /// record seems to be, and hands each record to `each` as it goes (with
-    /// its number in the piece), while its header is in the cache. Its
-    /// records are those starting before the piece's end (the last may
-    /// reach into the next piece).
-    pub fn walk<F>(&self, k: u64, start: Option<u64>, mut each: F) -> Piece
+    /// record seems to be, into `frames` (emptied first; it then shares the
+    /// window), and hands each record to `each` as it goes (with its number
+    /// in the piece), while its header is in the cache. Its records are
+    /// those starting before the piece's end (the last may reach into the
+    /// next piece).
+    pub fn walk<F>(&self, k: u64, start: Option<u64>, frames: &mut FrameBatch, mut each: F) -> Piece
     where
         F: FnMut(usize, &RawPacket<'_>),
     {
         let span = k.saturating_mul(self.piece);
         let nominal = self.first.saturating_add(span);
         let stop = nominal.saturating_add(self.piece).min(self.end);
-        let mut frames = FrameBatch::default();
+        frames.clear();
         let unread = |start: u64| Piece {
             start,
             end: start,
             complete: false,
-            frames: FrameBatch::default(),
         };
         let Ok(window) = self.window(span / self.window_len()) else {
             return unread(start.unwrap_or(u64::MAX));
@@ -158,14 +156,13 @@ impl Split {
                 data: data.unwrap_or_default(),
             };
             each(frames.frames.len(), &raw);
-            push(&mut frames, link, at + record.start, &record);
+            push(frames, link, at + record.start, &record);
             at += total;
         }
         Piece {
             start,
             end: base + at as u64,
             complete: at >= limit,
-            frames,
         }
     }
 

@@ -15,6 +15,7 @@ use super::fill::{by_next, by_next_after, captures_under, Got, Run};
 use super::mapped::{assert_same, read, temp_capture};
 use super::*;
 use crate::source::file::Access;
+use crate::source::FrameBatch;
 
 /// What stitching the pieces found besides the frames.
 #[derive(Debug, Default)]
@@ -34,28 +35,22 @@ fn by_pieces(path: &Path, piece: usize) -> (Run, Stitched) {
     let mut frames = Vec::new();
     let mut stitched = Stitched::default();
     let mut at = split.first();
+    // One batch for every piece: a walk empties it first.
+    let mut batch = FrameBatch::default();
+    batch.data.extend_from_slice(b"left over");
     for k in 0..split.pieces() {
         let mut seen = 0;
-        let mut p = split.walk(k, None, |i, _| {
+        let mut p = split.walk(k, None, &mut batch, |i, _| {
             assert_eq!(i, seen);
             seen += 1;
         });
-        assert_eq!(
-            seen,
-            p.frames.frames.len(),
-            "each record is handed out once"
-        );
+        assert_eq!(seen, batch.frames.len(), "each record is handed out once");
         if p.start != at {
             stitched.wrong += 1;
-            p = split.walk(k, Some(at), |_, _| {});
+            p = split.walk(k, Some(at), &mut batch, |_, _| {});
         }
         assert!(p.end >= at);
-        frames.extend(
-            p.frames
-                .frames
-                .iter()
-                .map(|f| Got::of(&p.frames.packet(f, 0))),
-        );
+        frames.extend(batch.frames.iter().map(|f| Got::of(&batch.packet(f, 0))));
         at = p.end;
         split.taken(at);
         if !p.complete {
