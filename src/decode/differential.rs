@@ -13,6 +13,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::RngSeed;
 
+use super::defrag::{may_be_fragment, Defragmenter, Verdict};
 use super::fast::{self, Fast};
 use super::*;
 use crate::source::file::FileSource;
@@ -81,6 +82,25 @@ fn agree_with(p: &RawPacket<'_>, udp: &UdpTunnels) -> Result<Took, String> {
         return Err(format!(
             "{took:?}: shard_hash {hash:#x}, expected {expected:#x} for {want:?}"
         ));
+    }
+    // Without a second look for fragments: the same hash, and `None` only
+    // where a fragment may be; what the fast path takes is never one that
+    // the defragmenter would be asked about.
+    let fragment =
+        || may_be_fragment(p) && !matches!(Defragmenter::default().push(p), Verdict::Pass);
+    match whole_shard_hash(p, udp) {
+        Some(whole) if whole != hash => {
+            return Err(format!(
+                "{took:?}: whole_shard_hash {whole:#x}, shard_hash {hash:#x}"
+            ))
+        }
+        Some(_) if took != Took::Fallback && fragment() => {
+            return Err(format!("{took:?}: the fast path took a fragment"))
+        }
+        None if !may_be_fragment(p) => {
+            return Err(format!("{took:?}: whole_shard_hash None for no fragment"))
+        }
+        _ => {}
     }
     Ok(took)
 }

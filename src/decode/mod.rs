@@ -129,6 +129,24 @@ pub fn shard_hash(packet: &RawPacket<'_>, udp: &UdpTunnels) -> u64 {
     }
 }
 
+/// [`shard_hash`] of a frame that is no IP fragment, or `None` when it
+/// may be one ([`defrag::may_be_fragment`]): only the defragmenter, seeing
+/// the frames in order, can tell which connection a fragment belongs to.
+/// The TCP segments the fast path reads are never fragments, so the common
+/// frames are hashed without a second look.
+pub fn whole_shard_hash(packet: &RawPacket<'_>, udp: &UdpTunnels) -> Option<u64> {
+    match fast::parse(packet, udp) {
+        Fast::Tcp(parts) => Some(parts.shard_hash()),
+        // A fragment of a UDP datagram may be one of a tunnel's.
+        _ if defrag::may_be_fragment(packet) => None,
+        Fast::OtherIp => Some(0),
+        Fast::Fallback => Some(match decode_lax(packet, udp) {
+            Decoded::Tcp(seg, _) => fast::hash_endpoints(seg.src, seg.dst),
+            _ => 0,
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,8 +15,7 @@ use std::collections::BTreeMap;
 
 use super::{shard_of, Batch, Reader, Shared};
 use crate::analyze::RecordSink;
-use crate::decode::defrag::may_be_fragment;
-use crate::decode::shard_hash;
+use crate::decode::whole_shard_hash;
 use crate::error::Error;
 use crate::source::{PacketSource, Split};
 
@@ -71,11 +70,11 @@ impl Shared {
             let Ok(i) = u32::try_from(i) else {
                 return;
             };
-            if may_be_fragment(raw) {
+            let Some(hash) = whole_shard_hash(raw, &self.udp) else {
                 fragments = true;
                 return;
-            }
-            let shard = shard_of(shard_hash(raw, &self.udp), shards);
+            };
+            let shard = shard_of(hash, shards);
             if let Some(mine) = by_shard.get_mut(shard) {
                 mine.push(i);
             }

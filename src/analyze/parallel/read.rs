@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use super::{shard_of, Batch, Reader, BATCH_BYTES, BATCH_FRAMES, DEPTH, PROGRESS_EVERY};
 use crate::analyze::RecordSink;
-use crate::decode::defrag::{may_be_fragment, Verdict};
-use crate::decode::shard_hash;
+use crate::decode::defrag::Verdict;
+use crate::decode::{shard_hash, whole_shard_hash};
 use crate::error::Error;
 use crate::source::PacketSource;
 
@@ -118,10 +118,9 @@ impl Reader<'_> {
             let Ok(i) = u32::try_from(i) else {
                 continue;
             };
-            let hash = if !may_be_fragment(&raw) {
-                shard_hash(&raw, udp)
-            } else {
-                match self.defrag.push(&raw) {
+            let hash = match whole_shard_hash(&raw, udp) {
+                Some(hash) => hash,
+                None => match self.defrag.push(&raw) {
                     Verdict::Pass => shard_hash(&raw, udp),
                     // A fragment held: no shard analyses it.
                     Verdict::Held => continue,
@@ -129,7 +128,7 @@ impl Reader<'_> {
                         batch.whole.push((i, datagram.data.to_vec()));
                         shard_hash(&datagram, udp)
                     }
-                }
+                },
             };
             if let Some(mine) = batch.by_shard.get_mut(shard_of(hash, shards)) {
                 mine.push(i);
