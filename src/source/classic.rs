@@ -122,13 +122,29 @@ impl Header {
         }
     }
 
+    /// The whole record at the front of `avail`, if it holds one.
+    #[inline]
+    pub(super) fn found_at(&self, avail: &[u8]) -> Option<super::split::Found> {
+        match self.parse_at(avail) {
+            Parsed::Whole { record, total } => Some(super::split::Found {
+                ts: record.ts,
+                link: self.link,
+                orig_len: record.orig_len,
+                start: record.start,
+                len: record.len,
+                total,
+            }),
+            Parsed::Need(_) | Parsed::TooLarge => None,
+        }
+    }
+
     /// Whether `avail` starts with a record header that a capture tool
     /// would write: a fraction of a second below one second, a captured
     /// length no larger than the packet's (which is not zero) nor than
     /// [`MAX_RECORD`]; its whole length and its seconds if so. Used only to
     /// guess where records start in the middle of a file (`split`), where a
     /// wrong guess costs time, never a wrong record.
-    fn plausible(&self, avail: &[u8]) -> Option<(usize, u32)> {
+    pub(super) fn plausible(&self, avail: &[u8]) -> Option<(usize, u32)> {
         let fields = self.fields(avail.first_chunk::<16>()?);
         let second = if self.nanos { 1_000_000_000 } else { 1_000_000 };
         let total = self.record_header.saturating_add(fields.caplen as usize);
@@ -404,11 +420,9 @@ fn push(batch: &mut super::FrameBatch, link: LinkType, start: usize, record: &Re
 
 mod direct;
 mod mapped;
-mod split;
 
 pub use direct::Outcome;
 pub use mapped::MappedReader;
-pub use split::{Piece, Split, PIECE};
 
 /// Records read with `read()` or out of a mapped file: the same records
 /// and events either way.

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use super::classic::{self, ClassicReader, Header, MappedReader, Records};
 use super::mapped::{self, MappedFile};
 use super::pcapng::{self, Blocks, OpenFailure};
+use super::split::Format;
 use super::{copy_packets, FrameBatch, LinkType, PacketSource, RawPacket, SourceInfo, Split};
 use crate::error::SourceError;
 
@@ -460,38 +461,53 @@ impl PacketSource for FileSource {
     }
 
     fn split(&mut self, piece: usize) -> Option<Split> {
-        let Kind::Classic {
-            reader: Records::Mapped(reader),
-            checked,
-        } = &mut self.kind
-        else {
-            return None;
-        };
-        let header = reader.header();
-        if self.done || !header.link.is_supported() {
-            // The reader reports it.
+        if self.done {
             return None;
         }
-        check_link(
-            checked,
-            header.link,
-            &mut self.info,
-            &mut self.done,
-            &self.path,
-        )
-        .ok()?;
-        let (file, first) = reader.split_from()?;
         let read = Arc::clone(&self.read);
-        Some(Split::new(file, header, first, piece, read))
+        match &mut self.kind {
+            Kind::Classic {
+                reader: Records::Mapped(reader),
+                checked,
+            } => {
+                let header = reader.header();
+                if !header.link.is_supported() {
+                    // The reader reports it.
+                    return None;
+                }
+                let (info, done) = (&mut self.info, &mut self.done);
+                check_link(checked, header.link, info, done, &self.path).ok()?;
+                let (file, first) = reader.split_from()?;
+                Some(Split::new(
+                    file,
+                    Format::Classic(header),
+                    first,
+                    piece,
+                    read,
+                ))
+            }
+            Kind::Pcapng(blocks) if blocks.window().is_some() => {
+                let (file, first, section) = blocks.split_point(&mut self.info, &self.label)?;
+                Some(Split::new(
+                    file,
+                    Format::Pcapng(section),
+                    first,
+                    piece,
+                    read,
+                ))
+            }
+            _ => None,
+        }
     }
 
     fn resume(&mut self, offset: u64, frames: u64) {
-        if let Kind::Classic {
-            reader: Records::Mapped(reader),
-            ..
-        } = &mut self.kind
-        {
-            reader.resume_at(offset);
+        match &mut self.kind {
+            Kind::Classic {
+                reader: Records::Mapped(reader),
+                ..
+            } => reader.resume_at(offset),
+            Kind::Pcapng(blocks) => blocks.resume_at(offset),
+            Kind::Classic { .. } => {}
         }
         self.index += frames;
     }

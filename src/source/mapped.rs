@@ -159,6 +159,22 @@ pub fn prefetch(bytes: &[u8]) {
     let _ = bytes;
 }
 
+/// How far ahead of the record or block being parsed its successors are
+/// fetched into the cache. Measured on a 1 GiB capture, one thread:
+/// without, 0.41 s; 4 KiB to 256 KiB ahead, 0.32–0.33 s (and mapped pcapng
+/// was slower than `read()` without it).
+const AHEAD: usize = 16 << 10;
+
+/// Fetches into the cache the `len` bytes [`AHEAD`] bytes into `bytes`:
+/// what a reader parsing `bytes` front to back reaches soon.
+#[inline]
+pub fn prefetch_ahead(bytes: &[u8], len: usize) {
+    let end = AHEAD.saturating_add(len).min(bytes.len());
+    if let Some(ahead) = bytes.get(AHEAD..end) {
+        prefetch(ahead);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

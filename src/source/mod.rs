@@ -12,14 +12,15 @@ pub mod live;
 mod mapped;
 pub mod merge;
 mod pcapng;
+mod split;
 
 use std::sync::Arc;
 
 use crate::error::SourceError;
 use crate::time::Timestamp;
-pub use classic::{Piece, Split, PIECE};
 pub use mapped::prefetch;
 use mapped::Window;
+pub use split::{Piece, Split, PIECE};
 
 /// A link-layer header type as numbered by tcpdump.org's LINKTYPE_ registry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
-use pcap_parser::pcapng::Block;
+use pcap_parser::pcapng::{parse_block_be, parse_block_le, Block, EnhancedPacketBlock};
 use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{PcapBlockOwned, PcapError};
 
@@ -33,6 +33,70 @@ struct Interface {
     link: LinkType,
     units_per_sec: u64,
     offset_secs: i64,
+}
+
+/// What the packet blocks of a section need to be read: its byte order and
+/// interfaces (for [`super::Split`], which reads packet blocks only).
+pub struct Section {
+    big_endian: bool,
+    interfaces: Vec<Interface>,
+}
+
+impl Section {
+    /// The packet block (an Enhanced Packet Block of a known interface) at
+    /// the front of `avail`, as [`Blocks::next`] would give it; `None` for
+    /// anything else.
+    pub(super) fn found_at(&self, avail: &[u8]) -> Option<super::split::Found> {
+        let parse = if self.big_endian {
+            parse_block_be
+        } else {
+            parse_block_le
+        };
+        let Ok((rest, Block::EnhancedPacket(epb))) = parse(avail) else {
+            return None;
+        };
+        let packet = epb_packet(&self.interfaces, &epb, avail.as_ptr() as usize)?;
+        Some(super::split::Found {
+            ts: packet.ts,
+            link: packet.link,
+            orig_len: packet.orig_len,
+            start: packet.start,
+            len: packet.len,
+            total: avail.len() - rest.len(),
+        })
+    }
+
+    /// Whether `avail` starts like a block: a total length (a multiple of
+    /// four, at least 12 bytes, at most [`MAX_BLOCK`]) repeated at its end;
+    /// that length if so.
+    pub(super) fn plausible(&self, avail: &[u8]) -> Option<usize> {
+        let word = |at: usize| {
+            let bytes = *avail.get(at..)?.first_chunk::<4>()?;
+            Some(if self.big_endian {
+                u32::from_be_bytes(bytes)
+            } else {
+                u32::from_le_bytes(bytes)
+            })
+        };
+        let len = word(4)?;
+        let total = usize::try_from(len).ok()?;
+        (total >= 12 && total % 4 == 0 && total <= MAX_BLOCK && word(total - 4)? == len)
+            .then_some(total)
+    }
+}
+
+/// An Enhanced Packet Block's packet, its data's start an offset from
+/// `base`; `None` if its interface is not described.
+fn epb_packet(interfaces: &[Interface], epb: &EnhancedPacketBlock, base: usize) -> Option<Packet> {
+    let iface = interfaces.get(epb.if_id as usize).copied()?;
+    let ticks = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
+    Some(Packet {
+        ts: Timestamp::from_ticks(ticks, iface.units_per_sec, iface.offset_secs),
+        link: iface.link,
+        orig_len: epb.origlen,
+        start: (epb.data.as_ptr() as usize).saturating_sub(base),
+        len: (epb.caplen as usize).min(epb.data.len()),
+    })
 }
 
 /// Where the blocks come from.
@@ -191,6 +255,49 @@ impl Blocks {
         }
     }
 
+    /// When the file is mapped: reads the blocks before the next packet
+    /// block (section header, interfaces), leaving that one unread, and
+    /// returns the file, where that block starts and what its section says
+    /// — for [`super::Split`] to read the packet blocks from there. `None`
+    /// when something else comes first (the end, a cut or corrupt block);
+    /// the blocks read stay read.
+    pub fn split_point(
+        &mut self,
+        info: &mut SourceInfo,
+        label: &str,
+    ) -> Option<(MappedFile, u64, Section)> {
+        if self.pending > 0 {
+            self.reader.get().consume(self.pending);
+            self.pending = 0;
+        }
+        loop {
+            match self.parse_step(info, label) {
+                Step::Packet(..) => break,
+                Step::Skip(n) => self.reader.get().consume(n),
+                Step::Refill => self.reader.get().refill().ok()?,
+                _ => return None,
+            }
+        }
+        let Reader::Mapped(mapped) = &self.reader else {
+            return None;
+        };
+        let (file, offset, big_endian) = mapped.split_from()?;
+        let section = Section {
+            big_endian,
+            interfaces: self.interfaces.clone(),
+        };
+        Some((file, offset, section))
+    }
+
+    /// Reads on from the block at `offset` (the blocks before it were read
+    /// elsewhere: [`super::Split`]), in the same section.
+    pub fn resume_at(&mut self, offset: u64) {
+        self.pending = 0;
+        if let Reader::Mapped(mapped) = &mut self.reader {
+            mapped.resume_at(offset);
+        }
+    }
+
     /// The next packet; `path` and `label` (its text) name the input in
     /// messages, and `info` collects the format and warnings.
     pub fn next(&mut self, info: &mut SourceInfo, path: &Path, label: &str) -> Event {
@@ -287,18 +394,9 @@ impl Blocks {
                     Step::Skip(consumed)
                 }
                 PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => {
-                    let Some(iface) = self.interfaces.get(epb.if_id as usize).copied() else {
+                    let Some(packet) = epb_packet(&self.interfaces, &epb, base) else {
                         info.packets_unknown_interface += 1;
                         return Step::Skip(consumed);
-                    };
-                    let ticks = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
-                    let len = (epb.caplen as usize).min(epb.data.len());
-                    let packet = Packet {
-                        ts: Timestamp::from_ticks(ticks, iface.units_per_sec, iface.offset_secs),
-                        link: iface.link,
-                        orig_len: epb.origlen,
-                        start: offset_of(epb.data),
-                        len,
                     };
                     Step::Packet(packet, consumed)
                 }

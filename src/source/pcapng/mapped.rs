@@ -17,12 +17,7 @@ use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{PcapBlockOwned, PcapError};
 
 use super::super::file::MAX_BLOCK;
-use crate::source::mapped::{prefetch, MappedFile, Window};
-
-/// How far ahead of the block being parsed its successors are fetched into
-/// the cache (as the classic reader does; without, mapping was slower than
-/// `read()`).
-const AHEAD: usize = 16 << 10;
+use crate::source::mapped::{prefetch_ahead, MappedFile, Window};
 
 /// Reads blocks from a mapped file.
 pub struct MappedBlocks {
@@ -80,6 +75,21 @@ impl MappedBlocks {
         usize::try_from(len).is_ok_and(|len| len <= data.len())
     }
 
+    /// The file, the offset of the first byte not consumed, and the
+    /// section's byte order, for reading on elsewhere ([`crate::source::Split`]).
+    pub fn split_from(&self) -> Option<(MappedFile, u64, bool)> {
+        let offset = self.window.offset() + self.at as u64;
+        Some((self.file.try_clone()?, offset, self.big_endian))
+    }
+
+    /// Reads on from `offset`: the blocks before it were read elsewhere.
+    pub fn resume_at(&mut self, offset: u64) {
+        self.window = Window::empty(offset);
+        self.at = 0;
+        self.consumed = usize::try_from(offset).unwrap_or(usize::MAX);
+        self.needed = 0;
+    }
+
     fn available(&self) -> &[u8] {
         self.window.bytes().get(self.at..).unwrap_or_default()
     }
@@ -107,10 +117,7 @@ impl PcapReaderIterator for MappedBlocks {
                     self.big_endian = shb.big_endian();
                 }
                 let len = data.len() - rest.len();
-                let end = AHEAD.saturating_add(len).min(data.len());
-                if let Some(ahead) = data.get(AHEAD..end) {
-                    prefetch(ahead);
-                }
+                prefetch_ahead(data, len);
                 Ok((len, PcapBlockOwned::from(block)))
             }
             Err(nom::Err::Error(e)) | Err(nom::Err::Failure(e)) => Err(e),

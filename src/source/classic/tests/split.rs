@@ -1,11 +1,12 @@
-//! A mapped classic capture read in pieces ([`Split`]), stitched back in
-//! order as `--threads` does it — keep a piece if it starts where the last
-//! one ended, walk it again from there if not, and hand the rest to the
-//! source after the first piece that stops early — must give exactly what
-//! `read()` gives: every capture in captures/ and the corpus through pieces
-//! of many sizes, captures whose packets carry record headers (so guesses
-//! go wrong), records larger than a window's slack, and files cut inside a
-//! record.
+//! A mapped capture read in pieces ([`crate::source::Split`]), stitched
+//! back in order as `--threads` does it — keep a piece if it starts where
+//! the last one ended, walk it again from there if not, and hand the rest
+//! to the source after the first piece that stops early — must give
+//! exactly what `read()` gives: every classic and pcapng capture in
+//! captures/ and the corpus through pieces of many sizes, captures whose
+//! packets carry record headers (so guesses go wrong), records larger than
+//! a window's slack, files cut inside a record, and pcapng blocks other
+//! than packets in the middle.
 //!
 //! Does not test the threads; `tests/threads.rs` does, on the same files.
 
@@ -79,23 +80,23 @@ fn pieces_give_what_read_gives_on_every_capture() {
     captures_under(&root.join("captures"), &mut files);
     // The corpus's absence is reported by `fill_agrees_with_next_packet_on_every_capture`.
     captures_under(&root.join("../shared/corpus"), &mut files);
-    let (mut classic, mut wrong) = (0, 0);
+    let (mut split, mut wrong) = (0, 0);
     for path in &files {
         let Ok(mut src) = FileSource::open_with(path, Access::Map(None)) else {
             continue;
         };
         if src.split(1 << 20).is_none() {
-            // pcapng, compressed, or a link type the reader reports.
+            // Compressed, or a link type the reader reports.
             continue;
         }
-        classic += 1;
+        split += 1;
         for piece in [64, 1000, 4096, 1 << 20] {
             wrong += check(&path.display().to_string(), path, piece).wrong;
         }
     }
-    assert!(classic > 20, "only {classic} classic captures split");
+    assert!(split > 120, "only {split} captures split");
     // Most guesses are right; that some are not must change nothing.
-    eprintln!("split: {classic} captures, {wrong} wrong guesses walked again");
+    eprintln!("split: {split} captures, {wrong} wrong guesses walked again");
 }
 
 #[test]
@@ -166,4 +167,69 @@ fn records_past_the_slack_and_cut_records_are_left_to_the_source() {
         .first()
         .is_some_and(|w| w.contains("cut short")));
     check("cut", cut.path(), 1000);
+}
+
+/// The blocks of a little-endian pcapng file: (offset, type, length).
+fn blocks(bytes: &[u8]) -> Vec<(usize, u32, usize)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(head) = bytes.get(at..at + 8) {
+        let kind = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+        let len = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
+        if len < 12 {
+            break;
+        }
+        out.push((at, kind, len));
+        at += len;
+    }
+    out
+}
+
+/// pcapng through pieces: a real capture cut at many bytes, and with
+/// blocks that only the reader handles in the middle (another interface
+/// described, a packet of an interface nobody described): the pieces stop
+/// there and the reader reads on, as without pieces.
+#[test]
+fn pcapng_cut_and_with_other_blocks_in_the_middle() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let bytes = std::fs::read(root.join("captures/http-curl-5-keepalive.pcapng")).expect("reads");
+    let all = blocks(&bytes);
+    assert!(all.iter().filter(|b| b.1 == 6).count() > 12, "{all:?}");
+    for cut in (0..=bytes.len())
+        .step_by(97)
+        .chain([bytes.len() - 1, bytes.len()])
+    {
+        let file = temp_capture(&bytes[..cut]);
+        let Ok(mut src) = FileSource::open_with(file.path(), Access::Map(Some(4096))) else {
+            continue;
+        };
+        if src.split(100).is_some() {
+            for piece in [100, 1000] {
+                check(&format!("pcapng cut at {cut}"), file.path(), piece);
+            }
+        }
+    }
+    // An interface description (Ethernet, snap length 0) and a packet of
+    // interface 9 after the tenth packet block.
+    let (at, _, len) = all
+        .iter()
+        .filter(|b| b.1 == 6)
+        .nth(10)
+        .copied()
+        .expect("blocks");
+    let mut idb = Vec::new();
+    for word in [1u32, 20, 1, 0, 20] {
+        idb.extend_from_slice(&word.to_le_bytes());
+    }
+    let mut stray = bytes[at..at + len].to_vec();
+    stray[8..12].copy_from_slice(&9u32.to_le_bytes());
+    for extra in [idb, stray] {
+        let mut changed = bytes[..at + len].to_vec();
+        changed.extend_from_slice(&extra);
+        changed.extend_from_slice(&bytes[at + len..]);
+        let file = temp_capture(&changed);
+        for piece in [100, 1000, 1 << 20] {
+            assert!(check("pcapng with a block in the middle", file.path(), piece).stopped);
+        }
+    }
 }

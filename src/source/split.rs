@@ -1,25 +1,29 @@
-//! A memory-mapped classic capture read in pieces that several threads walk
-//! at once (`--threads`): the file is cut into pieces of about a batch, and
-//! a piece's first record is *guessed* — the first offset from which a few
-//! record headers in a row look like ones a capture tool writes — so that
-//! pieces can be walked out of order. Whoever puts the pieces back in order
-//! keeps a piece only if it starts exactly where the one before it ended,
-//! and walks it again from there otherwise: a wrong guess costs time, never
-//! a wrong record. Walking a piece from a known start gives exactly the
-//! records [`super::MappedReader`] gives; anything it does not simply read
-//! (the end of the file inside a record, a record too large, a failed map)
-//! ends the piece early, and the reader takes over from there.
+//! A memory-mapped capture (classic pcap, or a pcapng section's packet
+//! blocks) read in pieces that several threads walk at once (`--threads`):
+//! the file is cut into pieces of about a batch, and a piece's first record
+//! is *guessed* — the first offset from which a few record headers (or
+//! blocks) in a row look like ones a capture tool writes — so that pieces
+//! can be walked out of order. Whoever puts the pieces back in order keeps
+//! a piece only if it starts exactly where the one before it ended, and
+//! walks it again from there otherwise: a wrong guess costs time, never a
+//! wrong record. Walking a piece from a known start gives exactly the
+//! records the format's own reader gives; anything it does not simply read
+//! (the end of the file inside a record, a record too large, a block other
+//! than a packet block, a failed map) ends the piece early, and the reader
+//! takes over from there.
 //!
-//! Does not decide which thread walks what, nor word messages.
+//! Does not decide which thread walks what, nor word messages; the formats
+//! are `classic` and `pcapng`'s.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::mapped::prefetch;
-use super::{push, Header, Parsed};
-use crate::source::mapped::{MappedFile, Window};
-use crate::source::{FrameBatch, RawPacket};
+use super::classic::Header;
+use super::mapped::{prefetch_ahead, MappedFile, Window};
+use super::pcapng::Section;
+use super::{Frame, FrameBatch, LinkType, RawPacket};
+use crate::time::Timestamp;
 
 /// Bytes of record starts per piece, unless told otherwise: about a batch.
 pub const PIECE: usize = 1 << 20;
@@ -36,9 +40,47 @@ const CHAIN: usize = 8;
 /// …with at most this many seconds between successive timestamps.
 const GAP: u32 = 3_600;
 
-/// A classic capture's records from `first` to the file's end, in pieces.
+/// How a file's records are laid out.
+pub(super) enum Format {
+    Classic(Header),
+    /// The packet blocks of a pcapng section whose interfaces are known.
+    Pcapng(Section),
+}
+
+/// A record found at the front of some bytes: its frame's data at
+/// `start..start + len` of them, `total` bytes in all.
+pub(super) struct Found {
+    pub ts: Timestamp,
+    pub link: LinkType,
+    pub orig_len: u32,
+    pub start: usize,
+    pub len: usize,
+    pub total: usize,
+}
+
+impl Format {
+    /// The whole record (or packet block) at the front of `avail`, if that
+    /// is what it holds.
+    fn found_at(&self, avail: &[u8]) -> Option<Found> {
+        match self {
+            Format::Classic(header) => header.found_at(avail),
+            Format::Pcapng(section) => section.found_at(avail),
+        }
+    }
+
+    /// Whether `avail` starts like a record: its whole length, and its
+    /// timestamp's seconds when the format puts them in the header.
+    fn plausible(&self, avail: &[u8]) -> Option<(usize, Option<u32>)> {
+        match self {
+            Format::Classic(header) => header.plausible(avail).map(|(n, s)| (n, Some(s))),
+            Format::Pcapng(section) => section.plausible(avail).map(|n| (n, None)),
+        }
+    }
+}
+
+/// A capture's records from `first` to the file's end, in pieces.
 pub struct Split {
-    header: Header,
+    format: Format,
     first: u64,
     end: u64,
     piece: u64,
@@ -68,15 +110,15 @@ pub struct Piece {
 impl Split {
     /// Reads `file` from its record at `first` to its current end, in
     /// pieces of `piece` bytes (at least one).
-    pub fn new(
+    pub(super) fn new(
         file: MappedFile,
-        header: Header,
+        format: Format,
         first: u64,
         piece: usize,
         read: Arc<AtomicU64>,
     ) -> Split {
         Split {
-            header,
+            format,
             first,
             end: file.size().max(first),
             piece: (piece.max(1)) as u64,
@@ -140,24 +182,29 @@ impl Split {
         if start < base || !frames.share(&window) {
             return unread(start);
         }
-        let link = self.header.link;
         while at < limit {
             let avail = bytes.get(at..).unwrap_or_default();
-            let Parsed::Whole { record, total } = self.header.parse_at(avail) else {
+            let Some(found) = self.format.found_at(avail) else {
                 break;
             };
-            prefetch(avail, total);
-            let data = avail.get(record.start..record.start + record.len);
+            prefetch_ahead(avail, found.total);
+            let data = avail.get(found.start..found.start + found.len);
             let raw = RawPacket {
                 index: 0,
-                ts: record.ts,
-                link,
-                orig_len: record.orig_len,
+                ts: found.ts,
+                link: found.link,
+                orig_len: found.orig_len,
                 data: data.unwrap_or_default(),
             };
             each(frames.frames.len(), &raw);
-            push(frames, link, at + record.start, &record);
-            at += total;
+            frames.frames.push(Frame {
+                ts: found.ts,
+                link: found.link,
+                orig_len: found.orig_len,
+                start: at + found.start,
+                end: at + found.start + found.len,
+            });
+            at += found.total;
         }
         Piece {
             start,
@@ -177,8 +224,8 @@ impl Split {
         let from = usize::try_from(from).ok()?;
         let to = from.saturating_add(SLACK as usize).min(bytes.len());
         let found = (from..to).find(|&at| self.chain(bytes, at))?;
-        // Four bytes into a real header, its fraction of a second reads as
-        // the seconds and its lengths as the fraction and captured length:
+        // Four bytes into a real classic header, its fraction of a second
+        // reads as the seconds and its lengths as the fraction and length:
         // at a high packet rate those misreadings chain up as well. A real
         // header four bytes earlier is the better guess (read four bytes
         // early, a real header's seconds are not a fraction of a second).
@@ -187,7 +234,7 @@ impl Split {
             _ => found,
         };
         while at < from {
-            at = at.saturating_add(self.header.plausible(bytes.get(at..)?)?.0);
+            at = at.saturating_add(self.format.plausible(bytes.get(at..)?)?.0);
         }
         Some(at)
     }
@@ -203,13 +250,15 @@ impl Split {
             let Some(avail) = bytes.get(at..) else {
                 return false;
             };
-            let Some((total, sec)) = self.header.plausible(avail) else {
+            let Some((total, sec)) = self.format.plausible(avail) else {
                 return false;
             };
-            if last.is_some_and(|last| last.abs_diff(sec) > GAP) {
-                return false;
+            if let (Some(last), Some(sec)) = (last, sec) {
+                if last.abs_diff(sec) > GAP {
+                    return false;
+                }
             }
-            last = Some(sec);
+            last = Some(sec.unwrap_or(0));
             at = at.saturating_add(total);
         }
         true
