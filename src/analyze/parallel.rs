@@ -54,8 +54,8 @@ const PREFETCH: usize = 8;
 
 /// Fetches into this core's cache the bytes of a frame the analysis reads
 /// for sure: its first 128 bytes (headers) and its last 64 (the end of the
-/// payload, for the retransmission check). The reader thread touched them
-/// last, maybe on another core.
+/// payload, for the retransmission check). The thread that walked them
+/// touched them last, maybe on another core.
 fn prefetch_frame(bytes: &[u8]) {
     prefetch(bytes.get(..128).unwrap_or(bytes));
     prefetch(
@@ -181,6 +181,21 @@ struct Shared {
     udp: UdpTunnels,
 }
 
+/// Closes the queue if a worker thread unwinds, so that the calling thread
+/// does not wait for a piece it was walking.
+struct Lost<'s>(&'s Shared);
+
+impl Drop for Lost<'_> {
+    fn drop(&mut self) {
+        if thread::panicking() {
+            if let Ok(mut queue) = self.0.queue.lock() {
+                queue.closed = true;
+            }
+            self.0.more.notify_all();
+        }
+    }
+}
+
 /// A worker thread stopped early (it panicked).
 fn worker_lost() -> Error {
     Error::Output(std::io::Error::other("an analysis thread stopped"))
@@ -268,6 +283,7 @@ fn run_batch(me: usize, shard: &mut Shard, batch: &Batch) -> Vec<Event> {
 /// while the input is read, then chunks of finalised connections — and
 /// sleeps when none has.
 fn worker(shared: &Shared, start: usize) {
+    let _lost = Lost(shared);
     let n = shared.cells.len();
     loop {
         let Ok(mut queue) = shared.queue.lock() else {

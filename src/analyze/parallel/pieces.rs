@@ -153,6 +153,10 @@ impl Reader<'_> {
     ) -> Result<Walked, Error> {
         loop {
             let mut queue = self.shared.queue()?;
+            if queue.closed {
+                // A worker stopped while walking.
+                return Err(super::worker_lost());
+            }
             if let Some(walked) = queue.pieces.walked.remove(&k) {
                 queue.pieces.taken = k + 1;
                 return Ok(walked);
