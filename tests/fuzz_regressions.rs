@@ -72,6 +72,28 @@ fn http_regressions() {
     });
 }
 
+#[test]
+fn split_regressions() {
+    replay("split", |data| {
+        harness::split(data);
+    });
+}
+
+/// The split harness reads real captures (a piece-size byte, then the
+/// file) in pieces, classic pcap and pcapng, small pieces and large.
+#[test]
+fn split_harness_reads_real_captures() {
+    for (name, size) in [
+        ("captures/tls13-curl-keepalive.pcap", 0),
+        ("captures/tls13-curl-keepalive.pcap", 40),
+        ("captures/http-curl-5-keepalive.pcapng", 3),
+    ] {
+        let mut input = vec![size];
+        input.extend(fs::read(root().join(name)).expect("capture"));
+        assert!(harness::split(&input) > 10, "{name}: no frames");
+    }
+}
+
 /// The step format the stream seeds use (fuzz/seeds.py) still decodes into
 /// the conversation it was made from.
 #[test]

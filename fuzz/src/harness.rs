@@ -17,7 +17,8 @@ use handshakes::analyze::tls::TlsAnalyzer;
 use handshakes::decode::{TcpFlags, TcpSegment};
 use handshakes::flow::reassembly::{Reassembler, StreamSink};
 use handshakes::record::{Instant, Side, TlsInfo};
-use handshakes::source::file::FileSource;
+use handshakes::source::file::{Access, FileSource};
+use handshakes::source::{FrameBatch, PacketSource};
 use handshakes::time::Timestamp;
 
 /// Reads little-endian numbers and slices off the front of the input;
@@ -59,6 +60,100 @@ impl<'a> Bytes<'a> {
         self.data = rest;
         head
     }
+}
+
+// ------------------------------------------------------------------- split
+
+/// What reading a capture gave: each frame (timestamp, link type,
+/// original length, bytes), then the warnings, whether it was cut, and the
+/// error that ended it.
+type Read = (
+    Vec<(i64, u32, u32, Vec<u8>)>,
+    Vec<String>,
+    bool,
+    Option<String>,
+);
+
+/// Reads on with `next_packet` after `frames`.
+fn read_on(src: &mut FileSource, mut frames: Vec<(i64, u32, u32, Vec<u8>)>) -> Read {
+    let error = loop {
+        match src.next_packet() {
+            Ok(Some(p)) => {
+                assert_eq!(
+                    p.index,
+                    frames.len() as u64 + 1,
+                    "packets numbered in order"
+                );
+                frames.push((p.ts.0, p.link.0, p.orig_len, p.data.to_vec()));
+            }
+            Ok(None) => break None,
+            Err(e) => break Some(e.to_string()),
+        }
+    };
+    let info = src.info();
+    (frames, info.warnings.clone(), info.truncated, error)
+}
+
+/// The capture at `path` read in pieces of `piece` bytes through memory
+/// maps, stitched back as `--threads` does (a piece is kept if it starts
+/// where the last ended, walked again from there if not; the source reads
+/// on after the first that stops early).
+fn by_pieces(path: &Path, piece: usize) -> Result<Read, String> {
+    let mut src =
+        FileSource::open_with(path, Access::Map(Some(4096))).map_err(|e| e.to_string())?;
+    let mut frames = Vec::new();
+    let mut at = 0;
+    if let Some(split) = src.split(piece) {
+        at = split.first();
+        let mut batch = FrameBatch::default();
+        for k in 0..split.pieces() {
+            let mut p = split.walk(k, None, &mut batch, |_, _| {});
+            if p.start != at {
+                p = split.walk(k, Some(at), &mut batch, |_, _| {});
+            }
+            assert!(p.end >= at, "a piece ends before it starts");
+            for f in &batch.frames {
+                let raw = batch.packet(f, 0);
+                frames.push((raw.ts.0, raw.link.0, raw.orig_len, raw.data.to_vec()));
+            }
+            at = p.end;
+            if !p.complete {
+                break;
+            }
+        }
+    }
+    let n = frames.len() as u64;
+    src.resume(at, n);
+    Ok(read_on(&mut src, frames))
+}
+
+/// A capture (after one byte that picks the piece size) read in memory-
+/// mapped pieces, as several threads read it, must give exactly what
+/// reading it with `read()` gives. Returns the number of frames.
+pub fn split(data: &[u8]) -> usize {
+    let Some((&size, capture)) = data.split_first() else {
+        return 0;
+    };
+    let piece = 1 + usize::from(size) * 37;
+    let name = format!(
+        "handshakes-fuzz-split-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    );
+    let path = std::env::temp_dir().join(name.replace(['(', ')'], ""));
+    if std::fs::write(&path, capture).is_err() {
+        return 0;
+    }
+    let expected = FileSource::open_with(&path, Access::Read)
+        .map_err(|e| e.to_string())
+        .map(|mut src| read_on(&mut src, Vec::new()));
+    let got = by_pieces(&path, piece);
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        got == expected,
+        "pieces of {piece}: {got:?}\nread: {expected:?}"
+    );
+    expected.map_or(0, |r| r.0.len())
 }
 
 // ---------------------------------------------------------------- pipeline

@@ -90,7 +90,15 @@ fn pieces_give_what_read_gives_on_every_capture() {
             continue;
         }
         split += 1;
-        for piece in [64, 1000, 4096, 1 << 20] {
+        // Pieces smaller than most records only on small files: each
+        // guess scans to the next record (slow in debug builds).
+        let small = std::fs::metadata(path).is_ok_and(|m| m.len() < 64 << 10);
+        let pieces: &[usize] = if small {
+            &[64, 1000, 4096, 1 << 20]
+        } else {
+            &[1000, 4096, 1 << 20]
+        };
+        for &piece in pieces {
             wrong += check(&path.display().to_string(), path, piece).wrong;
         }
     }
