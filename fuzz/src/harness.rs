@@ -149,10 +149,24 @@ pub fn split(data: &[u8]) -> usize {
         .map(|mut src| read_on(&mut src, Vec::new()));
     let got = by_pieces(&path, piece);
     let _ = std::fs::remove_file(&path);
-    assert!(
-        got == expected,
-        "pieces of {piece}: {got:?}\nread: {expected:?}"
-    );
+    if got != expected {
+        let brief = |r: &Result<Read, String>| match r {
+            Ok((frames, warnings, cut, error)) => format!(
+                "{} frames, warnings {warnings:?}, cut {cut}, error {error:?}",
+                frames.len()
+            ),
+            Err(e) => format!("cannot open: {e}"),
+        };
+        let first = match (&got, &expected) {
+            (Ok(g), Ok(e)) => g.0.iter().zip(&e.0).position(|(a, b)| a != b),
+            _ => None,
+        };
+        panic!(
+            "pieces of {piece}: {}\nread():    {}\nfirst different frame: {first:?}",
+            brief(&got),
+            brief(&expected)
+        );
+    }
     expected.map_or(0, |r| r.0.len())
 }
 

@@ -83,6 +83,15 @@ impl MappedReader {
                     prefetch_ahead(avail, total);
                     return Event::Record(record);
                 }
+                // As with `read()`: too large only if the file holds that
+                // much; a short file claiming a huge record is cut short.
+                Parsed::TooLarge if self.file.size() < self.offset() + MAX_RECORD as u64 => {
+                    if let Some(read) = &self.read {
+                        // What `read()` read before it found the end.
+                        read.store(self.file.size(), Ordering::Relaxed);
+                    }
+                    return Event::CutShort(self.offset());
+                }
                 Parsed::TooLarge => return Event::TooLarge(self.offset()),
                 Parsed::Need(missing) => match self.advance(missing) {
                     Ok(true) => {}
