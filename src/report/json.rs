@@ -78,36 +78,64 @@ impl RecordSink for JsonlSink<'_> {
         Some(encode_line)
     }
 
-    /// Writes `{"id":N` and the rest of the record as [`encode_line`] made
-    /// it (the connection number is given after the encoding, by the
-    /// gatherer): the same bytes as [`JsonlSink::record`].
+    /// Writes the record as [`encode_line`] made it with the connection
+    /// number the gatherer gave (the encoding ran before it was known):
+    /// the same bytes as [`JsonlSink::record`], written straight out
+    /// rather than copied into a line first.
     fn record_encoded(&mut self, rec: ConnectionRecord, encoded: &[u8]) -> io::Result<()> {
-        if encoded.is_empty() {
+        let Some(rest) = after_id(encoded) else {
             return self.record(rec);
-        }
+        };
         self.line.clear();
         self.line.extend_from_slice(b"{\"id\":");
         serde_json::to_writer(&mut self.line, &rec.id).map_err(io::Error::from)?;
-        self.line.extend_from_slice(encoded);
-        self.write_line()
+        self.out.write_all(&self.line)?;
+        self.out.write_all(rest)?;
+        self.out.write_all(b"\n")
     }
 }
 
-/// A record's JSON text after its first field, the connection number
-/// (`,"client":…}`), which is not final when this runs; empty if the text
-/// does not start as expected.
-fn encode_line(rec: &ConnectionRecord) -> Vec<u8> {
-    let Ok(mut text) = serde_json::to_vec(rec) else {
-        return Vec::new();
-    };
-    let Some(rest) = text.strip_prefix(b"{\"id\":") else {
-        return Vec::new();
-    };
+/// What follows the connection number in a record's JSON text
+/// (`,"client":…}`); `None` if the text does not start as expected.
+fn after_id(text: &[u8]) -> Option<&[u8]> {
+    let rest = text.strip_prefix(b"{\"id\":")?;
     let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-    let cut = 6 + digits;
-    if digits == 0 || text.get(cut) != Some(&b',') {
-        return Vec::new();
+    let rest = rest.get(digits..).filter(|_| digits > 0)?;
+    rest.starts_with(b",").then_some(rest)
+}
+
+/// A record's JSON text, with a connection number that is not final yet
+/// ([`JsonlSink::record_encoded`] writes the final one); empty if it
+/// cannot be encoded. Written into room for most records at once (a short
+/// API call's text is 1.5–3 KB, a web connection's 3–6 KB: one step of
+/// growth), not grown by doubling from nothing.
+fn encode_line(rec: &ConnectionRecord) -> Vec<u8> {
+    let mut text = Vec::with_capacity(4 << 10);
+    if serde_json::to_writer(&mut text, rec).is_err() {
+        text.clear();
     }
-    text.drain(..cut);
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::after_id;
+
+    #[test]
+    fn the_text_after_the_connection_number() {
+        assert_eq!(
+            after_id(b"{\"id\":1234,\"client\":1}"),
+            Some(&b",\"client\":1}"[..])
+        );
+        for text in [
+            &b""[..],
+            b"{\"id\":",
+            b"{\"id\":,\"client\":1}",
+            b"{\"id\":12}",
+            b"{\"ip\":12,\"client\":1}",
+            b"{\"id\":-1,\"client\":1}",
+        ] {
+            assert_eq!(after_id(text), None, "{}", String::from_utf8_lossy(text));
+        }
+    }
 }
