@@ -64,8 +64,8 @@ pub struct Config {
     pub threads: usize,
     /// The UDP ports whose datagrams are opened as VXLAN or Geneve tunnels.
     pub udp_tunnels: UdpTunnels,
-    /// Bytes per piece when several threads walk a memory-mapped classic
-    /// capture at once; `None` means the default, [`crate::source::PIECE`].
+    /// Bytes per piece when several threads walk a memory-mapped capture
+    /// at once; `None` means the default, [`crate::source::PIECE`].
     /// Tests use tiny pieces.
     pub split_piece: Option<usize>,
 }

@@ -1,7 +1,8 @@
 //! `--threads N`: frames are read into batches and each frame's shard is
-//! noted, from a symmetric hash of its 4-tuple. A memory-mapped classic
-//! capture is walked in pieces by any thread, hashing as it walks
-//! (`pieces`); other inputs are read by the calling thread. There are more
+//! noted, from a symmetric hash of its 4-tuple. A memory-mapped capture
+//! (classic pcap or pcapng) is walked in pieces by any thread, hashing as
+//! it walks (`pieces`); other inputs are read by the calling thread
+//! (`read`). There are more
 //! shards than threads (four per thread), each a [`Shard`] behind its own
 //! lock that runs every batch in turn, taking only its own frames. Worker
 //! threads walk pieces a few ahead and run whichever shard has a batch
@@ -174,7 +175,7 @@ struct Shared {
     queue: Mutex<Queue>,
     /// Signalled when `generation` changes and when the queue closes.
     more: Condvar,
-    /// A mapped classic capture, read in pieces by any thread.
+    /// A mapped capture, read in pieces by any thread.
     split: Option<Split>,
     /// The UDP ports tunnels are opened on (the shard hash is the inner
     /// 4-tuple's).

@@ -464,8 +464,7 @@ impl PacketSource for FileSource {
         if self.done {
             return None;
         }
-        let read = Arc::clone(&self.read);
-        match &mut self.kind {
+        let (file, first, format) = match &mut self.kind {
             Kind::Classic {
                 reader: Records::Mapped(reader),
                 checked,
@@ -478,26 +477,16 @@ impl PacketSource for FileSource {
                 let (info, done) = (&mut self.info, &mut self.done);
                 check_link(checked, header.link, info, done, &self.path).ok()?;
                 let (file, first) = reader.split_from()?;
-                Some(Split::new(
-                    file,
-                    Format::Classic(header),
-                    first,
-                    piece,
-                    read,
-                ))
+                (file, first, Format::Classic(header))
             }
             Kind::Pcapng(blocks) if blocks.window().is_some() => {
                 let (file, first, section) = blocks.split_point(&mut self.info, &self.label)?;
-                Some(Split::new(
-                    file,
-                    Format::Pcapng(section),
-                    first,
-                    piece,
-                    read,
-                ))
+                (file, first, Format::Pcapng(section))
             }
-            _ => None,
-        }
+            _ => return None,
+        };
+        let read = Arc::clone(&self.read);
+        Some(Split::new(file, format, first, piece, read))
     }
 
     fn resume(&mut self, offset: u64, frames: u64) {

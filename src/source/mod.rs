@@ -232,8 +232,9 @@ pub trait PacketSource {
     }
 
     /// The rest of the input in pieces of about `piece` bytes that several
-    /// threads can walk at once, if it is a memory-mapped classic capture
-    /// (`None` for anything else). The source itself reads on only after
+    /// threads can walk at once, if it is a memory-mapped capture (classic
+    /// pcap, or a pcapng section's packet blocks; `None` for anything
+    /// else). The source itself reads on only after
     /// [`PacketSource::resume`].
     fn split(&mut self, piece: usize) -> Option<Split> {
         let _ = piece;

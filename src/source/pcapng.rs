@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
-use pcap_parser::pcapng::{parse_block_be, parse_block_le, Block, EnhancedPacketBlock};
+use pcap_parser::pcapng::{Block, EnhancedPacketBlock};
 use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{PcapBlockOwned, PcapError};
 
@@ -47,12 +47,8 @@ impl Section {
     /// the front of `avail`, as [`Blocks::next`] would give it; `None` for
     /// anything else.
     pub(super) fn found_at(&self, avail: &[u8]) -> Option<super::split::Found> {
-        let parse = if self.big_endian {
-            parse_block_be
-        } else {
-            parse_block_le
-        };
-        let Ok((rest, Block::EnhancedPacket(epb))) = parse(avail) else {
+        let Ok((rest, Block::EnhancedPacket(epb))) = mapped::block_parser(self.big_endian)(avail)
+        else {
             return None;
         };
         let packet = epb_packet(&self.interfaces, &epb, avail.as_ptr() as usize)?;

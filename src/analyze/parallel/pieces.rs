@@ -1,4 +1,4 @@
-//! `--threads` on a memory-mapped classic capture: its pieces ([`Split`])
+//! `--threads` on a memory-mapped capture: its pieces ([`Split`])
 //! are walked by any thread — the workers a few pieces ahead, the calling
 //! thread when the next one is not being walked yet — and whoever walks a
 //! piece also lists its frames per shard, so neither the walk nor

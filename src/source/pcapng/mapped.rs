@@ -95,6 +95,19 @@ impl MappedBlocks {
     }
 }
 
+/// pcap-parser's block parser for a section of this byte order.
+pub fn block_parser(big_endian: bool) -> BlockParser {
+    if big_endian {
+        parse_block_be
+    } else {
+        parse_block_le
+    }
+}
+
+/// What [`block_parser`] returns.
+pub type BlockParser =
+    for<'a> fn(&'a [u8]) -> nom::IResult<&'a [u8], Block<'a>, PcapError<&'a [u8]>>;
+
 impl PcapReaderIterator for MappedBlocks {
     fn next(&mut self) -> Result<(usize, PcapBlockOwned<'_>), PcapError<&[u8]>> {
         let exhausted = self.reader_exhausted();
@@ -106,12 +119,7 @@ impl PcapReaderIterator for MappedBlocks {
                 PcapError::Incomplete(0)
             });
         }
-        let parse = if self.big_endian {
-            parse_block_be
-        } else {
-            parse_block_le
-        };
-        match parse(data) {
+        match block_parser(self.big_endian)(data) {
             Ok((rest, block)) => {
                 if let Block::SectionHeader(shb) = &block {
                     self.big_endian = shb.big_endian();
