@@ -122,10 +122,15 @@ pub fn shard_hash(packet: &RawPacket<'_>, udp: &UdpTunnels) -> u64 {
     match fast::parse(packet, udp) {
         Fast::Tcp(parts) => parts.shard_hash(),
         Fast::OtherIp => 0,
-        Fast::Fallback => match decode_lax(packet, udp) {
-            Decoded::Tcp(seg, _) => fast::hash_endpoints(seg.src, seg.dst),
-            _ => 0,
-        },
+        Fast::Fallback => lax_shard_hash(packet, udp),
+    }
+}
+
+/// [`shard_hash`] of a frame the fast path does not read.
+fn lax_shard_hash(packet: &RawPacket<'_>, udp: &UdpTunnels) -> u64 {
+    match decode_lax(packet, udp) {
+        Decoded::Tcp(seg, _) => fast::hash_endpoints(seg.src, seg.dst),
+        _ => 0,
     }
 }
 
@@ -140,10 +145,7 @@ pub fn whole_shard_hash(packet: &RawPacket<'_>, udp: &UdpTunnels) -> Option<u64>
         // A fragment of a UDP datagram may be one of a tunnel's.
         _ if defrag::may_be_fragment(packet) => None,
         Fast::OtherIp => Some(0),
-        Fast::Fallback => Some(match decode_lax(packet, udp) {
-            Decoded::Tcp(seg, _) => fast::hash_endpoints(seg.src, seg.dst),
-            _ => 0,
-        }),
+        Fast::Fallback => Some(lax_shard_hash(packet, udp)),
     }
 }
 
