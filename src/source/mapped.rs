@@ -16,6 +16,10 @@ use std::sync::Arc;
 /// resident memory.
 pub const WINDOW: usize = 8 << 20;
 
+/// The size of a huge page (x86-64, and arm64 with 4 KiB pages): windows
+/// are mapped from a multiple of it.
+const HUGE: u64 = 2 << 20;
+
 /// A file read through windows.
 pub struct MappedFile {
     file: File,
@@ -29,18 +33,25 @@ pub struct MappedFile {
 /// the end of the file). Dropping the last `Arc` of a window unmaps it.
 pub struct Window {
     map: Option<memmap2::Mmap>,
+    /// Mapped bytes before `offset` (the map starts on a [`HUGE`] boundary).
+    skip: usize,
     offset: u64,
 }
 
 impl Window {
     /// An empty window at `offset`.
     pub fn empty(offset: u64) -> Arc<Window> {
-        Arc::new(Window { map: None, offset })
+        Arc::new(Window {
+            map: None,
+            skip: 0,
+            offset,
+        })
     }
 
     /// The mapped bytes.
     pub fn bytes(&self) -> &[u8] {
-        self.map.as_deref().unwrap_or_default()
+        let map = self.map.as_deref().unwrap_or_default();
+        map.get(self.skip..).unwrap_or_default()
     }
 
     /// The file offset of the first byte.
@@ -111,11 +122,26 @@ impl MappedFile {
         if len == 0 {
             return Ok(Window::empty(offset));
         }
+        // The map starts on a huge-page boundary of the file and, for a
+        // window of that size or more, ends on one (or at the file's end):
+        // where the page cache holds the file in huge folios (as a cold
+        // read leaves it on recent kernels) each 2 MiB then comes in with
+        // one fault and one page-table entry instead of 512.
+        let skip = offset % HUGE;
+        let mut end = offset + len as u64;
+        if self.window as u64 >= HUGE {
+            end = end.next_multiple_of(HUGE).min(self.size);
+        }
+        let (Ok(map_len), Ok(skip)) = (usize::try_from(end - offset + skip), usize::try_from(skip))
+        else {
+            return Err(io::Error::other("window larger than the address space"));
+        };
         let mut options = memmap2::MmapOptions::new();
         // Not populated up front: pages come in as they are read (the
-        // kernel maps 64 KiB around each fault), which measured as fast,
-        // hot or cold, and keeps the resident part of a window small.
-        options.offset(offset).len(len);
+        // kernel maps 64 KiB, or a huge page, around each fault), which
+        // measured as fast, hot or cold, and keeps the resident part of a
+        // window small.
+        options.offset(offset - skip as u64).len(map_len);
         // SAFETY: `Mmap` is sound as long as nobody changes the mapped part
         // of the file while it is mapped. We only read it, and every read of
         // these bytes in this crate is bounds-checked safe code, so a
@@ -129,6 +155,7 @@ impl MappedFile {
         let map = unsafe { options.map(&self.file)? };
         Ok(Arc::new(Window {
             map: Some(map),
+            skip,
             offset,
         }))
     }
@@ -201,6 +228,24 @@ mod tests {
         assert!(w.bytes().is_empty());
         let w = m.window(u64::MAX - 3, 1).expect("map");
         assert!(w.bytes().is_empty());
+    }
+
+    #[test]
+    fn large_windows_end_on_a_huge_page_boundary_or_the_files_end() {
+        let huge = HUGE as usize;
+        let bytes: Vec<u8> = (0..=250u8).cycle().take(2 * huge + 12_345).collect();
+        let mut m = MappedFile::with_window(file_of(&bytes), huge).expect("regular file");
+        // Mapped from the huge page boundary below, handed out from the
+        // offset asked for, up to the next boundary.
+        let w = m.window(100_001, 1).expect("map");
+        assert_eq!(w.bytes(), &bytes[100_001..huge + huge]);
+        assert_eq!((w.offset(), w.end()), (100_001, 2 * HUGE));
+        let w = m.window(HUGE + 7, huge).expect("map");
+        assert_eq!(w.bytes(), &bytes[huge + 7..]);
+        let w = m.window(HUGE, 1).expect("map");
+        assert_eq!(w.bytes(), &bytes[huge..2 * huge]);
+        let w = m.window(2 * HUGE + 5, 1).expect("map");
+        assert_eq!(w.bytes(), &bytes[2 * huge + 5..]);
     }
 
     #[test]
