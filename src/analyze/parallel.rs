@@ -298,8 +298,8 @@ fn worker(shared: &Shared, start: usize) {
         let piece = split.and_then(|split| Some((split, queue.pieces.claim(split)?)));
         let batch = piece.map(|_| queue.spare.pop().unwrap_or_default());
         drop(queue);
-        if let (Some((split, k)), Some(batch)) = (piece, batch) {
-            if shared.walked(split, k, batch).is_err() {
+        if let (Some((split, claim)), Some(batch)) = (piece, batch) {
+            if shared.walked(split, claim, batch).is_err() {
                 return;
             }
             continue;

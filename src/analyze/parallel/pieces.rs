@@ -2,7 +2,10 @@
 //! are walked by any thread — the workers a few pieces ahead, the calling
 //! thread when the next one is not being walked yet — and whoever walks a
 //! piece also lists its frames per shard, so neither the walk nor
-//! `shard_hash` is left to one thread. The calling thread takes the pieces
+//! `shard_hash` is left to one thread. A worker starts a piece where the
+//! piece before it ended when that one has been walked (usually by itself,
+//! just before), and guesses its first record only when not. The calling
+//! thread takes the pieces
 //! in order, keeps each only if it starts where the one before ended
 //! (walking it again from there if not), numbers the frames and notes the
 //! clock, and hands them to the shards as batches.
@@ -33,6 +36,8 @@ pub(super) struct Pieces {
     stopped: bool,
     /// Pieces walked and not taken yet.
     walked: BTreeMap<u64, Walked>,
+    /// The last piece taken as walked by a worker, and where it ended.
+    taken_end: Option<(u64, u64)>,
 }
 
 /// A piece walked, its frames listed per shard.
@@ -48,13 +53,23 @@ pub(super) struct Walked {
 
 impl Pieces {
     /// The next piece for a worker to walk, unless all are, or it would be
-    /// more than [`AHEAD`] pieces ahead.
-    pub(super) fn claim(&mut self, split: &Split) -> Option<u64> {
+    /// more than [`AHEAD`] pieces ahead; and where it starts, if the piece
+    /// before it has been walked to its end (its first record need not be
+    /// guessed then).
+    pub(super) fn claim(&mut self, split: &Split) -> Option<(u64, Option<u64>)> {
         if self.stopped || self.claimed >= split.pieces() || self.claimed >= self.taken + AHEAD {
             return None;
         }
+        let k = self.claimed;
         self.claimed += 1;
-        Some(self.claimed - 1)
+        let Some(before) = k.checked_sub(1) else {
+            return Some((k, None));
+        };
+        let start = match self.walked.get(&before) {
+            Some(walked) => walked.complete.then_some(walked.end),
+            None => self.taken_end.filter(|t| t.0 == before).map(|t| t.1),
+        };
+        Some((k, start))
     }
 }
 
@@ -88,10 +103,15 @@ impl Shared {
         }
     }
 
-    /// A worker walks piece `k` into `batch` and leaves it for the calling
-    /// thread.
-    pub(super) fn walked(&self, split: &Split, k: u64, batch: Batch) -> Result<(), Error> {
-        let walked = self.walk(split, k, None, batch);
+    /// A worker walks piece `k` (from `start` if known) into `batch` and
+    /// leaves it for the calling thread.
+    pub(super) fn walked(
+        &self,
+        split: &Split,
+        (k, start): (u64, Option<u64>),
+        batch: Batch,
+    ) -> Result<(), Error> {
+        let walked = self.walk(split, k, start, batch);
         let mut queue = self.queue()?;
         if !queue.pieces.stopped {
             queue.pieces.walked.insert(k, walked);
@@ -159,6 +179,9 @@ impl Reader<'_> {
             }
             if let Some(walked) = queue.pieces.walked.remove(&k) {
                 queue.pieces.taken = k + 1;
+                if walked.complete && walked.start == at {
+                    queue.pieces.taken_end = Some((k, walked.end));
+                }
                 return Ok(walked);
             }
             if queue.pieces.claimed <= k {
