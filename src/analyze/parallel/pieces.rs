@@ -1,14 +1,13 @@
-//! `--threads` on a memory-mapped capture: its pieces ([`Split`])
-//! are walked by any thread — the workers a few pieces ahead, the calling
+//! `--threads` on a memory-mapped capture: its pieces ([`Split`]) are
+//! walked by any thread — the workers a few pieces ahead, the calling
 //! thread when the next one is not being walked yet — and whoever walks a
 //! piece also lists its frames per shard, so neither the walk nor
 //! `shard_hash` is left to one thread. A worker starts a piece where the
 //! piece before it ended when that one has been walked (usually by itself,
 //! just before), and guesses its first record only when not. The calling
-//! thread takes the pieces
-//! in order, keeps each only if it starts where the one before ended
-//! (walking it again from there if not), numbers the frames and notes the
-//! clock, and hands them to the shards as batches.
+//! thread takes the pieces in order, keeps each only if it starts where the
+//! one before ended (walking it again from there if not), numbers the
+//! frames and notes the clock, and hands them to the shards as batches.
 //!
 //! Does not read anything but whole records inside pieces: the end of the
 //! file, a cut or over-large record is read (and reported) by the source,
