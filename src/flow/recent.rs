@@ -68,19 +68,23 @@ impl Recent {
             self.forget();
             return;
         };
-        let n = bytes.len().min(SAMPLE);
         let mut chunk = Chunk {
             len,
             ..Chunk::default()
         };
-        if let (Some(dst), Some(src)) = (chunk.head.get_mut(..n), bytes.get(..n)) {
-            dst.copy_from_slice(src);
-        }
-        if let (Some(dst), Some(src)) = (
-            chunk.tail.get_mut(..n),
-            bytes.get(bytes.len().saturating_sub(SAMPLE)..),
-        ) {
-            dst.copy_from_slice(src);
+        let ends = bytes
+            .first_chunk::<SAMPLE>()
+            .zip(bytes.last_chunk::<SAMPLE>());
+        if let Some((head, tail)) = ends {
+            // The usual case, in two fixed-size loads (a copy of a length
+            // known only at run time is a call to `memcpy`).
+            (chunk.head, chunk.tail) = (*head, *tail);
+        } else {
+            let n = bytes.len();
+            if let (Some(head), Some(tail)) = (chunk.head.get_mut(..n), chunk.tail.get_mut(..n)) {
+                head.copy_from_slice(bytes);
+                tail.copy_from_slice(bytes);
+            }
         }
         self.newest = (self.newest + 1) % CHUNKS as u8;
         if let Some(slot) = self.chunks.get_mut(usize::from(self.newest)) {
