@@ -1,0 +1,208 @@
+//! Synthetic captures: filters, the table, JSON Lines and CSV outputs, exit
+//! codes and a closed output pipe.
+
+use super::*;
+
+// ---------------------------------------------------------------- filters and output formats
+
+/// Connections to port 80 and 443 from two hosts, plus a UDP datagram.
+fn two_servers() -> Vec<u8> {
+    let a = basic();
+    let b = Script::starting(T0 + ms(10)).conv("10.0.0.3:40000", "10.0.0.2:443", (1, 2));
+    let mut packets = frames(Link::Ethernet, &interleave(&[&a, &b]));
+    packets.push(Packet::new(
+        T0 + ms(30),
+        udp_frame(addr("10.0.0.3:5353"), addr("10.0.0.2:443"), b"dns"),
+    ));
+    Pcap::new(1).write(&packets)
+}
+
+#[test]
+fn port_filter() {
+    let v = json_of(&analyze_with(
+        &two_servers(),
+        &["-T", "json", "--port", "443"],
+    ));
+    assert_eq!(connections(&v), 1);
+    assert_str(conn(&v, 0), "/server", "10.0.0.2:443");
+    assert_handshake(conn(&v, 0), us(100), us(50), ms(10));
+    assert_u64(&v, "/summary/packets/filtered_out", 8);
+    assert_u64(&v, "/summary/packets/tcp", 8);
+    assert_u64(&v, "/summary/packets/skipped", 1);
+    assert_u64(&v, "/summary/connections", 1);
+}
+
+#[test]
+fn host_filter() {
+    let v = json_of(&analyze_with(
+        &two_servers(),
+        &["-T", "json", "--host", "10.0.0.1"],
+    ));
+    assert_eq!(connections(&v), 1);
+    assert_basic(conn(&v, 0), CLIENT, SERVER);
+    assert_u64(&v, "/summary/packets/filtered_out", 8);
+    let both = &["-T", "json", "--port", "80", "--port", "443"];
+    assert_eq!(
+        connections(&json_of(&analyze_with(&two_servers(), both))),
+        2
+    );
+}
+
+/// `n` standard connections from consecutive client ports, 1 ms apart.
+fn many(n: u16) -> Vec<u8> {
+    let convs: Vec<Conv> = (0..n)
+        .map(|i| {
+            Script::starting(T0 + ms(i64::from(i))).conv(
+                &format!("10.0.0.1:{}", 20_000 + i),
+                SERVER,
+                ISNS,
+            )
+        })
+        .collect();
+    let refs: Vec<&Conv> = convs.iter().collect();
+    pcap_of(Link::Ethernet, &refs)
+}
+
+#[test]
+fn table_limit_footer() {
+    let out = analyze_with(&many(5), &["--limit", "2"]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert!(text.contains("3 more connections not shown"), "{text}");
+    assert!(text.contains("150µs"), "connect column: {text}");
+    assert!(text.contains("10.0.0.1:20001") && !text.contains("10.0.0.1:20002"));
+    let all = stdout(&analyze_with(&many(5), &["--limit", "0"]));
+    assert!(
+        all.contains("10.0.0.1:20004") && !all.contains("not shown"),
+        "{all}"
+    );
+}
+
+#[test]
+fn jsonl_has_one_line_per_connection_then_the_summary() {
+    let out = analyze_with(&many(3), &["-T", "jsonl"]);
+    assert!(out.status.success());
+    let lines: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    assert_eq!(lines.len(), 4);
+    let mut ids: Vec<u64> = lines[..3]
+        .iter()
+        .map(|l| at(l, "/id").as_u64().expect("id"))
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, [1, 2, 3]);
+    for l in &lines[..3] {
+        let start = at(l, "/start/at").as_f64().expect("number");
+        assert_handshake(l, us(100), us(50), (start * 1e3).round() as i64 * ms(1));
+    }
+    assert_u64(&lines[3], "/summary/connections", 3);
+    assert_eq!(lines[3].as_object().map(|o| o.len()), Some(1));
+}
+
+#[test]
+fn csv_has_one_header_and_one_row_per_connection_of_every_file() {
+    let scratch = Scratch::new();
+    let first = scratch.file("c.pcap", &many(2));
+    let second = scratch.file("d.pcap", &pcap_of(Link::Ethernet, &[&basic()]));
+    let out = run_analyze(&["-T", "csv"], &[&first, &second]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 4, "{text}");
+    let col = |name: &str| rows[0].iter().position(|c| *c == name).expect(name);
+    assert_eq!(rows[0][0], "file");
+    let expected = [
+        (&first, 1, "10.0.0.1:20000"),
+        (&first, 2, "10.0.0.1:20001"),
+        (&second, 1, CLIENT),
+    ];
+    for (row, (file, id, client)) in rows[1..].iter().zip(expected) {
+        assert_eq!(row.len(), rows[0].len());
+        assert_eq!(row[col("file")], file.to_str().expect("utf-8 path"));
+        assert_eq!(row[col("id")], id.to_string());
+        assert_eq!(row[col("client")], client);
+        assert_eq!(row[col("state")], "SF");
+        let connect: f64 = row[col("connect")].parse().expect("connect is a number");
+        assert!((connect - 150e-6).abs() < 1e-9, "{connect}");
+    }
+}
+
+// ---------------------------------------------------------------- exit codes
+
+fn assert_exit_2(out: &std::process::Output, needle: &str) {
+    assert_eq!(out.status.code(), Some(2), "stderr: {}", stderr(out));
+    assert!(stderr(out).contains(needle), "stderr: {}", stderr(out));
+}
+
+#[test]
+fn missing_file_exits_2_naming_it() {
+    let scratch = Scratch::new();
+    let path = scratch.path("does-not-exist.pcap");
+    let out = run_analyze(&[], &[&path]);
+    assert_exit_2(&out, "does-not-exist.pcap");
+    // A good file before it is still reported.
+    let good = scratch.file("good.pcap", &pcap_of(Link::Ethernet, &[&basic()]));
+    let out = run_analyze(&["-T", "csv"], &[&good, &path]);
+    assert_exit_2(&out, "does-not-exist.pcap");
+    assert_eq!(stdout(&out).lines().count(), 2);
+}
+
+#[test]
+fn text_file_exits_2() {
+    let out = analyze_with(b"GET / HTTP/1.1\r\nHost: example\r\n\r\n", &[]);
+    assert_exit_2(&out, "not a pcap");
+    assert_exit_2(&analyze_with(b"", &[]), "empty");
+    // A pcap header cut short is not a capture either.
+    assert_eq!(
+        analyze_with(&Pcap::new(1).header()[..10], &[])
+            .status
+            .code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn header_only_capture_has_no_connections() {
+    let v = analyze(&Pcap::new(1).header());
+    assert_eq!(connections(&v), 0);
+    assert_u64(&v, "/summary/packets/total", 0);
+    assert_eq!(at(&v, "/summary/first_packet"), &Value::Null);
+    assert_eq!(at(&v, "/summary/truncated"), &Value::Bool(false));
+}
+
+#[test]
+fn unsupported_classic_link_type_exits_2() {
+    let bytes = Pcap::new(147).write(&[Packet::new(T0, vec![1, 2, 3, 4])]);
+    assert_exit_2(&analyze_with(&bytes, &[]), "unsupported link type 147");
+}
+
+#[test]
+fn no_file_argument_exits_2() {
+    assert_exit_2(&run(["analyze"]), "no capture given");
+}
+
+#[test]
+fn closed_stdout_pipe_exits_quietly() {
+    let scratch = Scratch::new();
+    let path = scratch.file("big.pcap", &many(2000));
+    let mut child = bin()
+        .args(["analyze", "--limit", "0"])
+        .arg(&path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut reader = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    reader.read_line(&mut line).expect("read one line");
+    assert!(
+        line.starts_with("verdict"),
+        "the headline comes first: {line}"
+    );
+    drop(reader);
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+}
