@@ -3,7 +3,9 @@
 //! Mapping spares the kernel's copy of every byte into a read buffer (a
 //! third of the single-thread time on a large capture); mapping a window
 //! at a time (not the whole file) keeps the resident memory it adds to one
-//! or two windows, whatever the file's size.
+//! or two windows, whatever the file's size. Windows are mapped from a
+//! huge-page boundary of the file, so that the page cache's 2 MiB folios
+//! come in whole.
 //!
 //! Does not parse anything: it hands out byte ranges of the file.
 
