@@ -1,25 +1,33 @@
 //! Property tests (proptest, 64 cases each).
 //!
-//! * Reassembly: a random byte stream cut into random segments, delivered in
-//!   any order with duplicates and overlapping re-sends of the same bytes,
-//!   from random initial sequence numbers (wrapping past 2^32 too), comes out
-//!   of `Reassembler` exactly as it went in; with a buffer cap smaller than
-//!   the out-of-order data it never buffers more than the cap and every byte
-//!   it does deliver is at its right offset.
-//! * Segmentation invariance: four real-looking conversations (TLS 1.2 full
-//!   handshake, TLS 1.3 with flights, HTTP/1.1 keep-alive with chunked and
-//!   Content-Length bodies, h2c with prior knowledge), re-cut into random
-//!   segments with random retransmitted and overlapping copies and
-//!   reordering within each message, give the same `tls` and `http` sections
-//!   as the conversation sent one segment per message. All segments of one
-//!   message share its timestamp, so times must be equal too.
+//! * Reassembly (in [`reassembly`]): a random byte stream cut into random
+//!   segments, delivered in any order with duplicates and overlapping
+//!   re-sends of the same bytes, from random initial sequence numbers
+//!   (wrapping past 2^32 too), comes out of `Reassembler` exactly as it went
+//!   in; with a buffer cap smaller than the out-of-order data it never
+//!   buffers more than the cap and every byte it does deliver is at its
+//!   right offset.
+//! * Segmentation invariance (in [`segmentation`]): four real-looking
+//!   conversations (TLS 1.2 full handshake, TLS 1.3 with flights, HTTP/1.1
+//!   keep-alive with chunked and Content-Length bodies, h2c with prior
+//!   knowledge), re-cut into random segments with random retransmitted and
+//!   overlapping copies and reordering within each message, give the same
+//!   `tls` and `http` sections as the conversation sent one segment per
+//!   message. All segments of one message share its timestamp, so times
+//!   must be equal too.
 //!
 //! The fully general properties found three bugs, now fixed (minimal cases:
 //! `reassembly_same_start_shorter_copy_first`,
 //! `tls_is_recognised_when_the_first_segment_is_tiny`,
 //! `http1_is_recognised_when_the_first_segment_is_tiny`); the "tolerant"
-//! variants that steer around those inputs (see [`same_start_same_length`]
-//! and [`tolerant`]) stay as a second line of defence.
+//! variants that steer around those inputs (see
+//! [`reassembly::same_start_same_length`] and [`segmentation::tolerant`])
+//! stay as a second line of defence.
+//!
+//! Here: the proptest configuration, the strategies both share, and the
+//! segmentation machinery with its four conversations and a check of their
+//! baselines. The properties themselves and their minimal cases are in the
+//! submodules.
 
 use std::io::Cursor;
 use std::path::Path;
@@ -37,6 +45,9 @@ use serde_json::Value;
 use crate::support::conv::Timed;
 use crate::support::tls::*;
 use crate::support::*;
+
+mod reassembly;
+mod segmentation;
 
 /// 64 cases from a fixed seed, so `cargo test` is repeatable;
 /// `PROPTEST_CASES` and `PROPTEST_RNG_SEED` override both (e.g.
@@ -57,39 +68,6 @@ fn config() -> ProptestConfig {
     }
 }
 
-// ---------------------------------------------------------------------------
-// Reassembly
-// ---------------------------------------------------------------------------
-
-/// Collects a stream: `Some(byte)` for delivered bytes, `None` for gaps.
-#[derive(Default)]
-struct Collector {
-    bytes: Vec<Option<u8>>,
-}
-
-impl StreamSink for Collector {
-    fn data(&mut self, _ts: Timestamp, bytes: &[u8]) {
-        self.bytes.extend(bytes.iter().copied().map(Some));
-    }
-    fn gap(&mut self, len: u64) {
-        self.bytes.extend(std::iter::repeat_n(
-            None,
-            usize::try_from(len).expect("len"),
-        ));
-    }
-}
-
-/// A stream to deliver: its bytes, the ISN (the SYN's sequence number),
-/// whether the start is announced by a SYN segment (else `start_at`, as the
-/// connection table does), and the pieces `(offset, len)` in delivery order.
-#[derive(Clone, Debug)]
-struct StreamCase {
-    data: Vec<u8>,
-    isn: u32,
-    syn_segment: bool,
-    pieces: Vec<(usize, usize)>,
-}
-
 /// ISNs anywhere, and often close enough to 2^32 that the stream wraps.
 fn isn() -> impl Strategy<Value = u32> {
     prop_oneof![any::<u32>(), (u32::MAX - 5000)..=u32::MAX]
@@ -98,208 +76,6 @@ fn isn() -> impl Strategy<Value = u32> {
 /// Cut points, biased towards tiny first pieces.
 fn cut() -> impl Strategy<Value = u16> {
     prop_oneof![0u16..8, any::<u16>()]
-}
-
-/// Contiguous segments at the cut points, then duplicates of some of them
-/// and overlapping re-sends of random ranges.
-fn pieces_of(
-    len: usize,
-    cuts: &[u16],
-    dups: &[u16],
-    resends: &[(u16, u16)],
-) -> Vec<(usize, usize)> {
-    if len == 0 {
-        return Vec::new();
-    }
-    let mut points: Vec<usize> = cuts
-        .iter()
-        .map(|&c| usize::from(c) % len)
-        .filter(|&c| c > 0)
-        .collect();
-    points.push(0);
-    points.push(len);
-    points.sort_unstable();
-    points.dedup();
-    let mut pieces: Vec<(usize, usize)> = points.windows(2).map(|w| (w[0], w[1] - w[0])).collect();
-    let n = pieces.len();
-    for &d in dups {
-        pieces.push(pieces[usize::from(d) % n]);
-    }
-    for &(a, b) in resends {
-        let start = usize::from(a) % len;
-        let l = 1 + usize::from(b) % (len - start);
-        pieces.push((start, l));
-    }
-    pieces
-}
-
-fn stream_case() -> impl Strategy<Value = StreamCase> {
-    (
-        prop::collection::vec(any::<u8>(), 0..4000),
-        isn(),
-        any::<bool>(),
-        prop::collection::vec(cut(), 0..60),
-        prop::collection::vec(any::<u16>(), 0..10),
-        prop::collection::vec((any::<u16>(), any::<u16>()), 0..10),
-    )
-        .prop_flat_map(|(data, isn, syn_segment, cuts, dups, resends)| {
-            let pieces = pieces_of(data.len(), &cuts, &dups, &resends);
-            (
-                Just(data),
-                Just(isn),
-                Just(syn_segment),
-                Just(pieces).prop_shuffle(),
-            )
-                .prop_map(|(data, isn, syn_segment, pieces)| StreamCase {
-                    data,
-                    isn,
-                    syn_segment,
-                    pieces,
-                })
-        })
-}
-
-fn segment(seq: u32, flags: u8, payload: &[u8]) -> TcpSegment<'_> {
-    TcpSegment {
-        src: addr("10.0.0.1:40000"),
-        dst: addr("10.0.0.2:443"),
-        seq,
-        ack: 0,
-        flags: TcpFlags(flags),
-        window: 65535,
-        payload,
-        payload_len: u32::try_from(payload.len()).expect("payload fits u32"),
-        overlay: None,
-    }
-}
-
-/// Feeds `case` to a reassembler with buffer cap `cap`; after every segment
-/// the peer's cumulative ACK (what it has received contiguously so far) is
-/// fed too, and the buffer is checked against the cap. Returns the
-/// collector after `finish` and the reassembler.
-fn reassemble(case: &StreamCase, cap: usize) -> Result<(Collector, Reassembler), TestCaseError> {
-    let mut r = Reassembler::new(cap);
-    let mut c = Collector::default();
-    let first = case.isn.wrapping_add(1);
-    if case.syn_segment {
-        r.segment(&segment(case.isn, TcpFlags::SYN, &[]), Timestamp(0), &mut c);
-    } else {
-        r.start_at(Seq(first));
-    }
-    // What the receiving peer has got contiguously (it acknowledges that).
-    let mut received = vec![false; case.data.len()];
-    let mut contiguous = 0;
-    for (i, &(off, len)) in case.pieces.iter().enumerate() {
-        let seq = first.wrapping_add(off as u32);
-        let payload = &case.data[off..off + len];
-        let ts = Timestamp(i as i64 + 1);
-        r.segment(
-            &segment(seq, TcpFlags::ACK | TcpFlags::PSH, payload),
-            ts,
-            &mut c,
-        );
-        prop_assert!(
-            r.buffered() <= cap,
-            "buffered {} > cap {cap} after piece {i}",
-            r.buffered()
-        );
-        received[off..off + len].iter_mut().for_each(|b| *b = true);
-        while contiguous < received.len() && received[contiguous] {
-            contiguous += 1;
-        }
-        r.acked(first.wrapping_add(contiguous as u32), &mut c);
-        prop_assert!(r.buffered() <= cap);
-    }
-    r.finish(&mut c);
-    prop_assert_eq!(r.buffered(), 0);
-    Ok((c, r))
-}
-
-/// The same pieces, but every piece starting where another starts is as
-/// long as the longest of them (duplicates stay, coverage is unchanged):
-/// avoids the bug of [`reassembly_same_start_shorter_copy_first`].
-fn same_start_same_length(case: StreamCase) -> StreamCase {
-    let mut longest = std::collections::HashMap::new();
-    for &(off, len) in &case.pieces {
-        let l = longest.entry(off).or_insert(len);
-        *l = (*l).max(len);
-    }
-    let pieces = case
-        .pieces
-        .iter()
-        .map(|&(off, _)| (off, longest[&off]))
-        .collect();
-    StreamCase { pieces, ..case }
-}
-
-fn assert_whole_stream(case: &StreamCase) -> Result<(), TestCaseError> {
-    let (c, r) = reassemble(case, 1 << 20)?;
-    let got: Vec<u8> = c.bytes.iter().map(|b| b.unwrap_or(b'?')).collect();
-    prop_assert!(c.bytes.iter().all(Option::is_some), "gaps in {got:?}");
-    prop_assert_eq!(&got, &case.data);
-    prop_assert_eq!(r.delivered(), case.data.len() as u64);
-    prop_assert_eq!(r.stats.conflicts, 0);
-    prop_assert_eq!(r.stats.gaps, 0);
-    prop_assert_eq!(r.stats.overflows, 0);
-    Ok(())
-}
-
-proptest! {
-    #![proptest_config(config())]
-
-    #[test]
-    fn reassembly_delivers_the_original_stream(case in stream_case()) {
-        assert_whole_stream(&case)?;
-    }
-
-    #[test]
-    fn reassembly_delivers_the_original_stream_when_copies_at_one_offset_agree(
-        case in stream_case().prop_map(same_start_same_length),
-    ) {
-        assert_whole_stream(&case)?;
-    }
-
-    #[test]
-    fn reassembly_with_a_small_buffer_keeps_every_byte_in_place(
-        case in stream_case().prop_map(same_start_same_length),
-        cap_permille in 1usize..500,
-    ) {
-        let cap = (case.data.len() * cap_permille / 1000).max(1);
-        let (c, r) = reassemble(&case, cap)?;
-        // Every byte was sent at least once and acknowledged: the stream is
-        // whole, each byte delivered at its own offset or reported in a gap.
-        prop_assert_eq!(c.bytes.len(), case.data.len());
-        for (i, (got, want)) in c.bytes.iter().zip(&case.data).enumerate() {
-            if let Some(b) = got {
-                prop_assert_eq!(b, want, "byte {} of {}", i, case.data.len());
-            }
-        }
-        let missing = c.bytes.iter().filter(|b| b.is_none()).count() as u64;
-        prop_assert_eq!(missing, r.stats.gap_bytes);
-        prop_assert_eq!(r.stats.conflicts, 0);
-        // Bytes are given up only when the buffer overflowed or a segment
-        // was larger than the whole buffer.
-        let too_big = case.pieces.iter().any(|&(_, len)| len > cap);
-        prop_assert!(missing == 0 || r.stats.overflows > 0 || too_big);
-    }
-}
-
-/// Minimal case of the reassembly bug: "abcd" from ISN 0, segments
-/// [1..2) then [1..4) (a longer re-send at the same offset) then [0..1).
-/// The second is dropped as a duplicate of the first ("first copy wins" is
-/// applied to the whole segment, not to the bytes both hold), so "cd" is
-/// never delivered (it becomes a gap when the peer acknowledges it).
-#[test]
-fn reassembly_same_start_shorter_copy_first() {
-    let case = StreamCase {
-        data: b"abcd".to_vec(),
-        isn: 0,
-        syn_segment: true,
-        pieces: vec![(1, 1), (1, 3), (0, 1)],
-    };
-    let (c, r) = reassemble(&case, 1 << 20).expect("cap respected");
-    let got: Vec<u8> = c.bytes.iter().map(|b| b.unwrap_or(b'?')).collect();
-    assert_eq!(got, b"abcd", "gap bytes: {}", r.stats.gap_bytes);
 }
 
 // ---------------------------------------------------------------------------
@@ -763,156 +539,4 @@ fn segmentation_baselines_are_right() {
     assert_eq!(http["resets"], 1);
     assert_eq!(http["goaway"], true);
     assert_eq!(http["lost_sync"], false);
-}
-
-/// Avoids the two bugs the strict properties find: the first message's first
-/// segment is at least 8 bytes (see `tls_is_recognised_when_the_first_segment_is_tiny`,
-/// `http1_is_recognised_when_the_first_segment_is_tiny`), and overlapping
-/// copies come after the message's own segments, 1 µs later (see
-/// `reassembly_same_start_shorter_copy_first`).
-fn tolerant(conv: &Conversation, mut plans: Vec<Plan>) -> Vec<Plan> {
-    let first_len = conv.chunks[0].bytes.len();
-    plans[0]
-        .cuts
-        .retain(|&p| usize::from(p) % first_len == 0 || usize::from(p) % first_len >= 8);
-    for plan in &mut plans {
-        for copy in &mut plan.copies {
-            copy.3 = true;
-        }
-    }
-    plans
-}
-
-macro_rules! invariance {
-    ($strict:ident, $tolerant:ident, $conv:ident, $fixed:literal) => {
-        proptest! {
-            #![proptest_config(config())]
-
-            #[test]
-            fn $strict((plans, a, b) in plans($conv().chunks.len())) {
-                let conv = $conv();
-                let base = baseline_cached(stringify!($conv), &conv);
-                assert_invariant(&conv, &base, &plans, (a, b))?;
-            }
-
-            #[test]
-            fn $tolerant((plans, a, b) in plans($conv().chunks.len())) {
-                let conv = $conv();
-                let base = baseline_cached(stringify!($conv), &conv);
-                let plans = tolerant(&conv, plans);
-                assert_invariant(&conv, &base, &plans, (a, b))?;
-            }
-        }
-    };
-}
-
-/// Baselines computed once per conversation.
-fn baseline_cached(name: &'static str, conv: &Conversation) -> Facts {
-    use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
-    static CACHE: OnceLock<Mutex<HashMap<&'static str, Facts>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(Mutex::default);
-    if let Some(v) = cache.lock().expect("cache").get(name) {
-        return v.clone();
-    }
-    let v = baseline(conv);
-    cache.lock().expect("cache").insert(name, v.clone());
-    v
-}
-
-invariance!(
-    tls12_facts_survive_any_resegmentation,
-    tls12_facts_survive_resegmentation,
-    tls12_conversation,
-    "found and fixed: a 1- or 2-byte first segment hides TLS; same-offset copies lose bytes"
-);
-invariance!(
-    tls13_facts_survive_any_resegmentation,
-    tls13_facts_survive_resegmentation,
-    tls13_conversation,
-    "found and fixed: a 1- or 2-byte first segment hides TLS; same-offset copies lose bytes"
-);
-invariance!(
-    http1_facts_survive_any_resegmentation,
-    http1_facts_survive_resegmentation,
-    http1_conversation,
-    "found and fixed: a first segment shorter than `GET ` hides HTTP/1; same-offset copies lose bytes"
-);
-invariance!(
-    h2c_facts_survive_any_resegmentation,
-    h2c_facts_survive_resegmentation,
-    h2c_conversation,
-    "found and fixed: same-offset copies lose bytes (reassembly_same_start_shorter_copy_first)"
-);
-
-/// One segment per message, except the first message, cut at `cut`.
-fn first_cut_at(conv: &Conversation, cut: u16) -> Vec<Plan> {
-    let mut plans: Vec<Plan> = conv
-        .chunks
-        .iter()
-        .map(|_| Plan {
-            cuts: Vec::new(),
-            copies: Vec::new(),
-            swaps: Vec::new(),
-        })
-        .collect();
-    plans[0].cuts = vec![cut];
-    plans
-}
-
-/// Asserts that cutting the first message at each of `cuts` changes nothing.
-fn assert_first_cuts_harmless(conv: &Conversation, cuts: std::ops::Range<u16>) {
-    let base = facts(&play(conv, None, (1_000, 5_000)));
-    let failed: Vec<u16> = cuts
-        .filter(|&cut| {
-            let got = facts(&play(conv, Some(&first_cut_at(conv, cut)), (1_000, 5_000)));
-            (&got.0, &got.1) != (&base.0, &base.1)
-        })
-        .collect();
-    assert!(
-        failed.is_empty(),
-        "first segment of these lengths changes the facts: {failed:?}"
-    );
-}
-
-/// Minimal case: the ClientHello's first segment is 1 or 2 bytes. TLS is
-/// detected from the first delivered chunk only (`looks_like_tls` needs 3
-/// bytes, the late-start watch needs a chunk starting with a whole record
-/// header), so the connection reports `tls: null` and `http.method: none`.
-#[test]
-fn tls_is_recognised_when_the_first_segment_is_tiny() {
-    assert_first_cuts_harmless(&tls12_conversation(), 1..8);
-    assert_first_cuts_harmless(&tls13_conversation(), 1..8);
-}
-
-/// Minimal case: the request's first segment is `G`, `GE` or `GET` (no
-/// method parsed yet by `Http1::looks_like_request`), or `P`..`POST` of a
-/// POST — and a lone `P` is even taken for the HTTP/2 preface, giving h2c
-/// with `lost_sync`. The connection reports no HTTP at all.
-#[test]
-fn http1_is_recognised_when_the_first_segment_is_tiny() {
-    assert_first_cuts_harmless(&http1_conversation(), 1..12);
-    let post = Conversation {
-        server: "10.0.0.2:80",
-        chunks: vec![
-            chunk(
-                Side::Client,
-                200,
-                b"POST /c HTTP/1.1\r\nHost: example.com\r\nContent-Length: 2\r\n\r\nhi".to_vec(),
-            ),
-            chunk(
-                Side::Server,
-                1000,
-                b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n".to_vec(),
-            ),
-        ],
-        close: 2000,
-    };
-    assert_first_cuts_harmless(&post, 1..12);
-}
-
-/// h2c with prior knowledge recognises any prefix of the preface.
-#[test]
-fn h2c_is_recognised_whatever_the_first_segment() {
-    assert_first_cuts_harmless(&h2c_conversation(), 1..30);
 }
