@@ -33,6 +33,13 @@ fn corpus_dir() -> Option<PathBuf> {
     dir.join("expected.json").is_file().then_some(dir)
 }
 
+/// tshark 4.0's TCP connections in a capture's expected facts, if it has them.
+fn tshark_connections(entry: &Value) -> Option<&Vec<Value>> {
+    entry
+        .pointer("/facts/tshark_4_0/tcp_connections")
+        .and_then(Value::as_array)
+}
+
 fn load_expected() -> Option<(PathBuf, Vec<Value>)> {
     let Some(dir) = corpus_dir() else {
         skip_or_fail(
@@ -107,10 +114,7 @@ fn tcp_connections_match_tshark() {
     let (mut files, mut connections, mut checks) = (0, 0, 0);
     for entry in &entries {
         let file = entry["file"].as_str().expect("file name");
-        let Some(expected) = entry
-            .pointer("/facts/tshark_4_0/tcp_connections")
-            .and_then(Value::as_array)
-        else {
+        let Some(expected) = tshark_connections(entry) else {
             continue;
         };
         if TSHARK_EXCEPTIONS.iter().any(|(f, _)| *f == file) {

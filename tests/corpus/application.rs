@@ -30,10 +30,7 @@ fn tls_handshakes_match_tshark() {
     let (mut checks, mut failures) = (0, Vec::new());
     for entry in &entries {
         let file = entry["file"].as_str().expect("file name");
-        let Some(expected) = entry
-            .pointer("/facts/tshark_4_0/tcp_connections")
-            .and_then(Value::as_array)
-        else {
+        let Some(expected) = tshark_connections(entry) else {
             continue;
         };
         if !expected.iter().any(|c| c.get("tls").is_some()) {
@@ -224,10 +221,7 @@ fn http_requests_match_tshark() {
     let (mut compared, mut failures) = (0, Vec::new());
     for entry in &entries {
         let file = entry["file"].as_str().expect("file name");
-        let Some(expected) = entry
-            .pointer("/facts/tshark_4_0/tcp_connections")
-            .and_then(Value::as_array)
-        else {
+        let Some(expected) = tshark_connections(entry) else {
             continue;
         };
         let counted = |c: &&Value| {
