@@ -14,6 +14,19 @@ fn bad_conn(server: &str, script: impl FnOnce(&mut Conv)) -> Conv {
     c
 }
 
+/// The bad connection carrying `hello` from the client, answered by a TLS
+/// 1.2 ServerHello.
+fn hello_then_server_hello(hello: &[u8]) -> Conv {
+    bad_conn("10.0.0.4:443", |c| {
+        c.send(Side::Client, BAD_AT + us(200), hello);
+        c.send(
+            Side::Server,
+            BAD_AT + ms(1),
+            &handshake(SERVER_HELLO, &server_hello(&[], 0xc02f, &[])),
+        );
+    })
+}
+
 fn with_bad(c: &Conv) -> Vec<u8> {
     around(c.packets(Link::Ethernet))
 }
@@ -41,14 +54,7 @@ fn snaplen_cut(c: Conv, index: usize, keep: usize) -> Vec<u8> {
 #[test]
 fn frame_cut_inside_a_tls_record_header() {
     let hello = some_client_hello();
-    let c = bad_conn("10.0.0.4:443", |c| {
-        c.send(Side::Client, BAD_AT + us(200), &hello);
-        c.send(
-            Side::Server,
-            BAD_AT + ms(1),
-            &handshake(SERVER_HELLO, &server_hello(&[], 0xc02f, &[])),
-        );
-    });
+    let c = hello_then_server_hello(&hello);
     // Segment 3 is the ClientHello: 3 of its record header's 5 bytes captured.
     let v = check(
         &snaplen_cut(c, 3, 3),
@@ -64,14 +70,7 @@ fn frame_cut_inside_a_tls_record_header() {
 #[test]
 fn frame_cut_inside_a_tls_handshake_message() {
     let hello = some_client_hello();
-    let c = bad_conn("10.0.0.4:443", |c| {
-        c.send(Side::Client, BAD_AT + us(200), &hello);
-        c.send(
-            Side::Server,
-            BAD_AT + ms(1),
-            &handshake(SERVER_HELLO, &server_hello(&[], 0xc02f, &[])),
-        );
-    });
+    let c = hello_then_server_hello(&hello);
     // The record header and 2 bytes of the handshake header, then 30 bytes in.
     for keep in [7, 30] {
         let v = check(
@@ -178,14 +177,7 @@ fn hello_longer_than_the_256k_cap_is_malformed_tls() {
     assert_eq!(bad["tls"]["version"], Value::Null);
     assert_str(bad, "/tls/outcome", "incomplete");
     // The ClientHello.
-    let c = bad_conn("10.0.0.4:443", |c| {
-        c.send(Side::Client, BAD_AT + us(200), &huge_hello(CLIENT_HELLO));
-        c.send(
-            Side::Server,
-            BAD_AT + ms(1),
-            &handshake(SERVER_HELLO, &server_hello(&[], 0xc02f, &[])),
-        );
-    });
+    let c = hello_then_server_hello(&huge_hello(CLIENT_HELLO));
     let v = check(&with_bad(&c), json!({"malformed_tls": 1}));
     let bad = the_bad(&v);
     assert_u64(bad, "/anomalies/malformed_tls", 1);
