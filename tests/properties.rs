@@ -329,19 +329,9 @@ fn tls13_conversation() -> Conversation {
             [change_cipher_spec(), app(53), app(106)].concat(),
         ),
     ];
-    let rest = [
-        (Side::Server, 3000, 282),
-        (Side::Server, 3100, 282),
-        (Side::Server, 3200, 1598),
-        (Side::Client, 4000, 106),
-        (Side::Server, 4500, 1598),
-        (Side::Client, 5000, 106),
-        (Side::Server, 5500, 1598),
-        (Side::Server, 5600, 500),
-        (Side::Client, 6000, 19),
-    ];
     chunks.extend(
-        rest.iter()
+        TLS13_KEEPALIVE_REST
+            .iter()
             .map(|&(side, at, len)| chunk(side, at, app(len))),
     );
     Conversation {

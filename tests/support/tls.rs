@@ -26,6 +26,22 @@ pub const SERVER_HELLO_DONE: u8 = 14;
 pub const CLIENT_KEY_EXCHANGE: u8 = 16;
 
 /// A handshake message body from tests/data/hello (see its README).
+/// What follows the client's Finished on a TLS 1.3 keep-alive connection
+/// like curl's, as (side, µs after the start, application-data record
+/// length): two 282-byte tickets, then three requests answered, and a
+/// 19-byte encrypted alert.
+pub const TLS13_KEEPALIVE_REST: [(Side, i64, usize); 9] = [
+    (Side::Server, 3000, 282),
+    (Side::Server, 3100, 282),
+    (Side::Server, 3200, 1598),
+    (Side::Client, 4000, 106),
+    (Side::Server, 4500, 1598),
+    (Side::Client, 5000, 106),
+    (Side::Server, 5500, 1598),
+    (Side::Server, 5600, 500),
+    (Side::Client, 6000, 19),
+];
+
 pub fn fixture(name: &str) -> Vec<u8> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/hello")

@@ -24,18 +24,7 @@ fn tls13_keepalive(hello: &[u8]) -> Conv {
             T0 + ms(2),
             &[change_cipher_spec(), app(53), app(106)].concat(),
         );
-    let rest = [
-        (Side::Server, 3000, 282),
-        (Side::Server, 3100, 282),
-        (Side::Server, 3200, 1598),
-        (Side::Client, 4000, 106),
-        (Side::Server, 4500, 1598),
-        (Side::Client, 5000, 106),
-        (Side::Server, 5500, 1598),
-        (Side::Server, 5600, 500),
-        (Side::Client, 6000, 19),
-    ];
-    for (side, t, len) in rest {
+    for (side, t, len) in TLS13_KEEPALIVE_REST {
         c.send(side, T0 + us(t), &app(len));
     }
     c.close(
