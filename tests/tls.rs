@@ -77,27 +77,33 @@ fn ccs_finished() -> Vec<u8> {
     [change_cipher_spec(), opaque(HANDSHAKE, 40)].concat()
 }
 
-/// After the server's first flight: ClientKeyExchange, CCS and Finished
-/// from the client at 2 ms; NewSessionTicket, CCS and Finished from the
-/// server at 3 ms; a 300-byte request at 4 ms, a 1400-byte response at 5 ms,
-/// and the client's FIN at 6 ms.
-fn finish_12(c: &mut Conv) {
+/// The client's ClientKeyExchange, ChangeCipherSpec and Finished of a TLS
+/// 1.2 full handshake, in one segment at 2 ms.
+fn client_finishes_12(c: &mut Conv) -> &mut Conv {
     let key_exchange = handshake(CLIENT_KEY_EXCHANGE, &[0x41; 66]);
-    let ticket = handshake(NEW_SESSION_TICKET, &[0x54; 170]);
     c.send(
         Side::Client,
         T0 + ms(2),
         &[key_exchange, ccs_finished()].concat(),
     )
-    .send(Side::Server, T0 + ms(3), &[ticket, ccs_finished()].concat())
-    .send(Side::Client, T0 + ms(4), &opaque(APPLICATION_DATA, 300))
-    .send(Side::Server, T0 + ms(5), &opaque(APPLICATION_DATA, 1400))
-    .close(
-        Side::Client,
-        T0 + ms(6),
-        T0 + ms(6) + us(10),
-        T0 + ms(6) + us(20),
-    );
+}
+
+/// After the server's first flight: ClientKeyExchange, CCS and Finished
+/// from the client at 2 ms; NewSessionTicket, CCS and Finished from the
+/// server at 3 ms; a 300-byte request at 4 ms, a 1400-byte response at 5 ms,
+/// and the client's FIN at 6 ms.
+fn finish_12(c: &mut Conv) {
+    let ticket = handshake(NEW_SESSION_TICKET, &[0x54; 170]);
+    client_finishes_12(c)
+        .send(Side::Server, T0 + ms(3), &[ticket, ccs_finished()].concat())
+        .send(Side::Client, T0 + ms(4), &opaque(APPLICATION_DATA, 300))
+        .send(Side::Server, T0 + ms(5), &opaque(APPLICATION_DATA, 1400))
+        .close(
+            Side::Client,
+            T0 + ms(6),
+            T0 + ms(6) + us(10),
+            T0 + ms(6) + us(20),
+        );
 }
 
 /// A full TLS 1.2 handshake: the ClientHello as `hello` sends it, the
@@ -210,15 +216,10 @@ fn tls12_false_start_request_before_the_server_finished() {
     let mut c = opened();
     hello_whole(&mut c);
     flight_records(&mut c);
-    let key_exchange = handshake(CLIENT_KEY_EXCHANGE, &[0x41; 66]);
-    c.send(
-        Side::Client,
-        T0 + ms(2),
-        &[key_exchange, ccs_finished()].concat(),
-    )
-    .send(Side::Client, T0 + us(2100), &opaque(APPLICATION_DATA, 300))
-    .send(Side::Server, T0 + ms(3), &ccs_finished())
-    .send(Side::Server, T0 + ms(4), &opaque(APPLICATION_DATA, 1400));
+    client_finishes_12(&mut c)
+        .send(Side::Client, T0 + us(2100), &opaque(APPLICATION_DATA, 300))
+        .send(Side::Server, T0 + ms(3), &ccs_finished())
+        .send(Side::Server, T0 + ms(4), &opaque(APPLICATION_DATA, 1400));
     let c = only(&c);
     assert_secs(&c, "/tls/complete/at", ms(3));
     assert_secs(&c, "/tls/syn_to_app_data", us(2100));

@@ -200,20 +200,15 @@ fn gap_inside_an_encrypted_record_keeps_the_record_boundaries() {
     let mut c = opened();
     hello_whole(&mut c);
     flight_records(&mut c);
-    let key_exchange = handshake(CLIENT_KEY_EXCHANGE, &[0x41; 66]);
-    c.send(
-        Side::Client,
-        T0 + ms(2),
-        &[key_exchange, ccs_finished()].concat(),
-    )
-    .send(Side::Server, T0 + ms(3), &ccs_finished())
-    .send(Side::Client, T0 + ms(4), &opaque(APPLICATION_DATA, 300))
-    .send_split(
-        Side::Server,
-        &opaque(APPLICATION_DATA, 3000),
-        &[1000, 2000],
-        &[ms(5), ms(5) + us(10), ms(5) + us(20)].map(|t| T0 + t),
-    );
+    client_finishes_12(&mut c)
+        .send(Side::Server, T0 + ms(3), &ccs_finished())
+        .send(Side::Client, T0 + ms(4), &opaque(APPLICATION_DATA, 300))
+        .send_split(
+            Side::Server,
+            &opaque(APPLICATION_DATA, 3000),
+            &[1000, 2000],
+            &[ms(5), ms(5) + us(10), ms(5) + us(20)].map(|t| T0 + t),
+        );
     c.segs.remove(c.segs.len() - 2);
     c.ack_from(Side::Client, T0 + ms(5) + us(30))
         .send(Side::Client, T0 + ms(6), &opaque(APPLICATION_DATA, 300))
