@@ -33,6 +33,15 @@ fn corpus_dir() -> Option<PathBuf> {
     dir.join("expected.json").is_file().then_some(dir)
 }
 
+/// Fails listing every difference found from `peer`, if any.
+fn assert_none_differ(peer: &str, failures: &[String]) {
+    assert!(
+        failures.is_empty(),
+        "differences from {peer}:\n{}",
+        failures.join("\n")
+    );
+}
+
 /// tshark 4.0's TCP connections in a capture's expected facts, if it has them.
 fn tshark_connections(entry: &Value) -> Option<&Vec<Value>> {
     entry
@@ -221,11 +230,7 @@ fn tcp_connections_match_tshark() {
         }
     }
     eprintln!("corpus vs tshark: {files} captures, {connections} connections, {checks} checks, {} failures", failures.len());
-    assert!(
-        failures.is_empty(),
-        "differences from tshark:\n{}",
-        failures.join("\n")
-    );
+    assert_none_differ("tshark", &failures);
     assert!(
         files >= 80 && connections >= 300,
         "the corpus comparison covered too little"
@@ -272,11 +277,7 @@ fn conn_state_and_history_match_zeek() {
         }
     }
     eprintln!("corpus vs zeek conn.log: {compared} connections");
-    assert!(
-        failures.is_empty(),
-        "differences from Zeek:\n{}",
-        failures.join("\n")
-    );
+    assert_none_differ("Zeek", &failures);
     assert!(compared >= 15, "compared only {compared} Zeek rows");
 }
 

@@ -96,11 +96,7 @@ fn tls_handshakes_match_tshark() {
         "corpus TLS vs tshark: {checks} checks, {} failures",
         failures.len()
     );
-    assert!(
-        failures.is_empty(),
-        "differences from tshark:\n{}",
-        failures.join("\n")
-    );
+    assert_none_differ("tshark", &failures);
     assert!(checks >= 900, "only {checks} TLS facts compared");
 }
 
@@ -169,11 +165,7 @@ fn tls_handshakes_match_zeek_ssl_log() {
         }
     }
     eprintln!("corpus TLS vs zeek ssl.log: {compared} connections");
-    assert!(
-        failures.is_empty(),
-        "differences from Zeek:\n{}",
-        failures.join("\n")
-    );
+    assert_none_differ("Zeek", &failures);
     assert!(compared >= 15, "compared only {compared} Zeek ssl.log rows");
 }
 
@@ -265,11 +257,7 @@ fn http_requests_match_tshark() {
         }
     }
     eprintln!("corpus HTTP vs tshark: {compared} connections");
-    assert!(
-        failures.is_empty(),
-        "differences from tshark:\n{}",
-        failures.join("\n")
-    );
+    assert_none_differ("tshark", &failures);
     assert!(compared >= 90, "compared only {compared} connections");
 }
 
@@ -349,10 +337,6 @@ fn fingerprints_match_peers_end_to_end() {
         }
     }
     eprintln!("corpus fingerprints end to end: {compared} compared");
-    assert!(
-        failures.is_empty(),
-        "fingerprint differences:\n{}",
-        failures.join("\n")
-    );
+    assert_none_differ("the peers' fingerprints", &failures);
     assert!(compared >= 100, "compared only {compared} fingerprints");
 }
