@@ -43,23 +43,32 @@ pub struct Section {
 }
 
 impl Section {
-    /// The packet block (an Enhanced Packet Block of a known interface) at
-    /// the front of `avail`, as [`Blocks::next`] would give it; `None` for
-    /// anything else.
-    pub(super) fn found_at(&self, avail: &[u8]) -> Option<super::split::Found> {
-        let Ok((rest, Block::EnhancedPacket(epb))) = mapped::block_parser(self.big_endian)(avail)
-        else {
-            return None;
+    /// The block at the front of `avail` as [`Blocks::next`] would take
+    /// it: an Enhanced Packet Block of a known interface gives its packet,
+    /// a block the reader passes over (name resolution, statistics,
+    /// secrets, custom, unknown) is skipped; `None` for what changes the
+    /// section or needs the reader (a section header, an interface, a
+    /// simple packet, a packet of an undescribed interface, a block that
+    /// does not parse or is cut).
+    pub(super) fn found_at(&self, avail: &[u8]) -> Option<super::split::At> {
+        let (rest, block) = mapped::block_parser(self.big_endian)(avail).ok()?;
+        let total = avail.len() - rest.len();
+        let epb = match block {
+            Block::EnhancedPacket(epb) => epb,
+            Block::SectionHeader(_) | Block::InterfaceDescription(_) | Block::SimplePacket(_) => {
+                return None
+            }
+            _ => return Some(super::split::At::Skip(total)),
         };
         let packet = epb_packet(&self.interfaces, &epb, avail.as_ptr() as usize)?;
-        Some(super::split::Found {
+        Some(super::split::At::Frame(super::split::Found {
             ts: packet.ts,
             link: packet.link,
             orig_len: packet.orig_len,
             start: packet.start,
             len: packet.len,
-            total: avail.len() - rest.len(),
-        })
+            total,
+        }))
     }
 
     /// Whether `avail` starts like a block: a total length (a multiple of

@@ -47,6 +47,16 @@ pub(super) enum Format {
     Pcapng(Section),
 }
 
+/// What the front of some bytes holds, for a walk.
+pub(super) enum At {
+    /// A record with a frame.
+    Frame(Found),
+    /// A block of this many bytes that the format's reader passes over
+    /// (in pcapng: name resolution, interface statistics, decryption
+    /// secrets, custom and unknown blocks).
+    Skip(usize),
+}
+
 /// A record found at the front of some bytes: its frame's data at
 /// `start..start + len` of them, `total` bytes in all.
 pub(super) struct Found {
@@ -59,11 +69,11 @@ pub(super) struct Found {
 }
 
 impl Format {
-    /// The whole record (or packet block) at the front of `avail`, if that
-    /// is what it holds.
-    fn found_at(&self, avail: &[u8]) -> Option<Found> {
+    /// The whole record (or packet block), or a block to pass over, at the
+    /// front of `avail`; `None` for anything the reader must read itself.
+    fn found_at(&self, avail: &[u8]) -> Option<At> {
         match self {
-            Format::Classic(header) => header.found_at(avail),
+            Format::Classic(header) => header.found_at(avail).map(At::Frame),
             Format::Pcapng(section) => section.found_at(avail),
         }
     }
@@ -184,8 +194,13 @@ impl Split {
         }
         while at < limit {
             let avail = bytes.get(at..).unwrap_or_default();
-            let Some(found) = self.format.found_at(avail) else {
-                break;
+            let found = match self.format.found_at(avail) {
+                Some(At::Frame(found)) => found,
+                Some(At::Skip(total)) => {
+                    at += total;
+                    continue;
+                }
+                None => break,
             };
             prefetch_ahead(avail, found.total);
             let data = avail.get(found.start..found.start + found.len);

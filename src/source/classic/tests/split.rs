@@ -241,3 +241,49 @@ fn pcapng_cut_and_with_other_blocks_in_the_middle() {
         }
     }
 }
+
+/// pcapng blocks the reader passes over — name resolution, interface
+/// statistics, decryption secrets, a custom block, a block type nobody
+/// defined — are passed over by the pieces too: they do not stop them, and
+/// the packets come out as `read()` gives them.
+#[test]
+fn pcapng_blocks_the_reader_passes_over_do_not_stop_the_pieces() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let bytes = std::fs::read(root.join("captures/http-curl-5-keepalive.pcapng")).expect("reads");
+    let packets: Vec<(usize, u32, usize)> =
+        blocks(&bytes).into_iter().filter(|b| b.1 == 6).collect();
+    let block = |kind: u32, body: &[u8]| {
+        let total = (12 + body.len()) as u32;
+        let mut out = [kind.to_le_bytes(), total.to_le_bytes()].concat();
+        out.extend_from_slice(body);
+        out.extend_from_slice(&total.to_le_bytes());
+        out
+    };
+    let passed_over = [
+        // Name resolution: only the end-of-records record.
+        block(4, &[0; 4]),
+        // Interface statistics of interface 0 at time 0, no options.
+        block(5, &[0; 12]),
+        // Decryption secrets: an empty TLS key log.
+        block(0x0a, &[0x4b, 0x53, 0x4c, 0x54, 0, 0, 0, 0]),
+        // Custom, copiable: a private enterprise number and 4 bytes.
+        block(0xbad, &[0, 0, 0x7f, 0, 1, 2, 3, 4]),
+        // A type nobody defined.
+        block(0x0101, &[1, 2, 3, 4]),
+    ];
+    let mut changed = Vec::new();
+    let mut from = 0;
+    for (n, extra) in passed_over.iter().enumerate() {
+        // After packet blocks 2, 4, 6, 8 and 10.
+        let (at, _, len) = packets[2 * n + 2];
+        changed.extend_from_slice(&bytes[from..at + len]);
+        changed.extend_from_slice(extra);
+        from = at + len;
+    }
+    changed.extend_from_slice(&bytes[from..]);
+    let file = temp_capture(&changed);
+    for piece in [100, 1000, 1 << 20] {
+        let stitched = check("pcapng with blocks passed over", file.path(), piece);
+        assert!(!stitched.stopped, "pieces of {piece} stopped");
+    }
+}
