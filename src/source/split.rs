@@ -7,10 +7,11 @@
 //! a piece only if it starts exactly where the one before it ended, and
 //! walks it again from there otherwise: a wrong guess costs time, never a
 //! wrong record. Walking a piece from a known start gives exactly the
-//! records the format's own reader gives; anything it does not simply read
-//! (the end of the file inside a record, a record too large, a block other
-//! than a packet block, a failed map) ends the piece early, and the reader
-//! takes over from there.
+//! records the format's own reader gives: pcapng blocks that reader passes
+//! over are passed over here too, and anything it does not simply read
+//! (the end of the file inside a record, a record too large, a new section
+//! or interface, a simple packet block, a failed map) ends the piece early,
+//! and the reader takes over from there.
 //!
 //! Does not decide which thread walks what, nor word messages; the formats
 //! are `classic` and `pcapng`'s.
