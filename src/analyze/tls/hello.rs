@@ -12,6 +12,8 @@
 //! caller's (`super`). JA4S, JA4X and the other JA4+ methods are under the
 //! FoxIO licence and are deliberately not implemented.
 
+mod memo;
+
 use md5::{Digest, Md5};
 use sha2::Sha256;
 use tls_parser::{parse_tls_client_hello_extension, parse_tls_server_hello_extension};

@@ -466,6 +466,7 @@ impl TlsAnalyzer {
             })
             .collect();
         let ch_ts = self.first_hello;
+        let (ja3, ja4) = ch.map(|(_, c)| c.ja3_ja4()).unzip();
         Some(TlsInfo {
             version: version_code.map(version_name),
             offered_version: offered.map(version_name),
@@ -501,9 +502,9 @@ impl TlsAnalyzer {
             hello_to_hello: ch_ts.zip(sh.map(|(t, _)| *t)).map(|(c, s)| s.secs_since(c)),
             handshake: ch_ts.zip(self.complete).map(|(c, d)| d.secs_since(c)),
             syn_to_app_data: self.first_app_data.map(since),
-            ja4: ch.map(|(_, c)| c.ja4()),
-            ja3: ch.map(|(_, c)| c.ja3()),
-            ja3s: sh.map(|(_, s)| s.ja3s()),
+            ja4,
+            ja3,
+            ja3s: sh.map(|(_, s)| s.ja3s_remembered()),
             events,
             gap_bytes: self.gap_bytes,
         })
