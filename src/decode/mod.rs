@@ -105,8 +105,8 @@ pub fn decode_with<'a>(packet: &RawPacket<'a>, udp: &UdpTunnels) -> Decoded<'a> 
     }
 }
 
-/// A hash of the frame's TCP 4-tuple for picking a worker thread
-/// (`shard_hash(p) % n_threads`).
+/// A hash of the frame's TCP 4-tuple for picking a shard (`--threads`
+/// scales it to the number of shards by a multiply: its high bits).
 ///
 /// * Symmetric: two frames that [`decode`] turns into [`Decoded::Tcp`]
 ///   segments whose (source, destination) pairs are equal or swapped get the

@@ -118,10 +118,17 @@ fn shard_hash_does_not_change_between_runs_or_machines() {
 fn assert_spread(name: &str, hashes: &[u64]) {
     let distinct: HashSet<u64> = hashes.iter().copied().collect();
     assert_eq!(distinct.len(), hashes.len(), "{name}: collisions");
-    for n in [2u64, 4, 8] {
+    // Spread in the low bits (a remainder) and in the high bits (a
+    // multiply, as `--threads` picks shards).
+    let remainder: fn(u64, u64) -> usize = |h, n| (h % n) as usize;
+    let scaled: fn(u64, u64) -> usize = |h, n| ((u128::from(h) * u128::from(n)) >> 64) as usize;
+    for (n, pick) in [2u64, 4, 8, 12]
+        .into_iter()
+        .flat_map(|n| [(n, remainder), (n, scaled)])
+    {
         let mut buckets = vec![0usize; n as usize];
-        for h in hashes {
-            buckets[(h % n) as usize] += 1;
+        for &h in hashes {
+            buckets[pick(h, n)] += 1;
         }
         let p = 1.0 / n as f64;
         let even = hashes.len() as f64 * p;
@@ -129,7 +136,7 @@ fn assert_spread(name: &str, hashes: &[u64]) {
         for (i, &count) in buckets.iter().enumerate() {
             assert!(
                 (count as f64 - even).abs() <= 5.0 * sigma,
-                "{name}: % {n}: bucket {i} has {count} of {} ({buckets:?})",
+                "{name}: {n} buckets: bucket {i} has {count} of {} ({buckets:?})",
                 hashes.len()
             );
         }

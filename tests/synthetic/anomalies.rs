@@ -157,10 +157,10 @@ fn idle_timeout_applies_to_every_gap_longer_than_the_timeout() {
     assert_str(conn(&v, 0), "/close/kind", "idle");
 }
 
-#[test]
-fn connection_cap_evicts_the_least_recently_active() {
-    // Five half-open connections on distinct ports; room for three.
-    let convs: Vec<Conv> = (0..5u16)
+/// `n` half-open connections from one client on consecutive ports, a
+/// millisecond apart.
+fn half_open(n: u16) -> Vec<Conv> {
+    (0..n)
         .map(|i| {
             let mut c = Conv::new(
                 &format!("10.0.0.1:{}", 40_000 + i),
@@ -171,7 +171,13 @@ fn connection_cap_evicts_the_least_recently_active() {
             c.syn(T0 + ms(i64::from(i)));
             c
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn connection_cap_evicts_the_least_recently_active() {
+    // Five half-open connections on distinct ports; room for three.
+    let convs = half_open(5);
     let refs: Vec<&Conv> = convs.iter().collect();
     let out = analyze_with(
         &pcap_of(Link::Ethernet, &refs),
@@ -187,19 +193,27 @@ fn connection_cap_evicts_the_least_recently_active() {
     assert_str(conn(&v, 1), "/close/kind", "evicted");
     assert_str(conn(&v, 4), "/close/kind", "open");
 
-    // With two threads each shard holds at most ceil(3 / 2) = 2: still
-    // bounded, still every connection reported, evictions counted.
+    // With two threads there are eight shards, each holding at most
+    // ceil(3 / 8) = 1: still bounded, still every connection reported,
+    // evictions counted. Which shards the tuples land in is the hash's
+    // business, so forty connections: at most eight stay open.
+    let convs = half_open(40);
+    let refs: Vec<&Conv> = convs.iter().collect();
     let out = analyze_with(
         &pcap_of(Link::Ethernet, &refs),
         &["-T", "json", "--max-connections", "3", "--threads", "2"],
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    assert_eq!(connections(&v), 5, "evicted connections are still reported");
+    assert_eq!(
+        connections(&v),
+        40,
+        "evicted connections are still reported"
+    );
     let evicted = v
         .pointer("/summary/anomalies/evicted_connection")
         .and_then(Value::as_u64)
         .unwrap_or(0);
-    assert!((1..=3).contains(&evicted), "{evicted} evicted");
+    assert!((32..40).contains(&evicted), "{evicted} evicted");
     assert_u64(&v, "/summary/close/evicted", evicted);
 }
