@@ -6,10 +6,9 @@
 //!
 //! Does not test what the frames mean; only that both ways agree.
 
-use std::path::PathBuf;
-
 use super::*;
 use crate::source::{FrameBatch, RawPacket};
+use crate::testutil::captures_under;
 
 /// A frame as both ways give it.
 #[derive(Debug, PartialEq, Eq)]
@@ -179,25 +178,6 @@ pub(super) fn agree(what: &str, open: &dyn Fn() -> FileSource) -> Run {
         }
     }
     expected
-}
-
-/// Capture files under `dir`, at any depth.
-pub(super) fn captures_under(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
-    paths.sort();
-    for path in paths {
-        if path.is_dir() {
-            captures_under(&path, out);
-        } else if matches!(
-            path.extension().and_then(|e| e.to_str()),
-            Some("pcap" | "pcapng" | "gz")
-        ) {
-            out.push(path);
-        }
-    }
 }
 
 #[test]

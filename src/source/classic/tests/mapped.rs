@@ -11,9 +11,10 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use super::fill::{by_fill, by_next, captures_under, Run, Step, Step::Fill, Step::Next};
+use super::fill::{by_fill, by_next, Run, Step, Step::Fill, Step::Next};
 use super::*;
 use crate::source::file::Access;
+use crate::testutil::{captures_under, every_capture};
 
 /// Window sizes to read through: tiny (a record per window or less), a
 /// page, and the default.
@@ -85,11 +86,7 @@ pub(super) fn temp_capture(bytes: &[u8]) -> tempfile::NamedTempFile {
 /// records and blocks straddle them.
 #[test]
 fn mapped_agrees_with_read_on_every_capture() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    captures_under(&root.join("captures"), &mut files);
-    // The corpus's absence is reported by `fill_agrees_with_next_packet_on_every_capture`.
-    captures_under(&root.join("../shared/corpus"), &mut files);
+    let files = every_capture();
     let (mut classic, mut pcapng) = (0, 0);
     for path in &files {
         let Ok(src) = FileSource::open_with(path, Access::Read) else {

@@ -10,13 +10,12 @@
 //!
 //! Does not test the threads; `tests/threads.rs` does, on the same files.
 
-use std::path::PathBuf;
-
-use super::fill::{by_next, by_next_after, captures_under, Got, Run};
+use super::fill::{by_next, by_next_after, Got, Run};
 use super::mapped::{assert_same, read, temp_capture};
 use super::*;
 use crate::source::file::Access;
 use crate::source::FrameBatch;
+use crate::testutil::every_capture;
 
 /// What stitching the pieces found besides the frames.
 #[derive(Debug, Default)]
@@ -75,11 +74,7 @@ fn check(what: &str, path: &Path, piece: usize) -> Stitched {
 
 #[test]
 fn pieces_give_what_read_gives_on_every_capture() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files: Vec<PathBuf> = Vec::new();
-    captures_under(&root.join("captures"), &mut files);
-    // The corpus's absence is reported by `fill_agrees_with_next_packet_on_every_capture`.
-    captures_under(&root.join("../shared/corpus"), &mut files);
+    let files = every_capture();
     let (mut split, mut wrong) = (0, 0);
     for path in &files {
         let Ok(mut src) = FileSource::open_with(path, Access::Map(None)) else {
