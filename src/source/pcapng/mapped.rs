@@ -112,11 +112,11 @@ fn block_parser(big_endian: bool) -> BlockParser {
 type BlockParser = for<'a> fn(&'a [u8]) -> nom::IResult<&'a [u8], Block<'a>, PcapError<&'a [u8]>>;
 
 /// The block at the front of `data` in a section of this byte order, as
-/// pcap-parser reads it. An Enhanced Packet Block without options — nearly
-/// every block a capture tool writes — is read here, field for field what
-/// the parser gives (`plain_epb`); every other block, and one that does
-/// not look exactly like that, goes through the parser. (The parser was a
-/// fifth of one thread's time on a pcapng capture.)
+/// pcap-parser reads it (for the pieces' walk, `Section::found_at`). An
+/// Enhanced Packet Block without options — nearly every block a capture
+/// tool writes — is read here, field for field what the parser gives
+/// (`plain_epb`); every other block, and one that does not look exactly
+/// like that, goes through the parser.
 pub fn parse_block(
     big_endian: bool,
     data: &[u8],
@@ -190,7 +190,9 @@ impl PcapReaderIterator for MappedBlocks {
                 PcapError::Incomplete(0)
             });
         }
-        match parse_block(self.big_endian, data) {
+        // Plain packet blocks are read before the reader is asked
+        // (`Blocks::parse_step`): what comes here is for the parser.
+        match block_parser(self.big_endian)(data) {
             Ok((rest, block)) => {
                 if let Block::SectionHeader(shb) = &block {
                     self.big_endian = shb.big_endian();
