@@ -261,6 +261,8 @@ impl Seed {
         let ip = match link {
             LinkType::ETHERNET if data.get(12..14) == Some(&[0x81, 0x00]) => 18,
             LinkType::ETHERNET => 14,
+            LinkType::LINUX_SLL => 16,
+            LinkType::LINUX_SLL2 => 20,
             _ => 0,
         };
         let v6 = data[ip] >> 4 == 6;
@@ -324,6 +326,25 @@ fn seeds() -> &'static [Seed] {
             let mut trailer = frame.clone();
             trailer.extend_from_slice(&[0xee; 6]);
             seeds.push(Seed::new(LinkType::ETHERNET, trailer));
+            // Linux cooked captures (`tcpdump -i any`): SLL from an
+            // Ethernet and from a loopback interface, and SLL2.
+            let (ether_type, ip) = (&frame[12..14], &frame[14..]);
+            for hardware in [1u16, 772] {
+                let mut sll = vec![0, 4];
+                sll.extend_from_slice(&hardware.to_be_bytes());
+                sll.extend_from_slice(&[0, 6]);
+                sll.extend_from_slice(&frame[6..12]);
+                sll.extend_from_slice(&[0, 0]);
+                sll.extend_from_slice(ether_type);
+                sll.extend_from_slice(ip);
+                seeds.push(Seed::new(LinkType::LINUX_SLL, sll));
+            }
+            let mut sll2 = ether_type.to_vec();
+            sll2.extend_from_slice(&[0, 0, 0, 0, 0, 1, 0, 1, 4, 6]);
+            sll2.extend_from_slice(&frame[6..12]);
+            sll2.extend_from_slice(&[0, 0]);
+            sll2.extend_from_slice(ip);
+            seeds.push(Seed::new(LinkType::LINUX_SLL2, sll2));
         }
         assert!(seeds.len() >= 16, "{} seeds", seeds.len());
         seeds
@@ -339,7 +360,14 @@ fn fast_path_agrees_on_every_single_byte_change_and_cut() {
         let len = seed.data.len();
         let mut frame = seed.data.clone();
         let headers_end = (seed.tcp + 60).min(len);
-        let offsets = (12..seed.ip).chain(seed.ip..headers_end);
+        // Ethernet's addresses say nothing; every byte of a cooked header
+        // (hardware type, protocol) may.
+        let link_from = if seed.link == LinkType::ETHERNET {
+            12
+        } else {
+            0
+        };
+        let offsets = (link_from..seed.ip).chain(seed.ip..headers_end);
         for at in offsets {
             let original = frame[at];
             for value in 0..=u8::MAX {

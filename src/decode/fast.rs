@@ -2,9 +2,10 @@
 //!
 //! Reads the frames most captures are made of straight from the bytes, with
 //! no `etherparse` types in between: Ethernet II (with at most one 802.1Q
-//! tag) or raw IP; then IPv4 (options allowed) that is no fragment and whose
-//! IHL and total length make sense, or IPv6 whose next header is TCP; then a
-//! whole TCP header with a data offset of at least 5. IP carrying UDP or
+//! tag), Linux cooked (SLL, SLL2: `tcpdump -i any`) or raw IP; then IPv4
+//! (options allowed) that is no fragment and whose IHL and total length
+//! make sense, or IPv6 whose next header is TCP; then a whole TCP header
+//! with a data offset of at least 5. IP carrying UDP or
 //! another protocol without TCP behind it is answered too (`OtherIp`).
 //! Anything else — VLAN stacks, MPLS, IPv4 AH, IPv6 extension headers,
 //! fragments, a cut or impossible header, a zero length, other link types —
@@ -15,6 +16,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use super::lax::sll_protocol;
 use super::tunnel::{self, UdpTunnels};
 use super::{Decoded, TcpFlags, TcpSegment};
 use crate::record::{AnomalyKind, Overlay};
@@ -71,9 +73,34 @@ pub(super) fn parse<'a>(packet: &RawPacket<'a>, udp: &UdpTunnels) -> Fast<'a> {
         LinkType::RAW | LinkType::RAW_12 | LinkType::RAW_14 | LinkType::IPV4 | LinkType::IPV6 => {
             packet.data
         }
+        LinkType::LINUX_SLL => match sll(packet.data) {
+            Some(ip) => ip,
+            None => return Fast::Fallback,
+        },
+        LinkType::LINUX_SLL2 => match sll2(packet.data) {
+            Some(ip) => ip,
+            None => return Fast::Fallback,
+        },
         _ => return Fast::Fallback,
     };
     ip_packet(ip, true, udp)
+}
+
+/// The IP packet after a Linux cooked (SLL) header (`tcpdump -i any`)
+/// whose protocol is IPv4 or IPv6.
+#[inline(always)]
+fn sll(data: &[u8]) -> Option<&[u8]> {
+    let (header, rest) = data.split_first_chunk::<16>()?;
+    let protocol = sll_protocol(header)?.to_be_bytes();
+    matches!(protocol, ETHERTYPE_IPV4 | ETHERTYPE_IPV6).then_some(rest)
+}
+
+/// The IP packet after a Linux cooked v2 (SLL2) header (`tcpdump -i any`
+/// since libpcap 1.10) whose protocol is IPv4 or IPv6.
+#[inline(always)]
+fn sll2(data: &[u8]) -> Option<&[u8]> {
+    let (header, rest) = data.split_first_chunk::<20>()?;
+    matches!([header[0], header[1]], ETHERTYPE_IPV4 | ETHERTYPE_IPV6).then_some(rest)
 }
 
 /// The IP packet `ip`; `outer` when it is not inside a tunnel (the fast

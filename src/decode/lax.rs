@@ -11,9 +11,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use etherparse::err::packet::SliceError;
 use etherparse::err::{Layer, LenError};
-use etherparse::{
-    EtherType, IpNumber, LaxNetSlice, LaxSlicedPacket, LinuxSllProtocolType, TransportSlice,
-};
+use etherparse::{EtherType, IpNumber, LaxNetSlice, LaxSlicedPacket, TransportSlice};
 
 use super::tunnel::{self, Inner, Tunnel, UdpTunnels};
 use super::{Decoded, TcpFlags, TcpSegment};
@@ -72,15 +70,22 @@ pub(super) fn decode_lax<'a>(packet: &RawPacket<'a>, udp: &UdpTunnels) -> Decode
             }
             return from_ip(rest, packet, outer);
         }
-        LinkType::LINUX_SLL => match etherparse::LinuxSllSlice::from_slice(data) {
-            Ok(sll) => match sll.protocol_type() {
-                LinuxSllProtocolType::EtherType(et) => {
-                    LaxSlicedPacket::from_ether_type(et, sll.payload_slice())
-                }
-                _ => return Decoded::NotIp,
-            },
-            Err(_) => return Decoded::Bad(AnomalyKind::TruncatedLink),
-        },
+        LinkType::LINUX_SLL => {
+            // SLL: packet type (2), hardware type (2), address length (2),
+            // address (8), protocol (2): 16 bytes. The protocol is an
+            // EtherType on every interface an IP packet comes in on —
+            // Ethernet, loopback, tun (`ARPHRD_NONE`), PPP, GRE — as
+            // Wireshark reads it (etherparse refuses all but Ethernet,
+            // which made `tcpdump -i any` captures of loopback traffic
+            // all `truncated_link`).
+            let (Some(header), Some(rest)) = (data.first_chunk::<16>(), data.get(16..)) else {
+                return Decoded::Bad(AnomalyKind::TruncatedLink);
+            };
+            match sll_protocol(header) {
+                Some(protocol) => LaxSlicedPacket::from_ether_type(EtherType(protocol), rest),
+                None => return Decoded::NotIp,
+            }
+        }
         LinkType::LINUX_SLL2 => {
             // SLL2: protocol (2), reserved (2), ifindex (4), hatype (2),
             // pkttype (1), addr len (1), address (8): 20 bytes.
@@ -96,6 +101,24 @@ pub(super) fn decode_lax<'a>(packet: &RawPacket<'a>, udp: &UdpTunnels) -> Decode
         _ => return Decoded::Bad(AnomalyKind::UnsupportedLinkType),
     };
     classify(sliced, packet, outer)
+}
+
+/// The EtherType in a Linux cooked (SLL) header, unless the header's
+/// hardware type gives its protocol field another meaning (netlink,
+/// radiotap, frame relay) or the value is one of Linux's own protocol
+/// numbers below 0x0600 (802.2, 802.3, CAN, …): neither is ever IP.
+pub(super) fn sll_protocol(header: &[u8; 16]) -> Option<u16> {
+    const ARPHRD_FRAD: u16 = 770;
+    const ARPHRD_IEEE80211_RADIOTAP: u16 = 803;
+    const ARPHRD_NETLINK: u16 = 824;
+    let [_, _, h0, h1, .., p0, p1] = *header;
+    let hardware = u16::from_be_bytes([h0, h1]);
+    let protocol = u16::from_be_bytes([p0, p1]);
+    let other = matches!(
+        hardware,
+        ARPHRD_FRAD | ARPHRD_IEEE80211_RADIOTAP | ARPHRD_NETLINK
+    );
+    (!other && protocol >= 0x0600).then_some(protocol)
 }
 
 /// An Ethernet frame, the outermost or one a tunnel carried.

@@ -174,6 +174,56 @@ mod tests {
         out
     }
 
+    /// A Linux cooked (SLL) frame from an interface of hardware type
+    /// `hardware`, carrying `ip` as `protocol`.
+    fn sll(hardware: u16, protocol: u16, ip: &[u8]) -> Vec<u8> {
+        let mut frame = vec![0, 0];
+        frame.extend_from_slice(&hardware.to_be_bytes());
+        frame.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        frame.extend_from_slice(&protocol.to_be_bytes());
+        frame.extend_from_slice(ip);
+        frame
+    }
+
+    #[test]
+    fn cooked_captures_from_every_kind_of_interface_carry_ip() {
+        // `tcpdump -i any` before libpcap 1.10 writes SLL: traffic on `lo`
+        // comes with hardware type 772 (loopback), on a tun device 65534
+        // (none), on a GRE tunnel 778; all of it used to be
+        // `truncated_link`.
+        let ip = tcp_ipv4(b"x");
+        for hardware in [1, 772, 65534, 512, 778, 776] {
+            let frame = sll(hardware, 0x0800, &ip);
+            for decoded in [
+                decode(&raw(LinkType::LINUX_SLL, &frame)),
+                decode_lax(&raw(LinkType::LINUX_SLL, &frame), &UdpTunnels::STANDARD),
+            ] {
+                let Decoded::Tcp(seg, None) = decoded else {
+                    panic!("hardware type {hardware}: {decoded:?}");
+                };
+                assert_eq!(
+                    (seg.src.port(), seg.dst.port(), seg.payload),
+                    (40000, 443, &b"x"[..])
+                );
+            }
+        }
+        // Netlink, radiotap and frame relay give the field other meanings;
+        // Linux's own protocol numbers (here 802.2) are not IP.
+        for (hardware, protocol) in [(824, 0x0800), (803, 0x0800), (770, 0x0800), (772, 0x0004)] {
+            let frame = sll(hardware, protocol, &ip);
+            assert_eq!(
+                decode(&raw(LinkType::LINUX_SLL, &frame)),
+                Decoded::NotIp,
+                "{hardware}"
+            );
+        }
+        let cut = sll(772, 0x0800, &[]);
+        assert_eq!(
+            decode(&raw(LinkType::LINUX_SLL, &cut[..15])),
+            Decoded::Bad(AnomalyKind::TruncatedLink)
+        );
+    }
+
     #[test]
     fn parses_minimal_raw_ipv4_syn() {
         let bytes = tcp_ipv4(&[]);
