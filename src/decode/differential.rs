@@ -263,6 +263,7 @@ impl Seed {
             LinkType::ETHERNET => 14,
             LinkType::LINUX_SLL => 16,
             LinkType::LINUX_SLL2 => 20,
+            LinkType::NULL | LinkType::LOOP => 4,
             _ => 0,
         };
         let v6 = data[ip] >> 4 == 6;
@@ -345,6 +346,16 @@ fn seeds() -> &'static [Seed] {
             sll2.extend_from_slice(&[0, 0]);
             sll2.extend_from_slice(ip);
             seeds.push(Seed::new(LinkType::LINUX_SLL2, sll2));
+            // BSD loopback (macOS `lo0`: AF_INET6 is 30 there) in the host's
+            // byte order, and OpenBSD's in network order.
+            let v6 = ether_type == [0x86, 0xdd];
+            let family: u32 = if v6 { 30 } else { 2 };
+            for (link, header) in [
+                (LinkType::NULL, family.to_le_bytes()),
+                (LinkType::LOOP, (if v6 { 24u32 } else { 2 }).to_be_bytes()),
+            ] {
+                seeds.push(Seed::new(link, [&header[..], ip].concat()));
+            }
         }
         assert!(seeds.len() >= 16, "{} seeds", seeds.len());
         seeds

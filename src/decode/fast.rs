@@ -2,11 +2,12 @@
 //!
 //! Reads the frames most captures are made of straight from the bytes, with
 //! no `etherparse` types in between: Ethernet II (with at most one 802.1Q
-//! tag), Linux cooked (SLL, SLL2: `tcpdump -i any`) or raw IP; then IPv4
-//! (options allowed) that is no fragment and whose IHL and total length
-//! make sense, or IPv6 whose next header is TCP; then a whole TCP header
-//! with a data offset of at least 5. IP carrying UDP or
-//! another protocol without TCP behind it is answered too (`OtherIp`).
+//! tag), Linux cooked (SLL, SLL2: `tcpdump -i any`), BSD loopback (macOS
+//! `lo0`) or raw IP; then IPv4 (options allowed) that is no fragment and
+//! whose IHL and total length make sense, or IPv6 whose next header is
+//! TCP; then a whole TCP header with a data offset of at least 5. IP
+//! carrying UDP or another protocol without TCP behind it is answered too
+//! (`OtherIp`).
 //! Anything else — VLAN stacks, MPLS, IPv4 AH, IPv6 extension headers,
 //! fragments, a cut or impossible header, a zero length, other link types —
 //! is [`Fast::Fallback`], and the caller decodes it the lax way. For every
@@ -16,7 +17,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use super::lax::sll_protocol;
+use super::lax::{loopback_ip, sll_protocol};
 use super::tunnel::{self, UdpTunnels};
 use super::{Decoded, TcpFlags, TcpSegment};
 use crate::record::{AnomalyKind, Overlay};
@@ -80,6 +81,10 @@ pub(super) fn parse<'a>(packet: &RawPacket<'a>, udp: &UdpTunnels) -> Fast<'a> {
         LinkType::LINUX_SLL2 => match sll2(packet.data) {
             Some(ip) => ip,
             None => return Fast::Fallback,
+        },
+        LinkType::NULL | LinkType::LOOP => match packet.data.split_first_chunk::<4>() {
+            Some((family, ip)) if loopback_ip(family) => ip,
+            _ => return Fast::Fallback,
         },
         _ => return Fast::Fallback,
     };

@@ -62,10 +62,7 @@ pub(super) fn decode_lax<'a>(packet: &RawPacket<'a>, udp: &UdpTunnels) -> Decode
             let Some((family, rest)) = data.split_first_chunk::<4>() else {
                 return Decoded::Bad(AnomalyKind::TruncatedLink);
             };
-            // NULL is in the capturing host's byte order, LOOP in network order.
-            let le = u32::from_le_bytes(*family);
-            let be = u32::from_be_bytes(*family);
-            if !is_af_inet(le) && !is_af_inet(be) {
+            if !loopback_ip(family) {
                 return Decoded::NotIp;
             }
             return from_ip(rest, packet, outer);
@@ -200,6 +197,13 @@ fn nflog<'a>(data: &'a [u8], packet: &RawPacket<'a>, outer: Within<'_>) -> Decod
         }
     }
     Decoded::Bad(AnomalyKind::TruncatedLink)
+}
+
+/// Whether a BSD (NULL) or OpenBSD (LOOP) loopback header's address
+/// family is IPv4 or IPv6: NULL is in the capturing host's byte order, LOOP
+/// in network order, so either is taken.
+pub(super) fn loopback_ip(family: &[u8; 4]) -> bool {
+    is_af_inet(u32::from_le_bytes(*family)) || is_af_inet(u32::from_be_bytes(*family))
 }
 
 fn is_af_inet(family: u32) -> bool {
