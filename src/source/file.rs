@@ -87,6 +87,7 @@ impl FileSource {
         let mut size = None;
         let mut mapped = None;
         let input: Box<dyn Read + Send> = if path.as_os_str() == "-" {
+            super::pipe::grow_stdin();
             Box::new(io::stdin())
         } else {
             let file = File::open(path).map_err(|source| SourceError::Open {

@@ -12,6 +12,7 @@ pub mod live;
 mod mapped;
 pub mod merge;
 mod pcapng;
+mod pipe;
 mod split;
 
 use std::sync::Arc;
