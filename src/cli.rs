@@ -317,7 +317,7 @@ pub struct AnalyzeArgs {
     #[arg(long, default_value_t = 500_000, value_name = "N")]
     pub max_connections: usize,
 
-    /// Analysis threads (0: one per core); the output is the same for any number
+    /// Analysis threads (0: one per core, one fewer when standard input is a pipe); the output is the same for any number
     #[arg(short = 'j', long, default_value_t = 0, value_name = "N")]
     pub threads: usize,
 

@@ -49,7 +49,7 @@ pub fn analyze_with_progress(
     sink: &mut dyn RecordSink,
     progress: &mut dyn FnMut(u64, Option<u64>),
 ) -> Result<Summary, Error> {
-    let threads = config.worker_threads();
+    let threads = config.worker_threads(source.piped());
     if threads > 1 {
         return analyze::parallel::run(source, config, threads, sink, progress);
     }

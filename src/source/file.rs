@@ -60,6 +60,8 @@ pub struct FileSource {
     size: Option<u64>,
     info: SourceInfo,
     done: bool,
+    /// Standard input, fed through a pipe by another process.
+    piped: bool,
 }
 
 /// The two capture formats, each with its own reader.
@@ -86,8 +88,9 @@ impl FileSource {
     pub fn open_with(path: &Path, access: Access) -> Result<FileSource, SourceError> {
         let mut size = None;
         let mut mapped = None;
+        let mut piped = false;
         let input: Box<dyn Read + Send> = if path.as_os_str() == "-" {
-            super::pipe::grow_stdin();
+            piped = super::pipe::grow_stdin();
             Box::new(io::stdin())
         } else {
             let file = File::open(path).map_err(|source| SourceError::Open {
@@ -128,6 +131,7 @@ impl FileSource {
         }
         source.read = read;
         source.size = size;
+        source.piped = piped;
         Ok(source)
     }
 
@@ -269,6 +273,10 @@ impl PacketSource for FileSource {
                 }
             },
         }
+    }
+
+    fn piped(&self) -> bool {
+        self.piped
     }
 
     fn info(&self) -> &SourceInfo {

@@ -247,6 +247,12 @@ pub trait PacketSource {
     fn resume(&mut self, offset: u64, frames: u64) {
         let _ = (offset, frames);
     }
+
+    /// Whether another process writes the input into a pipe as it is read
+    /// (and so needs a core of its own).
+    fn piped(&self) -> bool {
+        false
+    }
 }
 
 /// [`PacketSource::fill`]'s default way: copies packets from `next_packet`.

@@ -147,6 +147,7 @@ impl FileSource {
             size: None,
             info,
             done: false,
+            piped: false,
         })
     }
 }
