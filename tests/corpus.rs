@@ -306,3 +306,27 @@ fn every_corpus_capture_is_read_without_error() {
         }
     }
 }
+
+/// Linux cooked captures from every interface: PcapPlusPlus's `sll.pcap`
+/// (`tcpdump -i any`, SLL v1) has ten frames from the loopback interface
+/// (hardware type 772: DNS to the local resolver). They are IP, as tshark
+/// reads them — they were `truncated_link` while only Ethernet's hardware
+/// type was read.
+#[test]
+fn cooked_frames_from_the_loopback_interface_are_ip() {
+    let Some(dir) = corpus_dir() else {
+        skip_or_fail("peer corpus", "../shared/corpus not found");
+        return;
+    };
+    let path = dir.join("pcapplusplus/Tests/Pcap++Test/PcapExamples/sll.pcap");
+    let mut source = FileSource::open(&path).expect("sll.pcap opens");
+    let mut records = Vec::new();
+    let summary = analyze(&mut source, &Config::default(), &mut records).expect("reads");
+    assert_eq!(summary.packets.total, 518, "{path:?}");
+    assert!(summary.anomalies.0.is_empty(), "{:?}", summary.anomalies);
+    assert_eq!(
+        (summary.packets.tcp, summary.packets.skipped),
+        (483, 35),
+        "TCP, and the DNS and other frames skipped as not TCP"
+    );
+}
