@@ -68,13 +68,8 @@ impl MappedBlocks {
     /// length in its header): a batch sharing the window can take it.
     pub fn next_fits(&self, skip: usize) -> bool {
         let data = self.available().get(skip..).unwrap_or_default();
-        let Some(&[_, _, _, _, a, b, c, d]) = data.first_chunk::<8>() else {
+        let Some(len) = u32_at(data, 4, self.big_endian) else {
             return false;
-        };
-        let len = if self.big_endian {
-            u32::from_be_bytes([a, b, c, d])
-        } else {
-            u32::from_le_bytes([a, b, c, d])
         };
         usize::try_from(len).is_ok_and(|len| len <= data.len())
     }
