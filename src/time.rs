@@ -46,9 +46,24 @@ impl Timestamp {
         Timestamp(ts.0.saturating_add(offset_secs.saturating_mul(1_000_000_000)))
     }
 
-    /// Seconds since the epoch as a float (for JSON).
+    /// Seconds since the epoch as a float (for JSON): for a whole number of
+    /// microseconds (every classic pcap, and pcapng at its default
+    /// resolution) the float nearest the exact time, which prints (shortest
+    /// round trip) as the capture's own digits, as tshark shows them; finer
+    /// times within a unit in the last place (a float this large cannot
+    /// tell 100 ns apart anyway).
     pub fn as_secs_f64(self) -> f64 {
-        self.0 as f64 / 1e9
+        // The count of microseconds is exact in a float (below 2^53: until
+        // the year 2255), and one division rounds correctly. Dividing the
+        // nanoseconds (above 2^53) rounded twice: 1700000000.059355 came
+        // out as 1700000000.0593548.
+        let micros = self.0 / 1_000;
+        if self.0 % 1_000 == 0 && micros.unsigned_abs() < 1 << 53 {
+            return micros as f64 / 1e6;
+        }
+        let secs = self.0.div_euclid(1_000_000_000);
+        let nanos = self.0.rem_euclid(1_000_000_000);
+        secs as f64 + nanos as f64 / 1e9
     }
 
     /// `self - earlier` in seconds; negative when time went backwards.
@@ -65,9 +80,12 @@ impl Timestamp {
 impl fmt::Display for Timestamp {
     /// `seconds.nanoseconds` since the epoch, like tshark's `frame.time_epoch`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let secs = self.0.div_euclid(1_000_000_000);
-        let nanos = self.0.rem_euclid(1_000_000_000);
-        write!(f, "{secs}.{nanos:09}")
+        // Before 1970 (a pcapng interface's negative offset) the sign goes
+        // in front: -1.5 s is "-1.500000000", not -2 plus a half.
+        let sign = if self.0 < 0 { "-" } else { "" };
+        let abs = self.0.unsigned_abs();
+        let (secs, nanos) = (abs / 1_000_000_000, abs % 1_000_000_000);
+        write!(f, "{sign}{secs}.{nanos:09}")
     }
 }
 
@@ -128,6 +146,36 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn epoch_seconds_print_as_the_captures_digits() {
+        let mut rng = crate::testutil::Xorshift(0x5ec5);
+        for i in 0..20_000u64 {
+            let secs = match i % 3 {
+                0 => 1_700_000_000 + (rng.next() % 100_000_000) as i64,
+                1 => (rng.next() % 4_000_000_000) as i64,
+                _ => -((rng.next() % 1_000_000_000) as i64),
+            };
+            let micros = (rng.next() % 1_000_000) as i64;
+            let ts = Timestamp(secs * 1_000_000_000 + micros * 1_000);
+            // The float nearest the decimal the capture holds (Rust's
+            // parser rounds correctly), so it prints as those digits.
+            let decimal = ts.to_string();
+            let nearest: f64 = decimal.parse().expect("a decimal");
+            assert_eq!(ts.as_secs_f64(), nearest, "{decimal}");
+            let nanos = Timestamp(ts.0 + 1 + (rng.next() % 999) as i64);
+            let exact: f64 = nanos.to_string().parse().expect("a decimal");
+            let off = (nanos.as_secs_f64() - exact).abs();
+            assert!(off <= exact.abs().max(1.0) * f64::EPSILON, "{nanos}: {off}");
+        }
+        let ts = Timestamp(1_700_000_000_059_355_000);
+        assert_eq!(
+            serde_json::to_string(&ts.as_secs_f64()).ok().as_deref(),
+            Some("1700000000.059355")
+        );
+        assert_eq!(Timestamp(-1_500_000_000).to_string(), "-1.500000000");
+        assert_eq!(Timestamp(-1_500_000_000).as_secs_f64(), -1.5);
     }
 
     #[test]

@@ -43,6 +43,9 @@ struct Stream {
     syn: Option<f64>,
     synack: Option<f64>,
     ack: Option<f64>,
+    /// Some of its times are finer than a microsecond (tshark prints nine
+    /// digits: at microsecond resolution the last three are zeros).
+    nanos: bool,
     client: Option<(String, u16)>,
     /// Plaintext handshake message types by sender (address, port).
     types: BTreeMap<(String, u16), Vec<u8>>,
@@ -150,6 +153,7 @@ fn tshark(path: &Path, records: &[ConnectionRecord]) -> Option<Vec<Stream>> {
         let Some(s) = streams.get_mut(stream) else {
             continue;
         };
+        s.nanos |= !ts.ends_with("000");
         let ts: f64 = ts.parse().unwrap_or(0.0);
         let flags = hex(flags).unwrap_or(0);
         // The innermost IP header's source (a tunnelled frame has several):
@@ -286,9 +290,13 @@ fn our_types(r: &ConnectionRecord, client: bool) -> Vec<u8> {
         .collect()
 }
 
-fn close(a: Option<f64>, b: Option<f64>) -> bool {
+/// Whether our time `b` is tshark's `a`: at microsecond resolution the
+/// very float tshark's digits parse to (so that ours print as those
+/// digits), finer than that within a unit in the last place.
+fn close(a: Option<f64>, b: Option<f64>, nanos: bool) -> bool {
     match (a, b) {
-        (Some(a), Some(b)) => (a - b).abs() < 2e-6,
+        (Some(a), Some(b)) if nanos => (a - b).abs() <= a.abs() * f64::EPSILON,
+        (Some(a), Some(b)) => a == b,
         (None, None) => true,
         _ => false,
     }
@@ -307,9 +315,9 @@ fn differences(records: &[ConnectionRecord], streams: &[Stream]) -> Vec<(String,
     for (r, s) in records.iter().zip(streams) {
         let hs = &r.tcp.handshake;
         let id = r.id;
-        if !close(s.syn, hs.syn.map(|i| i.ts))
-            || !close(s.synack, hs.synack.map(|i| i.ts))
-            || !close(s.ack, hs.ack.map(|i| i.ts))
+        if !close(s.syn, hs.syn.map(|i| i.ts), s.nanos)
+            || !close(s.synack, hs.synack.map(|i| i.ts), s.nanos)
+            || !close(s.ack, hs.ack.map(|i| i.ts), s.nanos)
         {
             d.push((
                 "handshake".into(),
