@@ -248,21 +248,43 @@ fn retransmitted_syn_is_one_connection_timed_from_the_first_syn() {
 }
 
 #[test]
-fn closed_connection_lingers_five_seconds() {
+fn a_finished_close_is_final_at_its_last_ack() {
     let mut c = basic();
     let last_ack = c.segs.len() - 1;
-    // Closed at 2.01 ms: an ACK at 4 s still belongs to it, data at 10 s does not.
+    // Each FIN was acknowledged by 2.02 ms: the connection is final then,
+    // and an ACK sent again at 4 s and data at 10 s are late packets.
     c.resend(last_ack, T0 + secs(4))
         .data(Side::Client, T0 + secs(10), 5);
     let next = Script::starting(T0 + secs(11)).conv(CLIENT, SERVER, (777_777, 888_888));
     let v = analyze(&pcap_of(Link::Ethernet, &[&c, &next]));
     assert_eq!(connections(&v), 2, "{v:#}");
     let first = conn(&v, 0);
-    assert_u64(first, "/tcp/packets/client", 6);
+    assert_basic(first, CLIENT, SERVER);
+    assert_secs(first, "/end/at", ms(2) + us(20));
+    assert_handshake(conn(&v, 1), us(100), us(50), secs(11));
+    assert_u64(&v, "/summary/anomalies/late_packet", 2);
+    assert_u64(&v, "/summary/packets/total", 18);
+}
+
+#[test]
+fn a_close_waiting_for_its_last_ack_lingers_five_seconds() {
+    // Both FINs by 2 ms, the client's FIN acknowledged, the server's not
+    // yet: its ACK at 4 s still belongs to the connection, data at 10 s
+    // does not.
+    let mut c = opened();
+    c.data(Side::Client, T0 + ms(1), 120)
+        .data(Side::Server, T0 + ms(1) + us(500), 300)
+        .fin(Side::Client, T0 + ms(2))
+        .fin(Side::Server, T0 + ms(2) + us(10))
+        .ack_from(Side::Client, T0 + secs(4))
+        .data(Side::Client, T0 + secs(10), 5);
+    let v = analyze(&pcap_of(Link::Ethernet, &[&c]));
+    assert_eq!(connections(&v), 1, "{v:#}");
+    let first = conn(&v, 0);
+    assert_u64(first, "/tcp/packets/client", 5);
     assert_u64(first, "/tcp/bytes/client", 120);
     assert_secs(first, "/end/at", secs(4));
-    assert_handshake(conn(&v, 1), us(100), us(50), secs(11));
-    assert_u64(&v, "/summary/packets/total", 18);
+    assert_u64(&v, "/summary/anomalies/late_packet", 1);
 }
 
 #[test]

@@ -30,8 +30,10 @@ use crate::time::Timestamp;
 use gather::Gather;
 use shard::{Clock, Shard};
 
-/// How long a closed connection (both FINs, or RST) stays in the table to
-/// collect its last ACKs before it is finalised. Zeek uses the same delay.
+/// How long a closed connection (both FINs, or RST) whose close is not over
+/// (the last FIN not yet acknowledged, or an RST) stays in the table to
+/// collect its last packets before it is finalised. Zeek uses the same
+/// delay. A close that is over is final at its last ACK.
 pub const CLOSE_LINGER: Duration = Duration::from_secs(5);
 
 /// How long a finalised closed connection's tuple is remembered, so stray

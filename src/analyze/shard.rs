@@ -216,11 +216,7 @@ impl Shard {
                         k2: closed_at,
                     };
                     self.finalize(conn, CloseKind::Open, order);
-                    let forget = Timestamp(now.0.saturating_add(TOMBSTONE.as_nanos() as i64));
-                    if self.tombstones.len() < self.cap {
-                        self.tombstones.insert(tombstone(&key), forget);
-                        self.tombstone_order.push_back((forget, tombstone(&key)));
-                    }
+                    self.bury(&key, now);
                 }
             }
         }
@@ -341,7 +337,7 @@ impl Shard {
             // The buffers and analyzers can go now rather than after the linger.
             conn.settle(self.origin.unwrap_or(conn.start));
         }
-        if notes.closed_now {
+        if notes.closed_now && !notes.finished_now {
             let deadline = Timestamp(now.0.saturating_add(CLOSE_LINGER.as_nanos() as i64));
             self.closing.push_back((deadline, key, id, index));
         }
@@ -370,6 +366,26 @@ impl Shard {
             self.events.push(Event::Closed {
                 order: order(Phase::Closed),
             });
+        }
+        if notes.finished_now {
+            // The close is over (each FIN acknowledged): finalised now,
+            // not after the linger, so that a busy capture's closed
+            // connections do not pile up for five seconds; a late
+            // retransmission finds the tombstone.
+            if let Some(conn) = self.table.remove(&key) {
+                self.finalize(conn, CloseKind::Open, order(Phase::Finished));
+                self.bury(&key, now);
+            }
+        }
+    }
+
+    /// Remembers a finalised connection's tuple for [`TOMBSTONE`] from
+    /// `now` (unless the shard already remembers its cap of them).
+    fn bury(&mut self, key: &FlowKey, now: Timestamp) {
+        let forget = Timestamp(now.0.saturating_add(TOMBSTONE.as_nanos() as i64));
+        if self.tombstones.len() < self.cap {
+            self.tombstones.insert(tombstone(key), forget);
+            self.tombstone_order.push_back((forget, tombstone(key)));
         }
     }
 

@@ -16,6 +16,10 @@ struct Direction {
     next_seq: Option<Seq>,
     fin: bool,
     rst: bool,
+    /// One past its FIN, once it sent one (a retransmitted FIN has the same).
+    fin_end: Option<Seq>,
+    /// The other side acknowledged that FIN.
+    fin_acked: bool,
 }
 
 /// Zeek-style history: each (letter, side) at most once, in order of first
@@ -105,6 +109,9 @@ pub struct SegmentNotes {
     pub invalid_flags: bool,
     /// This segment closed the connection (both FINs, or an RST).
     pub closed_now: bool,
+    /// This segment finished the connection's close: it acknowledged the
+    /// last FIN still unacknowledged, with no RST seen.
+    pub finished_now: bool,
 }
 
 impl TcpConn {
@@ -122,6 +129,14 @@ impl TcpConn {
     /// FIN seen both ways, or an RST: the tuple is free for a new connection.
     pub fn is_closed(&self) -> bool {
         self.client.rst || self.server.rst || (self.client.fin && self.server.fin)
+    }
+
+    /// Both sides sent a FIN and had it acknowledged, and neither sent an
+    /// RST: the four-way close is over, and nothing but a retransmission
+    /// (of a FIN whose ACK was lost past the capture point) can follow.
+    pub fn is_finished(&self) -> bool {
+        let done = |d: &Direction| d.fin_acked && !d.rst;
+        done(&self.client) && done(&self.server)
     }
 
     pub fn syn_seen(&self) -> bool {
@@ -191,6 +206,7 @@ impl TcpConn {
         let mut notes = SegmentNotes::default();
         let flags = seg.flags;
         let was_closed = self.is_closed();
+        let was_finished = self.is_finished();
         *self.packets.get_mut(side) += 1;
         *self.bytes.get_mut(side) += u64::from(seg.payload_len);
         if flags.syn() && (flags.rst() || flags.fin()) {
@@ -254,9 +270,23 @@ impl TcpConn {
             dir.next_seq = Some(end);
         }
 
+        if flags.ack() && !flags.rst() {
+            // An ACK at or past the other side's FIN acknowledges it.
+            let other = match side {
+                Side::Client => &mut self.server,
+                Side::Server => &mut self.client,
+            };
+            if other
+                .fin_end
+                .is_some_and(|fin| !Seq(seg.ack).is_before(fin))
+            {
+                other.fin_acked = true;
+            }
+        }
         if flags.fin() {
             self.history.push('F', side);
             self.dir(side).fin = true;
+            self.dir(side).fin_end.get_or_insert(end);
             self.first_close.get_or_insert((CloseKind::Fin, side, ts));
             if self.client.fin && self.server.fin && !self.client.rst && !self.server.rst {
                 self.fin_both_before_rst = true;
@@ -268,6 +298,7 @@ impl TcpConn {
             self.first_close.get_or_insert((CloseKind::Rst, side, ts));
         }
         notes.closed_now = !was_closed && self.is_closed();
+        notes.finished_now = !was_finished && self.is_finished();
         notes
     }
 
@@ -434,6 +465,35 @@ mod tests {
         let n = t.on_segment(Side::Server, ms(7), &seg(Side::Server, FINACK, 521, 112, 0));
         assert!(n.closed_now);
         t
+    }
+
+    #[test]
+    fn the_close_is_finished_when_each_fin_is_acknowledged() {
+        // The server's FIN (seq 521) ends at 522: an ACK below that, or an
+        // RST, does not finish it; the ACK of 522 does, once.
+        let mut t = full_connection();
+        assert!(!t.is_finished());
+        let short = t.on_segment(Side::Client, ms(8), &seg(Side::Client, ACK, 112, 521, 0));
+        assert!(!short.finished_now && !t.is_finished());
+        let last = t.on_segment(Side::Client, ms(9), &seg(Side::Client, ACK, 112, 522, 0));
+        assert!(last.finished_now && t.is_finished());
+        let again = t.on_segment(Side::Client, ms(10), &seg(Side::Client, ACK, 112, 522, 0));
+        assert!(!again.finished_now && t.is_finished());
+
+        let mut t = full_connection();
+        t.on_segment(Side::Server, ms(8), &seg(Side::Server, RST, 522, 0, 0));
+        let n = t.on_segment(Side::Client, ms(9), &seg(Side::Client, ACK, 112, 522, 0));
+        assert!(!n.finished_now && !t.is_finished());
+
+        // A FIN not yet acknowledged by the other side: the client's FIN
+        // (111, ends at 112) unacknowledged when the server's ACK says 111.
+        let mut t = TcpConn::new();
+        t.on_segment(Side::Client, ms(0), &seg(Side::Client, FINACK, 111, 521, 0));
+        t.on_segment(Side::Server, ms(1), &seg(Side::Server, FINACK, 521, 111, 0));
+        let n = t.on_segment(Side::Client, ms(2), &seg(Side::Client, ACK, 112, 522, 0));
+        assert!(t.is_closed() && !n.finished_now && !t.is_finished());
+        let n = t.on_segment(Side::Server, ms(3), &seg(Side::Server, ACK, 522, 112, 0));
+        assert!(n.finished_now);
     }
 
     #[test]
