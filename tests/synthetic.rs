@@ -248,22 +248,25 @@ fn retransmitted_syn_is_one_connection_timed_from_the_first_syn() {
 }
 
 #[test]
-fn a_finished_close_is_final_at_its_last_ack() {
+fn a_finished_close_lingers_one_second() {
     let mut c = basic();
     let last_ack = c.segs.len() - 1;
-    // Each FIN was acknowledged by 2.02 ms: the connection is final then,
-    // and an ACK sent again at 4 s and data at 10 s are late packets.
-    c.resend(last_ack, T0 + secs(4))
+    // Each FIN was acknowledged by 2.02 ms: an ACK sent again at 0.5 s
+    // (a delayed one) still belongs to the connection, one at 4 s and data
+    // at 10 s are late packets (the full linger would have taken the first).
+    c.resend(last_ack, T0 + ms(500))
+        .resend(last_ack, T0 + secs(4))
         .data(Side::Client, T0 + secs(10), 5);
     let next = Script::starting(T0 + secs(11)).conv(CLIENT, SERVER, (777_777, 888_888));
     let v = analyze(&pcap_of(Link::Ethernet, &[&c, &next]));
     assert_eq!(connections(&v), 2, "{v:#}");
     let first = conn(&v, 0);
-    assert_basic(first, CLIENT, SERVER);
-    assert_secs(first, "/end/at", ms(2) + us(20));
+    assert_u64(first, "/tcp/packets/client", 6);
+    assert_u64(first, "/tcp/bytes/client", 120);
+    assert_secs(first, "/end/at", ms(500));
     assert_handshake(conn(&v, 1), us(100), us(50), secs(11));
     assert_u64(&v, "/summary/anomalies/late_packet", 2);
-    assert_u64(&v, "/summary/packets/total", 18);
+    assert_u64(&v, "/summary/packets/total", 19);
 }
 
 #[test]

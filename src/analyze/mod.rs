@@ -30,11 +30,19 @@ use crate::time::Timestamp;
 use gather::Gather;
 use shard::{Clock, Shard};
 
-/// How long a closed connection (both FINs, or RST) whose close is not over
-/// (the last FIN not yet acknowledged, or an RST) stays in the table to
-/// collect its last packets before it is finalised. Zeek uses the same
-/// delay. A close that is over is final at its last ACK.
+/// How long a closed connection (both FINs, or RST) stays in the table to
+/// collect its last packets before it is finalised, unless its close is
+/// over sooner ([`FINISHED_LINGER`]). Zeek uses the same delay.
 pub const CLOSE_LINGER: Duration = Duration::from_secs(5);
+
+/// How long a connection whose close is over (each side's FIN
+/// acknowledged, no RST) stays in the table: only the peers' last ACKs and
+/// window updates can still come — an ACK may be delayed up to 0.5 s (RFC
+/// 1122), plus a round trip; in the corpus they came 0.2, 15 and 30 ms
+/// after the close was over — while a retransmission would take longer
+/// and finds the tombstone. A second instead of five keeps a busy
+/// capture's closed connections from piling up.
+pub const FINISHED_LINGER: Duration = Duration::from_secs(1);
 
 /// How long a finalised closed connection's tuple is remembered, so stray
 /// packets after the linger (retransmitted FINs, late ACKs) are counted as

@@ -20,7 +20,7 @@ use crate::record::{Anomalies, AnomalyKind, ClientBy, CloseKind, Side};
 use crate::source::RawPacket;
 use crate::time::Timestamp;
 
-use super::{CLOSE_LINGER, TOMBSTONE};
+use super::{CLOSE_LINGER, FINISHED_LINGER, TOMBSTONE};
 
 mod order;
 pub use order::{Clock, Event, Order, Phase};
@@ -79,6 +79,10 @@ pub struct Shard {
     /// deadline is taken from the capture-wide clock, so it never decreases):
     /// (deadline, tuple, connection, position of the closing packet).
     closing: VecDeque<(Timestamp, FlowKey, u64, u64)>,
+    /// Connections whose close is over, waiting out [`FINISHED_LINGER`]
+    /// (the same entries, the same order; a connection may be in both
+    /// queues: the first deadline finalises it).
+    finishing: VecDeque<(Timestamp, FlowKey, u64, u64)>,
     /// Connections in order of (roughly) last activity, oldest first: a lazy
     /// LRU for eviction. Entries are re-queued when found to be stale.
     lru: VecDeque<(Timestamp, FlowKey, u64)>,
@@ -108,6 +112,7 @@ impl Shard {
             cap: cap.max(1),
             table: HashMap::default(),
             closing: VecDeque::new(),
+            finishing: VecDeque::new(),
             lru: VecDeque::new(),
             tombstones: HashMap::default(),
             tombstone_order: VecDeque::new(),
@@ -159,6 +164,9 @@ impl Shard {
         // The usual answer, from the clock at `upto` alone: nothing is due.
         let never = Timestamp(i64::MAX);
         let mut first = self.closing.front().map_or(never, |c| c.0);
+        if let Some(&(deadline, ..)) = self.finishing.front() {
+            first = first.min(deadline);
+        }
         if let Some(&(forget, _)) = self.tombstone_order.front() {
             first = first.min(forget);
         }
@@ -182,8 +190,10 @@ impl Shard {
                     }
                 }
             };
-            if let Some(&(deadline, ..)) = self.closing.front() {
-                consider(clock.first_due(deadline, upto));
+            for queue in [&self.closing, &self.finishing] {
+                if let Some(&(deadline, ..)) = queue.front() {
+                    consider(clock.first_due(deadline, upto));
+                }
             }
             if let Some(&(forget, _)) = self.tombstone_order.front() {
                 consider(clock.first_due(forget, upto));
@@ -202,11 +212,23 @@ impl Shard {
     /// Finalises, at position `at` (clock reading `now`), connections whose
     /// linger or idle time has passed, and forgets old tombstones.
     fn expire(&mut self, at: u64, now: Timestamp) {
-        while let Some(&(deadline, key, id, closed_at)) = self.closing.front() {
-            if deadline > now {
+        // The two lingers' queues, due entries taken in (deadline, close
+        // position) order.
+        loop {
+            let due = |q: &VecDeque<(Timestamp, FlowKey, u64, u64)>| {
+                q.front()
+                    .filter(|e| e.0 <= now)
+                    .map(|&(deadline, _, _, closed_at)| (deadline, closed_at))
+            };
+            let entry = match (due(&self.closing), due(&self.finishing)) {
+                (Some(c), Some(f)) if f < c => self.finishing.pop_front(),
+                (Some(_), _) => self.closing.pop_front(),
+                (None, Some(_)) => self.finishing.pop_front(),
+                (None, None) => break,
+            };
+            let Some((deadline, key, id, closed_at)) = entry else {
                 break;
-            }
-            self.closing.pop_front();
+            };
             if self.table.get(&key).is_some_and(|c| c.id == id) {
                 if let Some(conn) = self.table.remove(&key) {
                     let order = Order {
@@ -337,9 +359,17 @@ impl Shard {
             // The buffers and analyzers can go now rather than after the linger.
             conn.settle(self.origin.unwrap_or(conn.start));
         }
-        if notes.closed_now && !notes.finished_now {
+        if notes.closed_now {
             let deadline = Timestamp(now.0.saturating_add(CLOSE_LINGER.as_nanos() as i64));
             self.closing.push_back((deadline, key, id, index));
+        }
+        if notes.finished_now {
+            // The close is over (each FIN acknowledged): the connection waits
+            // only for the peers' last delayed ACKs, not for retransmissions,
+            // so that a busy capture's closed connections do not pile up for
+            // five seconds.
+            let deadline = Timestamp(now.0.saturating_add(FINISHED_LINGER.as_nanos() as i64));
+            self.finishing.push_back((deadline, key, id, index));
         }
         let order = |phase| Order {
             at: index,
@@ -366,16 +396,6 @@ impl Shard {
             self.events.push(Event::Closed {
                 order: order(Phase::Closed),
             });
-        }
-        if notes.finished_now {
-            // The close is over (each FIN acknowledged): finalised now,
-            // not after the linger, so that a busy capture's closed
-            // connections do not pile up for five seconds; a late
-            // retransmission finds the tombstone.
-            if let Some(conn) = self.table.remove(&key) {
-                self.finalize(conn, CloseKind::Open, order(Phase::Finished));
-                self.bury(&key, now);
-            }
         }
     }
 

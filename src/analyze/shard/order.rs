@@ -64,9 +64,6 @@ pub enum Phase {
     Opened,
     /// This packet closed its connection (FIN/FIN or RST).
     Closed,
-    /// This packet acknowledged the last FIN of its connection, which is
-    /// finalised.
-    Finished,
     /// Still open at the end of the input (tie-break: first packet position).
     End,
 }
