@@ -312,6 +312,35 @@ fn every_corpus_capture_is_read_without_error() {
 /// (hardware type 772: DNS to the local resolver). They are IP, as tshark
 /// reads them — they were `truncated_link` while only Ethernet's hardware
 /// type was read.
+/// Three Zeek traces whose peers send a last ACK or window update after the
+/// close is over (each FIN acknowledged): 0.2, 15 and 30 ms later. Those
+/// packets belong to their connection (as tshark counts them), not to
+/// `late_packet` — which a connection finalised at its last ACK gave.
+#[test]
+fn packets_after_a_finished_close_stay_with_their_connection() {
+    let Some(dir) = corpus_dir() else {
+        skip_or_fail("peer corpus", "../shared/corpus not found");
+        return;
+    };
+    for (name, packets) in [
+        ("tls13draft16-chrome55.0.2879.0-canary-aborted.pcap", 24),
+        ("tls1_1.pcap", 23),
+        ("tls-1.2-stream-keylog.pcap", 237),
+    ] {
+        let path = dir.join("zeek/Traces/tls").join(name);
+        let mut source = FileSource::open(&path).expect("trace opens");
+        let mut records = Vec::new();
+        let summary = analyze(&mut source, &Config::default(), &mut records).expect("reads");
+        assert!(
+            summary.anomalies.0.is_empty(),
+            "{name}: {:?}",
+            summary.anomalies
+        );
+        let counted: u64 = records.iter().map(|r| r.tcp.packets.total()).sum();
+        assert_eq!((summary.packets.tcp, counted), (packets, packets), "{name}");
+    }
+}
+
 #[test]
 fn cooked_frames_from_the_loopback_interface_are_ip() {
     let Some(dir) = corpus_dir() else {
