@@ -29,8 +29,8 @@ pub use record::{ConnectionRecord, Summary};
 pub use source::PacketSource;
 
 /// Runs a whole source through the pipeline. Each connection record goes to
-/// `sink` when it is final (its close over, closed and lingered, idle, or
-/// at the end); the summary comes back at the end.
+/// `sink` when it is final (closed and lingered, idle, or at the end); the
+/// summary comes back at the end.
 pub fn analyze(
     source: &mut dyn PacketSource,
     config: &Config,
