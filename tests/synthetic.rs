@@ -270,6 +270,25 @@ fn a_finished_close_lingers_one_second() {
 }
 
 #[test]
+fn a_reset_connection_lingers_one_second() {
+    // Reset by the server at 2 ms: client data still in flight at 0.5 s
+    // belongs to the connection, data at 2 s is a late packet.
+    let mut c = opened();
+    c.data(Side::Client, T0 + ms(1), 120)
+        .rst(Side::Server, T0 + ms(2))
+        .data(Side::Client, T0 + ms(500), 10)
+        .data(Side::Client, T0 + secs(2), 10);
+    let v = analyze(&pcap_of(Link::Ethernet, &[&c]));
+    assert_eq!(connections(&v), 1, "{v:#}");
+    let first = conn(&v, 0);
+    assert_str(first, "/close/kind", "rst");
+    assert_u64(first, "/tcp/packets/client", 4);
+    assert_u64(first, "/tcp/bytes/client", 130);
+    assert_secs(first, "/end/at", ms(500));
+    assert_u64(&v, "/summary/anomalies/late_packet", 1);
+}
+
+#[test]
 fn a_close_waiting_for_its_last_ack_lingers_five_seconds() {
     // Both FINs by 2 ms, the client's FIN acknowledged, the server's not
     // yet: its ACK at 4 s still belongs to the connection, data at 10 s

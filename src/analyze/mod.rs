@@ -36,12 +36,13 @@ use shard::{Clock, Shard};
 pub const CLOSE_LINGER: Duration = Duration::from_secs(5);
 
 /// How long a connection whose close is over (each side's FIN
-/// acknowledged, no RST) stays in the table: only the peers' last ACKs and
-/// window updates can still come — an ACK may be delayed up to 0.5 s (RFC
-/// 1122), plus a round trip; in the corpus they came 0.2, 15 and 30 ms
-/// after the close was over — while a retransmission would take longer
-/// and finds the tombstone. A second instead of five keeps a busy
-/// capture's closed connections from piling up.
+/// acknowledged, or an RST) stays in the table: only the peers' last ACKs
+/// and window updates and packets already in flight can still come — an
+/// ACK may be delayed up to 0.5 s (RFC 1122), plus a round trip; in the
+/// corpus they came 0.2, 15 and 30 ms after the close was over — while a
+/// retransmission would take longer and finds the tombstone. A second
+/// instead of five keeps a busy capture's closed connections from piling
+/// up.
 pub const FINISHED_LINGER: Duration = Duration::from_secs(1);
 
 /// How long a finalised closed connection's tuple is remembered, so stray

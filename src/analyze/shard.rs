@@ -369,8 +369,9 @@ impl Shard {
             self.closing.push_back((deadline, key, id, index));
         }
         if notes.finished_now {
-            // The close is over (each FIN acknowledged): the connection waits
-            // only for the peers' last delayed ACKs, not for retransmissions,
+            // The close is over (each FIN acknowledged, or an RST): the
+            // connection waits only for the peers' last delayed ACKs and
+            // packets in flight, not for retransmissions,
             // so that a busy capture's closed connections do not pile up for
             // five seconds.
             let deadline = Timestamp(now.0.saturating_add(FINISHED_LINGER.as_nanos() as i64));

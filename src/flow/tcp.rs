@@ -110,7 +110,7 @@ pub struct SegmentNotes {
     /// This segment closed the connection (both FINs, or an RST).
     pub closed_now: bool,
     /// This segment finished the connection's close: it acknowledged the
-    /// last FIN still unacknowledged, with no RST seen.
+    /// last FIN still unacknowledged, or it is the first RST.
     pub finished_now: bool,
 }
 
@@ -131,12 +131,13 @@ impl TcpConn {
         self.client.rst || self.server.rst || (self.client.fin && self.server.fin)
     }
 
-    /// Both sides sent a FIN and had it acknowledged, and neither sent an
-    /// RST: the four-way close is over, and nothing but a retransmission
-    /// (of a FIN whose ACK was lost past the capture point) can follow.
+    /// The close is over: both sides sent a FIN and had it acknowledged, or
+    /// one sent an RST. Nothing but the peers' last delayed ACKs, packets
+    /// already in flight and retransmissions (of a FIN or data whose ACK or
+    /// RST was lost past the capture point) can follow.
     pub fn is_finished(&self) -> bool {
-        let done = |d: &Direction| d.fin_acked && !d.rst;
-        done(&self.client) && done(&self.server)
+        let rst = self.client.rst || self.server.rst;
+        rst || (self.client.fin_acked && self.server.fin_acked)
     }
 
     pub fn syn_seen(&self) -> bool {

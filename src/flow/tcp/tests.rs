@@ -61,8 +61,8 @@ fn full_connection() -> TcpConn {
 
 #[test]
 fn the_close_is_finished_when_each_fin_is_acknowledged() {
-    // The server's FIN (seq 521) ends at 522: an ACK below that, or an
-    // RST, does not finish it; the ACK of 522 does, once.
+    // The server's FIN (seq 521) ends at 522: an ACK below that does not
+    // finish the close; the ACK of 522 does, once.
     let mut t = full_connection();
     assert!(!t.is_finished());
     let short = t.on_segment(Side::Client, ms(8), &seg(Side::Client, ACK, 112, 521, 0));
@@ -72,10 +72,20 @@ fn the_close_is_finished_when_each_fin_is_acknowledged() {
     let again = t.on_segment(Side::Client, ms(10), &seg(Side::Client, ACK, 112, 522, 0));
     assert!(!again.finished_now && t.is_finished());
 
+    // An RST ends it at once, with or without FINs before it.
     let mut t = full_connection();
-    t.on_segment(Side::Server, ms(8), &seg(Side::Server, RST, 522, 0, 0));
+    let n = t.on_segment(Side::Server, ms(8), &seg(Side::Server, RST, 522, 0, 0));
+    assert!(n.finished_now && t.is_finished());
     let n = t.on_segment(Side::Client, ms(9), &seg(Side::Client, ACK, 112, 522, 0));
-    assert!(!n.finished_now && !t.is_finished());
+    assert!(!n.finished_now && t.is_finished());
+    let mut t = TcpConn::new();
+    t.on_segment(Side::Client, ms(0), &seg(Side::Client, SYN, 100, 0, 0));
+    let n = t.on_segment(
+        Side::Server,
+        ms(1),
+        &seg(Side::Server, RST | ACK, 0, 101, 0),
+    );
+    assert!(n.closed_now && n.finished_now);
 
     // A FIN not yet acknowledged by the other side: the client's FIN
     // (111, ends at 112) unacknowledged when the server's ACK says 111.
