@@ -30,9 +30,9 @@ use crate::time::Timestamp;
 use gather::Gather;
 use shard::{Clock, Shard};
 
-/// How long a closed connection (both FINs, or RST) stays in the table to
-/// collect its last packets before it is finalised, unless its close is
-/// over sooner ([`FINISHED_LINGER`]). Zeek uses the same delay.
+/// How long a connection with both FINs sent stays in the table to collect
+/// the last one's ACK before it is finalised, unless its close is over
+/// sooner ([`FINISHED_LINGER`]). Zeek uses the same delay.
 pub const CLOSE_LINGER: Duration = Duration::from_secs(5);
 
 /// How long a connection whose close is over (each side's FIN
