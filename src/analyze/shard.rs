@@ -364,7 +364,9 @@ impl Shard {
             // The buffers and analyzers can go now rather than after the linger.
             conn.settle(self.origin.unwrap_or(conn.start));
         }
-        if notes.closed_now {
+        if notes.closed_now && !notes.finished_now {
+            // (An RST closes and finishes at once: its one timer is the
+            // shorter one below.)
             let deadline = Timestamp(now.0.saturating_add(CLOSE_LINGER.as_nanos() as i64));
             self.closing.push_back((deadline, key, id, index));
         }
