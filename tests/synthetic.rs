@@ -247,6 +247,17 @@ fn retransmitted_syn_is_one_connection_timed_from_the_first_syn() {
     assert_u64(&v, "/summary/syn_retransmissions", 1);
 }
 
+/// The first connection of `v` kept `packets` client packets carrying
+/// `bytes` bytes and ended at `end`; the packets the linger did not take
+/// are the summary's `late` late packets.
+fn assert_lingered(v: &Value, packets: u64, bytes: u64, end: i64, late: u64) {
+    let first = conn(v, 0);
+    assert_u64(first, "/tcp/packets/client", packets);
+    assert_u64(first, "/tcp/bytes/client", bytes);
+    assert_secs(first, "/end/at", end);
+    assert_u64(v, "/summary/anomalies/late_packet", late);
+}
+
 #[test]
 fn a_finished_close_lingers_one_second() {
     let mut c = basic();
@@ -260,12 +271,8 @@ fn a_finished_close_lingers_one_second() {
     let next = Script::starting(T0 + secs(11)).conv(CLIENT, SERVER, (777_777, 888_888));
     let v = analyze(&pcap_of(Link::Ethernet, &[&c, &next]));
     assert_eq!(connections(&v), 2, "{v:#}");
-    let first = conn(&v, 0);
-    assert_u64(first, "/tcp/packets/client", 6);
-    assert_u64(first, "/tcp/bytes/client", 120);
-    assert_secs(first, "/end/at", ms(500));
+    assert_lingered(&v, 6, 120, ms(500), 2);
     assert_handshake(conn(&v, 1), us(100), us(50), secs(11));
-    assert_u64(&v, "/summary/anomalies/late_packet", 2);
     assert_u64(&v, "/summary/packets/total", 19);
 }
 
@@ -280,12 +287,8 @@ fn a_reset_connection_lingers_one_second() {
         .data(Side::Client, T0 + secs(2), 10);
     let v = analyze(&pcap_of(Link::Ethernet, &[&c]));
     assert_eq!(connections(&v), 1, "{v:#}");
-    let first = conn(&v, 0);
-    assert_str(first, "/close/kind", "rst");
-    assert_u64(first, "/tcp/packets/client", 4);
-    assert_u64(first, "/tcp/bytes/client", 130);
-    assert_secs(first, "/end/at", ms(500));
-    assert_u64(&v, "/summary/anomalies/late_packet", 1);
+    assert_str(conn(&v, 0), "/close/kind", "rst");
+    assert_lingered(&v, 4, 130, ms(500), 1);
 }
 
 #[test]
@@ -302,11 +305,7 @@ fn a_close_waiting_for_its_last_ack_lingers_five_seconds() {
         .data(Side::Client, T0 + secs(10), 5);
     let v = analyze(&pcap_of(Link::Ethernet, &[&c]));
     assert_eq!(connections(&v), 1, "{v:#}");
-    let first = conn(&v, 0);
-    assert_u64(first, "/tcp/packets/client", 5);
-    assert_u64(first, "/tcp/bytes/client", 120);
-    assert_secs(first, "/end/at", secs(4));
-    assert_u64(&v, "/summary/anomalies/late_packet", 1);
+    assert_lingered(&v, 5, 120, secs(4), 1);
 }
 
 #[test]
