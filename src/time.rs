@@ -5,6 +5,7 @@
 //! Does not parse or format dates for people; reports do that.
 
 use std::fmt;
+use std::time::Duration;
 
 /// A capture timestamp, nanoseconds since 1970-01-01T00:00:00Z.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -69,6 +70,12 @@ impl Timestamp {
     /// `self - earlier` in seconds; negative when time went backwards.
     pub fn secs_since(self, earlier: Timestamp) -> f64 {
         (self.0 as i128 - earlier.0 as i128) as f64 / 1e9
+    }
+
+    /// `d` after `self` (a deadline), saturating.
+    pub fn after(self, d: Duration) -> Timestamp {
+        let nanos = i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
+        Timestamp(self.0.saturating_add(nanos))
     }
 
     /// `self - earlier` in nanoseconds, saturating.
@@ -182,6 +189,12 @@ mod tests {
     fn saturates_instead_of_overflowing() {
         let ts = Timestamp::from_parts(i64::MAX, u64::MAX, 1);
         assert_eq!(ts.0, i64::MAX);
+        assert_eq!(Timestamp(7).after(Duration::from_nanos(5)), Timestamp(12));
+        assert_eq!(
+            Timestamp(i64::MAX - 1).after(Duration::from_secs(5)).0,
+            i64::MAX
+        );
+        assert_eq!(Timestamp(0).after(Duration::MAX).0, i64::MAX);
         assert_eq!(Timestamp(i64::MIN).nanos_since(Timestamp(1)), i64::MIN);
     }
 

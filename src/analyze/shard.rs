@@ -79,9 +79,11 @@ pub struct Shard {
     /// while closed connections linger in it (−6 % time on the 1 GiB
     /// capture, one and two threads; −3 % on short connections).
     table: HashMap<FlowKey, Box<Connection>, FastHash>,
-    /// Closed connections waiting out [`CLOSE_LINGER`], by deadline (the
-    /// deadline is taken from the capture-wide clock, so it never decreases):
-    /// (deadline, tuple, connection, position of the closing packet).
+    /// Connections with both FINs sent waiting out [`CLOSE_LINGER`] (an RST
+    /// finishes the close at once and goes to `finishing` only), by
+    /// deadline (taken from the capture-wide clock, so it never
+    /// decreases): (deadline, tuple, connection, position of the closing
+    /// packet).
     closing: VecDeque<(Timestamp, FlowKey, u64, u64)>,
     /// Connections whose close is over, waiting out [`FINISHED_LINGER`]
     /// (the same entries, the same order; a connection may be in both
@@ -367,17 +369,16 @@ impl Shard {
         if notes.closed_now && !notes.finished_now {
             // (An RST closes and finishes at once: its one timer is the
             // shorter one below.)
-            let deadline = Timestamp(now.0.saturating_add(CLOSE_LINGER.as_nanos() as i64));
-            self.closing.push_back((deadline, key, id, index));
+            self.closing
+                .push_back((now.after(CLOSE_LINGER), key, id, index));
         }
         if notes.finished_now {
             // The close is over (each FIN acknowledged, or an RST): the
             // connection waits only for the peers' last delayed ACKs and
-            // packets in flight, not for retransmissions,
-            // so that a busy capture's closed connections do not pile up for
-            // five seconds.
-            let deadline = Timestamp(now.0.saturating_add(FINISHED_LINGER.as_nanos() as i64));
-            self.finishing.push_back((deadline, key, id, index));
+            // packets in flight, not for retransmissions, so that a busy
+            // capture's closed connections do not pile up for five seconds.
+            self.finishing
+                .push_back((now.after(FINISHED_LINGER), key, id, index));
         }
         let order = |phase| Order {
             at: index,
@@ -410,7 +411,7 @@ impl Shard {
     /// Remembers a finalised connection's tuple for [`TOMBSTONE`] from
     /// `now` (unless the shard already remembers its cap of them).
     fn bury(&mut self, key: &FlowKey, now: Timestamp) {
-        let forget = Timestamp(now.0.saturating_add(TOMBSTONE.as_nanos() as i64));
+        let forget = now.after(TOMBSTONE);
         if self.tombstones.len() < self.cap {
             self.tombstones.insert(tombstone(key), forget);
             self.tombstone_order.push_back((forget, tombstone(key)));
