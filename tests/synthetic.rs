@@ -309,6 +309,28 @@ fn a_close_waiting_for_its_last_ack_lingers_five_seconds() {
 }
 
 #[test]
+fn a_closed_tuple_is_remembered_for_two_minutes() {
+    // Closed by 2.02 ms and finalised when another connection's packet at
+    // 2 s moves the clock past its 1 s linger: the tuple is remembered
+    // until 122 s. Client data at 121.9 s is a late packet of it, data at
+    // 122.1 s a connection of its own.
+    let mut c = basic();
+    c.data(Side::Client, T0 + secs(121) + ms(900), 5).data(
+        Side::Client,
+        T0 + secs(122) + ms(100),
+        7,
+    );
+    let other = Script::starting(T0 + secs(2)).conv("10.0.0.3:40001", SERVER, (777_777, 888_888));
+    let v = analyze(&pcap_of(Link::Ethernet, &[&c, &other]));
+    assert_eq!(connections(&v), 3, "{v:#}");
+    assert_lingered(&v, 5, 120, ms(2) + us(20), 1);
+    let late = conn(&v, 2);
+    assert_eq!(at(late, "/partial"), &Value::Bool(true), "{late:#}");
+    assert_secs(late, "/start/at", secs(122) + ms(100));
+    assert_u64(late, "/tcp/bytes/client", 7);
+}
+
+#[test]
 fn synack_captured_before_syn_is_one_connection() {
     let v = synack_first();
     assert_eq!(connections(&v), 1, "{v:#}");

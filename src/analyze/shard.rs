@@ -20,10 +20,12 @@ use crate::record::{Anomalies, AnomalyKind, ClientBy, CloseKind, Side};
 use crate::source::RawPacket;
 use crate::time::Timestamp;
 
-use super::{CLOSE_LINGER, FINISHED_LINGER, TOMBSTONE};
+use super::{CLOSE_LINGER, FINISHED_LINGER};
 
 mod order;
+mod tombstones;
 pub use order::{Clock, Event, Order, Phase};
+use tombstones::Tombstones;
 
 /// Counts a shard keeps for the summary; they add up across shards.
 #[derive(Clone, Debug, Default)]
@@ -59,16 +61,6 @@ impl ShardCounts {
 /// colliding on purpose).
 pub(crate) type FastHash = foldhash::fast::RandomState;
 
-/// A closed tuple's tombstone: a 64-bit hash of its key with a fixed seed
-/// (the same in every run, so output never depends on chance). Two tuples
-/// sharing one would make a stray packet of the second count as
-/// `late_packet` instead of opening a connection: about one chance in 2^64
-/// per pair, and harmless.
-fn tombstone(key: &FlowKey) -> u64 {
-    use std::hash::BuildHasher;
-    foldhash::fast::FixedState::with_seed(0x7e5b_0c2d).hash_one(key)
-}
-
 /// One shard's connection table and timers.
 pub struct Shard {
     config: Config,
@@ -92,11 +84,9 @@ pub struct Shard {
     /// Connections in order of (roughly) last activity, oldest first: a lazy
     /// LRU for eviction. Entries are re-queued when found to be stale.
     lru: VecDeque<(Timestamp, FlowKey, u64)>,
-    /// Tuples of closed, finalised connections and when to forget them.
-    /// Keyed by [`tombstone`] of the tuple: 8 bytes instead of a 40-byte
-    /// key, so a busy capture's two minutes of closed tuples stay small.
-    tombstones: HashMap<u64, Timestamp, FastHash>,
-    tombstone_order: VecDeque<(Timestamp, u64)>,
+    /// Tuples of closed, finalised connections, remembered for
+    /// [`TOMBSTONE`](super::TOMBSTONE).
+    tombstones: Tombstones,
     /// When the next idle scan is due (`None`: at the first packet).
     next_idle_scan: Option<Timestamp>,
     evictions: u64,
@@ -120,8 +110,7 @@ impl Shard {
             closing: VecDeque::new(),
             finishing: VecDeque::new(),
             lru: VecDeque::new(),
-            tombstones: HashMap::default(),
-            tombstone_order: VecDeque::new(),
+            tombstones: Tombstones::new(cap.max(1)),
             next_idle_scan: None,
             evictions: 0,
             origin: None,
@@ -161,7 +150,7 @@ impl Shard {
         self.segment(index, raw.ts, now, &seg, anomaly);
     }
 
-    /// Runs every timer (close linger, tombstone, idle scan) that fires at
+    /// Runs every timer (close lingers, idle scan) that fires at
     /// or before position `upto`, each at the exact position where the
     /// capture-wide clock reached it.
     #[inline]
@@ -172,9 +161,6 @@ impl Shard {
         let mut first = self.closing.front().map_or(never, |c| c.0);
         if let Some(&(deadline, ..)) = self.finishing.front() {
             first = first.min(deadline);
-        }
-        if let Some(&(forget, _)) = self.tombstone_order.front() {
-            first = first.min(forget);
         }
         if self.config.idle_timeout.is_some() {
             first = first.min(self.next_idle_scan.unwrap_or(Timestamp(i64::MIN)));
@@ -201,9 +187,6 @@ impl Shard {
                     consider(clock.first_due(deadline, upto));
                 }
             }
-            if let Some(&(forget, _)) = self.tombstone_order.front() {
-                consider(clock.first_due(forget, upto));
-            }
             if self.config.idle_timeout.is_some() {
                 let due = self.next_idle_scan.unwrap_or(Timestamp(i64::MIN));
                 consider(clock.first_due(due, upto));
@@ -216,7 +199,7 @@ impl Shard {
     }
 
     /// Finalises, at position `at` (clock reading `now`), connections whose
-    /// linger or idle time has passed, and forgets old tombstones.
+    /// linger or idle time has passed.
     fn expire(&mut self, at: u64, now: Timestamp) {
         // The two lingers' queues, due entries taken in (deadline, close
         // position) order.
@@ -244,17 +227,8 @@ impl Shard {
                         k2: closed_at,
                     };
                     self.finalize(conn, CloseKind::Open, order);
-                    self.bury(&key, now);
+                    self.tombstones.bury(&key, now);
                 }
-            }
-        }
-        while let Some(&(forget, key)) = self.tombstone_order.front() {
-            if forget > now {
-                break;
-            }
-            self.tombstone_order.pop_front();
-            if self.tombstones.get(&key) == Some(&forget) {
-                self.tombstones.remove(&key);
             }
         }
         let Some(idle) = self.config.idle_timeout else {
@@ -322,9 +296,9 @@ impl Shard {
         }
         let mut created = false;
         if !exists {
-            if !self.tombstones.is_empty() && self.tombstones.contains_key(&tombstone(&key)) {
+            if self.tombstones.holds(&key, now) {
                 if seg.flags.syn() && !seg.flags.ack() {
-                    self.tombstones.remove(&tombstone(&key));
+                    self.tombstones.dig_up(&key);
                 } else {
                     self.counts.anomalies.add(AnomalyKind::LatePacket, 1);
                     return;
@@ -405,16 +379,6 @@ impl Shard {
             self.events.push(Event::Closed {
                 order: order(Phase::Closed),
             });
-        }
-    }
-
-    /// Remembers a finalised connection's tuple for [`TOMBSTONE`] from
-    /// `now` (unless the shard already remembers its cap of them).
-    fn bury(&mut self, key: &FlowKey, now: Timestamp) {
-        let forget = now.after(TOMBSTONE);
-        if self.tombstones.len() < self.cap {
-            self.tombstones.insert(tombstone(key), forget);
-            self.tombstone_order.push_back((forget, tombstone(key)));
         }
     }
 
