@@ -231,10 +231,9 @@ impl Shard {
                 }
             }
         }
-        let Some(idle) = self.config.idle_timeout else {
+        let Some(idle_ns) = self.idle_ns() else {
             return;
         };
-        let idle_ns = i64::try_from(idle.as_nanos()).unwrap_or(i64::MAX);
         if self.next_idle_scan.is_some_and(|t| now < t) {
             return;
         }
@@ -261,6 +260,12 @@ impl Shard {
         }
     }
 
+    /// `--idle-timeout` in nanoseconds, if set.
+    fn idle_ns(&self) -> Option<i64> {
+        let idle = self.config.idle_timeout?;
+        Some(i64::try_from(idle.as_nanos()).unwrap_or(i64::MAX))
+    }
+
     fn segment(
         &mut self,
         index: u64,
@@ -270,10 +275,7 @@ impl Shard {
         anomaly: Option<AnomalyKind>,
     ) {
         let key = FlowKey::new(seg.src, seg.dst).within(seg.overlay);
-        let idle_ns = self
-            .config
-            .idle_timeout
-            .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        let idle_ns = self.idle_ns();
         // One lookup for the usual packet of a known connection.
         let (exists, replaced) = match self.table.get(&key) {
             Some(conn) if idle_ns.is_some_and(|idle| ts.nanos_since(conn.last) >= idle) => {
