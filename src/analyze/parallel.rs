@@ -315,7 +315,7 @@ fn worker(shared: &Shared, start: usize) {
             continue;
         }
         let mut ran = false;
-        for k in 0..(if ending { n } else { SHARDS_PER_THREAD }) {
+        for k in 0..n {
             let me = (start + k) % n;
             let Some(mut cell) = shared.try_cell(me) else {
                 continue;
@@ -431,14 +431,7 @@ impl Reader<'_> {
                     k += 1;
                     continue;
                 };
-                if me < SHARDS_PER_THREAD {
-                    self.shared.catch_up(me, &mut cell, oldest)?;
-                } else if cell.done.is_empty() {
-                    drop(cell);
-                    std::thread::yield_now();
-                    k += 1;
-                    continue;
-                }
+                self.shared.catch_up(me, &mut cell, oldest)?;
                 let Some(mut mine) = cell.done.pop_front() else {
                     return Err(worker_lost());
                 };
@@ -474,7 +467,7 @@ impl Reader<'_> {
     /// Runs newer batches through a shard that is free and not `busy`;
     /// whether there was one.
     fn help(&self, busy: &[usize]) -> Result<bool, Error> {
-        for me in (0..SHARDS_PER_THREAD).filter(|me| !busy.contains(me)) {
+        for me in (0..self.shared.cells.len()).filter(|me| !busy.contains(me)) {
             let Some(mut cell) = self.shared.try_cell(me) else {
                 continue;
             };
