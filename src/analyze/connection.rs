@@ -11,10 +11,10 @@ use std::net::SocketAddr;
 use super::streams::{Analyzers, Streams};
 use super::Config;
 use crate::decode::TcpSegment;
-use crate::flow::tcp::TcpConn;
+use crate::flow::tcp::{SegmentNotes, TcpConn};
 use crate::record::{
-    Anomalies, ClientBy, CloseKind, ConnectionRecord, HttpInfo, Instant, Overlay, Side, TcpInfo,
-    TlsInfo,
+    Anomalies, AnomalyKind, ClientBy, CloseKind, ConnectionRecord, HttpInfo, Instant, Overlay,
+    Side, TcpInfo, TlsInfo,
 };
 use crate::time::Timestamp;
 
@@ -71,6 +71,51 @@ impl Connection {
             facts: None,
             counted_open: true,
             anomalies: Anomalies::default(),
+        }
+    }
+
+    /// Takes a packet of this connection captured at `ts`: its TCP state,
+    /// its streams, its anomalies; at the close, drops the analyzers
+    /// (keeping their findings, with `origin` the capture's first packet).
+    pub(super) fn packet(
+        &mut self,
+        ts: Timestamp,
+        seg: &TcpSegment<'_>,
+        anomaly: Option<AnomalyKind>,
+        config: &Config,
+        origin: Option<Timestamp>,
+    ) -> Touched {
+        self.last = self.last.max(ts);
+        self.start = self.start.min(ts);
+        let side = self.side_of(seg);
+        if side == Side::Client
+            && seg.flags.syn()
+            && !seg.flags.ack()
+            && self.client_by == ClientBy::SynAck
+        {
+            // The SYN was captured after its SYN-ACK.
+            self.client_by = ClientBy::Syn;
+        }
+        let notes = self.tcp.on_segment(side, ts, seg);
+        self.stream(side, ts, seg, config);
+        if let Some(kind) = anomaly {
+            self.anomalies.add(kind, 1);
+        }
+        if notes.invalid_flags {
+            self.anomalies.add(AnomalyKind::InvalidTcpFlags, 1);
+        }
+        let closed_now = notes.closed_now && self.counted_open;
+        if closed_now {
+            self.counted_open = false;
+        }
+        if notes.closed_now {
+            // The buffers and analyzers can go now rather than after the linger.
+            self.settle(origin.unwrap_or(self.start));
+        }
+        Touched {
+            id: self.id,
+            notes,
+            closed_now,
         }
     }
 
@@ -181,6 +226,14 @@ impl Connection {
             anomalies: self.anomalies,
         }
     }
+}
+
+/// What a packet did to its connection, for the table's timers and events.
+pub(super) struct Touched {
+    pub(super) id: u64,
+    pub(super) notes: SegmentNotes,
+    /// It closed the connection, which counted among the open ones until now.
+    pub(super) closed_now: bool,
 }
 
 /// A connection's TLS and HTTP findings.

@@ -11,12 +11,12 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::connection::Connection;
+use super::connection::{Connection, Touched};
 use super::{Config, Encoder};
 use crate::decode::defrag::Defragmenter;
 use crate::decode::{decode_with, Decoded, TcpSegment};
 use crate::flow::FlowKey;
-use crate::record::{Anomalies, AnomalyKind, ClientBy, CloseKind, Side};
+use crate::record::{Anomalies, AnomalyKind, CloseKind};
 use crate::source::RawPacket;
 use crate::time::Timestamp;
 
@@ -60,6 +60,16 @@ impl ShardCounts {
 /// (captures are hostile input, so the seed keeps crafted tuples from
 /// colliding on purpose).
 pub(crate) type FastHash = foldhash::fast::RandomState;
+
+/// What the table held for a packet's tuple.
+enum Found {
+    /// Its connection, which took the packet.
+    Known(Touched),
+    /// A connection the packet does not belong to: idle too long, or a new
+    /// SYN on a closed one (port reuse).
+    Stale(CloseKind),
+    Absent,
+}
 
 /// One shard's connection table and timers.
 pub struct Shard {
@@ -266,6 +276,33 @@ impl Shard {
         Some(i64::try_from(idle.as_nanos()).unwrap_or(i64::MAX))
     }
 
+    /// Opens a connection with the packet at `index` on a tuple with none
+    /// (unless a tombstone says the packet is a late one of a finalised
+    /// connection) and feeds it the packet.
+    fn open(
+        &mut self,
+        index: u64,
+        ts: Timestamp,
+        now: Timestamp,
+        key: FlowKey,
+        seg: &TcpSegment<'_>,
+        anomaly: Option<AnomalyKind>,
+    ) -> Option<Touched> {
+        if self.tombstones.holds(&key, now) {
+            if seg.flags.syn() && !seg.flags.ack() {
+                self.tombstones.dig_up(&key);
+            } else {
+                self.counts.anomalies.add(AnomalyKind::LatePacket, 1);
+                return None;
+            }
+        }
+        self.make_room(index);
+        let origin = self.origin;
+        let conn = Box::new(Connection::new(index, ts, seg));
+        let conn = self.table.entry(key).insert_entry(conn).into_mut();
+        Some(conn.packet(ts, seg, anomaly, &self.config, origin))
+    }
+
     fn segment(
         &mut self,
         index: u64,
@@ -276,72 +313,45 @@ impl Shard {
     ) {
         let key = FlowKey::new(seg.src, seg.dst).within(seg.overlay);
         let idle_ns = self.idle_ns();
+        let origin = self.origin;
         // One lookup for the usual packet of a known connection.
-        let (exists, replaced) = match self.table.get(&key) {
+        let found = match self.table.get_mut(&key) {
             Some(conn) if idle_ns.is_some_and(|idle| ts.nanos_since(conn.last) >= idle) => {
-                (false, self.table.remove(&key).map(|c| (c, CloseKind::Idle)))
+                Found::Stale(CloseKind::Idle)
             }
             Some(conn) if conn.tcp.starts_new(conn.side_of(seg), seg) => {
-                (false, self.table.remove(&key).map(|c| (c, CloseKind::Open)))
+                Found::Stale(CloseKind::Open)
             }
-            Some(_) => (true, None),
-            None => (false, None),
+            Some(conn) => Found::Known(conn.packet(ts, seg, anomaly, &self.config, origin)),
+            None => Found::Absent,
         };
-        if let Some((old, kind)) = replaced {
-            let order = Order {
-                at: index,
-                phase: Phase::Replaced,
-                k1: 0,
-                k2: 0,
-            };
-            self.finalize(old, kind, order);
-        }
-        let mut created = false;
-        if !exists {
-            if self.tombstones.holds(&key, now) {
-                if seg.flags.syn() && !seg.flags.ack() {
-                    self.tombstones.dig_up(&key);
-                } else {
-                    self.counts.anomalies.add(AnomalyKind::LatePacket, 1);
-                    return;
+        let (touched, created) = match found {
+            Found::Known(touched) => (touched, false),
+            Found::Stale(kind) => {
+                if let Some(old) = self.table.remove(&key) {
+                    let order = Order {
+                        at: index,
+                        phase: Phase::Replaced,
+                        k1: 0,
+                        k2: 0,
+                    };
+                    self.finalize(old, kind, order);
+                }
+                match self.open(index, ts, now, key, seg, anomaly) {
+                    Some(touched) => (touched, true),
+                    None => return,
                 }
             }
-            self.make_room(index);
-            created = true;
-            self.table
-                .insert(key, Box::new(Connection::new(index, ts, seg)));
-        }
-        let Some(conn) = self.table.get_mut(&key) else {
-            return;
+            Found::Absent => match self.open(index, ts, now, key, seg, anomaly) {
+                Some(touched) => (touched, true),
+                None => return,
+            },
         };
-        conn.last = conn.last.max(ts);
-        conn.start = conn.start.min(ts);
-        let side = conn.side_of(seg);
-        if side == Side::Client
-            && seg.flags.syn()
-            && !seg.flags.ack()
-            && conn.client_by == ClientBy::SynAck
-        {
-            // The SYN was captured after its SYN-ACK.
-            conn.client_by = ClientBy::Syn;
-        }
-        let notes = conn.tcp.on_segment(side, ts, seg);
-        conn.stream(side, ts, seg, &self.config);
-        if let Some(kind) = anomaly {
-            conn.anomalies.add(kind, 1);
-        }
-        if notes.invalid_flags {
-            conn.anomalies.add(AnomalyKind::InvalidTcpFlags, 1);
-        }
-        let closed_now = notes.closed_now && conn.counted_open;
-        if closed_now {
-            conn.counted_open = false;
-        }
-        let id = conn.id;
-        if notes.closed_now {
-            // The buffers and analyzers can go now rather than after the linger.
-            conn.settle(self.origin.unwrap_or(conn.start));
-        }
+        let Touched {
+            id,
+            notes,
+            closed_now,
+        } = touched;
         if notes.closed_now && !notes.finished_now {
             // (An RST closes and finishes at once: its one timer is the
             // shorter one below.)
