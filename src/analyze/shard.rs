@@ -61,6 +61,25 @@ impl ShardCounts {
 /// colliding on purpose).
 pub(crate) type FastHash = foldhash::fast::RandomState;
 
+/// Drops the entries of `queue` (each naming a connection by tuple and
+/// position of its first packet, as `entry` reads them) whose connection
+/// has left the table, once the queue holds more than twice as many
+/// entries as the table holds connections — so that the queue follows the
+/// table, not every connection seen in its span (amortised: this runs when
+/// it has doubled). An entry dropped would have found nothing when taken.
+fn forget_gone<T>(
+    queue: &mut VecDeque<T>,
+    table: &HashMap<FlowKey, Box<Connection>, FastHash>,
+    entry: impl Fn(&T) -> (&FlowKey, u64),
+) {
+    if queue.len() > 2 * table.len() + 1024 {
+        queue.retain(|e| {
+            let (key, id) = entry(e);
+            table.get(key).is_some_and(|c| c.id == id)
+        });
+    }
+}
+
 /// What the table held for a packet's tuple.
 enum Found {
     /// Its connection, which took the packet.
@@ -357,6 +376,9 @@ impl Shard {
             // shorter one below.)
             self.closing
                 .push_back((now.after(CLOSE_LINGER), key, id, index));
+            // Most closes are over a moment later (the last FIN
+            // acknowledged) and go after 1 s, leaving their 5 s entry here.
+            forget_gone(&mut self.closing, &self.table, |(_, key, id, _)| (key, *id));
         }
         if notes.finished_now {
             // The close is over (each FIN acknowledged, or an RST): the
@@ -374,14 +396,7 @@ impl Shard {
         };
         if created {
             self.lru.push_back((ts, key, id));
-            if self.lru.len() > 2 * self.table.len() + 1024 {
-                // Drop the entries of connections already gone, so the queue
-                // follows the table, not every connection ever seen
-                // (amortised: this runs when it has doubled).
-                let table = &self.table;
-                self.lru
-                    .retain(|(_, key, id)| table.get(key).is_some_and(|c| c.id == *id));
-            }
+            forget_gone(&mut self.lru, &self.table, |(_, key, id)| (key, *id));
             self.events.push(Event::Opened {
                 order: order(Phase::Opened),
                 ts,
@@ -473,6 +488,62 @@ impl Shard {
             self.table = HashMap::default();
         }
         more
+    }
+}
+
+#[cfg(test)]
+mod queue_tests {
+    use super::*;
+    use crate::decode::TcpFlags;
+
+    fn syn(port: u16) -> (FlowKey, Box<Connection>) {
+        let seg = TcpSegment {
+            src: format!("10.0.0.1:{port}").parse().expect("addr"),
+            dst: "10.0.0.2:443".parse().expect("addr"),
+            seq: 1,
+            ack: 0,
+            flags: TcpFlags(TcpFlags::SYN),
+            window: 100,
+            payload: &[],
+            payload_len: 0,
+            overlay: None,
+        };
+        let key = FlowKey::new(seg.src, seg.dst);
+        (
+            key,
+            Box::new(Connection::new(u64::from(port), Timestamp(0), &seg)),
+        )
+    }
+
+    #[test]
+    fn queue_entries_of_gone_connections_go_once_the_queue_doubles_the_table() {
+        let mut table: HashMap<FlowKey, Box<Connection>, FastHash> = HashMap::default();
+        let mut queue = VecDeque::new();
+        for port in 1..=2000u16 {
+            let (key, conn) = syn(port);
+            queue.push_back((key, u64::from(port)));
+            if port % 100 == 0 {
+                table.insert(key, conn);
+            }
+        }
+        // A reused tuple: the same key, another connection.
+        let (key, mut conn) = syn(700);
+        conn.id = 99_999;
+        table.insert(key, conn);
+        fn entry((key, id): &(FlowKey, u64)) -> (&FlowKey, u64) {
+            (key, *id)
+        }
+        // 2 000 entries for 20 connections: over 2 × 20 + 1 024, so those
+        // of connections gone (or replaced) go.
+        forget_gone(&mut queue, &table, entry);
+        let kept: Vec<u64> = queue.iter().map(|e| e.1).collect();
+        let want: Vec<u64> = (1..=20).map(|k| k * 100).filter(|&k| k != 700).collect();
+        assert_eq!(kept, want);
+        // Under the threshold nothing is looked at.
+        let (key, _) = syn(3);
+        queue.push_back((key, 3));
+        forget_gone(&mut queue, &table, entry);
+        assert_eq!(queue.len(), 20);
     }
 }
 
