@@ -12,6 +12,7 @@ use super::streams::{Analyzers, Streams};
 use super::Config;
 use crate::decode::TcpSegment;
 use crate::flow::tcp::{SegmentNotes, TcpConn};
+use crate::flow::FlowKey;
 use crate::record::{
     Anomalies, AnomalyKind, ClientBy, CloseKind, ConnectionRecord, HttpInfo, Instant, Overlay,
     Side, TcpInfo, TlsInfo,
@@ -26,6 +27,9 @@ pub(super) struct Connection {
     pub(super) server: SocketAddr,
     pub(super) client_by: ClientBy,
     pub(super) overlay: Option<Overlay>,
+    /// Its tuple: the connection table's key, kept here rather than beside
+    /// it in the table (`shard::table`).
+    key: FlowKey,
     /// The first packet came from the server.
     pub(super) flipped: bool,
     pub(super) start: Timestamp,
@@ -62,6 +66,7 @@ impl Connection {
             server,
             client_by,
             overlay: seg.overlay,
+            key: FlowKey::new(seg.src, seg.dst).within(seg.overlay),
             flipped: client != seg.src,
             start: ts,
             last: ts,
@@ -149,6 +154,11 @@ impl Connection {
         if let Some(streams) = self.streams.take() {
             self.analyzers = Some(streams.finish(&mut self.anomalies));
         }
+    }
+
+    /// Its tuple (the table's key).
+    pub(super) fn key(&self) -> &FlowKey {
+        &self.key
     }
 
     pub(super) fn side_of(&self, seg: &TcpSegment<'_>) -> Side {

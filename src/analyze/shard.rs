@@ -9,7 +9,7 @@
 //! Does not number connections, keep the summary, or write records: that is
 //! the gatherer's. Does not read packets or start threads.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use super::connection::{Connection, Touched};
 use super::{Config, Encoder};
@@ -23,8 +23,10 @@ use crate::time::Timestamp;
 use super::{CLOSE_LINGER, FINISHED_LINGER};
 
 mod order;
+mod table;
 mod tombstones;
 pub use order::{Clock, Event, Order, Phase};
+use table::{Handle, Table};
 use tombstones::Tombstones;
 
 /// Counts a shard keeps for the summary; they add up across shards.
@@ -61,22 +63,15 @@ impl ShardCounts {
 /// colliding on purpose).
 pub(crate) type FastHash = foldhash::fast::RandomState;
 
-/// Drops the entries of `queue` (each naming a connection by tuple and
-/// position of its first packet, as `entry` reads them) whose connection
+/// Drops the entries of `queue` (each naming a connection by the handle
+/// `entry` reads) whose connection
 /// has left the table, once the queue holds more than twice as many
 /// entries as the table holds connections — so that the queue follows the
 /// table, not every connection seen in its span (amortised: this runs when
 /// it has doubled). An entry dropped would have found nothing when taken.
-fn forget_gone<T>(
-    queue: &mut VecDeque<T>,
-    table: &HashMap<FlowKey, Box<Connection>, FastHash>,
-    entry: impl Fn(&T) -> (&FlowKey, u64),
-) {
+fn forget_gone<T>(queue: &mut VecDeque<T>, table: &Table, entry: impl Fn(&T) -> Handle) {
     if queue.len() > 2 * table.len() + 1024 {
-        queue.retain(|e| {
-            let (key, id) = entry(e);
-            table.get(key).is_some_and(|c| c.id == id)
-        });
+        queue.retain(|e| table.get(entry(e)).is_some());
     }
 }
 
@@ -95,24 +90,23 @@ pub struct Shard {
     config: Config,
     /// Connections tracked at once in this shard.
     cap: usize,
-    /// The connections, boxed: a bucket is then 48 bytes, not 400, so the
-    /// table a packet's lookup probes (and a resize moves) stays small
-    /// while closed connections linger in it (−6 % time on the 1 GiB
-    /// capture, one and two threads; −3 % on short connections).
-    table: HashMap<FlowKey, Box<Connection>, FastHash>,
+    /// The connections, boxed, each holding its own tuple: a bucket is one
+    /// pointer, so the table a packet's lookup probes (and a resize moves)
+    /// stays small while closed connections linger in it.
+    table: Table,
     /// Connections with both FINs sent waiting out [`CLOSE_LINGER`] (an RST
     /// finishes the close at once and goes to `finishing` only), by
     /// deadline (taken from the capture-wide clock, so it never
-    /// decreases): (deadline, tuple, connection, position of the closing
-    /// packet).
-    closing: VecDeque<(Timestamp, FlowKey, u64, u64)>,
+    /// decreases): (deadline, the connection's handle, position of the
+    /// closing packet).
+    closing: VecDeque<(Timestamp, Handle, u64)>,
     /// Connections whose close is over, waiting out [`FINISHED_LINGER`]
     /// (the same entries, the same order; a connection may be in both
     /// queues: the first deadline finalises it).
-    finishing: VecDeque<(Timestamp, FlowKey, u64, u64)>,
+    finishing: VecDeque<(Timestamp, Handle, u64)>,
     /// Connections in order of (roughly) last activity, oldest first: a lazy
     /// LRU for eviction. Entries are re-queued when found to be stale.
-    lru: VecDeque<(Timestamp, FlowKey, u64)>,
+    lru: VecDeque<(Timestamp, Handle)>,
     /// Tuples of closed, finalised connections, remembered for
     /// [`TOMBSTONE`](super::TOMBSTONE).
     tombstones: Tombstones,
@@ -124,7 +118,7 @@ pub struct Shard {
     /// What happened since the gatherer last took the events, in order.
     pub events: Vec<Event>,
     /// At the end of the input: the connections left to finalise.
-    ending: Option<Vec<(u64, FlowKey)>>,
+    ending: Option<Vec<Handle>>,
     /// Encodes each record as it is finalised (on this shard's thread).
     pub encoder: Option<Encoder>,
 }
@@ -135,7 +129,7 @@ impl Shard {
         Shard {
             config,
             cap: cap.max(1),
-            table: HashMap::default(),
+            table: Table::default(),
             closing: VecDeque::new(),
             finishing: VecDeque::new(),
             lru: VecDeque::new(),
@@ -233,10 +227,10 @@ impl Shard {
         // The two lingers' queues, due entries taken in (deadline, close
         // position) order.
         loop {
-            let due = |q: &VecDeque<(Timestamp, FlowKey, u64, u64)>| {
+            let due = |q: &VecDeque<(Timestamp, Handle, u64)>| {
                 q.front()
                     .filter(|e| e.0 <= now)
-                    .map(|&(deadline, _, _, closed_at)| (deadline, closed_at))
+                    .map(|&(deadline, _, closed_at)| (deadline, closed_at))
             };
             let entry = match (due(&self.closing), due(&self.finishing)) {
                 (Some(c), Some(f)) if f < c => self.finishing.pop_front(),
@@ -244,20 +238,19 @@ impl Shard {
                 (None, Some(_)) => self.finishing.pop_front(),
                 (None, None) => break,
             };
-            let Some((deadline, key, id, closed_at)) = entry else {
+            let Some((deadline, handle, closed_at)) = entry else {
                 break;
             };
-            if self.table.get(&key).is_some_and(|c| c.id == id) {
-                if let Some(conn) = self.table.remove(&key) {
-                    let order = Order {
-                        at,
-                        phase: Phase::Lingered,
-                        k1: deadline.0,
-                        k2: closed_at,
-                    };
-                    self.finalize(conn, CloseKind::Open, order);
-                    self.tombstones.bury(&key, now);
-                }
+            if let Some(conn) = self.table.take(handle) {
+                let key = *conn.key();
+                let order = Order {
+                    at,
+                    phase: Phase::Lingered,
+                    k1: deadline.0,
+                    k2: closed_at,
+                };
+                self.finalize(conn, CloseKind::Open, order);
+                self.tombstones.bury(&key, now);
             }
         }
         let Some(idle_ns) = self.idle_ns() else {
@@ -269,20 +262,15 @@ impl Shard {
         self.next_idle_scan = Some(Timestamp(
             now.0.saturating_add((idle_ns / 4).max(1_000_000_000)),
         ));
-        let mut expired: Vec<(u64, FlowKey)> = self
-            .table
-            .iter()
-            .filter(|(_, c)| now.nanos_since(c.last) >= idle_ns)
-            .map(|(k, c)| (c.id, *k))
-            .collect();
-        expired.sort_unstable_by_key(|(id, _)| *id);
-        for (id, key) in expired {
-            if let Some(conn) = self.table.remove(&key) {
+        let mut expired = self.table.handles(|c| now.nanos_since(c.last) >= idle_ns);
+        expired.sort_unstable_by_key(|h| h.id);
+        for handle in expired {
+            if let Some(conn) = self.table.take(handle) {
                 let order = Order {
                     at,
                     phase: Phase::Idle,
                     k1: 0,
-                    k2: id,
+                    k2: handle.id,
                 };
                 self.finalize(conn, CloseKind::Idle, order);
             }
@@ -303,7 +291,7 @@ impl Shard {
         index: u64,
         ts: Timestamp,
         now: Timestamp,
-        key: FlowKey,
+        (key, hash): (FlowKey, u64),
         seg: &TcpSegment<'_>,
         anomaly: Option<AnomalyKind>,
     ) -> Option<Touched> {
@@ -318,7 +306,7 @@ impl Shard {
         self.make_room(index);
         let origin = self.origin;
         let conn = Box::new(Connection::new(index, ts, seg));
-        let conn = self.table.entry(key).insert_entry(conn).into_mut();
+        let conn = self.table.insert(hash, conn);
         Some(conn.packet(ts, seg, anomaly, &self.config, origin))
     }
 
@@ -334,7 +322,8 @@ impl Shard {
         let idle_ns = self.idle_ns();
         let origin = self.origin;
         // One lookup for the usual packet of a known connection.
-        let found = match self.table.get_mut(&key) {
+        let hash = self.table.hash(&key);
+        let found = match self.table.get_mut(hash, &key) {
             Some(conn) if idle_ns.is_some_and(|idle| ts.nanos_since(conn.last) >= idle) => {
                 Found::Stale(CloseKind::Idle)
             }
@@ -347,7 +336,7 @@ impl Shard {
         let (touched, created) = match found {
             Found::Known(touched) => (touched, false),
             Found::Stale(kind) => {
-                if let Some(old) = self.table.remove(&key) {
+                if let Some(old) = self.table.remove(hash, &key) {
                     let order = Order {
                         at: index,
                         phase: Phase::Replaced,
@@ -356,12 +345,12 @@ impl Shard {
                     };
                     self.finalize(old, kind, order);
                 }
-                match self.open(index, ts, now, key, seg, anomaly) {
+                match self.open(index, ts, now, (key, hash), seg, anomaly) {
                     Some(touched) => (touched, true),
                     None => return,
                 }
             }
-            Found::Absent => match self.open(index, ts, now, key, seg, anomaly) {
+            Found::Absent => match self.open(index, ts, now, (key, hash), seg, anomaly) {
                 Some(touched) => (touched, true),
                 None => return,
             },
@@ -371,14 +360,15 @@ impl Shard {
             notes,
             closed_now,
         } = touched;
+        let handle = Table::handle(hash, id);
         if notes.closed_now && !notes.finished_now {
             // (An RST closes and finishes at once: its one timer is the
             // shorter one below.)
             self.closing
-                .push_back((now.after(CLOSE_LINGER), key, id, index));
+                .push_back((now.after(CLOSE_LINGER), handle, index));
             // Most closes are over a moment later (the last FIN
             // acknowledged) and go after 1 s, leaving their 5 s entry here.
-            forget_gone(&mut self.closing, &self.table, |(_, key, id, _)| (key, *id));
+            forget_gone(&mut self.closing, &self.table, |e| e.1);
         }
         if notes.finished_now {
             // The close is over (each FIN acknowledged, or an RST): the
@@ -386,7 +376,7 @@ impl Shard {
             // packets in flight, not for retransmissions, so that a busy
             // capture's closed connections do not pile up for five seconds.
             self.finishing
-                .push_back((now.after(FINISHED_LINGER), key, id, index));
+                .push_back((now.after(FINISHED_LINGER), handle, index));
         }
         let order = |phase| Order {
             at: index,
@@ -395,8 +385,8 @@ impl Shard {
             k2: 0,
         };
         if created {
-            self.lru.push_back((ts, key, id));
-            forget_gone(&mut self.lru, &self.table, |(_, key, id)| (key, *id));
+            self.lru.push_back((ts, handle));
+            forget_gone(&mut self.lru, &self.table, |e| e.1);
             self.events.push(Event::Opened {
                 order: order(Phase::Opened),
                 ts,
@@ -416,17 +406,17 @@ impl Shard {
         let mut budget = self.lru.len() + 1;
         while self.table.len() >= self.cap && budget > 0 {
             budget -= 1;
-            let Some((seen, key, id)) = self.lru.pop_front() else {
+            let Some((seen, handle)) = self.lru.pop_front() else {
                 break;
             };
-            let Some(conn) = self.table.get(&key).filter(|c| c.id == id) else {
+            let Some(conn) = self.table.get(handle) else {
                 continue;
             };
             if conn.last > seen {
-                self.lru.push_back((conn.last, key, id));
+                self.lru.push_back((conn.last, handle));
                 continue;
             }
-            if let Some(conn) = self.table.remove(&key) {
+            if let Some(conn) = self.table.take(handle) {
                 self.counts.anomalies.add(AnomalyKind::EvictedConnection, 1);
                 self.evictions += 1;
                 let order = Order {
@@ -459,22 +449,21 @@ impl Shard {
     /// is left.
     pub fn finish_some(&mut self, max: usize) -> bool {
         let ending = self.ending.get_or_insert_with(|| {
-            let mut rest: Vec<(u64, FlowKey)> =
-                self.table.iter().map(|(k, c)| (c.id, *k)).collect();
+            let mut rest = self.table.handles(|_| true);
             // Last first: popped from the end.
-            rest.sort_unstable_by_key(|&(id, _)| std::cmp::Reverse(id));
+            rest.sort_unstable_by_key(|h| std::cmp::Reverse(h.id));
             rest
         });
         let mut batch = Vec::with_capacity(max.min(ending.len()));
         while batch.len() < max {
-            let Some((_, key)) = ending.pop() else {
+            let Some(handle) = ending.pop() else {
                 break;
             };
-            batch.push(key);
+            batch.push(handle);
         }
         let more = !ending.is_empty();
-        for key in batch {
-            if let Some(conn) = self.table.remove(&key) {
+        for handle in batch {
+            if let Some(conn) = self.table.take(handle) {
                 let order = Order {
                     at: u64::MAX,
                     phase: Phase::End,
@@ -485,7 +474,7 @@ impl Shard {
             }
         }
         if !more {
-            self.table = HashMap::default();
+            self.table.release();
         }
         more
     }
@@ -496,7 +485,7 @@ mod queue_tests {
     use super::*;
     use crate::decode::TcpFlags;
 
-    fn syn(port: u16) -> (FlowKey, Box<Connection>) {
+    fn syn(port: u16) -> (u64, Box<Connection>) {
         let seg = TcpSegment {
             src: format!("10.0.0.1:{port}").parse().expect("addr"),
             dst: "10.0.0.2:443".parse().expect("addr"),
@@ -508,42 +497,56 @@ mod queue_tests {
             payload_len: 0,
             overlay: None,
         };
-        let key = FlowKey::new(seg.src, seg.dst);
-        (
-            key,
-            Box::new(Connection::new(u64::from(port), Timestamp(0), &seg)),
-        )
+        let conn = Box::new(Connection::new(u64::from(port), Timestamp(0), &seg));
+        (Table::default().hash(conn.key()), conn)
     }
 
     #[test]
     fn queue_entries_of_gone_connections_go_once_the_queue_doubles_the_table() {
-        let mut table: HashMap<FlowKey, Box<Connection>, FastHash> = HashMap::default();
+        let mut table = Table::default();
         let mut queue = VecDeque::new();
         for port in 1..=2000u16 {
-            let (key, conn) = syn(port);
-            queue.push_back((key, u64::from(port)));
+            let (_, conn) = syn(port);
+            let hash = table.hash(conn.key());
+            queue.push_back(Table::handle(hash, u64::from(port)));
             if port % 100 == 0 {
-                table.insert(key, conn);
+                table.insert(hash, conn);
             }
         }
         // A reused tuple: the same key, another connection.
-        let (key, mut conn) = syn(700);
+        let (_, mut conn) = syn(700);
+        let hash = table.hash(conn.key());
+        assert!(table.remove(hash, conn.key()).is_some());
         conn.id = 99_999;
-        table.insert(key, conn);
-        fn entry((key, id): &(FlowKey, u64)) -> (&FlowKey, u64) {
-            (key, *id)
-        }
+        table.insert(hash, conn);
         // 2 000 entries for 20 connections: over 2 × 20 + 1 024, so those
         // of connections gone (or replaced) go.
-        forget_gone(&mut queue, &table, entry);
-        let kept: Vec<u64> = queue.iter().map(|e| e.1).collect();
+        forget_gone(&mut queue, &table, |h| *h);
+        let kept: Vec<u64> = queue.iter().map(|h| h.id).collect();
         let want: Vec<u64> = (1..=20).map(|k| k * 100).filter(|&k| k != 700).collect();
         assert_eq!(kept, want);
         // Under the threshold nothing is looked at.
-        let (key, _) = syn(3);
-        queue.push_back((key, 3));
-        forget_gone(&mut queue, &table, entry);
+        let (_, conn) = syn(3);
+        queue.push_back(Table::handle(table.hash(conn.key()), 3));
+        forget_gone(&mut queue, &table, |h| *h);
         assert_eq!(queue.len(), 20);
+    }
+
+    #[test]
+    fn a_handle_finds_its_connection_and_no_other() {
+        let mut table = Table::default();
+        let (_, conn) = syn(1);
+        let key = *conn.key();
+        let hash = table.hash(&key);
+        table.insert(hash, conn);
+        let handle = Table::handle(hash, 1);
+        assert!(table.get(handle).is_some());
+        assert!(table.get(Table::handle(hash, 2)).is_none());
+        assert!(table.get_mut(hash, &key).is_some());
+        assert_eq!(table.handles(|_| true), vec![handle]);
+        assert!(table.take(handle).is_some());
+        assert!(table.get(handle).is_none());
+        assert_eq!(table.len(), 0);
     }
 }
 
@@ -551,9 +554,10 @@ mod queue_tests {
 mod size_tests {
     /// A SYN flood fills the table with half-open connections: each must stay
     /// small (streams and analyzers are boxed and made only with payload).
+    /// 448 with its 48-byte tuple, which the table's slot no longer holds.
     #[test]
     fn half_open_connections_are_small() {
         let size = std::mem::size_of::<super::Connection>();
-        assert!(size <= 400, "Connection is {size} bytes");
+        assert!(size <= 448, "Connection is {size} bytes");
     }
 }
