@@ -64,11 +64,11 @@ impl ShardCounts {
 pub(crate) type FastHash = foldhash::fast::RandomState;
 
 /// Drops the entries of `queue` (each naming a connection by the handle
-/// `entry` reads) whose connection
-/// has left the table, once the queue holds more than twice as many
-/// entries as the table holds connections — so that the queue follows the
-/// table, not every connection seen in its span (amortised: this runs when
-/// it has doubled). An entry dropped would have found nothing when taken.
+/// `entry` reads) whose connection has left the table, once the queue
+/// holds more than twice as many entries as the table holds connections —
+/// so that the queue follows the table, not every connection seen in its
+/// span (amortised: this runs when it has doubled). An entry dropped would
+/// have found nothing when taken.
 fn forget_gone<T>(queue: &mut VecDeque<T>, table: &Table, entry: impl Fn(&T) -> Handle) {
     if queue.len() > 2 * table.len() + 1024 {
         queue.retain(|e| table.get(entry(e)).is_some());
@@ -333,8 +333,8 @@ impl Shard {
             Some(conn) => Found::Known(conn.packet(ts, seg, anomaly, &self.config, origin)),
             None => Found::Absent,
         };
-        let (touched, created) = match found {
-            Found::Known(touched) => (touched, false),
+        let known = match found {
+            Found::Known(touched) => Some(touched),
             Found::Stale(kind) => {
                 if let Some(old) = self.table.remove(hash, &key) {
                     let order = Order {
@@ -345,12 +345,13 @@ impl Shard {
                     };
                     self.finalize(old, kind, order);
                 }
-                match self.open(index, ts, now, (key, hash), seg, anomaly) {
-                    Some(touched) => (touched, true),
-                    None => return,
-                }
+                None
             }
-            Found::Absent => match self.open(index, ts, now, (key, hash), seg, anomaly) {
+            Found::Absent => None,
+        };
+        let (touched, created) = match known {
+            Some(touched) => (touched, false),
+            None => match self.open(index, ts, now, (key, hash), seg, anomaly) {
                 Some(touched) => (touched, true),
                 None => return,
             },
