@@ -49,7 +49,8 @@ pub(super) struct Connection {
 }
 
 impl Connection {
-    pub(super) fn new(id: u64, ts: Timestamp, seg: &TcpSegment<'_>) -> Connection {
+    /// Opened by `seg` at `ts`, on tuple `key` (the table's key for `seg`).
+    pub(super) fn new(id: u64, ts: Timestamp, seg: &TcpSegment<'_>, key: FlowKey) -> Connection {
         let (client, server, client_by) = if seg.flags.syn() && !seg.flags.ack() {
             (seg.src, seg.dst, ClientBy::Syn)
         } else if seg.flags.syn() && seg.flags.ack() {
@@ -66,7 +67,7 @@ impl Connection {
             server,
             client_by,
             overlay: seg.overlay,
-            key: FlowKey::new(seg.src, seg.dst).within(seg.overlay),
+            key,
             flipped: client != seg.src,
             start: ts,
             last: ts,

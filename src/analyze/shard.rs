@@ -305,7 +305,7 @@ impl Shard {
         }
         self.make_room(index);
         let origin = self.origin;
-        let conn = Box::new(Connection::new(index, ts, seg));
+        let conn = Box::new(Connection::new(index, ts, seg, key));
         let conn = self.table.insert(hash, conn);
         Some(conn.packet(ts, seg, anomaly, &self.config, origin))
     }
@@ -498,7 +498,8 @@ mod queue_tests {
             payload_len: 0,
             overlay: None,
         };
-        let conn = Box::new(Connection::new(u64::from(port), Timestamp(0), &seg));
+        let key = FlowKey::new(seg.src, seg.dst);
+        let conn = Box::new(Connection::new(u64::from(port), Timestamp(0), &seg, key));
         (Table::default().hash(conn.key()), conn)
     }
 
