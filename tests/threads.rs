@@ -170,6 +170,45 @@ fn many_connections_held_at_the_end_are_identical() {
     assert_eq!(n, 20_000);
 }
 
+/// 6 000 connections that close within 60 ms, then, after a pause of
+/// two seconds, one more packet: at that packet the close linger of all
+/// of them runs out at once. With threads, a shard encodes records only up
+/// to the bytes it may hold for the writing thread, which encodes the rest
+/// itself: the JSON Lines must be the same bytes either way.
+#[test]
+fn a_pause_that_ends_thousands_of_lingers_at_once_gives_the_same_bytes() {
+    let mut convs: Vec<Conv> = (0..6_000u32)
+        .map(|k| {
+            let client = format!("10.9.{}.{}:{}", k / 250, k % 250, 20_000 + k);
+            let mut c = Conv::new(&client, "192.0.2.9:80", k, !k);
+            let t = T0 + us(10 * i64::from(k));
+            c.handshake(t, t + us(1), t + us(2));
+            c.data(Side::Client, t + us(3), 40);
+            c.data(Side::Server, t + us(4), 120);
+            c.close(Side::Client, t + us(5), t + us(6), t + us(7));
+            c
+        })
+        .collect();
+    let mut late = Conv::new("10.9.99.1:40000", "192.0.2.9:80", 1, 2);
+    late.handshake(
+        T0 + 2_000_000_000,
+        T0 + 2_000_000_000 + us(1),
+        T0 + 2_000_000_000 + us(2),
+    );
+    convs.push(late);
+    let refs: Vec<&Conv> = convs.iter().collect();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("pause.pcap");
+    std::fs::write(&path, pcap_of(Link::Ethernet, &refs)).unwrap_or_else(|e| panic!("{e}"));
+    let one = jsonl(&path, &["-j", "1"]);
+    assert_eq!(one.0, Some(0));
+    assert_eq!(one.1.iter().filter(|&&b| b == b'\n').count(), 6_002);
+    for threads in ["2", "3"] {
+        let many = jsonl(&path, &["-j", threads]);
+        assert!(one == many, "pause: JSON Lines differ with -j {threads}");
+    }
+}
+
 /// JSON Lines from the binary, with `args` after `analyze`.
 fn jsonl(path: &Path, args: &[&str]) -> (Option<i32>, Vec<u8>) {
     let out = Command::new(env!("CARGO_BIN_EXE_handshakes"))

@@ -311,10 +311,10 @@ impl Analyzer {
     }
 
     fn flush(&mut self, sink: &mut dyn RecordSink) -> io::Result<()> {
-        if self.shard.events.is_empty() {
+        let events = self.shard.take_events();
+        if events.is_empty() {
             return Ok(());
         }
-        let events = std::mem::take(&mut self.shard.events);
         self.gather.apply_all(events, sink)
     }
 

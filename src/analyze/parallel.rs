@@ -154,8 +154,7 @@ impl Cell {
     /// end of the input.
     fn finish_chunk(&mut self) {
         let more = self.shard.finish_some(self.chunk);
-        self.ending
-            .push_back(std::mem::take(&mut self.shard.events));
+        self.ending.push_back(self.shard.take_events());
         self.finished = !more;
     }
 }
@@ -286,7 +285,7 @@ fn run_batch(me: usize, shard: &mut Shard, batch: &Batch) -> Vec<Event> {
         shard.packet(index, &raw, &clock);
     }
     shard.advance(batch.last(), &clock);
-    std::mem::take(&mut shard.events)
+    shard.take_events()
 }
 
 /// A worker thread: runs any shard that has work waiting (its own block of

@@ -24,10 +24,22 @@ use super::{CLOSE_LINGER, FINISHED_LINGER};
 
 mod order;
 mod table;
+#[cfg(test)]
+mod tests;
 mod tombstones;
 pub use order::{Clock, Event, Order, Phase};
 use table::{Handle, Table};
 use tombstones::Tombstones;
+
+/// Bytes of encoded records a shard holds for the gatherer at once, at
+/// most (a little more: the record that crosses it). Past it, records go
+/// unencoded and the writing thread encodes them, as with one thread: when
+/// a pause in the capture (or its end) runs out the linger of thousands of
+/// connections at one packet, their text would otherwise wait all at once
+/// (on 200 000 short connections at 50 000 a second, two threads: 16 MiB
+/// of the peak). At a steady rate a batch holds far less (a few dozen
+/// records per shard).
+const ENCODED_HELD: usize = 256 << 10;
 
 /// Counts a shard keeps for the summary; they add up across shards.
 #[derive(Clone, Debug, Default)]
@@ -116,11 +128,13 @@ pub struct Shard {
     origin: Option<Timestamp>,
     pub counts: ShardCounts,
     /// What happened since the gatherer last took the events, in order.
-    pub events: Vec<Event>,
+    events: Vec<Event>,
     /// At the end of the input: the connections left to finalise.
     ending: Option<Vec<Handle>>,
-    /// Encodes each record as it is finalised (on this shard's thread).
+    /// Encodes each record as it is finalised (on this shard's thread)…
     pub encoder: Option<Encoder>,
+    /// …up to [`ENCODED_HELD`] bytes of text in `events`.
+    encoded_held: usize,
 }
 
 impl Shard {
@@ -141,7 +155,14 @@ impl Shard {
             events: Vec::new(),
             ending: None,
             encoder: None,
+            encoded_held: 0,
         }
+    }
+
+    /// What happened since the events were last taken, in order.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        self.encoded_held = 0;
+        std::mem::take(&mut self.events)
     }
 
     /// Connections currently in the table.
@@ -435,7 +456,11 @@ impl Shard {
         let was_open = conn.counted_open;
         let origin = self.origin.unwrap_or(conn.start);
         let rec = conn.into_record(origin, unclosed);
-        let encoded = self.encoder.map(|encode| encode(&rec));
+        let encoded = self
+            .encoder
+            .filter(|_| self.encoded_held < ENCODED_HELD)
+            .map(|encode| encode(&rec));
+        self.encoded_held += encoded.as_ref().map_or(0, Vec::len);
         self.events.push(Event::Finished {
             order,
             rec: Box::new(rec),
@@ -478,88 +503,5 @@ impl Shard {
             self.table.release();
         }
         more
-    }
-}
-
-#[cfg(test)]
-mod queue_tests {
-    use super::*;
-    use crate::decode::TcpFlags;
-
-    fn syn(port: u16) -> (u64, Box<Connection>) {
-        let seg = TcpSegment {
-            src: format!("10.0.0.1:{port}").parse().expect("addr"),
-            dst: "10.0.0.2:443".parse().expect("addr"),
-            seq: 1,
-            ack: 0,
-            flags: TcpFlags(TcpFlags::SYN),
-            window: 100,
-            payload: &[],
-            payload_len: 0,
-            overlay: None,
-        };
-        let key = FlowKey::new(seg.src, seg.dst);
-        let conn = Box::new(Connection::new(u64::from(port), Timestamp(0), &seg, key));
-        (Table::default().hash(conn.key()), conn)
-    }
-
-    #[test]
-    fn queue_entries_of_gone_connections_go_once_the_queue_doubles_the_table() {
-        let mut table = Table::default();
-        let mut queue = VecDeque::new();
-        for port in 1..=2000u16 {
-            let (_, conn) = syn(port);
-            let hash = table.hash(conn.key());
-            queue.push_back(Table::handle(hash, u64::from(port)));
-            if port % 100 == 0 {
-                table.insert(hash, conn);
-            }
-        }
-        // A reused tuple: the same key, another connection.
-        let (_, mut conn) = syn(700);
-        let hash = table.hash(conn.key());
-        assert!(table.remove(hash, conn.key()).is_some());
-        conn.id = 99_999;
-        table.insert(hash, conn);
-        // 2 000 entries for 20 connections: over 2 × 20 + 1 024, so those
-        // of connections gone (or replaced) go.
-        forget_gone(&mut queue, &table, |h| *h);
-        let kept: Vec<u64> = queue.iter().map(|h| h.id).collect();
-        let want: Vec<u64> = (1..=20).map(|k| k * 100).filter(|&k| k != 700).collect();
-        assert_eq!(kept, want);
-        // Under the threshold nothing is looked at.
-        let (_, conn) = syn(3);
-        queue.push_back(Table::handle(table.hash(conn.key()), 3));
-        forget_gone(&mut queue, &table, |h| *h);
-        assert_eq!(queue.len(), 20);
-    }
-
-    #[test]
-    fn a_handle_finds_its_connection_and_no_other() {
-        let mut table = Table::default();
-        let (_, conn) = syn(1);
-        let key = *conn.key();
-        let hash = table.hash(&key);
-        table.insert(hash, conn);
-        let handle = Table::handle(hash, 1);
-        assert!(table.get(handle).is_some());
-        assert!(table.get(Table::handle(hash, 2)).is_none());
-        assert!(table.get_mut(hash, &key).is_some());
-        assert_eq!(table.handles(|_| true), vec![handle]);
-        assert!(table.take(handle).is_some());
-        assert!(table.get(handle).is_none());
-        assert_eq!(table.len(), 0);
-    }
-}
-
-#[cfg(test)]
-mod size_tests {
-    /// A SYN flood fills the table with half-open connections: each must stay
-    /// small (streams and analyzers are boxed and made only with payload).
-    /// 448 with its 48-byte tuple, which the table's slot no longer holds.
-    #[test]
-    fn half_open_connections_are_small() {
-        let size = std::mem::size_of::<super::Connection>();
-        assert!(size <= 448, "Connection is {size} bytes");
     }
 }
