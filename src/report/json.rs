@@ -8,6 +8,10 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
+mod format;
+
+use format::Compact;
+
 use crate::analyze::{Encoder, RecordSink};
 use crate::record::{ConnectionRecord, Summary};
 
@@ -62,7 +66,7 @@ impl<'w> JsonlSink<'w> {
 
     /// Writes the closing `{"summary": …}` line.
     pub fn summary(&mut self, summary: &Summary) -> io::Result<()> {
-        serde_json::to_writer(&mut *self.out, &SummaryLine { summary }).map_err(io::Error::from)?;
+        to_writer(&mut *self.out, &SummaryLine { summary })?;
         self.out.write_all(b"\n")?;
         self.out.flush()
     }
@@ -71,7 +75,7 @@ impl<'w> JsonlSink<'w> {
 impl RecordSink for JsonlSink<'_> {
     fn record(&mut self, rec: ConnectionRecord) -> io::Result<()> {
         self.line.clear();
-        serde_json::to_writer(&mut self.line, &rec).map_err(io::Error::from)?;
+        to_writer(&mut self.line, &rec)?;
         self.write_line()
     }
 
@@ -94,6 +98,13 @@ impl RecordSink for JsonlSink<'_> {
         self.out.write_all(rest)?;
         self.out.write_all(b"\n")
     }
+}
+
+/// `value` as compact JSON, as `serde_json::to_writer` writes it (the
+/// same bytes, microsecond counts written faster: `format`).
+fn to_writer<W: Write + ?Sized, T: Serialize + ?Sized>(out: &mut W, value: &T) -> io::Result<()> {
+    let mut ser = serde_json::Serializer::with_formatter(out, Compact);
+    value.serialize(&mut ser).map_err(io::Error::from)
 }
 
 /// What follows the connection number in a record's JSON text
@@ -120,13 +131,13 @@ fn encode_line(rec: &ConnectionRecord) -> Vec<u8> {
         let Ok(mut text) = scratch.try_borrow_mut() else {
             // Not re-entered in practice; encode on its own if it were.
             let mut own = Vec::new();
-            return match serde_json::to_writer(&mut own, rec) {
+            return match to_writer(&mut own, rec) {
                 Ok(()) => own,
                 Err(_) => Vec::new(),
             };
         };
         text.clear();
-        match serde_json::to_writer(&mut *text, rec) {
+        match to_writer(&mut *text, rec) {
             Ok(()) => text.as_slice().to_vec(),
             Err(_) => Vec::new(),
         }
