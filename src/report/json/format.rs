@@ -59,9 +59,24 @@ fn micros(value: f64, out: &mut [u8; 32]) -> Option<usize> {
     if count / 1e6 != magnitude {
         return None;
     }
-    // Below 2^33 × 10^6 < 2^53: exact as an integer.
-    let count = count as u64;
-    let (whole, fraction) = (count / 1_000_000, count % 1_000_000);
+    // Below 2^33 × 10^6 < 2^53: exact as an integer. Its digits, with the
+    // point put in six from the end.
+    let mut buffer = itoa::Buffer::new();
+    let digits = buffer.format(count as u64).as_bytes();
+    let (whole, six): (&[u8], [u8; 6]) = match digits.len().checked_sub(6) {
+        Some(split) if split > 0 => {
+            let (whole, low) = digits.split_at(split);
+            (whole, low.try_into().unwrap_or([b'0'; 6]))
+        }
+        _ => {
+            let mut six = [b'0'; 6];
+            if let Some(tail) = six.get_mut(6 - digits.len()..) {
+                tail.copy_from_slice(digits);
+            }
+            (b"0", six)
+        }
+    };
+    let kept = 6 - six.iter().rev().take_while(|&&d| d == b'0').count();
     let mut len = 0;
     let mut put = |bytes: &[u8]| {
         if let Some(slot) = out.get_mut(len..len + bytes.len()) {
@@ -72,18 +87,9 @@ fn micros(value: f64, out: &mut [u8; 32]) -> Option<usize> {
     if value < 0.0 {
         put(b"-");
     }
-    put(itoa::Buffer::new().format(whole).as_bytes());
+    put(whole);
     put(b".");
-    if fraction == 0 {
-        put(b"0");
-    } else {
-        let digits = fraction + 1_000_000; // a leading 1 keeps the zeros
-        let mut buffer = itoa::Buffer::new();
-        let text = buffer.format(digits).as_bytes();
-        let six = text.get(1..).unwrap_or_default();
-        let kept = six.len() - six.iter().rev().take_while(|&&d| d == b'0').count();
-        put(six.get(..kept).unwrap_or_default());
-    }
+    put(six.get(..kept.max(1)).unwrap_or_default());
     Some(len)
 }
 
