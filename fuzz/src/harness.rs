@@ -407,7 +407,9 @@ pub fn tls_stream(data: &[u8]) -> Option<TlsInfo> {
     tls.end_of_streams();
     let flights = tls.flights();
     let _ = format!("{flights:?}");
-    let info = tls.info(Timestamp(0), &instant);
+    let info = tls
+        .info(Timestamp(0), &instant)
+        .map(|findings| findings.into_info(&instant));
     let _ = format!("{info:?}");
     info
 }

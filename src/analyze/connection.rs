@@ -9,13 +9,14 @@
 use std::net::SocketAddr;
 
 use super::streams::{Analyzers, Streams};
+use super::tls::Findings;
 use super::Config;
 use crate::decode::TcpSegment;
 use crate::flow::tcp::{SegmentNotes, TcpConn};
 use crate::flow::FlowKey;
 use crate::record::{
     Anomalies, AnomalyKind, ClientBy, CloseKind, ConnectionRecord, HttpInfo, Instant, Overlay,
-    Side, TcpInfo, TlsInfo,
+    Side, TcpInfo,
 };
 use crate::time::Timestamp;
 
@@ -185,7 +186,7 @@ impl Connection {
             .analyzers
             .as_ref()
             .and_then(|a| a.tls_info(origin, &at))
-            .map(Box::new);
+            .map(|findings| Box::new((findings, capture_start)));
         let http = match &self.analyzers {
             Some(a) => a.http_info(&at),
             None => Analyzers::new(0, 0).http_info(&at),
@@ -232,7 +233,13 @@ impl Connection {
                 state: tcp.state().to_string(),
                 history: tcp.history(self.flipped),
             },
-            tls: tls.map(|t| *t),
+            tls: tls.map(|boxed| {
+                let (findings, capture_start) = *boxed;
+                findings.into_info(&|t: Timestamp| Instant {
+                    ts: t.as_secs_f64(),
+                    at: t.secs_since(capture_start),
+                })
+            }),
             http,
             close: tcp.close(unclosed, at),
             anomalies: self.anomalies,
@@ -250,8 +257,9 @@ pub(super) struct Touched {
 
 /// A connection's TLS and HTTP findings.
 pub(super) struct Facts {
-    /// Boxed: a connection without TLS (a third of those in a busy
-    /// capture of short ones) then lingers with 8 bytes for it, not 472.
-    tls: Option<Box<TlsInfo>>,
+    /// With the capture's start its times count from. Boxed: a connection
+    /// without TLS (a third of those in a busy capture of short ones) then
+    /// lingers with 8 bytes for it, not 500.
+    tls: Option<Box<(Findings, Timestamp)>>,
     http: HttpInfo,
 }

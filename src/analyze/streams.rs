@@ -7,13 +7,11 @@
 
 use super::h2::H2;
 use super::http::{Exchange, Http1};
-use super::tls::TlsAnalyzer;
+use super::tls::{Findings, TlsAnalyzer};
 use crate::decode::TcpSegment;
 use crate::flow::reassembly::{Reassembler, StreamSink};
 use crate::flow::seq::Seq;
-use crate::record::{
-    Anomalies, AnomalyKind, HttpInfo, HttpMethod, HttpRequest, Instant, Side, TlsInfo,
-};
+use crate::record::{Anomalies, AnomalyKind, HttpInfo, HttpMethod, HttpRequest, Instant, Side};
 use crate::time::Timestamp;
 
 /// The cleartext application protocol, once the first bytes decided it.
@@ -161,7 +159,11 @@ impl Analyzers {
         self.tls.malformed()
     }
 
-    pub fn tls_info(&self, start: Timestamp, at: &dyn Fn(Timestamp) -> Instant) -> Option<TlsInfo> {
+    pub fn tls_info(
+        &self,
+        start: Timestamp,
+        at: &dyn Fn(Timestamp) -> Instant,
+    ) -> Option<Findings> {
         self.tls.info(start, at)
     }
 

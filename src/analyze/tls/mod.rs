@@ -11,13 +11,16 @@ pub mod flights;
 pub mod hello;
 mod messages;
 pub mod records;
+mod steps;
 
-use crate::record::{EarlyData, Instant, Side, TlsAlert, TlsEvent, TlsInfo, TlsOutcome};
+use crate::record::{EarlyData, Instant, Side, TlsAlert, TlsInfo, TlsOutcome};
 use crate::time::Timestamp;
 use alerts::{alert_description, alert_level};
 use flights::Flights;
 use hello::{cipher_name, version_name, ClientHelloFacts, ServerHelloFacts};
 use records::{Item, RecordReader, ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, HANDSHAKE};
+pub use steps::Findings;
+use steps::Steps;
 
 /// Default cap on buffered handshake bytes per direction.
 pub const DEFAULT_HANDSHAKE_CAP: usize = 256 * 1024;
@@ -102,7 +105,7 @@ pub struct TlsAnalyzer {
     complete: Option<Timestamp>,
     first_app_data: Option<Timestamp>,
     alert: Option<(Side, String, String, Timestamp)>,
-    events: Vec<(&'static str, Side, Timestamp, Option<String>)>,
+    events: Steps,
     gap_bytes: u64,
     malformed: u64,
 }
@@ -137,7 +140,7 @@ impl TlsAnalyzer {
             complete: None,
             first_app_data: None,
             alert: None,
-            events: Vec::new(),
+            events: Steps::default(),
             gap_bytes: 0,
             malformed: 0,
         }
@@ -171,7 +174,7 @@ impl TlsAnalyzer {
 
     fn event(&mut self, name: &'static str, side: Side, ts: Timestamp, detail: Option<String>) {
         if self.events.len() < MAX_EVENTS {
-            self.events.push((name, side, ts, detail));
+            self.events.push(name, side, ts, detail);
         }
     }
 
@@ -425,9 +428,10 @@ impl TlsAnalyzer {
         self.events.shrink_to_fit();
     }
 
-    /// The TLS section, or `None` when the connection was not TLS.
-    /// `start` is the connection's SYN (or first packet); `at` converts times.
-    pub fn info(&self, start: Timestamp, at: &dyn Fn(Timestamp) -> Instant) -> Option<TlsInfo> {
+    /// The TLS section, its steps still compact, or `None` when the
+    /// connection was not TLS. `start` is the connection's SYN (or first
+    /// packet); `at` converts times.
+    pub fn info(&self, start: Timestamp, at: &dyn Fn(Timestamp) -> Instant) -> Option<Findings> {
         if self.detected != Some(true) {
             return None;
         }
@@ -454,20 +458,9 @@ impl TlsAnalyzer {
             TlsOutcome::Incomplete
         };
         let since = |t: Timestamp| t.secs_since(start);
-        let events = self
-            .events
-            .iter()
-            .map(|(name, side, ts, detail)| TlsEvent {
-                name,
-                side: *side,
-                time: at(*ts),
-                since_start: since(*ts),
-                detail: detail.clone(),
-            })
-            .collect();
         let ch_ts = self.first_hello;
         let (ja3, ja4) = ch.map(|(_, c)| c.ja3_ja4()).unzip();
-        Some(TlsInfo {
+        let info = TlsInfo {
             version: version_code.map(version_name),
             offered_version: offered.map(version_name),
             cipher: sh.map(|(_, s)| cipher_name(s.cipher)),
@@ -505,9 +498,10 @@ impl TlsAnalyzer {
             ja4,
             ja3,
             ja3s: sh.map(|(_, s)| s.ja3s_remembered()),
-            events,
+            events: Vec::new(),
             gap_bytes: self.gap_bytes,
-        })
+        };
+        Some(Findings::new(info, self.events.clone(), start))
     }
 }
 
