@@ -18,6 +18,17 @@ use crate::time::Timestamp;
 /// are counted together.
 const MAX_OVERLAYS: usize = 1024;
 
+/// Adds one to `key`'s count, making a `String` of it only the first time
+/// (this runs for every record, on the thread that writes the output).
+fn count(counts: &mut BTreeMap<String, u64>, key: &str) {
+    match counts.get_mut(key) {
+        Some(n) => *n += 1,
+        None => {
+            counts.insert(key.to_owned(), 1);
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct SummaryBuilder {
     pub packets: PacketCounts,
@@ -98,16 +109,13 @@ impl SummaryBuilder {
             // Bounded: a crafted capture may carry a million VNIs.
             let label = overlay.label();
             let key = if self.overlays.len() < MAX_OVERLAYS || self.overlays.contains_key(&label) {
-                label
+                label.as_str()
             } else {
-                "other".to_string()
+                "other"
             };
-            *self.overlays.entry(key).or_insert(0) += 1;
+            count(&mut self.overlays, key);
         }
-        *self
-            .close
-            .entry(rec.close.kind.as_str().to_string())
-            .or_insert(0) += 1;
+        count(&mut self.close, rec.close.kind.as_str());
         self.syn_retransmissions += u64::from(hs.syn_retransmissions);
         self.connection_anomalies.merge(&rec.anomalies);
         let mut tls_full = false;
@@ -123,14 +131,12 @@ impl SummaryBuilder {
                 _ => {}
             }
             if let Some(v) = &tls.version {
-                *self.tls_versions.entry(v.clone()).or_insert(0) += 1;
+                count(&mut self.tls_versions, v);
             }
-            let alpn = tls
-                .alpn
-                .clone()
-                .or_else(|| tls.alpn_offered.first().map(|a| format!("{a} (offered)")));
-            if let Some(a) = alpn {
-                *self.alpn.entry(a).or_insert(0) += 1;
+            match (&tls.alpn, tls.alpn_offered.first()) {
+                (Some(a), _) => count(&mut self.alpn, a),
+                (None, Some(a)) => count(&mut self.alpn, &format!("{a} (offered)")),
+                (None, None) => {}
             }
             if let Some(h) = tls.handshake {
                 self.tls_handshake.push(h);
@@ -166,7 +172,7 @@ impl SummaryBuilder {
                 self.latency.push(d);
             }
             if let Some(code) = r.status {
-                *self.status.entry(code.to_string()).or_insert(0) += 1;
+                count(&mut self.status, itoa::Buffer::new().format(code));
             }
         }
     }
