@@ -148,15 +148,13 @@ impl RecordSink for Tee<'_, '_> {
         self.jsonl.record(rec)
     }
 
+    /// Records come encoded only when none is kept.
     fn encoder(&self) -> Option<Encoder> {
-        self.jsonl.encoder()
+        self.keep.is_none().then(|| self.jsonl.encoder()).flatten()
     }
 
-    fn record_encoded(&mut self, rec: ConnectionRecord, encoded: &[u8]) -> io::Result<()> {
-        if let Some(keep) = self.keep.as_mut() {
-            keep.push(rec.clone());
-        }
-        self.jsonl.record_encoded(rec, encoded)
+    fn record_encoded(&mut self, id: u64, encoded: &[u8]) -> io::Result<()> {
+        self.jsonl.record_encoded(id, encoded)
     }
 }
 

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::io;
 
-use super::shard::{Event, FastHash, ShardCounts};
+use super::shard::{Done, Event, FastHash, ShardCounts};
 use super::summary::SummaryBuilder;
 use super::RecordSink;
 use crate::record::{AnomalyKind, Instant, Peak, Summary};
@@ -100,30 +100,37 @@ impl Gather {
                 self.open_now = self.open_now.saturating_sub(1);
                 Ok(())
             }
-            Event::Finished {
-                rec,
-                was_open,
-                encoded,
-                ..
-            } => {
+            Event::Finished { was_open, done, .. } => {
                 if was_open {
                     self.open_now = self.open_now.saturating_sub(1);
                 }
-                let mut rec = *rec;
-                rec.id = match self.ids.remove(&rec.id) {
-                    Some(id) => id,
-                    None => {
-                        // Not reachable: every connection opens before it finishes.
-                        let id = self.next_id;
-                        self.next_id += 1;
-                        id
+                match done {
+                    Done::Record(rec) => {
+                        let mut rec = *rec;
+                        rec.id = self.number(rec.id);
+                        self.summary.add_record(&rec);
+                        sink.record(rec)
                     }
-                };
-                self.summary.add_record(&rec);
-                match encoded {
-                    Some(text) => sink.record_encoded(rec, &text),
-                    None => sink.record(rec),
+                    Done::Encoded(encoded) => {
+                        let id = self.number(encoded.id);
+                        self.summary.add(&encoded.tally);
+                        sink.record_encoded(id, &encoded.text)
+                    }
                 }
+            }
+        }
+    }
+
+    /// The connection number of the connection whose first packet was at
+    /// position `first`.
+    fn number(&mut self, first: u64) -> u64 {
+        match self.ids.remove(&first) {
+            Some(id) => id,
+            None => {
+                // Not reachable: every connection opens before it finishes.
+                let id = self.next_id;
+                self.next_id += 1;
+                id
             }
         }
     }

@@ -150,25 +150,30 @@ impl Config {
     }
 }
 
-/// Turns a record into its output text; with `--threads` it runs on the
-/// worker threads, so the one thread writing output only writes.
-pub type Encoder = fn(&ConnectionRecord) -> Vec<u8>;
+/// Turns a record into its output text (`None` if it cannot: the record is
+/// then handed over whole); with `--threads` it runs on the worker
+/// threads, so the one thread writing output only writes.
+pub type Encoder = fn(&ConnectionRecord) -> Option<Vec<u8>>;
 
 /// Receives each connection record as soon as it is final.
 pub trait RecordSink {
     fn record(&mut self, rec: ConnectionRecord) -> io::Result<()>;
 
     /// How this sink would encode a record, if it wants records to come
-    /// already encoded (see [`RecordSink::record_encoded`]).
+    /// already encoded and needs nothing else of them: with `--threads`
+    /// such records reach it only as text ([`RecordSink::record_encoded`]).
     fn encoder(&self) -> Option<Encoder> {
         None
     }
 
-    /// A record with `encoded`, the [`RecordSink::encoder`]'s text of it
-    /// (the connection number included).
-    fn record_encoded(&mut self, rec: ConnectionRecord, encoded: &[u8]) -> io::Result<()> {
-        let _ = encoded;
-        self.record(rec)
+    /// A record as the [`RecordSink::encoder`] wrote it; its connection
+    /// number is `id`, not the one in `encoded` (that was not final yet).
+    /// Only a sink with an encoder gets these.
+    fn record_encoded(&mut self, id: u64, encoded: &[u8]) -> io::Result<()> {
+        let _ = (id, encoded);
+        Err(io::Error::other(
+            "an encoded record reached a sink that encodes none",
+        ))
     }
 }
 

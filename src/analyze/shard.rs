@@ -12,6 +12,7 @@
 use std::collections::VecDeque;
 
 use super::connection::{Connection, Touched};
+use super::summary::Tally;
 use super::{Config, Encoder};
 use crate::decode::defrag::Defragmenter;
 use crate::decode::{decode_with, Decoded, TcpSegment};
@@ -27,7 +28,7 @@ mod table;
 #[cfg(test)]
 mod tests;
 mod tombstones;
-pub use order::{Clock, Event, Order, Phase};
+pub use order::{Clock, Done, Encoded, Event, Order, Phase};
 use table::{Handle, Table};
 use tombstones::Tombstones;
 
@@ -459,13 +460,22 @@ impl Shard {
         let encoded = self
             .encoder
             .filter(|_| self.encoded_held < ENCODED_HELD)
-            .map(|encode| encode(&rec));
-        self.encoded_held += encoded.as_ref().map_or(0, Vec::len);
+            .and_then(|encode| encode(&rec));
+        let done = match encoded {
+            Some(text) => {
+                self.encoded_held += text.len();
+                Done::Encoded(Box::new(Encoded {
+                    id: rec.id,
+                    tally: Tally::of(&rec),
+                    text,
+                }))
+            }
+            None => Done::Record(Box::new(rec)),
+        };
         self.events.push(Event::Finished {
             order,
-            rec: Box::new(rec),
             was_open,
-            encoded,
+            done,
         });
     }
 

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use super::stats::Samples;
 use crate::record::{
-    Anomalies, ConnectionRecord, HandshakeTime, MeanMax, PacketCounts, Peak, PerRequest, Summary,
-    TlsOutcome,
+    Anomalies, CloseKind, ConnectionRecord, HandshakeTime, MeanMax, Overlay, PacketCounts, Peak,
+    PerRequest, Summary, TlsOutcome,
 };
 use crate::source::SourceInfo;
 use crate::time::Timestamp;
@@ -25,6 +25,76 @@ fn count(counts: &mut BTreeMap<String, u64>, key: &str) {
         Some(n) => *n += 1,
         None => {
             counts.insert(key.to_owned(), 1);
+        }
+    }
+}
+
+/// What the summary reads of one connection's record. Taken where the
+/// record is made: with `--threads` and JSON Lines the shard encodes the
+/// record and drops it there, and only its text and this travel to the
+/// thread that writes (a record is some forty allocations, freed on the
+/// thread that made them).
+#[derive(Debug)]
+pub struct Tally {
+    complete: bool,
+    /// A SYN was seen.
+    syn: bool,
+    connect: Option<f64>,
+    overlay: Option<Overlay>,
+    close: CloseKind,
+    syn_retransmissions: u32,
+    anomalies: Anomalies,
+    tls: Option<TlsTally>,
+    estimated: bool,
+    low_confidence: bool,
+    requests: u64,
+    /// SYN → first listed request, when both were seen.
+    to_first_request: Option<f64>,
+    /// Each listed request's duration and status.
+    listed: Vec<(Option<f64>, Option<u16>)>,
+}
+
+#[derive(Debug)]
+struct TlsTally {
+    outcome: TlsOutcome,
+    resumed: bool,
+    version: Option<String>,
+    /// The ALPN protocol selected, or the first offered with " (offered)".
+    alpn: Option<String>,
+    handshake: Option<f64>,
+}
+
+impl Tally {
+    pub fn of(rec: &ConnectionRecord) -> Tally {
+        let hs = &rec.tcp.handshake;
+        let http = &rec.http;
+        Tally {
+            complete: hs.complete,
+            syn: hs.syn.is_some(),
+            connect: hs.connect,
+            overlay: rec.overlay,
+            close: rec.close.kind,
+            syn_retransmissions: hs.syn_retransmissions,
+            anomalies: rec.anomalies.clone(),
+            tls: rec.tls.as_ref().map(|tls| TlsTally {
+                outcome: tls.outcome,
+                resumed: tls.resumed,
+                version: tls.version.clone(),
+                alpn: match (&tls.alpn, tls.alpn_offered.first()) {
+                    (Some(a), _) => Some(a.clone()),
+                    (None, Some(a)) => Some(format!("{a} (offered)")),
+                    (None, None) => None,
+                },
+                handshake: tls.handshake,
+            }),
+            estimated: http.estimated,
+            low_confidence: http.confidence == "low",
+            requests: http.requests,
+            to_first_request: hs
+                .syn
+                .zip(http.list.first())
+                .map(|(syn, first)| first.start.ts - syn.ts),
+            listed: http.list.iter().map(|r| (r.duration, r.status)).collect(),
         }
     }
 }
@@ -94,18 +164,22 @@ impl SummaryBuilder {
 
     /// Folds in one finished connection.
     pub fn add_record(&mut self, rec: &ConnectionRecord) {
+        self.add(&Tally::of(rec));
+    }
+
+    /// Folds in one finished connection, from what the summary reads of it.
+    pub fn add(&mut self, t: &Tally) {
         self.connections += 1;
-        let hs = &rec.tcp.handshake;
-        if hs.complete {
+        if t.complete {
             self.tcp_handshakes += 1;
         }
-        if hs.syn.is_none() {
+        if !t.syn {
             self.without_handshake += 1;
         }
-        if let Some(c) = hs.connect {
+        if let Some(c) = t.connect {
             self.connect.push(c);
         }
-        if let Some(overlay) = rec.overlay {
+        if let Some(overlay) = t.overlay {
             // Bounded: a crafted capture may carry a million VNIs.
             let label = overlay.label();
             let key = if self.overlays.len() < MAX_OVERLAYS || self.overlays.contains_key(&label) {
@@ -115,11 +189,11 @@ impl SummaryBuilder {
             };
             count(&mut self.overlays, key);
         }
-        count(&mut self.close, rec.close.kind.as_str());
-        self.syn_retransmissions += u64::from(hs.syn_retransmissions);
-        self.connection_anomalies.merge(&rec.anomalies);
+        count(&mut self.close, t.close.as_str());
+        self.syn_retransmissions += u64::from(t.syn_retransmissions);
+        self.connection_anomalies.merge(&t.anomalies);
         let mut tls_full = false;
-        if let Some(tls) = &rec.tls {
+        if let Some(tls) = &t.tls {
             self.tls_connections += 1;
             match tls.outcome {
                 TlsOutcome::Complete if tls.resumed => self.tls_resumed += 1,
@@ -133,45 +207,42 @@ impl SummaryBuilder {
             if let Some(v) = &tls.version {
                 count(&mut self.tls_versions, v);
             }
-            match (&tls.alpn, tls.alpn_offered.first()) {
-                (Some(a), _) => count(&mut self.alpn, a),
-                (None, Some(a)) => count(&mut self.alpn, &format!("{a} (offered)")),
-                (None, None) => {}
+            if let Some(a) = &tls.alpn {
+                count(&mut self.alpn, a);
             }
             if let Some(h) = tls.handshake {
                 self.tls_handshake.push(h);
             }
         }
-        let http = &rec.http;
-        if http.estimated {
-            self.requests_estimated += http.requests;
-            if http.confidence == "low" {
-                self.low_confidence += http.requests;
+        if t.estimated {
+            self.requests_estimated += t.requests;
+            if t.low_confidence {
+                self.low_confidence += t.requests;
             }
         } else {
-            self.requests_exact += http.requests;
+            self.requests_exact += t.requests;
         }
-        self.max_requests = self.max_requests.max(http.requests);
-        if http.requests > 0 {
+        self.max_requests = self.max_requests.max(t.requests);
+        if t.requests > 0 {
             self.busy_connections += 1;
-            if hs.syn.is_some() {
+            if t.syn {
                 self.busy_tcp_handshakes += 1;
             }
             if tls_full {
                 self.busy_tls_full += 1;
             }
-            if rec.tls.as_ref().is_some_and(|t| t.resumed) {
+            if t.tls.as_ref().is_some_and(|t| t.resumed) {
                 self.busy_tls_resumed += 1;
             }
-            if let (Some(syn), Some(first)) = (hs.syn, http.list.first()) {
-                self.to_first_request.push(first.start.ts - syn.ts);
+            if let Some(d) = t.to_first_request {
+                self.to_first_request.push(d);
             }
         }
-        for r in &http.list {
-            if let Some(d) = r.duration {
+        for &(duration, status) in &t.listed {
+            if let Some(d) = duration {
                 self.latency.push(d);
             }
-            if let Some(code) = r.status {
+            if let Some(code) = status {
                 count(&mut self.status, itoa::Buffer::new().format(code));
             }
         }

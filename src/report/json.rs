@@ -87,13 +87,15 @@ impl RecordSink for JsonlSink<'_> {
     /// number the gatherer gave (the encoding ran before it was known):
     /// the same bytes as [`JsonlSink::record`], written straight out
     /// rather than copied into a line first.
-    fn record_encoded(&mut self, rec: ConnectionRecord, encoded: &[u8]) -> io::Result<()> {
+    fn record_encoded(&mut self, id: u64, encoded: &[u8]) -> io::Result<()> {
         let Some(rest) = after_id(encoded) else {
-            return self.record(rec);
+            // `encode_line` hands over no such text.
+            return Err(io::Error::other("an encoded record without its number"));
         };
         self.line.clear();
         self.line.extend_from_slice(b"{\"id\":");
-        serde_json::to_writer(&mut self.line, &rec.id).map_err(io::Error::from)?;
+        self.line
+            .extend_from_slice(itoa::Buffer::new().format(id).as_bytes());
         self.out.write_all(&self.line)?;
         self.out.write_all(rest)?;
         self.out.write_all(b"\n")
@@ -117,30 +119,27 @@ fn after_id(text: &[u8]) -> Option<&[u8]> {
 }
 
 /// A record's JSON text, with a connection number that is not final yet
-/// ([`JsonlSink::record_encoded`] writes the final one); empty if it
-/// cannot be encoded. Encoded into this thread's scratch buffer (it keeps
+/// ([`JsonlSink::record_encoded`] writes the final one); `None` if it
+/// cannot be encoded so. Encoded into this thread's scratch buffer (it keeps
 /// its room: a short API call's text is 1.5–3 KB, a web connection's
 /// 3–6 KB) and copied out at its exact length: the text waits for the
 /// gatherer, and at 50 000 connections per second thousands wait at once
 /// (a 4 KiB buffer each was 30 MiB of a two-thread run's peak).
-fn encode_line(rec: &ConnectionRecord) -> Vec<u8> {
+fn encode_line(rec: &ConnectionRecord) -> Option<Vec<u8>> {
     thread_local! {
         static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     }
+    let numbered = |text: &[u8]| after_id(text).is_some().then(|| text.to_vec());
     SCRATCH.with(|scratch| {
         let Ok(mut text) = scratch.try_borrow_mut() else {
             // Not re-entered in practice; encode on its own if it were.
             let mut own = Vec::new();
-            return match to_writer(&mut own, rec) {
-                Ok(()) => own,
-                Err(_) => Vec::new(),
-            };
+            to_writer(&mut own, rec).ok()?;
+            return numbered(&own);
         };
         text.clear();
-        match to_writer(&mut *text, rec) {
-            Ok(()) => text.as_slice().to_vec(),
-            Err(_) => Vec::new(),
-        }
+        to_writer(&mut *text, rec).ok()?;
+        numbered(&text)
     })
 }
 

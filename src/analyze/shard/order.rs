@@ -5,6 +5,7 @@
 //!
 //! Does not run timers or hold connections: that is the shard's.
 
+use crate::analyze::summary::Tally;
 use crate::record::ConnectionRecord;
 use crate::time::Timestamp;
 
@@ -75,16 +76,31 @@ pub enum Event {
     Opened { order: Order, ts: Timestamp },
     /// An open connection closed.
     Closed { order: Order },
-    /// A connection was finalised. `rec.id` is still the position of its
-    /// first packet; the gatherer renumbers it. `was_open`: it still counted
-    /// among the open connections.
+    /// A connection was finalised. `was_open`: it still counted among the
+    /// open connections.
     Finished {
         order: Order,
-        rec: Box<ConnectionRecord>,
         was_open: bool,
-        /// The sink's encoding of the record, when it asked for one.
-        encoded: Option<Vec<u8>>,
+        done: Done,
     },
+}
+
+/// A finalised connection, as the gatherer gets it. Its connection number
+/// is still the position of its first packet: the gatherer renumbers it.
+#[derive(Debug)]
+pub enum Done {
+    /// The record.
+    Record(Box<ConnectionRecord>),
+    /// The record as the sink's encoder wrote it, and what the summary
+    /// reads of it; the record itself was dropped where it was made.
+    Encoded(Box<Encoded>),
+}
+
+#[derive(Debug)]
+pub struct Encoded {
+    pub id: u64,
+    pub text: Vec<u8>,
+    pub tally: Tally,
 }
 
 impl Event {

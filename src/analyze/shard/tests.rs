@@ -57,8 +57,8 @@ fn queue_entries_of_gone_connections_go_once_the_queue_doubles_the_table() {
 /// (the writing thread encodes them), and taking the events starts over.
 #[test]
 fn records_are_encoded_up_to_the_bytes_held() {
-    fn big(_: &crate::record::ConnectionRecord) -> Vec<u8> {
-        vec![b'x'; 100 << 10]
+    fn big(_: &crate::record::ConnectionRecord) -> Option<Vec<u8>> {
+        Some(vec![b'x'; 100 << 10])
     }
     let mut shard = Shard::new(Config::default(), 100);
     shard.encoder = Some(big);
@@ -75,7 +75,7 @@ fn records_are_encoded_up_to_the_bytes_held() {
                 matches!(
                     e,
                     Event::Finished {
-                        encoded: Some(_),
+                        done: Done::Encoded(_),
                         ..
                     }
                 )
