@@ -146,6 +146,11 @@ impl ClientHelloFacts {
             }
             _ => {}
         }
+        // Only these are read below: tls-parser need not parse (and
+        // allocate for) the others — key_share, psk modes, padding, …
+        if !matches!(ty, 0 | 10 | 11 | 13 | 16) {
+            return;
+        }
         let Ok((_, ext)) = parse_tls_client_hello_extension(whole) else {
             return; // malformed contents: the type id is kept, the contents are not
         };
