@@ -185,7 +185,7 @@ impl Connection {
         let tls = self
             .analyzers
             .as_ref()
-            .and_then(|a| a.tls_info(origin, &at))
+            .and_then(|a| a.tls_findings(origin, &at))
             .map(|findings| Box::new((findings, capture_start)));
         let http = match &self.analyzers {
             Some(a) => a.http_info(&at),

@@ -159,7 +159,7 @@ impl Analyzers {
         self.tls.malformed()
     }
 
-    pub fn tls_info(
+    pub fn tls_findings(
         &self,
         start: Timestamp,
         at: &dyn Fn(Timestamp) -> Instant,

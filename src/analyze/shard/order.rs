@@ -96,8 +96,10 @@ pub enum Done {
     Encoded(Box<Encoded>),
 }
 
+/// A record's text and what the summary reads of it.
 #[derive(Debug)]
 pub struct Encoded {
+    /// The position of its first packet.
     pub id: u64,
     pub text: Vec<u8>,
     pub tally: Tally,
