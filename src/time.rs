@@ -68,8 +68,14 @@ impl Timestamp {
     }
 
     /// `self - earlier` in seconds; negative when time went backwards.
+    /// The difference of nanoseconds is exact (in 128 bits only when 64
+    /// overflow: converting those to a float is a slow library call, and
+    /// this runs for every time in every record), then rounded once.
     pub fn secs_since(self, earlier: Timestamp) -> f64 {
-        (self.0 as i128 - earlier.0 as i128) as f64 / 1e9
+        match self.0.checked_sub(earlier.0) {
+            Some(nanos) => nanos as f64 / 1e9,
+            None => (i128::from(self.0) - i128::from(earlier.0)) as f64 / 1e9,
+        }
     }
 
     /// `d` after `self` (a deadline), saturating.
@@ -106,6 +112,36 @@ mod tests {
         let ns = Timestamp::from_parts(1_700_000_000, 123_456_000, 1_000_000_000);
         assert_eq!(us, ns);
         assert_eq!(us.to_string(), "1700000000.123456000");
+    }
+
+    #[test]
+    fn seconds_between_are_the_exact_difference_rounded_once() {
+        let exact = |a: i64, b: i64| (i128::from(a) - i128::from(b)) as f64 / 1e9;
+        let mut rng = crate::testutil::Xorshift(0x5ec5);
+        let edges = [i64::MIN, i64::MIN + 1, -1, 0, 1, i64::MAX - 1, i64::MAX];
+        for &a in &edges {
+            for &b in &edges {
+                assert_eq!(
+                    Timestamp(a).secs_since(Timestamp(b)),
+                    exact(a, b),
+                    "{a} {b}"
+                );
+            }
+        }
+        for _ in 0..100_000 {
+            let a = rng.next() as i64;
+            let b = (rng.next() as i64) >> (rng.next() % 64);
+            assert_eq!(
+                Timestamp(a).secs_since(Timestamp(b)),
+                exact(a, b),
+                "{a} {b}"
+            );
+            assert_eq!(
+                Timestamp(b).secs_since(Timestamp(a)),
+                exact(b, a),
+                "{b} {a}"
+            );
+        }
     }
 
     #[test]
