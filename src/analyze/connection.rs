@@ -10,13 +10,12 @@ use std::net::SocketAddr;
 
 use super::streams::{Analyzers, Streams};
 use super::tls::Findings;
-use super::Config;
+use super::{instant, Config};
 use crate::decode::TcpSegment;
 use crate::flow::tcp::{SegmentNotes, TcpConn};
 use crate::flow::FlowKey;
 use crate::record::{
-    Anomalies, AnomalyKind, ClientBy, CloseKind, ConnectionRecord, HttpInfo, Instant, Overlay,
-    Side, TcpInfo,
+    Anomalies, AnomalyKind, ClientBy, CloseKind, ConnectionRecord, HttpInfo, Overlay, Side, TcpInfo,
 };
 use crate::time::Timestamp;
 
@@ -173,10 +172,7 @@ impl Connection {
 
     /// The analyzers' findings, final once their streams have ended.
     pub(super) fn facts(&mut self, capture_start: Timestamp) -> Facts {
-        let at = |t: Timestamp| Instant {
-            ts: t.as_secs_f64(),
-            at: t.secs_since(capture_start),
-        };
+        let at = |t: Timestamp| instant(t, capture_start);
         if let Some(facts) = self.facts.take() {
             return *facts;
         }
@@ -209,10 +205,7 @@ impl Connection {
         capture_start: Timestamp,
         unclosed: CloseKind,
     ) -> ConnectionRecord {
-        let at = |t: Timestamp| Instant {
-            ts: t.as_secs_f64(),
-            at: t.secs_since(capture_start),
-        };
+        let at = |t: Timestamp| instant(t, capture_start);
         let Facts { tls, http } = self.facts(capture_start);
         let tcp = &self.tcp;
         ConnectionRecord {
@@ -235,10 +228,7 @@ impl Connection {
             },
             tls: tls.map(|boxed| {
                 let (findings, capture_start) = *boxed;
-                findings.into_info(&|t: Timestamp| Instant {
-                    ts: t.as_secs_f64(),
-                    at: t.secs_since(capture_start),
-                })
+                findings.into_info(&|t: Timestamp| instant(t, capture_start))
             }),
             http,
             close: tcp.close(unclosed, at),

@@ -13,8 +13,8 @@ use std::io;
 
 use super::shard::{Done, Event, FastHash, ShardCounts};
 use super::summary::SummaryBuilder;
-use super::RecordSink;
-use crate::record::{AnomalyKind, Instant, Peak, Summary};
+use super::{instant, RecordSink};
+use crate::record::{AnomalyKind, Peak, Summary};
 use crate::source::{RawPacket, SourceInfo};
 use crate::time::Timestamp;
 
@@ -88,10 +88,7 @@ impl Gather {
                     let origin = self.origin(ts);
                     self.summary.peak = Peak {
                         connections: self.open_now,
-                        at: Some(Instant {
-                            ts: ts.as_secs_f64(),
-                            at: ts.secs_since(origin),
-                        }),
+                        at: Some(instant(ts, origin)),
                     };
                 }
                 Ok(())

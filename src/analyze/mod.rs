@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use crate::decode::defrag::{may_be_fragment, Defragmenter, Verdict};
 use crate::decode::{TcpSegment, UdpTunnels};
-use crate::record::{ConnectionRecord, Overlay, Summary};
+use crate::record::{ConnectionRecord, Instant, Overlay, Summary};
 use crate::source::{RawPacket, SourceInfo};
 use crate::time::Timestamp;
 use gather::Gather;
@@ -147,6 +147,15 @@ impl Config {
         let overlay_ok =
             self.overlays.is_empty() || seg.overlay.is_some_and(|o| self.overlays.contains(&o));
         port_ok && host_ok && overlay_ok
+    }
+}
+
+/// Time `t` as a record gives it: seconds since the epoch, and since
+/// `capture_start` (the capture's first packet).
+fn instant(t: Timestamp, capture_start: Timestamp) -> Instant {
+    Instant {
+        ts: t.as_secs_f64(),
+        at: t.secs_since(capture_start),
     }
 }
 
