@@ -55,8 +55,17 @@ pub fn analyze_with_progress(
     }
     let mut analyzer = Analyzer::new(config.clone());
     let mut packets = 0u64;
-    while let Some(packet) = source.next_packet()? {
-        analyzer.packet(&packet, sink)?;
+    loop {
+        // The packet is read where `next_packet` left it: copied out of the
+        // `Result` it was reread in wider words than it was written in (a
+        // failed store forward, 3 % of a large capture's time).
+        let next = source.next_packet();
+        let packet = match next {
+            Ok(Some(ref packet)) => packet,
+            Ok(None) => break,
+            Err(e) => return Err(e.into()),
+        };
+        analyzer.packet(packet, sink)?;
         packets += 1;
         if packets % PROGRESS_EVERY == 0 {
             let (read, total) = source.progress();
