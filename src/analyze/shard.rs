@@ -177,7 +177,8 @@ impl Shard {
         let now = clock.now_at(index).unwrap_or(raw.ts);
         // Borrowed, not moved out: moving the segment out of the enum
         // copied it through the stack in pieces, and reading those back as
-        // wider words stalled (a failed store forward, 3 % of `-j 2`).
+        // wider words stalled (a failed store forward; one thread took 6 %
+        // longer on a large capture).
         let decoded = decode_with(raw, &self.config.udp_tunnels);
         let (seg, anomaly) = match &decoded {
             Decoded::Tcp(seg, anomaly) => (seg, *anomaly),
