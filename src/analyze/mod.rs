@@ -28,7 +28,7 @@ use crate::record::{ConnectionRecord, Instant, Overlay, Summary};
 use crate::source::{RawPacket, SourceInfo};
 use crate::time::Timestamp;
 use gather::Gather;
-use shard::{Clock, Shard};
+use shard::{Clock, Event, Shard};
 
 /// How long a connection with both FINs sent stays in the table to collect
 /// the last one's ACK before it is finalised, unless its close is over
@@ -273,6 +273,9 @@ pub struct Analyzer {
     shard: Shard,
     gather: Gather,
     defrag: Defragmenter,
+    /// The shard's events between taking and applying them (kept for its
+    /// room).
+    events: Vec<Event>,
 }
 
 impl Analyzer {
@@ -282,6 +285,7 @@ impl Analyzer {
             shard: Shard::new(config, cap),
             gather: Gather::new(),
             defrag: Defragmenter::default(),
+            events: Vec::new(),
         }
     }
 
@@ -325,11 +329,11 @@ impl Analyzer {
     }
 
     fn flush(&mut self, sink: &mut dyn RecordSink) -> io::Result<()> {
-        let events = self.shard.take_events();
-        if events.is_empty() {
+        self.shard.move_events(&mut self.events);
+        if self.events.is_empty() {
             return Ok(());
         }
-        self.gather.apply_all(events, sink)
+        self.gather.apply_all(self.events.drain(..), sink)
     }
 
     /// Connections open now, finished so far, requests and TCP handshakes

@@ -121,6 +121,9 @@ impl ClientHelloFacts {
             return Some(f); // SSL 3.0 style: no extensions block at all
         }
         let mut exts = Reader(r.vec16()?);
+        // At most one per four bytes: one allocation, not four as the
+        // list grew from nothing to a browser's 15–20 types.
+        f.extensions = Vec::with_capacity(exts.0.len() / 4);
         while !exts.0.is_empty() {
             let (ty, whole, data) = exts.extension()?; // overrun: None
             f.extensions.push(ty);
@@ -263,6 +266,9 @@ impl ServerHelloFacts {
             return Some(f);
         }
         let mut exts = Reader(r.vec16()?);
+        // At most one per four bytes: one allocation, not four as the
+        // list grew from nothing to a browser's 15–20 types.
+        f.extensions = Vec::with_capacity(exts.0.len() / 4);
         while !exts.0.is_empty() {
             let (ty, whole, data) = exts.extension()?;
             f.extensions.push(ty);

@@ -126,6 +126,12 @@ impl RecordReader {
                 let take = self.remaining.min(input.len());
                 let (chunk, rest) = input.split_at(take);
                 if self.want_body {
+                    if self.body.is_empty() {
+                        // Room for the whole body at once (at most 64 KiB:
+                        // a header's length) rather than growing it chunk
+                        // by chunk.
+                        self.body.reserve(self.remaining);
+                    }
                     self.body.extend_from_slice(chunk);
                 }
                 *input = rest;

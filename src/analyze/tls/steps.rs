@@ -23,6 +23,9 @@ struct Step {
     detailed: bool,
 }
 
+/// Steps a handshake's list has room for from its first one.
+const STEPS: usize = 8;
+
 /// The steps of one connection's handshake, in the order seen.
 #[derive(Clone, Debug, Default)]
 pub struct Steps {
@@ -37,6 +40,12 @@ impl Steps {
     }
 
     pub fn push(&mut self, name: &'static str, side: Side, ts: Timestamp, detail: Option<String>) {
+        if self.list.capacity() == 0 {
+            // Room for a whole short handshake at once (a resumed one, or
+            // TLS 1.3's, has 6–9 steps; growing from nothing took three
+            // allocations).
+            self.list.reserve_exact(STEPS);
+        }
         let detailed = detail.is_some();
         if let Some(detail) = detail {
             self.details.push(detail);
