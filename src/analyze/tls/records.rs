@@ -126,12 +126,9 @@ impl RecordReader {
                 let take = self.remaining.min(input.len());
                 let (chunk, rest) = input.split_at(take);
                 if self.want_body {
-                    if self.body.is_empty() {
-                        // Room for the whole body at once (at most 64 KiB:
-                        // a header's length) rather than growing it chunk
-                        // by chunk.
-                        self.body.reserve(self.remaining);
-                    }
+                    // Grown with the bytes that came, never to the length a
+                    // header claims: a stream of headers alone must not
+                    // reserve 18 KiB a direction per connection.
                     self.body.extend_from_slice(chunk);
                 }
                 *input = rest;
@@ -262,6 +259,21 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn a_body_takes_room_for_the_bytes_that_came_not_for_its_claimed_length() {
+        // A handshake record header claiming the largest body, then one
+        // byte of it: thousands of connections doing this must not hold
+        // 18 KiB each.
+        let len = u16::try_from(MAX_RECORD).unwrap_or(u16::MAX).to_be_bytes();
+        let mut reader = RecordReader::default();
+        assert_eq!(all(&mut reader, &[22, 3, 3, len[0], len[1], 1]), vec![]);
+        assert!(
+            reader.body.capacity() < 1024,
+            "{} bytes held for one byte of body",
+            reader.body.capacity()
+        );
     }
 
     #[test]
