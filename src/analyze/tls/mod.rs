@@ -225,37 +225,42 @@ impl TlsAnalyzer {
     /// Hands stream bytes to the record reader and handles what it finds.
     fn feed(&mut self, side: Side, ts: Timestamp, bytes: &[u8]) {
         let mut input = bytes;
-        // The reader is taken out while its items are handled, so that a
-        // record's body is read where the reader holds it (copied out, it
-        // was an allocation per handshake record). Handling a record never
-        // touches the readers.
-        let mut reader = std::mem::take(&mut self.dir(side).reader);
         loop {
-            let encrypted = self.dir(side).encrypted;
+            let dir = match side {
+                Side::Client => &mut self.client,
+                Side::Server => &mut self.server,
+            };
+            let encrypted = dir.encrypted;
             let want = |t: u8| match t {
                 HANDSHAKE => !encrypted,
                 ALERT | CHANGE_CIPHER_SPEC => true,
                 _ => false,
             };
-            match reader.next(&mut input, ts, &want) {
+            let item = match dir.reader.next(&mut input, ts, &want) {
                 Some(Item::Record {
                     content_type,
                     len,
                     body,
                     ts,
                     ..
-                }) => self.record(side, content_type, len, body, ts),
-                Some(Item::SslV2 { body, ts }) => self.sslv2(side, body, ts),
-                Some(Item::NotARecord) => {
+                }) => Owned::Record(content_type, len, body.map(<[u8]>::to_vec), ts),
+                Some(Item::SslV2 { body, ts }) => Owned::SslV2(body.to_vec(), ts),
+                Some(Item::NotARecord) => Owned::NotARecord,
+                None => break,
+            };
+            match item {
+                Owned::Record(content_type, len, body, ts) => {
+                    self.record(side, content_type, len, body.as_deref(), ts)
+                }
+                Owned::SslV2(body, ts) => self.sslv2(side, &body, ts),
+                Owned::NotARecord => {
                     if self.client_hello.is_none() && self.server_hello.is_none() {
                         self.not_tls_after_all = true;
                     }
                     self.malformed += 1;
                 }
-                None => break,
             }
         }
-        self.dir(side).reader = reader;
         if self.complete.is_some() && !self.shrunk {
             // The handshake is over: what follows is skipped by length.
             self.shrunk = true;
@@ -498,6 +503,13 @@ impl TlsAnalyzer {
         };
         Some(Findings::new(info, self.events.clone(), start))
     }
+}
+
+/// Owned copy of a reader item, so the reader's borrow ends before handling.
+enum Owned {
+    Record(u8, usize, Option<Vec<u8>>, Timestamp),
+    SslV2(Vec<u8>, Timestamp),
+    NotARecord,
 }
 
 /// Whether the first bytes of a stream look like TLS (or SSLv2's ClientHello).
