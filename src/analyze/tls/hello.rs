@@ -93,6 +93,13 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// An empty list of extension types with room for all that `block` can
+/// hold (each takes at least four bytes): one allocation, where growing
+/// from nothing took four for a browser's 15–20.
+fn types_for(block: &Reader<'_>) -> Vec<u16> {
+    Vec::with_capacity(block.0.len() / 4)
+}
+
 /// Big-endian u16 list; an odd trailing byte is ignored.
 fn u16s(b: &[u8]) -> Vec<u16> {
     let pairs = b.chunks_exact(2).filter_map(|c| c.first_chunk::<2>());
@@ -121,9 +128,7 @@ impl ClientHelloFacts {
             return Some(f); // SSL 3.0 style: no extensions block at all
         }
         let mut exts = Reader(r.vec16()?);
-        // At most one per four bytes: one allocation, not four as the
-        // list grew from nothing to a browser's 15–20 types.
-        f.extensions = Vec::with_capacity(exts.0.len() / 4);
+        f.extensions = types_for(&exts);
         while !exts.0.is_empty() {
             let (ty, whole, data) = exts.extension()?; // overrun: None
             f.extensions.push(ty);
@@ -266,9 +271,7 @@ impl ServerHelloFacts {
             return Some(f);
         }
         let mut exts = Reader(r.vec16()?);
-        // At most one per four bytes: one allocation, not four as the
-        // list grew from nothing to a browser's 15–20 types.
-        f.extensions = Vec::with_capacity(exts.0.len() / 4);
+        f.extensions = types_for(&exts);
         while !exts.0.is_empty() {
             let (ty, whole, data) = exts.extension()?;
             f.extensions.push(ty);
