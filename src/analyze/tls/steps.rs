@@ -42,8 +42,8 @@ impl Steps {
     pub fn push(&mut self, name: &'static str, side: Side, ts: Timestamp, detail: Option<String>) {
         if self.list.capacity() == 0 {
             // Room for a whole short handshake at once (a resumed one, or
-            // TLS 1.3's, has 6–9 steps; growing from nothing took three
-            // allocations).
+            // TLS 1.3's, has 6–9 steps; growing from nothing took two or
+            // three allocations).
             self.list.reserve_exact(STEPS);
         }
         let detailed = detail.is_some();
