@@ -13,12 +13,16 @@ mod messages;
 pub mod records;
 mod steps;
 
+use std::cell::Cell;
+
 use crate::record::{EarlyData, Instant, Side, TlsAlert, TlsInfo, TlsOutcome};
 use crate::time::Timestamp;
 use alerts::{alert_description, alert_level};
 use flights::Flights;
 use hello::{cipher_name, version_name, ClientHelloFacts, ServerHelloFacts};
-use records::{Item, RecordReader, ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, HANDSHAKE};
+use records::{
+    Item, RecordReader, ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, HANDSHAKE, MAX_RECORD,
+};
 pub use steps::Findings;
 use steps::Steps;
 
@@ -243,16 +247,22 @@ impl TlsAnalyzer {
                     body,
                     ts,
                     ..
-                }) => Owned::Record(content_type, len, body.map(<[u8]>::to_vec), ts),
-                Some(Item::SslV2 { body, ts }) => Owned::SslV2(body.to_vec(), ts),
+                }) => Owned::Record(content_type, len, body.map(copied), ts),
+                Some(Item::SslV2 { body, ts }) => Owned::SslV2(copied(body), ts),
                 Some(Item::NotARecord) => Owned::NotARecord,
                 None => break,
             };
             match item {
                 Owned::Record(content_type, len, body, ts) => {
-                    self.record(side, content_type, len, body.as_deref(), ts)
+                    self.record(side, content_type, len, body.as_deref(), ts);
+                    if let Some(body) = body {
+                        give_back(body);
+                    }
                 }
-                Owned::SslV2(body, ts) => self.sslv2(side, &body, ts),
+                Owned::SslV2(body, ts) => {
+                    self.sslv2(side, &body, ts);
+                    give_back(body);
+                }
                 Owned::NotARecord => {
                     if self.client_hello.is_none() && self.server_hello.is_none() {
                         self.not_tls_after_all = true;
@@ -502,6 +512,29 @@ impl TlsAnalyzer {
             gap_bytes: self.gap_bytes,
         };
         Some(Findings::new(info, self.events.clone(), start))
+    }
+}
+
+thread_local! {
+    /// A buffer for the record body being handled, kept for its room: a
+    /// new one per handshake record was three allocations per connection.
+    static BODY: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// `body` copied into this thread's body buffer (an empty one if it is
+/// in use).
+fn copied(body: &[u8]) -> Vec<u8> {
+    let mut buffer = BODY.take();
+    buffer.clear();
+    buffer.extend_from_slice(body);
+    buffer
+}
+
+/// Gives a buffer from [`copied`] back, unless it grew past the largest
+/// record (then it goes, and so does its room).
+fn give_back(buffer: Vec<u8>) {
+    if buffer.capacity() <= MAX_RECORD {
+        BODY.set(buffer);
     }
 }
 
