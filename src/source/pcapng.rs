@@ -352,9 +352,9 @@ impl Blocks {
     }
 
     /// Asks the parser for one block and decides what to do with it. A
-    /// packet block without options that lies whole in the buffer — nearly
-    /// every block — is read here directly (`mapped::plain_epb`, the same
-    /// fields the parser gives), not through the reader's block enum: with
+    /// packet block that lies whole in the buffer — nearly every block — is
+    /// read here directly (`mapped::plain_epb`, the same fields the parser
+    /// gives, its options passed over), not through the reader's block enum: with
     /// the parser, reading was a quarter of one thread's time on a pcapng
     /// capture.
     fn parse_step(&mut self, info: &mut SourceInfo, path: &str) -> Step {

@@ -5,9 +5,10 @@
 //! the `read()` copy, and `--threads`' batches can share the window the
 //! packets lie in. A block that straddles a window's end starts the next
 //! window. Also the one place that reads an Enhanced Packet Block by hand:
-//! a plain one (whole, no options — nearly every block) gives exactly the
-//! block pcap-parser's parser would, without its cost (`plain_epb`, held to
-//! the parser by a differential test); anything else goes to the parser.
+//! a whole, well-formed one (nearly every block) gives exactly the block
+//! pcap-parser's parser would but for its options, passed over unread,
+//! without the parser's cost (`plain_epb`, held to the parser by a
+//! differential test); anything else goes to the parser.
 //!
 //! Does not interpret blocks (that is `pcapng`).
 
@@ -107,11 +108,11 @@ fn block_parser(big_endian: bool) -> BlockParser {
 type BlockParser = for<'a> fn(&'a [u8]) -> nom::IResult<&'a [u8], Block<'a>, PcapError<&'a [u8]>>;
 
 /// The block at the front of `data` in a section of this byte order, as
-/// pcap-parser reads it (for the pieces' walk, `Section::found_at`). An
-/// Enhanced Packet Block without options — nearly every block a capture
-/// tool writes — is read here, field for field what the parser gives
-/// (`plain_epb`); every other block, and one that does not look exactly
-/// like that, goes through the parser.
+/// pcap-parser reads it (for the pieces' walk, `Section::found_at`). A
+/// whole, well-formed Enhanced Packet Block — nearly every block a capture
+/// tool writes — is read here, field for field what the parser gives but
+/// for its options (`plain_epb`); every other block, and one that does not
+/// look exactly like that, goes through the parser.
 pub fn parse_block(
     big_endian: bool,
     data: &[u8],
@@ -122,10 +123,14 @@ pub fn parse_block(
     }
 }
 
-/// The Enhanced Packet Block at the front of `data` if it is whole, well
-/// formed and has no options, and the bytes after it: the same block
-/// pcap-parser's parser returns for it. `None` for anything else, which
-/// the parser then reads (or rejects) itself.
+/// The Enhanced Packet Block at the front of `data` if it is whole and
+/// well formed, and the bytes after it: the same block pcap-parser's
+/// parser returns for it, but for its options, which are passed over
+/// unread (nothing in this crate reads a packet block's options; the
+/// parser reads them leniently — one that does not parse ends the list,
+/// not the block — so they never decide whether the block is taken).
+/// `None` for anything else, which the parser then reads (or rejects)
+/// itself.
 pub fn plain_epb(data: &[u8], big_endian: bool) -> Option<(EnhancedPacketBlock<'_>, &[u8])> {
     let word = |at: usize| u32_at(data, at, big_endian);
     let caplen = word(20)?;
@@ -136,9 +141,10 @@ pub fn plain_epb(data: &[u8], big_endian: bool) -> Option<(EnhancedPacketBlock<'
         return None;
     }
     let padded = caplen.checked_next_multiple_of(4)?;
-    let total = padded.checked_add(32)?;
-    // No options: the block ends right after the packet's padding.
-    if word(4)? != total {
+    // The block holds the packet and its padding (and options after them,
+    // if it is longer).
+    let total = word(4)?;
+    if total < padded.checked_add(32)? {
         return None;
     }
     let (block, rest) = data.split_at_checked(usize::try_from(total).ok()?)?;
@@ -276,12 +282,12 @@ mod tests {
     use crate::testutil::{every_capture, Xorshift};
 
     /// What a parse gave, comparable: the bytes left (where and how many)
-    /// and the block's fields (an Enhanced Packet Block's all of them), or
-    /// the error.
+    /// and the block's fields (an Enhanced Packet Block's all of them but
+    /// its options, which the fast path passes over unread), or the error.
     fn outcome(result: nom::IResult<&[u8], Block<'_>, PcapError<&[u8]>>) -> String {
         match result {
             Ok((rest, Block::EnhancedPacket(b))) => format!(
-                "rest {:p}+{} epb {} {} {} {} {} {} {} data {:p}+{} options {} {}",
+                "rest {:p}+{} epb {} {} {} {} {} {} {} data {:p}+{} {}",
                 rest.as_ptr(),
                 rest.len(),
                 b.block_type,
@@ -293,7 +299,6 @@ mod tests {
                 b.origlen,
                 b.data.as_ptr(),
                 b.data.len(),
-                b.options.len(),
                 b.block_len2
             ),
             Ok((rest, block)) => format!("rest {:p}+{} {block:?}", rest.as_ptr(), rest.len()),
@@ -356,12 +361,12 @@ mod tests {
                 at += len;
             }
         }
-        // The captures' packet blocks mostly have no options.
+        // The captures' blocks are mostly packet blocks.
         assert!(
             fast * 2 > blocks,
             "{fast} of {blocks} capture blocks read directly"
         );
-        let (mut blocks, mut fast) = (0, 0);
+        let (mut blocks, mut fast, mut optioned) = (0, 0, 0);
         // Made-up blocks: a plain packet block's lengths, some right, some
         // not, in both byte orders.
         let mut rng = Xorshift(0x5eed_b10c);
@@ -375,7 +380,13 @@ mod tests {
                 _ => (rng.next() % 80) as u32,
             };
             let padded = caplen.wrapping_add(3) & !3;
-            let mut len = padded.wrapping_add(32);
+            // A third of them with options: a few words of whatever bytes
+            // (now and then not a whole number of words).
+            let options = match rng.next() % 3 {
+                0 => (rng.next() % 6) as u32 * 4 + (rng.next() % 2) as u32 * 2,
+                _ => 0,
+            };
+            let mut len = padded.wrapping_add(32).wrapping_add(options);
             if rng.next() % 4 == 0 {
                 len = len.wrapping_add((rng.next() % 9) as u32).wrapping_sub(4);
             }
@@ -386,17 +397,25 @@ mod tests {
             block.extend(put(caplen));
             block.extend(put((rng.next() % 100) as u32));
             let extra = (rng.next() % 3) as usize * 4;
-            block.extend(rng.bytes((padded as usize).min(96) + extra));
+            block.extend(rng.bytes((padded as usize).min(96) + options as usize + extra));
             let trailer = if rng.next() % 5 == 0 { len ^ 4 } else { len };
             block.extend(put(trailer));
             let after = (rng.next() % 8) as usize;
             block.extend(rng.bytes(after));
             blocks += 1;
-            fast += usize::from(agrees(&block, be, &format!("made-up {block:02x?}")));
+            let direct = agrees(&block, be, &format!("made-up {block:02x?}"));
+            fast += usize::from(direct);
+            // Longer than the packet and its padding: options (here,
+            // whatever bytes), passed over.
+            optioned += usize::from(direct && options > 0);
         }
         assert!(
             fast > 3_000,
             "{fast} of {blocks} made-up blocks read directly"
+        );
+        assert!(
+            optioned > 500,
+            "{optioned} made-up blocks with options read directly"
         );
     }
 }
