@@ -353,10 +353,10 @@ impl Blocks {
 
     /// Asks the parser for one block and decides what to do with it. A
     /// packet block that lies whole in the buffer — nearly every block — is
-    /// read here directly (`mapped::plain_epb`, the same fields the parser
-    /// gives, its options passed over), not through the reader's block enum: with
-    /// the parser, reading was a quarter of one thread's time on a pcapng
-    /// capture.
+    /// read here directly (`mapped::plain_epb`: the same fields the parser
+    /// gives, its options passed over), not through the reader's block
+    /// enum: with the parser, reading was a quarter of one thread's time on
+    /// a pcapng capture.
     fn parse_step(&mut self, info: &mut SourceInfo, path: &str) -> Step {
         let data = self.reader.get().data();
         if let Some((epb, rest)) = mapped::plain_epb(data, self.big_endian) {
