@@ -221,9 +221,12 @@ for name in order:
 # ideal hardware in one copy's time (N×). Their ratio is the ceiling of any
 # N-thread split of that work, before the split's own costs.
 cores = int(os.environ.get("CORES", "1"))
-ours_at = lambda one, jsonl: med(lambda n: n.startswith("handshakes analyze -j")
-                                 and "at once" not in n
-                                 and ("-j 1 " in n) == one and ("jsonl" in n) == jsonl)
+def ours(n, one, jsonl):
+    """Whether tool `n` is our analysis of the pcap capture, on one thread
+    (`one`) or all cores, in JSON Lines (`jsonl`) or as a table."""
+    return (n.startswith("handshakes analyze -j") and "at once" not in n
+            and "pcapng" not in n and ("-j 1 " in n) == one and ("jsonl" in n) == jsonl)
+ours_at = lambda one, jsonl: med(lambda n: ours(n, one, jsonl))
 one_t, one_l = ours_at(True, False), ours_at(True, True)
 many_t, many_l = ours_at(False, False), ours_at(False, True)
 floors = med(lambda n: n.startswith("floor,"))
@@ -244,10 +247,7 @@ if cores > 1 and floor and floors:
               end="")
     print(".", end="")
     if one_t and many_t and one_l and many_l:
-        fastest = lambda one, jsonl: next(min(times[n]) for n in order
-                                          if n.startswith("handshakes analyze -j")
-                                          and "at once" not in n and "pcapng" not in n
-                                          and ("-j 1 " in n) == one and ("jsonl" in n) == jsonl)
+        fastest = lambda one, jsonl: next(min(times[n]) for n in order if ours(n, one, jsonl))
         print(f" `handshakes` with all cores against one thread: {one_t / many_t:.2f}× (table), "
               f"{one_l / many_l:.2f}× (jsonl); fastest runs "
               f"{fastest(True, False) / fastest(False, False):.2f}× and "
