@@ -269,10 +269,11 @@ fn bench_tls(c: &mut Criterion) {
                     tls.end_of_streams();
                     assert!(tls.is_tls());
                     // The record as a report needs it: fingerprints and all.
-                    let info = tls.info(Timestamp(0), &|t| Instant {
+                    let at = |t: Timestamp| Instant {
                         ts: t.as_secs_f64(),
                         at: t.as_secs_f64(),
-                    });
+                    };
+                    let info = tls.info(Timestamp(0)).map(|f| f.into_info(&at));
                     black_box((tls.flights().requests, info))
                 })
             });

@@ -181,7 +181,7 @@ impl Connection {
         let tls = self
             .analyzers
             .as_ref()
-            .and_then(|a| a.tls_findings(origin, &at))
+            .and_then(|a| a.tls_findings(origin))
             .map(|findings| Box::new((findings, capture_start)));
         let http = match &self.analyzers {
             Some(a) => a.http_info(&at),

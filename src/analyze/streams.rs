@@ -159,12 +159,8 @@ impl Analyzers {
         self.tls.malformed()
     }
 
-    pub fn tls_findings(
-        &self,
-        start: Timestamp,
-        at: &dyn Fn(Timestamp) -> Instant,
-    ) -> Option<Findings> {
-        self.tls.info(start, at)
+    pub fn tls_findings(&self, start: Timestamp) -> Option<Findings> {
+        self.tls.info(start)
     }
 
     /// The record's `http` section.

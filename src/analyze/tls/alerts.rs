@@ -1,9 +1,33 @@
-//! Names of TLS alert levels and descriptions (RFC 8446 §6, RFC 5246 §7.2),
-//! unknown numbers kept as numbers.
+//! An alert as the analyzer saw it, kept as its two bytes until a record
+//! is made, and the names of TLS alert levels and descriptions (RFC 8446
+//! §6, RFC 5246 §7.2), unknown numbers kept as numbers.
 //!
 //! Does not decide anything about the handshake.
 
-pub fn alert_level(level: u8) -> String {
+/// An alert: its level and description bytes, or `None` when only the
+/// encrypted record was visible. Three bytes: a closed connection keeps
+/// it while it lingers, and the names are made with its record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Alert(pub Option<[u8; 2]>);
+
+impl Alert {
+    /// The record's level and description: names, numbers when unknown,
+    /// `encrypted` twice when the alert was.
+    pub fn names(self) -> (String, String) {
+        match self.0 {
+            Some([level, code]) => (alert_level(level), alert_description(code)),
+            None => ("encrypted".to_string(), "encrypted".to_string()),
+        }
+    }
+
+    /// The detail of its event: level and description.
+    pub fn detail(self) -> String {
+        let (level, description) = self.names();
+        format!("{level} {description}")
+    }
+}
+
+fn alert_level(level: u8) -> String {
     match level {
         1 => "warning".into(),
         2 => "fatal".into(),
@@ -11,7 +35,7 @@ pub fn alert_level(level: u8) -> String {
     }
 }
 
-pub fn alert_description(code: u8) -> String {
+fn alert_description(code: u8) -> String {
     let name = match code {
         0 => "close_notify",
         10 => "unexpected_message",

@@ -7,6 +7,7 @@
 //! packets, only stream bytes and gaps.
 
 mod alerts;
+mod findings;
 pub mod flights;
 pub mod hello;
 mod messages;
@@ -15,15 +16,15 @@ mod steps;
 
 use std::cell::Cell;
 
-use crate::record::{EarlyData, Instant, Side, TlsAlert, TlsInfo, TlsOutcome};
+use crate::record::{Side, TlsOutcome};
 use crate::time::Timestamp;
-use alerts::{alert_description, alert_level};
+use alerts::Alert;
+pub use findings::Findings;
 use flights::Flights;
-use hello::{cipher_name, version_name, ClientHelloFacts, ServerHelloFacts};
+use hello::{ClientHelloFacts, ServerHelloFacts};
 use records::{
     Item, RecordReader, ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, HANDSHAKE, MAX_RECORD,
 };
-pub use steps::Findings;
 use steps::Steps;
 
 /// Default cap on buffered handshake bytes per direction.
@@ -108,7 +109,7 @@ pub struct TlsAnalyzer {
     flights: Flights,
     complete: Option<Timestamp>,
     first_app_data: Option<Timestamp>,
-    alert: Option<(Side, String, String, Timestamp)>,
+    alert: Option<(Side, Alert, Timestamp)>,
     events: Steps,
     gap_bytes: u64,
     malformed: u64,
@@ -176,9 +177,9 @@ impl TlsAnalyzer {
         }
     }
 
-    fn event(&mut self, name: &'static str, side: Side, ts: Timestamp, detail: Option<String>) {
+    fn event(&mut self, name: &'static str, side: Side, ts: Timestamp, alert: Option<Alert>) {
         if self.events.len() < MAX_EVENTS {
-            self.events.push(name, side, ts, detail);
+            self.events.push(name, side, ts, alert);
         }
     }
 
@@ -324,13 +325,10 @@ impl TlsAnalyzer {
                 let visible = body
                     .and_then(|b| b.first_chunk::<2>())
                     .filter(|_| plaintext && body.is_some_and(|b| b.len() == 2));
-                let (level, description) = match visible {
-                    Some([level, code]) => (alert_level(*level), alert_description(*code)),
-                    None => ("encrypted".to_string(), "encrypted".to_string()),
-                };
-                self.event("alert", side, ts, Some(format!("{level} {description}")));
+                let alert = Alert(visible.copied());
+                self.event("alert", side, ts, Some(alert));
                 if self.alert.is_none() {
-                    self.alert = Some((side, level, description, ts));
+                    self.alert = Some((side, alert, ts));
                 }
             }
             APPLICATION_DATA => self.application_data(side, len, ts),
@@ -441,17 +439,15 @@ impl TlsAnalyzer {
     /// The TLS section, its steps still compact, or `None` when the
     /// connection was not TLS. `start` is the connection's SYN (or first
     /// packet); `at` converts times.
-    pub fn info(&self, start: Timestamp, at: &dyn Fn(Timestamp) -> Instant) -> Option<Findings> {
+    pub fn info(&self, start: Timestamp) -> Option<Findings> {
         if self.detected != Some(true) {
             return None;
         }
-        let ch = self.client_hello.as_ref();
+        let ch = self.client_hello.as_ref().map(|(_, c)| c);
         let sh = self.server_hello.as_ref();
-        let version_code = sh.map(|(_, s)| s.version());
-        let offered = ch.map(|(_, c)| c.max_version()).or(self.sslv2_version);
         let tls13 = sh.is_some_and(|(_, s)| is_tls13(s.version()));
         let (resumed, resumption) = resumption(
-            ch.map(|(_, c)| c),
+            ch,
             sh.map(|(_, s)| s),
             self.certificate_from_server,
             self.server.finished.is_some() || self.server.encrypted,
@@ -467,51 +463,34 @@ impl TlsAnalyzer {
         } else {
             TlsOutcome::Incomplete
         };
-        let since = |t: Timestamp| t.secs_since(start);
-        let ch_ts = self.first_hello;
-        let (ja3, ja4) = ch.map(|(_, c)| c.ja3_ja4()).unzip();
-        let info = TlsInfo {
-            version: version_code.map(version_name),
-            offered_version: offered.map(version_name),
-            cipher: sh.map(|(_, s)| cipher_name(s.cipher)),
-            sni: ch.and_then(|(_, c)| c.sni.clone()),
+        Some(Findings {
+            version: sh.map(|(_, s)| s.version()),
+            offered: ch.map(ClientHelloFacts::max_version).or(self.sslv2_version),
+            cipher: sh.map(|(_, s)| s.cipher),
+            sni: ch.and_then(|c| c.sni.clone()),
             alpn: sh.and_then(|(_, s)| s.alpn.clone()),
-            alpn_offered: ch.map(|(_, c)| c.alpn.clone()).unwrap_or_default(),
+            alpn_offered: ch.map(|c| c.alpn.clone()).unwrap_or_default(),
             resumed,
-            resumption: resumption.map(str::to_string),
+            resumption,
             hello_retry: self.hello_retry,
-            early_data: EarlyData {
-                offered: ch.is_some_and(|(_, c)| c.early_data),
-                accepted: None,
-            },
+            early_data_offered: ch.is_some_and(|c| c.early_data),
             client_certificate_requested: if tls13 {
                 None
             } else {
                 Some(self.certificate_requested)
             },
             outcome,
-            alert: self
-                .alert
-                .as_ref()
-                .map(|(side, level, description, ts)| TlsAlert {
-                    side: *side,
-                    level: level.clone(),
-                    description: description.clone(),
-                    time: at(*ts),
-                }),
-            client_hello: ch_ts.map(at),
-            server_hello: sh.map(|(t, _)| at(*t)),
-            complete: self.complete.map(at),
-            hello_to_hello: ch_ts.zip(sh.map(|(t, _)| *t)).map(|(c, s)| s.secs_since(c)),
-            handshake: ch_ts.zip(self.complete).map(|(c, d)| d.secs_since(c)),
-            syn_to_app_data: self.first_app_data.map(since),
-            ja4,
-            ja3,
+            alert: self.alert,
+            client_hello: self.first_hello,
+            server_hello: sh.map(|(t, _)| *t),
+            complete: self.complete,
+            first_app_data: self.first_app_data,
+            ja3_ja4: ch.map(ClientHelloFacts::ja3_ja4),
             ja3s: sh.map(|(_, s)| s.ja3s_remembered()),
-            events: Vec::new(),
+            steps: self.events.clone(),
             gap_bytes: self.gap_bytes,
-        };
-        Some(Findings::new(info, self.events.clone(), start))
+            start,
+        })
     }
 }
 

@@ -1,15 +1,16 @@
 //! A TLS handshake's steps as the analyzer saw them — the message's name,
-//! its side, the capture time of the packet that completed it, and the
-//! rare detail — 32 bytes each, and kept that way until the connection's
-//! record is made: a closed connection waits out its close linger holding
-//! its findings, and a record's [`TlsEvent`] (72 bytes: two clocks, a time
-//! since the start, an optional string) is made only then, from the same
-//! times, so the record is the same.
+//! its side, the capture time of the packet that completed it, and an
+//! alert's two bytes — 32 bytes each, and kept that way until the
+//! connection's record is made: a closed connection waits out its close
+//! linger holding its findings, and a record's [`TlsEvent`] (72 bytes: two
+//! clocks, a time since the start, an optional string) is made only then,
+//! from the same times, so the record is the same.
 //!
 //! Does not decide what a step is (the analyzer does) nor what the rest of
 //! the TLS section says.
 
-use crate::record::{Instant, Side, TlsEvent, TlsInfo};
+use super::alerts::Alert;
+use crate::record::{Instant, Side, TlsEvent};
 use crate::time::Timestamp;
 
 /// One step: a handshake message, a ChangeCipherSpec, an alert, the first
@@ -19,8 +20,8 @@ struct Step {
     ts: Timestamp,
     name: &'static str,
     side: Side,
-    /// Its detail is the next one in [`Steps::details`].
-    detailed: bool,
+    /// An alert's bytes, the event's detail.
+    alert: Option<Alert>,
 }
 
 /// Steps a handshake's list has room for from its first one.
@@ -30,8 +31,6 @@ const STEPS: usize = 8;
 #[derive(Clone, Debug, Default)]
 pub struct Steps {
     list: Vec<Step>,
-    /// The details of the steps that have one, in order.
-    details: Vec<String>,
 }
 
 impl Steps {
@@ -39,35 +38,29 @@ impl Steps {
         self.list.len()
     }
 
-    pub fn push(&mut self, name: &'static str, side: Side, ts: Timestamp, detail: Option<String>) {
+    pub fn push(&mut self, name: &'static str, side: Side, ts: Timestamp, alert: Option<Alert>) {
         if self.list.capacity() == 0 {
             // Room for a whole short handshake at once (a resumed one, or
             // TLS 1.3's, has 6–9 steps; growing from nothing took two or
             // three allocations).
             self.list.reserve_exact(STEPS);
         }
-        let detailed = detail.is_some();
-        if let Some(detail) = detail {
-            self.details.push(detail);
-        }
         self.list.push(Step {
             ts,
             name,
             side,
-            detailed,
+            alert,
         });
     }
 
     /// Gives back the room not in use (once the handshake is over).
     pub fn shrink_to_fit(&mut self) {
         self.list.shrink_to_fit();
-        self.details.shrink_to_fit();
     }
 
     /// The record's events: times through `at`, and since `start` (the
     /// connection's SYN, or its first packet).
     pub fn into_events(self, start: Timestamp, at: &dyn Fn(Timestamp) -> Instant) -> Vec<TlsEvent> {
-        let mut details = self.details.into_iter();
         self.list
             .into_iter()
             .map(|step| TlsEvent {
@@ -75,34 +68,9 @@ impl Steps {
                 side: step.side,
                 time: at(step.ts),
                 since_start: step.ts.secs_since(start),
-                detail: if step.detailed { details.next() } else { None },
+                detail: step.alert.map(Alert::detail),
             })
             .collect()
-    }
-}
-
-/// A connection's TLS section with its steps still compact: what a closed
-/// connection keeps while it lingers.
-#[derive(Debug)]
-pub struct Findings {
-    /// Everything but `events`, which [`Findings::into_info`] fills in.
-    info: TlsInfo,
-    steps: Steps,
-    /// The connection's SYN (or first packet): `since_start` counts from it.
-    start: Timestamp,
-}
-
-impl Findings {
-    pub(super) fn new(info: TlsInfo, steps: Steps, start: Timestamp) -> Findings {
-        Findings { info, steps, start }
-    }
-
-    /// The TLS section, its events made with `at` (the capture's clock
-    /// the rest of `info` was made with).
-    pub fn into_info(self, at: &dyn Fn(Timestamp) -> Instant) -> TlsInfo {
-        let mut info = self.info;
-        info.events = self.steps.into_events(self.start, at);
-        info
     }
 }
 
@@ -118,15 +86,10 @@ mod tests {
             "alert",
             Side::Server,
             Timestamp(3_000),
-            Some("fatal".into()),
+            Some(Alert(Some([2, 40]))),
         );
         steps.push("finished", Side::Client, Timestamp(4_000), None);
-        steps.push(
-            "alert",
-            Side::Client,
-            Timestamp(5_000),
-            Some("warning".into()),
-        );
+        steps.push("alert", Side::Client, Timestamp(5_000), Some(Alert(None)));
         assert_eq!(steps.len(), 4);
         assert_eq!(std::mem::size_of::<Step>(), 32);
         let at = |t: Timestamp| Instant {
@@ -142,9 +105,14 @@ mod tests {
             got,
             [
                 ("client_hello", Side::Client, 500.0, None),
-                ("alert", Side::Server, 2_500.0, Some("fatal")),
+                (
+                    "alert",
+                    Side::Server,
+                    2_500.0,
+                    Some("fatal handshake_failure")
+                ),
                 ("finished", Side::Client, 3_500.0, None),
-                ("alert", Side::Client, 4_500.0, Some("warning")),
+                ("alert", Side::Client, 4_500.0, Some("encrypted encrypted")),
             ]
         );
         assert_eq!(events[1].since_start, 3e-6);

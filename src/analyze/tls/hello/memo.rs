@@ -7,10 +7,15 @@
 //! it comes. It holds at most [`KEPT`] hellos of each kind, so hostile
 //! hellos that all differ cost a few comparisons more each, never memory.
 //!
+//! The answers are shared (`Arc`), not copied: a closed connection holds
+//! its fingerprints while it lingers, and thousands of connections from one
+//! client hold the same three strings.
+//!
 //! Does not compute a fingerprint itself (that is `hello`) nor decide
 //! which hellos a connection has.
 
 use std::cell::RefCell;
+use std::sync::Arc;
 
 use super::{non_grease, ClientHelloFacts, ServerHelloFacts};
 
@@ -57,9 +62,9 @@ impl<K, V: Clone> Recent<K, V> {
 }
 
 thread_local! {
-    static CLIENT: RefCell<Recent<ClientHelloFacts, (String, String)>> =
+    static CLIENT: RefCell<Recent<ClientHelloFacts, Arc<(String, String)>>> =
         const { RefCell::new(Recent::new()) };
-    static SERVER: RefCell<Recent<ServerHelloFacts, String>> =
+    static SERVER: RefCell<Recent<ServerHelloFacts, Arc<str>>> =
         const { RefCell::new(Recent::new()) };
 }
 
@@ -107,8 +112,8 @@ fn same_server(a: &ServerHelloFacts, b: &ServerHelloFacts) -> bool {
 impl ClientHelloFacts {
     /// [`ClientHelloFacts::ja3`] and [`ClientHelloFacts::ja4`], remembered
     /// for the last few distinct hellos.
-    pub fn ja3_ja4(&self) -> (String, String) {
-        let compute = || (self.ja3(), self.ja4());
+    pub fn ja3_ja4(&self) -> Arc<(String, String)> {
+        let compute = || Arc::new((self.ja3(), self.ja4()));
         let remembered = CLIENT.try_with(|recent| {
             let mut recent = recent.try_borrow_mut().ok()?;
             Some(recent.get(|k| same_client(k, self), || client_part(self), compute))
@@ -120,8 +125,8 @@ impl ClientHelloFacts {
 impl ServerHelloFacts {
     /// [`ServerHelloFacts::ja3s`], remembered for the last few distinct
     /// hellos.
-    pub fn ja3s_remembered(&self) -> String {
-        let compute = || self.ja3s();
+    pub fn ja3s_remembered(&self) -> Arc<str> {
+        let compute = || Arc::from(self.ja3s());
         let remembered = SERVER.try_with(|recent| {
             let mut recent = recent.try_borrow_mut().ok()?;
             let own = || ServerHelloFacts {
@@ -163,14 +168,14 @@ mod tests {
             for n in 0..(3 * KEPT as u16) {
                 let n = (n * 7 + round) % (3 * KEPT as u16);
                 let ch = hello(0xc000 + n);
-                assert_eq!(ch.ja3_ja4(), (ch.ja3(), ch.ja4()), "hello {n}");
+                assert_eq!(*ch.ja3_ja4(), (ch.ja3(), ch.ja4()), "hello {n}");
                 let sh = ServerHelloFacts {
                     legacy_version: 0x0303,
                     cipher: 0xc000 + n,
                     extensions: vec![43, 51],
                     ..ServerHelloFacts::default()
                 };
-                assert_eq!(sh.ja3s_remembered(), sh.ja3s(), "hello {n}");
+                assert_eq!(*sh.ja3s_remembered(), *sh.ja3s(), "hello {n}");
             }
         }
     }
@@ -188,11 +193,11 @@ mod tests {
             |c| c.supported_versions = vec![0x0303],
             |c| c.alpn_raw.reverse(),
         ];
-        assert_eq!(base.ja3_ja4(), (base.ja3(), base.ja4()));
+        assert_eq!(*base.ja3_ja4(), (base.ja3(), base.ja4()));
         for (i, change) in changes.iter().enumerate() {
             let mut other = base.clone();
             change(&mut other);
-            assert_eq!(other.ja3_ja4(), (other.ja3(), other.ja4()), "change {i}");
+            assert_eq!(*other.ja3_ja4(), (other.ja3(), other.ja4()), "change {i}");
             assert_ne!(other.ja3_ja4(), base.ja3_ja4(), "change {i}");
         }
         // Nor GREASE values, which browsers pick anew per connection.
@@ -200,7 +205,7 @@ mod tests {
         greased.ciphers.insert(0, 0x3a3a);
         greased.extensions.insert(2, 0xdada);
         greased.supported_versions.insert(0, 0x7a7a);
-        assert_eq!(greased.ja3_ja4(), (greased.ja3(), greased.ja4()));
+        assert_eq!(*greased.ja3_ja4(), (greased.ja3(), greased.ja4()));
         assert_eq!(greased.ja3_ja4(), base.ja3_ja4());
         // The server name is no part of either fingerprint.
         let mut renamed = base.clone();

@@ -1,0 +1,111 @@
+//! What the TLS analyzer found in one connection, kept compact until the
+//! connection's record is made: versions and the cipher as their numbers,
+//! times as capture timestamps, the alert as its two bytes, the
+//! fingerprints shared with the memo that made them. A closed connection
+//! holds this through its close linger (at 50 000 connections a second,
+//! 50 000 of them at once), so its names and clocks — a [`TlsInfo`] is 472
+//! bytes and half a dozen strings — are made only with the record, from
+//! the same values, so the record is the same.
+//!
+//! Does not decide anything: the analyzer (`super`) fills it in.
+
+use std::sync::Arc;
+
+use super::alerts::Alert;
+use super::hello::{cipher_name, version_name};
+use super::steps::Steps;
+use crate::record::{EarlyData, Instant, Side, TlsAlert, TlsInfo, TlsOutcome};
+use crate::time::Timestamp;
+
+/// A connection's TLS section, before its names and clocks are made.
+#[derive(Debug)]
+pub struct Findings {
+    /// The ServerHello's version (`supported_versions` considered).
+    pub(super) version: Option<u16>,
+    /// The highest version the client offered.
+    pub(super) offered: Option<u16>,
+    pub(super) cipher: Option<u16>,
+    pub(super) sni: Option<String>,
+    pub(super) alpn: Option<String>,
+    pub(super) alpn_offered: Vec<String>,
+    pub(super) resumed: bool,
+    pub(super) resumption: Option<&'static str>,
+    pub(super) hello_retry: bool,
+    pub(super) early_data_offered: bool,
+    pub(super) client_certificate_requested: Option<bool>,
+    pub(super) outcome: TlsOutcome,
+    /// The first alert: its side, bytes and time.
+    pub(super) alert: Option<(Side, Alert, Timestamp)>,
+    pub(super) client_hello: Option<Timestamp>,
+    pub(super) server_hello: Option<Timestamp>,
+    pub(super) complete: Option<Timestamp>,
+    pub(super) first_app_data: Option<Timestamp>,
+    /// JA3 and JA4, as the fingerprint memo keeps them.
+    pub(super) ja3_ja4: Option<Arc<(String, String)>>,
+    pub(super) ja3s: Option<Arc<str>>,
+    pub(super) steps: Steps,
+    pub(super) gap_bytes: u64,
+    /// The connection's SYN (or first packet): the times since the start
+    /// count from it.
+    pub(super) start: Timestamp,
+}
+
+impl Findings {
+    /// The record's TLS section, its clocks made with `at`.
+    pub fn into_info(self, at: &dyn Fn(Timestamp) -> Instant) -> TlsInfo {
+        let (ja3, ja4) = match self.ja3_ja4.as_deref() {
+            Some((ja3, ja4)) => (Some(ja3.clone()), Some(ja4.clone())),
+            None => (None, None),
+        };
+        let start = self.start;
+        let hello = self.client_hello;
+        TlsInfo {
+            version: self.version.map(version_name),
+            offered_version: self.offered.map(version_name),
+            cipher: self.cipher.map(cipher_name),
+            sni: self.sni,
+            alpn: self.alpn,
+            alpn_offered: self.alpn_offered,
+            resumed: self.resumed,
+            resumption: self.resumption.map(str::to_string),
+            hello_retry: self.hello_retry,
+            early_data: EarlyData {
+                offered: self.early_data_offered,
+                accepted: None,
+            },
+            client_certificate_requested: self.client_certificate_requested,
+            outcome: self.outcome,
+            alert: self.alert.map(|(side, alert, ts)| {
+                let (level, description) = alert.names();
+                TlsAlert {
+                    side,
+                    level,
+                    description,
+                    time: at(ts),
+                }
+            }),
+            client_hello: hello.map(at),
+            server_hello: self.server_hello.map(at),
+            complete: self.complete.map(at),
+            hello_to_hello: hello.zip(self.server_hello).map(|(c, s)| s.secs_since(c)),
+            handshake: hello.zip(self.complete).map(|(c, d)| d.secs_since(c)),
+            syn_to_app_data: self.first_app_data.map(|t| t.secs_since(start)),
+            ja4,
+            ja3,
+            ja3s: self.ja3s.as_deref().map(str::to_string),
+            events: self.steps.into_events(start, at),
+            gap_bytes: self.gap_bytes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A closed connection holds its findings through the linger: they
+    /// must stay small (a `TlsInfo` is 472 bytes and its strings).
+    #[test]
+    fn findings_are_small() {
+        let size = std::mem::size_of::<super::Findings>();
+        assert!(size <= 256, "Findings is {size} bytes");
+    }
+}
