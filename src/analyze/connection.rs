@@ -8,14 +8,14 @@
 
 use std::net::SocketAddr;
 
-use super::streams::{Analyzers, Streams};
+use super::streams::{Analyzers, HttpFacts, Streams};
 use super::tls::Findings;
 use super::{instant, Config};
 use crate::decode::TcpSegment;
 use crate::flow::tcp::{SegmentNotes, TcpConn};
 use crate::flow::FlowKey;
 use crate::record::{
-    Anomalies, AnomalyKind, ClientBy, CloseKind, ConnectionRecord, HttpInfo, Overlay, Side, TcpInfo,
+    Anomalies, AnomalyKind, ClientBy, CloseKind, ConnectionRecord, Overlay, Side, TcpInfo,
 };
 use crate::time::Timestamp;
 
@@ -172,7 +172,6 @@ impl Connection {
 
     /// The analyzers' findings, final once their streams have ended.
     pub(super) fn facts(&mut self, capture_start: Timestamp) -> Facts {
-        let at = |t: Timestamp| instant(t, capture_start);
         if let Some(facts) = self.facts.take() {
             return *facts;
         }
@@ -184,10 +183,13 @@ impl Connection {
             .and_then(|a| a.tls_findings(origin))
             .map(|findings| Box::new((findings, capture_start)));
         let http = match &self.analyzers {
-            Some(a) => a.http_info(&at),
-            None => Analyzers::new(0, 0).http_info(&at),
+            Some(a) => a.http_facts(),
+            None => Analyzers::new(0, 0).http_facts(),
         };
-        Facts { tls, http }
+        Facts {
+            tls,
+            http: (http, capture_start),
+        }
     }
 
     /// Closed with nothing left to put in order: keeps the findings and
@@ -230,7 +232,10 @@ impl Connection {
                 let (findings, capture_start) = *boxed;
                 findings.into_info(&|t: Timestamp| instant(t, capture_start))
             }),
-            http,
+            http: {
+                let (facts, capture_start) = http;
+                facts.into_info(&|t: Timestamp| instant(t, capture_start))
+            },
             close: tcp.close(unclosed, at),
             anomalies: self.anomalies,
         }
@@ -251,7 +256,8 @@ pub(super) struct Facts {
     /// without TLS (a third of those in a busy capture of short ones) then
     /// lingers with 8 bytes for it, not 500.
     tls: Option<Box<(Findings, Timestamp)>>,
-    http: HttpInfo,
+    /// With the capture's start its times count from.
+    http: (HttpFacts, Timestamp),
 }
 
 /// `addr` as text, in one allocation: `to_string` grew an empty string two

@@ -5,6 +5,7 @@
 //! Does not read records (`records`) or decide completion (`mod.rs`).
 
 use super::hello::{ClientHelloFacts, ServerHelloFacts};
+use super::steps::StepName;
 use super::TlsAnalyzer;
 use crate::record::Side;
 use crate::time::Timestamp;
@@ -19,9 +20,9 @@ impl TlsAnalyzer {
                 }
                 self.client_hellos += 1;
                 self.first_hello.get_or_insert(ts);
-                self.event("client_hello_sslv2", side, ts, None);
+                self.event(StepName::ClientHelloSslV2, side, ts, None);
             }
-            (Side::Server, Some(4)) => self.event("server_hello_sslv2", side, ts, None),
+            (Side::Server, Some(4)) => self.event(StepName::ServerHelloSslV2, side, ts, None),
             _ => self.malformed += 1,
         }
     }
@@ -149,7 +150,7 @@ impl TlsAnalyzer {
 
     fn message(&mut self, side: Side, kind: u8, body: &[u8], ts: Timestamp) {
         let name = match kind {
-            0 => "hello_request",
+            0 => StepName::HelloRequest,
             1 => {
                 self.client_hellos += 1;
                 self.first_hello.get_or_insert(ts);
@@ -161,56 +162,56 @@ impl TlsAnalyzer {
                     }
                     None => self.malformed += 1,
                 }
-                "client_hello"
+                StepName::ClientHello
             }
             2 => match ServerHelloFacts::parse(body) {
                 Some(facts) if facts.is_hello_retry_request() => {
                     self.hello_retry = true;
-                    "hello_retry_request"
+                    StepName::HelloRetryRequest
                 }
                 Some(facts) => {
                     if self.server_hello.is_none() {
                         self.flights.h2_selected = facts.alpn.as_deref() == Some("h2");
                         self.server_hello = Some((ts, facts));
                     }
-                    "server_hello"
+                    StepName::ServerHello
                 }
                 None => {
                     self.malformed += 1;
-                    "server_hello"
+                    StepName::ServerHello
                 }
             },
-            4 => "new_session_ticket",
-            5 => "end_of_early_data",
+            4 => StepName::NewSessionTicket,
+            5 => StepName::EndOfEarlyData,
             6 => {
                 self.hello_retry = true;
-                "hello_retry_request"
+                StepName::HelloRetryRequest
             }
-            8 => "encrypted_extensions",
+            8 => StepName::EncryptedExtensions,
             11 => {
                 if side == Side::Server {
                     self.certificate_from_server = true;
                 }
-                "certificate"
+                StepName::Certificate
             }
-            12 => "server_key_exchange",
+            12 => StepName::ServerKeyExchange,
             13 => {
                 self.certificate_requested = true;
-                "certificate_request"
+                StepName::CertificateRequest
             }
-            14 => "server_hello_done",
-            15 => "certificate_verify",
-            16 => "client_key_exchange",
+            14 => StepName::ServerHelloDone,
+            15 => StepName::CertificateVerify,
+            16 => StepName::ClientKeyExchange,
             20 => {
                 let dir = self.dir(side);
                 dir.finished.get_or_insert(ts);
                 self.check_complete_12();
-                "finished"
+                StepName::Finished
             }
-            22 => "certificate_status",
-            24 => "key_update",
-            67 => "next_protocol",
-            _ => "unknown_handshake",
+            22 => StepName::CertificateStatus,
+            24 => StepName::KeyUpdate,
+            67 => StepName::NextProtocol,
+            _ => StepName::UnknownHandshake,
         };
         self.event(name, side, ts, None);
     }

@@ -25,7 +25,7 @@ use hello::{ClientHelloFacts, ServerHelloFacts};
 use records::{
     Item, RecordReader, ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, HANDSHAKE, MAX_RECORD,
 };
-use steps::Steps;
+use steps::{StepName, Steps};
 
 /// Default cap on buffered handshake bytes per direction.
 pub const DEFAULT_HANDSHAKE_CAP: usize = 256 * 1024;
@@ -177,7 +177,7 @@ impl TlsAnalyzer {
         }
     }
 
-    fn event(&mut self, name: &'static str, side: Side, ts: Timestamp, alert: Option<Alert>) {
+    fn event(&mut self, name: StepName, side: Side, ts: Timestamp, alert: Option<Alert>) {
         if self.events.len() < MAX_EVENTS {
             self.events.push(name, side, ts, alert);
         }
@@ -307,13 +307,13 @@ impl TlsAnalyzer {
                     let dir = self.dir(side);
                     if dir.finished.is_none() {
                         dir.finished = Some(ts);
-                        self.event("finished", side, ts, None);
+                        self.event(StepName::Finished, side, ts, None);
                         self.check_complete_12();
                     }
                 }
             },
             CHANGE_CIPHER_SPEC => {
-                self.event("change_cipher_spec", side, ts, None);
+                self.event(StepName::ChangeCipherSpec, side, ts, None);
                 // Only a TLS ≤ 1.2 ServerHello makes ChangeCipherSpec real; in
                 // TLS 1.3 (or after a HelloRetryRequest) it is middlebox padding.
                 if self.server_hello.is_some() && !self.negotiated_13() {
@@ -326,7 +326,7 @@ impl TlsAnalyzer {
                     .and_then(|b| b.first_chunk::<2>())
                     .filter(|_| plaintext && body.is_some_and(|b| b.len() == 2));
                 let alert = Alert(visible.copied());
-                self.event("alert", side, ts, Some(alert));
+                self.event(StepName::Alert, side, ts, Some(alert));
                 if self.alert.is_none() {
                     self.alert = Some((side, alert, ts));
                 }
@@ -340,7 +340,7 @@ impl TlsAnalyzer {
         let first = self.dir(side).first_encrypted.is_none();
         if first {
             self.dir(side).first_encrypted = Some(ts);
-            self.event("encrypted_record", side, ts, None);
+            self.event(StepName::EncryptedRecord, side, ts, None);
         }
         if self.negotiated_13() {
             match side {
@@ -355,7 +355,7 @@ impl TlsAnalyzer {
                     if FINISHED_13_LENS.contains(&len) {
                         self.complete = Some(ts);
                         self.client.finished = Some(ts);
-                        self.event("finished", side, ts, None);
+                        self.event(StepName::Finished, side, ts, None);
                     } else if self.client_flight_first.is_none() {
                         self.client_flight_first = Some(ts);
                     } else {

@@ -1,6 +1,6 @@
 //! A TLS handshake's steps as the analyzer saw them — the message's name,
 //! its side, the capture time of the packet that completed it, and an
-//! alert's two bytes — 32 bytes each, and kept that way until the
+//! alert's two bytes — 16 bytes each, and kept that way until the
 //! connection's record is made: a closed connection waits out its close
 //! linger holding its findings, and a record's [`TlsEvent`] (72 bytes: two
 //! clocks, a time since the start, an optional string) is made only then,
@@ -13,12 +13,73 @@ use super::alerts::Alert;
 use crate::record::{Instant, Side, TlsEvent};
 use crate::time::Timestamp;
 
+/// What a step was: a handshake message (by its type), a
+/// ChangeCipherSpec, an alert, a side's first encrypted record. One byte;
+/// [`StepName::as_str`] is the record's event name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepName {
+    HelloRequest,
+    ClientHello,
+    ClientHelloSslV2,
+    ServerHello,
+    ServerHelloSslV2,
+    HelloRetryRequest,
+    NewSessionTicket,
+    EndOfEarlyData,
+    EncryptedExtensions,
+    Certificate,
+    ServerKeyExchange,
+    CertificateRequest,
+    ServerHelloDone,
+    CertificateVerify,
+    ClientKeyExchange,
+    Finished,
+    CertificateStatus,
+    KeyUpdate,
+    NextProtocol,
+    UnknownHandshake,
+    ChangeCipherSpec,
+    Alert,
+    EncryptedRecord,
+}
+
+impl StepName {
+    /// The event's name in the record.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepName::HelloRequest => "hello_request",
+            StepName::ClientHello => "client_hello",
+            StepName::ClientHelloSslV2 => "client_hello_sslv2",
+            StepName::ServerHello => "server_hello",
+            StepName::ServerHelloSslV2 => "server_hello_sslv2",
+            StepName::HelloRetryRequest => "hello_retry_request",
+            StepName::NewSessionTicket => "new_session_ticket",
+            StepName::EndOfEarlyData => "end_of_early_data",
+            StepName::EncryptedExtensions => "encrypted_extensions",
+            StepName::Certificate => "certificate",
+            StepName::ServerKeyExchange => "server_key_exchange",
+            StepName::CertificateRequest => "certificate_request",
+            StepName::ServerHelloDone => "server_hello_done",
+            StepName::CertificateVerify => "certificate_verify",
+            StepName::ClientKeyExchange => "client_key_exchange",
+            StepName::Finished => "finished",
+            StepName::CertificateStatus => "certificate_status",
+            StepName::KeyUpdate => "key_update",
+            StepName::NextProtocol => "next_protocol",
+            StepName::UnknownHandshake => "unknown_handshake",
+            StepName::ChangeCipherSpec => "change_cipher_spec",
+            StepName::Alert => "alert",
+            StepName::EncryptedRecord => "encrypted_record",
+        }
+    }
+}
+
 /// One step: a handshake message, a ChangeCipherSpec, an alert, the first
 /// encrypted record of a side.
 #[derive(Clone, Copy, Debug)]
 struct Step {
     ts: Timestamp,
-    name: &'static str,
+    name: StepName,
     side: Side,
     /// An alert's bytes, the event's detail.
     alert: Option<Alert>,
@@ -38,7 +99,7 @@ impl Steps {
         self.list.len()
     }
 
-    pub fn push(&mut self, name: &'static str, side: Side, ts: Timestamp, alert: Option<Alert>) {
+    pub fn push(&mut self, name: StepName, side: Side, ts: Timestamp, alert: Option<Alert>) {
         if self.list.capacity() == 0 {
             // Room for a whole short handshake at once (a resumed one, or
             // TLS 1.3's, has 6–9 steps; growing from nothing took two or
@@ -64,7 +125,7 @@ impl Steps {
         self.list
             .into_iter()
             .map(|step| TlsEvent {
-                name: step.name,
+                name: step.name.as_str(),
                 side: step.side,
                 time: at(step.ts),
                 since_start: step.ts.secs_since(start),
@@ -81,17 +142,22 @@ mod tests {
     #[test]
     fn steps_become_the_events_with_their_details_in_place() {
         let mut steps = Steps::default();
-        steps.push("client_hello", Side::Client, Timestamp(1_000), None);
+        steps.push(StepName::ClientHello, Side::Client, Timestamp(1_000), None);
         steps.push(
-            "alert",
+            StepName::Alert,
             Side::Server,
             Timestamp(3_000),
             Some(Alert(Some([2, 40]))),
         );
-        steps.push("finished", Side::Client, Timestamp(4_000), None);
-        steps.push("alert", Side::Client, Timestamp(5_000), Some(Alert(None)));
+        steps.push(StepName::Finished, Side::Client, Timestamp(4_000), None);
+        steps.push(
+            StepName::Alert,
+            Side::Client,
+            Timestamp(5_000),
+            Some(Alert(None)),
+        );
         assert_eq!(steps.len(), 4);
-        assert_eq!(std::mem::size_of::<Step>(), 32);
+        assert_eq!(std::mem::size_of::<Step>(), 16);
         let at = |t: Timestamp| Instant {
             ts: t.0 as f64,
             at: (t.0 - 500) as f64,
