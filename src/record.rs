@@ -5,9 +5,16 @@
 //!
 //! Does not compute anything: no logic beyond naming and serialising.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+
+/// A name that is nearly always one of a fixed set (a TLS version, a
+/// cipher suite, an alert, a TCP state) and is then borrowed, not
+/// allocated; one made at run time (an unknown number) is owned. It
+/// serialises as the string it holds.
+pub type Name = Cow<'static, str>;
 
 /// Which end of a connection: the client opened it (sent the first SYN).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -252,7 +259,7 @@ pub struct TcpInfo {
     pub retransmissions: PerSide,
     /// Zeek-style connection state: S0, S1, SF, REJ, S2, S3, RSTO, RSTR,
     /// RSTOS0, RSTRH, SH, SHR or OTH.
-    pub state: String,
+    pub state: Name,
     /// Zeek-style history: one letter per event kind, upper case for the
     /// client (S syn, H syn-ack, A ack, D data, F fin, R rst, T retransmission,
     /// W zero window, Q SYN with FIN or RST); `^` first when the first
@@ -283,9 +290,9 @@ pub struct TlsEvent {
 pub struct TlsAlert {
     pub side: Side,
     /// `warning`, `fatal`, or `encrypted` when only the record was visible.
-    pub level: String,
+    pub level: Name,
     /// RFC 8446 name (`handshake_failure`, `protocol_version`, …) or the number.
-    pub description: String,
+    pub description: Name,
     pub time: Instant,
 }
 
@@ -318,11 +325,11 @@ pub enum TlsOutcome {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TlsInfo {
     /// Negotiated version (`TLS 1.3` via supported_versions); null without a ServerHello.
-    pub version: Option<String>,
+    pub version: Option<Name>,
     /// The highest version the client offered.
-    pub offered_version: Option<String>,
+    pub offered_version: Option<Name>,
     /// Negotiated cipher suite (IANA name).
-    pub cipher: Option<String>,
+    pub cipher: Option<Name>,
     /// Server name from the ClientHello.
     pub sni: Option<String>,
     /// ALPN protocol selected by the server (visible in TLS ≤ 1.2 only).
@@ -332,7 +339,7 @@ pub struct TlsInfo {
     /// An abbreviated (resumed) handshake.
     pub resumed: bool,
     /// How it was resumed: `session_id`, `ticket` or `psk`.
-    pub resumption: Option<String>,
+    pub resumption: Option<Name>,
     /// The server answered with a HelloRetryRequest.
     pub hello_retry: bool,
     pub early_data: EarlyData,

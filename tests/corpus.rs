@@ -267,8 +267,7 @@ fn conn_state_and_history_match_zeek() {
                 continue;
             };
             compared += 1;
-            if row["conn_state"] != r.tcp.state.as_str() || row["history"] != r.tcp.history.as_str()
-            {
+            if row["conn_state"] != *r.tcp.state || row["history"] != r.tcp.history.as_str() {
                 failures.push(format!(
                     "{file} {conn}: {} {} but Zeek {} {}",
                     r.tcp.state, r.tcp.history, row["conn_state"], row["history"]

@@ -225,7 +225,7 @@ impl Connection {
                 packets: tcp.packets,
                 bytes: tcp.bytes,
                 retransmissions: tcp.retransmissions,
-                state: tcp.state().to_string(),
+                state: tcp.state().into(),
                 history: tcp.history(self.flipped),
             },
             tls: tls.map(|boxed| {

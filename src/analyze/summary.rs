@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use super::stats::Samples;
 use crate::record::{
-    Anomalies, CloseKind, ConnectionRecord, HandshakeTime, MeanMax, Overlay, PacketCounts, Peak,
-    PerRequest, Summary, TlsOutcome,
+    Anomalies, CloseKind, ConnectionRecord, HandshakeTime, MeanMax, Name, Overlay, PacketCounts,
+    Peak, PerRequest, Summary, TlsOutcome,
 };
 use crate::source::SourceInfo;
 use crate::time::Timestamp;
@@ -58,7 +58,7 @@ pub struct Tally {
 struct TlsTally {
     outcome: TlsOutcome,
     resumed: bool,
-    version: Option<String>,
+    version: Option<Name>,
     /// The ALPN protocol selected, or the first offered with " (offered)".
     alpn: Option<String>,
     handshake: Option<f64>,

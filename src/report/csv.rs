@@ -104,7 +104,7 @@ impl CsvReport {
                 r.tcp.bytes.server.to_string(),
                 r.tcp.retransmissions.client.to_string(),
                 r.tcp.retransmissions.server.to_string(),
-                r.tcp.state.clone(),
+                r.tcp.state.to_string(),
                 r.tcp.history.clone(),
                 r.close.kind.as_str().to_string(),
                 r.close

@@ -142,7 +142,11 @@ fn tls_handshakes_match_zeek_ssl_log() {
                     zeek_version,
                     tls.version.as_deref().map(peer_version),
                 ),
-                ("cipher", dash(&row["cipher"]), tls.cipher.clone()),
+                (
+                    "cipher",
+                    dash(&row["cipher"]),
+                    tls.cipher.as_deref().map(str::to_string),
+                ),
                 ("server_name", dash(&row["server_name"]), tls.sni.clone()),
                 (
                     "resumed",

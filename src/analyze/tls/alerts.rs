@@ -4,6 +4,8 @@
 //!
 //! Does not decide anything about the handshake.
 
+use crate::record::Name;
+
 /// An alert: its level and description bytes, or `None` when only the
 /// encrypted record was visible. Three bytes: a closed connection keeps
 /// it while it lingers, and the names are made with its record.
@@ -13,10 +15,10 @@ pub struct Alert(pub Option<[u8; 2]>);
 impl Alert {
     /// The record's level and description: names, numbers when unknown,
     /// `encrypted` twice when the alert was.
-    pub fn names(self) -> (String, String) {
+    pub fn names(self) -> (Name, Name) {
         match self.0 {
             Some([level, code]) => (alert_level(level), alert_description(code)),
-            None => ("encrypted".to_string(), "encrypted".to_string()),
+            None => (Name::Borrowed("encrypted"), Name::Borrowed("encrypted")),
         }
     }
 
@@ -27,15 +29,15 @@ impl Alert {
     }
 }
 
-fn alert_level(level: u8) -> String {
+fn alert_level(level: u8) -> Name {
     match level {
-        1 => "warning".into(),
-        2 => "fatal".into(),
-        n => n.to_string(),
+        1 => Name::Borrowed("warning"),
+        2 => Name::Borrowed("fatal"),
+        n => n.to_string().into(),
     }
 }
 
-fn alert_description(code: u8) -> String {
+fn alert_description(code: u8) -> Name {
     let name = match code {
         0 => "close_notify",
         10 => "unexpected_message",
@@ -71,7 +73,7 @@ fn alert_description(code: u8) -> String {
         115 => "unknown_psk_identity",
         116 => "certificate_required",
         120 => "no_application_protocol",
-        n => return n.to_string(),
+        n => return n.to_string().into(),
     };
-    name.to_string()
+    Name::Borrowed(name)
 }

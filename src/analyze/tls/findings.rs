@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::alerts::Alert;
 use super::hello::{cipher_name, version_name};
 use super::steps::Steps;
-use crate::record::{EarlyData, Instant, Side, TlsAlert, TlsInfo, TlsOutcome};
+use crate::record::{EarlyData, Instant, Name, Side, TlsAlert, TlsInfo, TlsOutcome};
 use crate::time::Timestamp;
 
 /// A connection's TLS section, before its names and clocks are made.
@@ -67,7 +67,7 @@ impl Findings {
             alpn: self.alpn,
             alpn_offered: self.alpn_offered,
             resumed: self.resumed,
-            resumption: self.resumption.map(str::to_string),
+            resumption: self.resumption.map(Name::Borrowed),
             hello_retry: self.hello_retry,
             early_data: EarlyData {
                 offered: self.early_data_offered,

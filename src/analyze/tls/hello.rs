@@ -14,6 +14,7 @@
 
 mod memo;
 
+use crate::record::Name;
 use md5::{Digest, Md5};
 use sha2::Sha256;
 use tls_parser::{parse_tls_client_hello_extension, parse_tls_server_hello_extension};
@@ -338,19 +339,19 @@ const VERSIONS: [(u16, &str, &str); 9] = [
 /// "TLS 1.3", "TLS 1.2", "TLS 1.1", "TLS 1.0", "SSL 3.0", "SSL 2.0", "DTLS 1.x",
 /// drafts as "TLS 1.3 draft 23" (0x7f17), Facebook Fizz 0xfb1a as "TLS 1.3
 /// (Fizz)" and its other drafts as "TLS 1.3 draft 23 (Fizz)", unknown as "0x1234".
-pub fn version_name(v: u16) -> String {
+pub fn version_name(v: u16) -> Name {
     match (VERSIONS.iter().find(|k| k.0 == v), v >> 8) {
-        (Some(known), _) => known.1.to_owned(),
-        _ if v == 0xfb1a => "TLS 1.3 (Fizz)".to_owned(),
-        (None, 0x7f) => format!("TLS 1.3 draft {}", v & 0xff),
-        (None, 0xfb) => format!("TLS 1.3 draft {} (Fizz)", v & 0xff),
-        _ => format!("0x{v:04x}"),
+        (Some(known), _) => Name::Borrowed(known.1),
+        _ if v == 0xfb1a => Name::Borrowed("TLS 1.3 (Fizz)"),
+        (None, 0x7f) => format!("TLS 1.3 draft {}", v & 0xff).into(),
+        (None, 0xfb) => format!("TLS 1.3 draft {} (Fizz)", v & 0xff).into(),
+        _ => format!("0x{v:04x}").into(),
     }
 }
 
 /// IANA cipher suite name via tls-parser, or "0x1234" when unknown.
-pub fn cipher_name(id: u16) -> String {
-    TlsCipherSuite::from_id(id).map_or_else(|| format!("0x{id:04x}"), |c| c.name.to_owned())
+pub fn cipher_name(id: u16) -> Name {
+    TlsCipherSuite::from_id(id).map_or_else(|| format!("0x{id:04x}").into(), |c| c.name.into())
 }
 
 /// JA4's two-character version code, "00" when unknown (drafts included).
