@@ -14,22 +14,21 @@ use super::{instant, Config};
 use crate::decode::TcpSegment;
 use crate::flow::tcp::{SegmentNotes, TcpConn};
 use crate::flow::FlowKey;
-use crate::record::{
-    Anomalies, AnomalyKind, ClientBy, CloseKind, ConnectionRecord, Overlay, Side, TcpInfo,
-};
+use crate::record::{Anomalies, AnomalyKind, ClientBy, CloseKind, ConnectionRecord, Side, TcpInfo};
 use crate::time::Timestamp;
 
 /// One TCP connection being tracked.
 pub(super) struct Connection {
     /// The position of its first packet (the gatherer numbers connections).
     pub(super) id: u64,
-    pub(super) client: SocketAddr,
-    pub(super) server: SocketAddr,
     pub(super) client_by: ClientBy,
-    pub(super) overlay: Option<Overlay>,
-    /// Its tuple: the connection table's key, kept here rather than beside
-    /// it in the table (`shard::table`).
+    /// Its tuple and overlay network: the connection table's key, kept
+    /// here rather than beside it in the table (`shard::table`), and the
+    /// only copy of its endpoints (72 bytes a connection less than
+    /// keeping them beside it as addresses).
     key: FlowKey,
+    /// The client is the key's first endpoint.
+    client_first: bool,
     /// The first packet came from the server.
     pub(super) flipped: bool,
     pub(super) start: Timestamp,
@@ -49,26 +48,35 @@ pub(super) struct Connection {
 }
 
 impl Connection {
-    /// Opened by `seg` at `ts`, on tuple `key` (the table's key for `seg`).
-    pub(super) fn new(id: u64, ts: Timestamp, seg: &TcpSegment<'_>, key: FlowKey) -> Connection {
-        let (client, server, client_by) = if seg.flags.syn() && !seg.flags.ack() {
-            (seg.src, seg.dst, ClientBy::Syn)
+    /// Opened by `seg` at `ts`, on tuple `key` (the table's key for `seg`,
+    /// whose first endpoint is `seg`'s source if `src_first`).
+    pub(super) fn new(
+        id: u64,
+        ts: Timestamp,
+        seg: &TcpSegment<'_>,
+        (key, src_first): (FlowKey, bool),
+    ) -> Connection {
+        // Whether the client is the packet's destination, and how that was decided.
+        let (to_client, client_by) = if seg.flags.syn() && !seg.flags.ack() {
+            (false, ClientBy::Syn)
         } else if seg.flags.syn() && seg.flags.ack() {
-            (seg.dst, seg.src, ClientBy::SynAck)
+            (true, ClientBy::SynAck)
         } else if seg.dst.port() > seg.src.port() {
             // Mid-stream: servers listen on the lower port, clients get ephemeral ones.
-            (seg.dst, seg.src, ClientBy::Guess)
+            (true, ClientBy::Guess)
         } else {
-            (seg.src, seg.dst, ClientBy::Guess)
+            (false, ClientBy::Guess)
         };
+        // When both ends are the same address and port, the source is the
+        // client and the key's first endpoint (`ordered`), for every packet.
+        let flipped = to_client && seg.dst != seg.src;
+        let client_first = if flipped { !src_first } else { src_first };
         Connection {
             id,
-            client,
-            server,
             client_by,
-            overlay: seg.overlay,
             key,
-            flipped: client != seg.src,
+            client_first,
+            flipped,
             start: ts,
             last: ts,
             tcp: TcpConn::new(),
@@ -86,14 +94,14 @@ impl Connection {
     pub(super) fn packet(
         &mut self,
         ts: Timestamp,
-        seg: &TcpSegment<'_>,
+        (seg, src_first): (&TcpSegment<'_>, bool),
         anomaly: Option<AnomalyKind>,
         config: &Config,
         origin: Option<Timestamp>,
     ) -> Touched {
         self.last = self.last.max(ts);
         self.start = self.start.min(ts);
-        let side = self.side_of(seg);
+        let side = self.side(src_first);
         if side == Side::Client
             && seg.flags.syn()
             && !seg.flags.ack()
@@ -162,8 +170,10 @@ impl Connection {
         &self.key
     }
 
-    pub(super) fn side_of(&self, seg: &TcpSegment<'_>) -> Side {
-        if seg.src == self.client {
+    /// The side that sent a packet whose source is the key's first
+    /// endpoint if `src_first`.
+    pub(super) fn side(&self, src_first: bool) -> Side {
+        if src_first == self.client_first {
             Side::Client
         } else {
             Side::Server
@@ -210,12 +220,18 @@ impl Connection {
         let at = |t: Timestamp| instant(t, capture_start);
         let Facts { tls, http } = self.facts(capture_start);
         let tcp = &self.tcp;
+        let (first, second) = self.key.endpoints();
+        let (client, server) = if self.client_first {
+            (first, second)
+        } else {
+            (second, first)
+        };
         ConnectionRecord {
             id: self.id,
-            client: addr_text(self.client),
-            server: addr_text(self.server),
+            client: addr_text(client),
+            server: addr_text(server),
             client_by: self.client_by,
-            overlay: self.overlay,
+            overlay: self.key.overlay(),
             partial: !tcp.syn_seen(),
             start: at(self.start),
             end: at(self.last),

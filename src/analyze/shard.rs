@@ -328,7 +328,7 @@ impl Shard {
         ts: Timestamp,
         now: Timestamp,
         (key, hash): (FlowKey, u64),
-        seg: &TcpSegment<'_>,
+        (seg, src_first): (&TcpSegment<'_>, bool),
         anomaly: Option<AnomalyKind>,
     ) -> Option<Touched> {
         if self.tombstones.holds(&key, now) {
@@ -341,9 +341,9 @@ impl Shard {
         }
         self.make_room(index);
         let origin = self.origin;
-        let conn = Box::new(Connection::new(index, ts, seg, key));
+        let conn = Box::new(Connection::new(index, ts, seg, (key, src_first)));
         let conn = self.table.insert(hash, conn);
-        Some(conn.packet(ts, seg, anomaly, &self.config, origin))
+        Some(conn.packet(ts, (seg, src_first), anomaly, &self.config, origin))
     }
 
     fn segment(
@@ -354,7 +354,8 @@ impl Shard {
         seg: &TcpSegment<'_>,
         anomaly: Option<AnomalyKind>,
     ) {
-        let key = FlowKey::new(seg.src, seg.dst).within(seg.overlay);
+        let (key, src_first) = FlowKey::ordered(seg.src, seg.dst);
+        let key = key.within(seg.overlay);
         let idle_ns = self.idle_ns();
         let origin = self.origin;
         // One lookup for the usual packet of a known connection.
@@ -363,10 +364,12 @@ impl Shard {
             Some(conn) if idle_ns.is_some_and(|idle| ts.nanos_since(conn.last) >= idle) => {
                 Found::Stale(CloseKind::Idle)
             }
-            Some(conn) if conn.tcp.starts_new(conn.side_of(seg), seg) => {
+            Some(conn) if conn.tcp.starts_new(conn.side(src_first), seg) => {
                 Found::Stale(CloseKind::Open)
             }
-            Some(conn) => Found::Known(conn.packet(ts, seg, anomaly, &self.config, origin)),
+            Some(conn) => {
+                Found::Known(conn.packet(ts, (seg, src_first), anomaly, &self.config, origin))
+            }
             None => Found::Absent,
         };
         let known = match found {
@@ -387,7 +390,7 @@ impl Shard {
         };
         let (touched, created) = match known {
             Some(touched) => (touched, false),
-            None => match self.open(index, ts, now, (key, hash), seg, anomaly) {
+            None => match self.open(index, ts, now, (key, hash), (seg, src_first), anomaly) {
                 Some(touched) => (touched, true),
                 None => return,
             },

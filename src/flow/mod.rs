@@ -61,10 +61,19 @@ fn endpoint(a: SocketAddr) -> (u128, u32) {
 impl FlowKey {
     #[inline]
     pub fn new(a: SocketAddr, b: SocketAddr) -> FlowKey {
+        FlowKey::ordered(a, b).0
+    }
+
+    /// The key of `a` and `b`, and whether `a` is its first endpoint
+    /// ([`FlowKey::endpoints`]): which side sent a packet, without
+    /// comparing addresses again.
+    #[inline]
+    pub fn ordered(a: SocketAddr, b: SocketAddr) -> (FlowKey, bool) {
         let (a, b) = (endpoint(a), endpoint(b));
-        let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+        let a_first = a <= b;
+        let (lo, hi) = if a_first { (a, b) } else { (b, a) };
         let tags = (u64::from(lo.1 & 1) * LO_V4) | (u64::from(hi.1 & 1) * HI_V4);
-        FlowKey {
+        let key = FlowKey {
             words: [
                 (lo.0 >> 64) as u64,
                 lo.0 as u64,
@@ -73,7 +82,24 @@ impl FlowKey {
                 (u64::from(lo.1 >> 1) << 48) | (u64::from(hi.1 >> 1) << 32) | tags,
                 0,
             ],
-        }
+        };
+        (key, a_first)
+    }
+
+    /// The overlay network [`FlowKey::within`] put the tuple in.
+    pub fn overlay(&self) -> Option<Overlay> {
+        let word = self.words[5];
+        let kind = match word >> 32 {
+            1 => OverlayKind::Vxlan,
+            2 => OverlayKind::Geneve,
+            3 => OverlayKind::Gre,
+            4 => OverlayKind::Erspan,
+            _ => return None,
+        };
+        Some(Overlay {
+            kind,
+            id: word as u32,
+        })
     }
 
     /// The same 4-tuple in overlay network `overlay` (`None`: in none).
@@ -105,8 +131,9 @@ impl FlowKey {
         lo == port || hi == port
     }
 
-    /// The two endpoints, in the key's order.
-    fn endpoints(&self) -> (SocketAddr, SocketAddr) {
+    /// The two endpoints, in the key's order (as decoding made them: an
+    /// IPv6 endpoint's flow label and scope id are zero).
+    pub fn endpoints(&self) -> (SocketAddr, SocketAddr) {
         let [a0, a1, b0, b1, w, _] = self.words;
         let (lo_port, hi_port) = self.ports();
         let addr = |h: u64, l: u64, port: u16, v4: bool| {
@@ -184,18 +211,21 @@ mod tests {
     fn the_same_tuple_in_two_overlays_is_two_keys() {
         let (a, b) = (addr("10.0.0.1:40000"), addr("10.0.0.2:80"));
         let net = |kind, id| Some(Overlay { kind, id });
-        let keys = [
-            FlowKey::new(a, b),
-            FlowKey::new(a, b).within(net(OverlayKind::Vxlan, 0)),
-            FlowKey::new(a, b).within(net(OverlayKind::Vxlan, 1)),
-            FlowKey::new(a, b).within(net(OverlayKind::Geneve, 1)),
-            FlowKey::new(a, b).within(net(OverlayKind::Gre, u32::MAX)),
-            FlowKey::new(a, b).within(net(OverlayKind::Erspan, 1)),
+        let overlays = [
+            None,
+            net(OverlayKind::Vxlan, 0),
+            net(OverlayKind::Vxlan, 1),
+            net(OverlayKind::Geneve, 1),
+            net(OverlayKind::Gre, u32::MAX),
+            net(OverlayKind::Erspan, 1),
         ];
+        let keys = overlays.map(|o| FlowKey::new(a, b).within(o));
         for (i, k) in keys.iter().enumerate() {
             for other in &keys[i + 1..] {
                 assert_ne!(k, other);
             }
+            // And gives its overlay back.
+            assert_eq!(k.overlay(), overlays[i]);
         }
         let vni = net(OverlayKind::Vxlan, 7);
         let (ab, ba) = (
@@ -254,6 +284,12 @@ mod tests {
                     (lo, hi) == (a, b) || (lo, hi) == (b, a),
                     "{k:?} from {a} {b}"
                 );
+                let (ka, a_first) = FlowKey::ordered(a, b);
+                let (kb, b_first) = FlowKey::ordered(b, a);
+                assert_eq!((ka, kb), (k, k));
+                assert_eq!(if a_first { lo } else { hi }, a, "{a} {b}");
+                assert_eq!(if b_first { lo } else { hi }, b, "{a} {b}");
+                assert!(a_first != b_first || a == b, "{a} {b}");
                 keys.insert(k);
                 tuples.insert((a, b));
             }
