@@ -273,7 +273,7 @@ fn bench_tls(c: &mut Criterion) {
                         ts: t.as_secs_f64(),
                         at: t.as_secs_f64(),
                     };
-                    let info = tls.info(Timestamp(0)).map(|f| f.into_info(&at));
+                    let info = tls.take_findings(Timestamp(0)).map(|f| f.into_info(&at));
                     black_box((tls.flights().requests, info))
                 })
             });

@@ -408,7 +408,7 @@ pub fn tls_stream(data: &[u8]) -> Option<TlsInfo> {
     let flights = tls.flights();
     let _ = format!("{flights:?}");
     let info = tls
-        .info(Timestamp(0))
+        .take_findings(Timestamp(0))
         .map(|findings| findings.into_info(&instant));
     let _ = format!("{info:?}");
     info

@@ -189,7 +189,7 @@ impl Connection {
         let origin = self.tcp.syn_time().unwrap_or(self.start);
         let tls = self
             .analyzers
-            .as_ref()
+            .as_mut()
             .and_then(|a| a.tls_findings(origin))
             .map(|findings| Box::new((findings, capture_start)));
         let http = match &self.analyzers {

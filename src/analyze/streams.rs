@@ -159,8 +159,8 @@ impl Analyzers {
         self.tls.malformed()
     }
 
-    pub fn tls_findings(&self, start: Timestamp) -> Option<Findings> {
-        self.tls.info(start)
+    pub fn tls_findings(&mut self, start: Timestamp) -> Option<Findings> {
+        self.tls.take_findings(start)
     }
 
     /// The record's `http` section, its request list still the parsers'

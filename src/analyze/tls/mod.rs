@@ -438,8 +438,11 @@ impl TlsAnalyzer {
 
     /// The TLS section, its steps still compact, or `None` when the
     /// connection was not TLS. `start` is the connection's SYN (or first
-    /// packet); `at` converts times.
-    pub fn info(&self, start: Timestamp) -> Option<Findings> {
+    /// packet). The steps and the server name are moved out, not copied
+    /// (the analyzer goes with the connection's close or record); the
+    /// ALPN lists are copied, as [`TlsAnalyzer::alpn_h2`] still reads them
+    /// for the HTTP section.
+    pub fn take_findings(&mut self, start: Timestamp) -> Option<Findings> {
         if self.detected != Some(true) {
             return None;
         }
@@ -463,11 +466,11 @@ impl TlsAnalyzer {
         } else {
             TlsOutcome::Incomplete
         };
-        Some(Findings {
+        let mut findings = Findings {
             version: sh.map(|(_, s)| s.version()),
             offered: ch.map(ClientHelloFacts::max_version).or(self.sslv2_version),
             cipher: sh.map(|(_, s)| s.cipher),
-            sni: ch.and_then(|c| c.sni.clone()),
+            sni: None,
             alpn: sh.and_then(|(_, s)| s.alpn.clone()),
             alpn_offered: ch.map(|c| c.alpn.clone()).unwrap_or_default(),
             resumed,
@@ -487,10 +490,13 @@ impl TlsAnalyzer {
             first_app_data: self.first_app_data,
             ja3_ja4: ch.map(ClientHelloFacts::ja3_ja4),
             ja3s: sh.map(|(_, s)| s.ja3s_remembered()),
-            steps: self.events.clone(),
+            steps: Steps::default(),
             gap_bytes: self.gap_bytes,
             start,
-        })
+        };
+        findings.sni = self.client_hello.as_mut().and_then(|(_, c)| c.sni.take());
+        findings.steps = std::mem::take(&mut self.events);
+        Some(findings)
     }
 }
 
