@@ -270,18 +270,17 @@ pub struct TcpInfo {
 /// One step of a TLS handshake, as seen on the wire.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TlsEvent {
-    /// `client_hello`, `hello_retry_request`, `server_hello`, `certificate`,
-    /// `server_key_exchange`, `certificate_request`, `server_hello_done`,
-    /// `client_key_exchange`, `certificate_verify`, `change_cipher_spec`,
-    /// `finished`, `encrypted_record` (the first per side), `new_session_ticket`,
-    /// `alert`, `client_hello_sslv2`, `server_hello_sslv2`.
+    /// A handshake message's name (`client_hello`, `server_hello`,
+    /// `certificate`, `finished`, …), `change_cipher_spec`, `alert`,
+    /// `encrypted_record` (the first per side) or an SSLv2 hello; the list
+    /// is in docs/json.md (and `analyze::tls::steps::StepName`).
     pub name: &'static str,
     pub side: Side,
     /// Capture time of the packet that completed the message.
     pub time: Instant,
     /// Seconds since the connection's first SYN (or first packet).
     pub since_start: f64,
-    /// Extra detail (alert level and description, certificate count, …).
+    /// An alert's level and description; `None` for other steps.
     pub detail: Option<String>,
 }
 

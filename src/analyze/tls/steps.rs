@@ -44,6 +44,35 @@ pub enum StepName {
 }
 
 impl StepName {
+    /// Every name, in declaration order (the length follows the last
+    /// variant, so a name added without listing it here does not compile).
+    #[cfg(test)]
+    const ALL: [StepName; StepName::EncryptedRecord as usize + 1] = [
+        StepName::HelloRequest,
+        StepName::ClientHello,
+        StepName::ClientHelloSslV2,
+        StepName::ServerHello,
+        StepName::ServerHelloSslV2,
+        StepName::HelloRetryRequest,
+        StepName::NewSessionTicket,
+        StepName::EndOfEarlyData,
+        StepName::EncryptedExtensions,
+        StepName::Certificate,
+        StepName::ServerKeyExchange,
+        StepName::CertificateRequest,
+        StepName::ServerHelloDone,
+        StepName::CertificateVerify,
+        StepName::ClientKeyExchange,
+        StepName::Finished,
+        StepName::CertificateStatus,
+        StepName::KeyUpdate,
+        StepName::NextProtocol,
+        StepName::UnknownHandshake,
+        StepName::ChangeCipherSpec,
+        StepName::Alert,
+        StepName::EncryptedRecord,
+    ];
+
     /// The event's name in the record.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -182,5 +211,25 @@ mod tests {
             ]
         );
         assert_eq!(events[1].since_start, 3e-6);
+    }
+
+    /// docs/json.md lists every event name a record can carry, and no two
+    /// steps share one.
+    #[test]
+    fn every_step_name_is_documented_once() {
+        let doc = include_str!("../../../docs/json.md");
+        let row = doc
+            .lines()
+            .find(|l| l.starts_with("| `events` |"))
+            .expect("the events row of docs/json.md");
+        let mut seen = std::collections::HashSet::new();
+        for name in StepName::ALL {
+            let text = name.as_str();
+            assert!(
+                row.contains(&format!("`{text}`")),
+                "{text} not in docs/json.md"
+            );
+            assert!(seen.insert(text), "{text} twice");
+        }
     }
 }
