@@ -14,11 +14,12 @@
 
 mod memo;
 
-use crate::record::Name;
 use md5::{Digest, Md5};
 use sha2::Sha256;
 use tls_parser::{parse_tls_client_hello_extension, parse_tls_server_hello_extension};
 use tls_parser::{TlsCipherSuite, TlsExtension};
+
+use crate::record::Name;
 
 /// The ServerHello random that marks a HelloRetryRequest (RFC 8446 §4.1.3).
 /// (TLS 1.3 drafts before 22 sent a HelloRetryRequest as handshake type 6.)
