@@ -136,6 +136,8 @@ pub enum LiveFormat {
     Table,
     /// One JSON object per connection as it closes, then `{"summary": …}`
     Jsonl,
+    /// One CSV row per connection as it closes (the columns of `analyze -T csv`), after a header
+    Csv,
 }
 
 #[derive(Debug, Args)]

@@ -34,6 +34,7 @@ mod imp {
 
     use handshakes::analyze::Analyzer;
     use handshakes::record::CaptureDrops;
+    use handshakes::report::csv::{CsvReport, CsvSink};
     use handshakes::report::json::JsonlSink;
     use handshakes::report::table::{self, LiveRows};
     use handshakes::source::live::{interfaces, LiveSource};
@@ -99,6 +100,7 @@ mod imp {
     enum Output<'w> {
         Table(LiveRows<'w>),
         Jsonl(JsonlSink<'w>),
+        Csv(Box<CsvSink<'w>>),
     }
 
     impl RecordSink for Output<'_> {
@@ -106,6 +108,12 @@ mod imp {
             match self {
                 Output::Table(t) => t.record(rec),
                 Output::Jsonl(j) => j.record(rec),
+                // Each row out as its connection finishes, not when the
+                // writer's buffer fills.
+                Output::Csv(c) => {
+                    c.record(rec)?;
+                    c.finish()
+                }
             }
         }
     }
@@ -120,6 +128,8 @@ mod imp {
                     out.flush()
                 }
                 Output::Jsonl(j) => j.summary(summary),
+                // Rows only: the summary is for the other formats.
+                Output::Csv(c) => c.finish(),
             }
         }
     }
@@ -179,6 +189,9 @@ mod imp {
         let mut output = match args.format {
             LiveFormat::Table => Output::Table(LiveRows::new(&mut stdout)),
             LiveFormat::Jsonl => Output::Jsonl(JsonlSink::new(&mut stdout)),
+            LiveFormat::Csv => Output::Csv(Box::new(
+                CsvReport::new().sink(&args.interface, &mut stdout)?,
+            )),
         };
         let status = Status::new(&args.interface);
         let mut analyzer = Analyzer::new(config);

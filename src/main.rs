@@ -134,27 +134,28 @@ struct Run<'a> {
     kept: Vec<(Summary, Vec<ConnectionRecord>)>,
 }
 
-/// Streams JSON Lines and keeps a copy of each record for `--html`.
-struct Tee<'a, 'w> {
-    jsonl: JsonlSink<'w>,
+/// Streams records (JSON Lines or CSV rows) and keeps a copy of each for
+/// `--html`.
+struct Tee<'a, S> {
+    stream: S,
     keep: Option<&'a mut Vec<ConnectionRecord>>,
 }
 
-impl RecordSink for Tee<'_, '_> {
+impl<S: RecordSink> RecordSink for Tee<'_, S> {
     fn record(&mut self, rec: ConnectionRecord) -> io::Result<()> {
         if let Some(keep) = self.keep.as_mut() {
             keep.push(rec.clone());
         }
-        self.jsonl.record(rec)
+        self.stream.record(rec)
     }
 
     /// Records come encoded only when none is kept.
     fn encoder(&self) -> Option<Encoder> {
-        self.keep.is_none().then(|| self.jsonl.encoder()).flatten()
+        self.keep.is_none().then(|| self.stream.encoder()).flatten()
     }
 
     fn record_encoded(&mut self, id: u64, encoded: &[u8]) -> io::Result<()> {
-        self.jsonl.record_encoded(id, encoded)
+        self.stream.record_encoded(id, encoded)
     }
 }
 
@@ -176,16 +177,31 @@ impl Run<'_> {
         let config = self.args.config();
         let mut bar = commands::Progress::new(!self.args.quiet);
         let mut records: Vec<ConnectionRecord> = Vec::new();
+        let keep = self.args.html.is_some();
         let summary = if self.args.format == Format::Jsonl {
             let mut sink = Tee {
-                jsonl: JsonlSink::new(out),
-                keep: self.args.html.is_some().then_some(&mut records),
+                stream: JsonlSink::new(out),
+                keep: keep.then_some(&mut records),
             };
             let summary =
                 analyze_with_progress(source.as_mut(), &config, &mut sink, &mut |r, t| {
                     bar.update(r, t)
                 })?;
-            sink.jsonl.summary(&summary)?;
+            sink.stream.summary(&summary)?;
+            records.sort_by_key(|r| r.id);
+            summary
+        } else if self.args.format == Format::Csv {
+            // Rows as connections finish, like JSON Lines: none is held.
+            let file = source.info().name.clone();
+            let mut sink = Tee {
+                stream: self.csv.sink(&file, out)?,
+                keep: keep.then_some(&mut records),
+            };
+            let summary =
+                analyze_with_progress(source.as_mut(), &config, &mut sink, &mut |r, t| {
+                    bar.update(r, t)
+                })?;
+            sink.stream.finish()?;
             records.sort_by_key(|r| r.id);
             summary
         } else {
@@ -217,8 +233,7 @@ impl Run<'_> {
                     report::table::write(&summary, &records, out, &self.opts)?;
                 }
                 Format::Json => report::json::write(&summary, &records, out)?,
-                Format::Csv => self.csv.write(&summary.file, &records, out)?,
-                Format::Jsonl => {}
+                Format::Csv | Format::Jsonl => {}
             }
             summary
         };

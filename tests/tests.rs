@@ -4,6 +4,7 @@
 
 mod captures;
 mod corpus;
+mod csv_rows;
 mod fragments;
 mod fuzz_regressions;
 mod http;

@@ -1,11 +1,15 @@
 //! CSV report: one row per connection with flat, stable column names (the
-//! JSON names joined by `_`). The only module that names the `csv` crate.
+//! JSON names joined by `_`), written as each connection is finalised (as
+//! JSON Lines are), so a capture of millions of connections is never held
+//! in memory. The only module that names the `csv` crate.
 //!
-//! Does not compute anything; it flattens `ConnectionRecord`s.
+//! Does not compute anything; it flattens `ConnectionRecord`s. The lists
+//! (TLS events, HTTP requests) stay in JSON.
 
 use std::io::{self, Write};
 
-use crate::record::ConnectionRecord;
+use crate::analyze::RecordSink;
+use crate::record::{ConnectionRecord, HttpInfo, TlsInfo};
 
 /// Column names, in order.
 pub const COLUMNS: &[&str] = &[
@@ -41,16 +45,57 @@ pub const COLUMNS: &[&str] = &[
     "anomalies",
     "overlay_kind",
     "overlay_id",
+    "tls_version",
+    "tls_offered_version",
+    "tls_cipher",
+    "tls_sni",
+    "tls_alpn",
+    "tls_alpn_offered",
+    "tls_resumed",
+    "tls_resumption",
+    "tls_hello_retry",
+    "tls_early_data_offered",
+    "tls_client_certificate_requested",
+    "tls_outcome",
+    "tls_alert_side",
+    "tls_alert_level",
+    "tls_alert_description",
+    "tls_client_hello_ts",
+    "tls_hello_to_hello",
+    "tls_handshake",
+    "tls_syn_to_app_data",
+    "tls_ja4",
+    "tls_ja3",
+    "tls_ja3s",
+    "tls_gap_bytes",
+    "http_method",
+    "http_requests",
+    "http_responses",
+    "http_estimated",
+    "http_confidence",
+    "http_lost_sync",
+    "http_connection_close",
+    "http_upgrade",
+    "http_resets",
+    "http_goaway",
 ];
 
-/// Writes CSV rows; the header goes out with the first batch only, so several
-/// files make one table told apart by the `file` column.
+/// Writes the header once: several files make one table, told apart by
+/// the `file` column.
 pub struct CsvReport {
     header_written: bool,
 }
 
 fn opt(v: Option<f64>) -> String {
     v.map(|x| x.to_string()).unwrap_or_default()
+}
+
+fn text(v: Option<&str>) -> String {
+    v.unwrap_or_default().to_string()
+}
+
+fn flag(v: Option<bool>) -> String {
+    v.map(|b| b.to_string()).unwrap_or_default()
 }
 
 impl CsvReport {
@@ -60,66 +105,140 @@ impl CsvReport {
         }
     }
 
-    pub fn write(
-        &mut self,
-        file: &str,
-        records: &[ConnectionRecord],
-        out: &mut dyn Write,
-    ) -> io::Result<()> {
-        let mut w = csv::Writer::from_writer(out);
+    /// A sink writing the rows of `file`'s connections to `out` as they
+    /// come; the header first, if no file has written it yet.
+    pub fn sink<'w>(&mut self, file: &str, out: &'w mut dyn Write) -> io::Result<CsvSink<'w>> {
+        let mut writer = csv::Writer::from_writer(out);
         if !self.header_written {
-            w.write_record(COLUMNS)?;
+            writer.write_record(COLUMNS)?;
             self.header_written = true;
         }
-        for r in records {
-            let hs = &r.tcp.handshake;
-            let anomalies: Vec<String> = r
-                .anomalies
-                .0
-                .iter()
-                .map(|(k, n)| format!("{}={n}", k.as_str()))
-                .collect();
-            w.write_record([
-                file.to_string(),
-                r.id.to_string(),
-                r.client.clone(),
-                r.server.clone(),
-                serde_plain(&r.client_by),
-                r.partial.to_string(),
-                r.start.ts.to_string(),
-                r.start.at.to_string(),
-                r.end.ts.to_string(),
-                r.duration.to_string(),
-                opt(hs.syn.map(|i| i.ts)),
-                opt(hs.synack.map(|i| i.ts)),
-                opt(hs.ack.map(|i| i.ts)),
-                opt(hs.syn_to_synack),
-                opt(hs.synack_to_ack),
-                opt(hs.connect),
-                hs.syn_retransmissions.to_string(),
-                hs.complete.to_string(),
-                r.tcp.packets.client.to_string(),
-                r.tcp.packets.server.to_string(),
-                r.tcp.bytes.client.to_string(),
-                r.tcp.bytes.server.to_string(),
-                r.tcp.retransmissions.client.to_string(),
-                r.tcp.retransmissions.server.to_string(),
-                r.tcp.state.to_string(),
-                r.tcp.history.clone(),
-                r.close.kind.as_str().to_string(),
-                r.close
-                    .by
-                    .map(|s| s.as_str().to_string())
-                    .unwrap_or_default(),
-                opt(r.close.time.map(|i| i.ts)),
-                anomalies.join(";"),
-                r.overlay
-                    .map_or(String::new(), |o| o.kind.name().to_string()),
-                r.overlay.map_or(String::new(), |o| o.id.to_string()),
-            ])?;
-        }
-        w.flush()
+        Ok(CsvSink {
+            writer,
+            file: file.to_string(),
+        })
     }
+}
+
+/// Writes one CSV row per record, as the analysis finalises them.
+pub struct CsvSink<'w> {
+    writer: csv::Writer<&'w mut dyn Write>,
+    file: String,
+}
+
+impl CsvSink<'_> {
+    /// Writes out what is buffered.
+    pub fn finish(&mut self) -> io::Result<()> {
+        self.writer.flush()
+    }
+}
+
+impl RecordSink for CsvSink<'_> {
+    fn record(&mut self, rec: ConnectionRecord) -> io::Result<()> {
+        self.writer.write_record(row(&self.file, &rec))?;
+        Ok(())
+    }
+}
+
+/// `r`'s row, in [`COLUMNS`]' order.
+fn row(file: &str, r: &ConnectionRecord) -> Vec<String> {
+    let hs = &r.tcp.handshake;
+    let anomalies: Vec<String> = r
+        .anomalies
+        .0
+        .iter()
+        .map(|(k, n)| format!("{}={n}", k.as_str()))
+        .collect();
+    let mut row = vec![
+        file.to_string(),
+        r.id.to_string(),
+        r.client.clone(),
+        r.server.clone(),
+        serde_plain(&r.client_by),
+        r.partial.to_string(),
+        r.start.ts.to_string(),
+        r.start.at.to_string(),
+        r.end.ts.to_string(),
+        r.duration.to_string(),
+        opt(hs.syn.map(|i| i.ts)),
+        opt(hs.synack.map(|i| i.ts)),
+        opt(hs.ack.map(|i| i.ts)),
+        opt(hs.syn_to_synack),
+        opt(hs.synack_to_ack),
+        opt(hs.connect),
+        hs.syn_retransmissions.to_string(),
+        hs.complete.to_string(),
+        r.tcp.packets.client.to_string(),
+        r.tcp.packets.server.to_string(),
+        r.tcp.bytes.client.to_string(),
+        r.tcp.bytes.server.to_string(),
+        r.tcp.retransmissions.client.to_string(),
+        r.tcp.retransmissions.server.to_string(),
+        r.tcp.state.to_string(),
+        r.tcp.history.clone(),
+        r.close.kind.as_str().to_string(),
+        r.close
+            .by
+            .map(|s| s.as_str().to_string())
+            .unwrap_or_default(),
+        opt(r.close.time.map(|i| i.ts)),
+        anomalies.join(";"),
+        r.overlay
+            .map_or(String::new(), |o| o.kind.name().to_string()),
+        r.overlay.map_or(String::new(), |o| o.id.to_string()),
+    ];
+    row.extend(tls_cells(r.tls.as_ref()));
+    row.extend(http_cells(&r.http));
+    row
+}
+
+/// The `tls_*` cells: all empty for a connection that was not TLS.
+fn tls_cells(tls: Option<&TlsInfo>) -> [String; 23] {
+    let Some(t) = tls else {
+        return Default::default();
+    };
+    let alert = t.alert.as_ref();
+    [
+        text(t.version.as_deref()),
+        text(t.offered_version.as_deref()),
+        text(t.cipher.as_deref()),
+        text(t.sni.as_deref()),
+        text(t.alpn.as_deref()),
+        t.alpn_offered.join(";"),
+        t.resumed.to_string(),
+        text(t.resumption.as_deref()),
+        t.hello_retry.to_string(),
+        t.early_data.offered.to_string(),
+        flag(t.client_certificate_requested),
+        serde_plain(&t.outcome),
+        alert.map_or(String::new(), |a| a.side.as_str().to_string()),
+        text(alert.map(|a| &*a.level)),
+        text(alert.map(|a| &*a.description)),
+        opt(t.client_hello.map(|i| i.ts)),
+        opt(t.hello_to_hello),
+        opt(t.handshake),
+        opt(t.syn_to_app_data),
+        text(t.ja4.as_deref()),
+        text(t.ja3.as_deref()),
+        text(t.ja3s.as_deref()),
+        t.gap_bytes.to_string(),
+    ]
+}
+
+/// The `http_*` cells.
+fn http_cells(h: &HttpInfo) -> [String; 10] {
+    [
+        serde_plain(&h.method),
+        h.requests.to_string(),
+        h.responses.to_string(),
+        h.estimated.to_string(),
+        h.confidence.to_string(),
+        h.lost_sync.to_string(),
+        h.connection_close.to_string(),
+        text(h.upgrade.as_deref()),
+        h.resets.to_string(),
+        h.goaway.to_string(),
+    ]
 }
 
 impl Default for CsvReport {

@@ -2,8 +2,8 @@
 //! its own port while real clients talk to the parent's HTTP server, checked
 //! exactly against what the clients did and against its `-w` file read back
 //! offline. JSON Lines counts, stopping on SIGINT and SIGTERM, a connection
-//! still open at the end, connections printed as they finish, `--count` and
-//! the table output.
+//! still open at the end, connections printed as they finish, `--count`, the
+//! table output and CSV rows.
 
 use super::*;
 
@@ -482,6 +482,19 @@ fn live_count_stops_after_n_packets() {
     assert_write_file_matches(&done.pcap, &summary, &conns);
 }
 
+/// A 4 s capture in `format` of two curls, one request each; it exited
+/// cleanly.
+fn two_curls_in_4s(format: &str) -> (Server, Finished) {
+    let server = Server::start();
+    let live = Live::start(server.port, &["-T", format, "--duration", "4s"]);
+    server.curl(1);
+    server.curl(1);
+    settle(server.port);
+    let done = live.finish(Duration::from_secs(15));
+    done.assert_clean_exit();
+    (server, done)
+}
+
 /// `-T table`: a header line, one row per connection as it finishes, a
 /// blank line, then the summary block with the verdict and kernel counters.
 #[test]
@@ -489,13 +502,7 @@ fn live_table_prints_header_rows_and_summary() {
     if !can_capture("live_table_prints_header_rows_and_summary") {
         return;
     }
-    let server = Server::start();
-    let live = Live::start(server.port, &["-T", "table", "--duration", "4s"]);
-    server.curl(1);
-    server.curl(1);
-    settle(server.port);
-    let done = live.finish(Duration::from_secs(15));
-    done.assert_clean_exit();
+    let (server, done) = two_curls_in_4s("table");
     let lines = &done.stdout;
     let text = lines.join("\n");
     assert!(lines.len() > 5, "{text}");
@@ -537,4 +544,49 @@ fn live_table_prints_header_rows_and_summary() {
     );
     let (offline, _) = analyze_path(&done.pcap);
     assert_eq!((offline.connections, offline.requests), (2, 2));
+}
+
+/// `-T csv`: the header of `analyze -T csv`, then one row per connection as
+/// it finishes — the same rows, but for the `file` column (the interface),
+/// as `analyze -T csv` gives on the `-w` file.
+#[test]
+fn live_csv_prints_the_rows_analyze_gives_for_the_write_file() {
+    if !can_capture("live_csv_prints_the_rows_analyze_gives_for_the_write_file") {
+        return;
+    }
+    let (server, done) = two_curls_in_4s("csv");
+    let rows = |text: &str| -> (Vec<String>, Vec<Vec<String>>) {
+        let mut reader = csv::Reader::from_reader(text.as_bytes());
+        let header = reader
+            .headers()
+            .expect("a header")
+            .iter()
+            .map(str::to_string)
+            .collect();
+        let mut rows: Vec<Vec<String>> = reader
+            .records()
+            .map(|r| r.expect("a CSV row").iter().map(str::to_string).collect())
+            .collect();
+        rows.sort_by_key(|r| r.get(1).and_then(|id| id.parse::<u64>().ok()));
+        (header, rows)
+    };
+    let (header, live_rows) = rows(&done.stdout.join("\n"));
+    assert_eq!(header, handshakes::report::csv::COLUMNS);
+    assert_eq!(live_rows.len(), 2, "{:?}", done.stdout);
+    let col = |name: &str| header.iter().position(|c| c == name).expect(name);
+    for row in &live_rows {
+        assert_eq!(row[col("file")], "lo");
+        assert_eq!(row[col("server")], server.addr());
+        assert_eq!(row[col("http_method")], "http1");
+        assert_eq!(row[col("http_requests")], "1");
+        assert_eq!(row[col("close_kind")], "fin");
+        assert_eq!(row[col("tls_version")], "", "plain HTTP");
+    }
+    let offline = support::run_analyze(&["-T", "csv", "-j", "1"], &[&done.pcap]);
+    assert!(offline.status.success());
+    let (_, offline_rows) = rows(&support::stdout(&offline));
+    let without_file = |rows: &[Vec<String>]| -> Vec<Vec<String>> {
+        rows.iter().map(|r| r[1..].to_vec()).collect()
+    };
+    assert_eq!(without_file(&live_rows), without_file(&offline_rows));
 }

@@ -1,0 +1,201 @@
+//! The CSV report, through the binary, against JSON Lines: every cell of
+//! every row agrees with the JSON field it flattens, for every connection
+//! of every capture in captures/ and the peer corpus; the rows stream as
+//! connections finish (the same order as JSON Lines); and docs/json.md
+//! lists the columns, in order.
+//!
+//! Does not check what the JSON says (the other tests do); only that CSV
+//! says the same.
+
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+
+use handshakes::report::csv::COLUMNS;
+use serde_json::Value;
+
+use crate::support::{run, stdout};
+use crate::tools::all_captures;
+
+/// Where a column's value sits in a connection's JSON object.
+fn pointer(column: &str) -> &'static str {
+    match column {
+        "id" => "/id",
+        "client" => "/client",
+        "server" => "/server",
+        "client_by" => "/client_by",
+        "partial" => "/partial",
+        "start_ts" => "/start/ts",
+        "start_at" => "/start/at",
+        "end_ts" => "/end/ts",
+        "duration" => "/duration",
+        "syn_ts" => "/tcp/handshake/syn/ts",
+        "synack_ts" => "/tcp/handshake/synack/ts",
+        "ack_ts" => "/tcp/handshake/ack/ts",
+        "syn_to_synack" => "/tcp/handshake/syn_to_synack",
+        "synack_to_ack" => "/tcp/handshake/synack_to_ack",
+        "connect" => "/tcp/handshake/connect",
+        "syn_retransmissions" => "/tcp/handshake/syn_retransmissions",
+        "handshake_complete" => "/tcp/handshake/complete",
+        "packets_client" => "/tcp/packets/client",
+        "packets_server" => "/tcp/packets/server",
+        "bytes_client" => "/tcp/bytes/client",
+        "bytes_server" => "/tcp/bytes/server",
+        "retransmissions_client" => "/tcp/retransmissions/client",
+        "retransmissions_server" => "/tcp/retransmissions/server",
+        "state" => "/tcp/state",
+        "history" => "/tcp/history",
+        "close_kind" => "/close/kind",
+        "close_by" => "/close/by",
+        "close_ts" => "/close/time/ts",
+        "anomalies" => "/anomalies",
+        "overlay_kind" => "/overlay/kind",
+        "overlay_id" => "/overlay/id",
+        "tls_version" => "/tls/version",
+        "tls_offered_version" => "/tls/offered_version",
+        "tls_cipher" => "/tls/cipher",
+        "tls_sni" => "/tls/sni",
+        "tls_alpn" => "/tls/alpn",
+        "tls_alpn_offered" => "/tls/alpn_offered",
+        "tls_resumed" => "/tls/resumed",
+        "tls_resumption" => "/tls/resumption",
+        "tls_hello_retry" => "/tls/hello_retry",
+        "tls_early_data_offered" => "/tls/early_data/offered",
+        "tls_client_certificate_requested" => "/tls/client_certificate_requested",
+        "tls_outcome" => "/tls/outcome",
+        "tls_alert_side" => "/tls/alert/side",
+        "tls_alert_level" => "/tls/alert/level",
+        "tls_alert_description" => "/tls/alert/description",
+        "tls_client_hello_ts" => "/tls/client_hello/ts",
+        "tls_hello_to_hello" => "/tls/hello_to_hello",
+        "tls_handshake" => "/tls/handshake",
+        "tls_syn_to_app_data" => "/tls/syn_to_app_data",
+        "tls_ja4" => "/tls/ja4",
+        "tls_ja3" => "/tls/ja3",
+        "tls_ja3s" => "/tls/ja3s",
+        "tls_gap_bytes" => "/tls/gap_bytes",
+        "http_method" => "/http/method",
+        "http_requests" => "/http/requests",
+        "http_responses" => "/http/responses",
+        "http_estimated" => "/http/estimated",
+        "http_confidence" => "/http/confidence",
+        "http_lost_sync" => "/http/lost_sync",
+        "http_connection_close" => "/http/connection_close",
+        "http_upgrade" => "/http/upgrade",
+        "http_resets" => "/http/resets",
+        "http_goaway" => "/http/goaway",
+        other => panic!("column {other} has no JSON field in this test: add it"),
+    }
+}
+
+/// Whether CSV cell `cell` says what JSON value `json` says: null or
+/// missing is an empty cell, numbers are equal as numbers, lists are
+/// joined by `;`, the anomalies are `kind=count` pairs.
+fn agrees(column: &str, cell: &str, json: Option<&Value>) -> bool {
+    match json {
+        None | Some(Value::Null) => cell.is_empty(),
+        Some(Value::String(s)) => cell == s,
+        Some(Value::Bool(b)) => cell == b.to_string(),
+        // Read as the JSON was (serde_json's float parsing is not always
+        // the nearest float, so `str::parse` could differ on equal text).
+        Some(Value::Number(n)) => {
+            serde_json::from_str::<Value>(cell)
+                .ok()
+                .and_then(|v| v.as_f64())
+                == n.as_f64()
+        }
+        Some(Value::Array(items)) => {
+            let texts: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
+            texts.len() == items.len() && cell == texts.join(";")
+        }
+        Some(Value::Object(pairs)) if column == "anomalies" => {
+            let want: BTreeSet<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let got: BTreeSet<String> = cell
+                .split(';')
+                .filter(|p| !p.is_empty())
+                .map(str::to_string)
+                .collect();
+            got == want
+        }
+        Some(Value::Object(_)) => false,
+    }
+}
+
+fn analyze(format: &str, path: &std::path::Path) -> String {
+    let args = [
+        OsStr::new("analyze"),
+        OsStr::new("-q"),
+        OsStr::new("-j"),
+        OsStr::new("1"),
+        OsStr::new("-T"),
+        OsStr::new(format),
+        path.as_os_str(),
+    ];
+    let out = run(args);
+    assert!(out.status.success(), "{format} on {}", path.display());
+    stdout(&out)
+}
+
+#[test]
+fn every_csv_cell_says_what_json_lines_say() {
+    let mut rows_checked = 0;
+    let mut tls_rows = 0;
+    for (name, path) in all_captures() {
+        let jsonl = analyze("jsonl", &path);
+        let records: Vec<Value> = jsonl
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .filter(|v: &Value| v.get("summary").is_none())
+            .collect();
+        let csv = analyze("csv", &path);
+        let mut reader = csv::Reader::from_reader(csv.as_bytes());
+        let header: Vec<String> = reader
+            .headers()
+            .expect("a header")
+            .iter()
+            .map(str::to_string)
+            .collect();
+        assert_eq!(header, COLUMNS, "{name}: header");
+        let rows: Vec<csv::StringRecord> =
+            reader.records().map(|r| r.expect("a CSV row")).collect();
+        assert_eq!(rows.len(), records.len(), "{name}: one row per connection");
+        // In the same order as JSON Lines: as connections finish.
+        for (row, rec) in rows.iter().zip(&records) {
+            assert_eq!(row.len(), COLUMNS.len(), "{name}: row width");
+            for (column, cell) in COLUMNS.iter().zip(row.iter()) {
+                if *column == "file" {
+                    assert_eq!(cell, path.to_string_lossy(), "{name}: file");
+                    continue;
+                }
+                let json = rec.pointer(pointer(column));
+                assert!(
+                    agrees(column, cell, json),
+                    "{name}, connection {}: {column} is {cell:?} in CSV, {json:?} in JSON",
+                    rec["id"]
+                );
+            }
+            rows_checked += 1;
+            tls_rows += usize::from(!rec["tls"].is_null());
+        }
+    }
+    // The captures hold TLS and cleartext connections alike.
+    assert!(
+        rows_checked > 400 && tls_rows > 100,
+        "{rows_checked} rows, {tls_rows} TLS"
+    );
+}
+
+#[test]
+fn docs_list_the_csv_columns_in_order() {
+    let doc = include_str!("../docs/json.md");
+    let section = doc
+        .split("## CSV columns")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("a CSV columns section in docs/json.md");
+    let listed = section
+        .split('`')
+        .nth(1)
+        .expect("the column list in backquotes");
+    let listed: Vec<&str> = listed.split(',').map(str::trim).collect();
+    assert_eq!(listed, COLUMNS);
+}
