@@ -82,6 +82,14 @@ impl Live {
         }
     }
 
+    /// The next `n` stdout lines, which must come within `limit`.
+    fn lines_within(&self, n: usize, limit: Duration) -> Vec<String> {
+        let deadline = Instant::now() + limit;
+        let lines: Vec<String> = (0..n).map_while(|_| self.next_line(deadline)).collect();
+        assert_eq!(lines.len(), n, "only {lines:?} printed within {limit:?}");
+        lines
+    }
+
     /// Waits (bounded) for the exit and collects the output.
     fn finish(mut self, limit: Duration) -> Finished {
         let status = self.proc.wait_for(limit);
@@ -400,6 +408,20 @@ fn live_sigint_reports_a_connection_still_open_as_open() {
     assert_write_file_matches(&done.pcap, &summary, &conns);
 }
 
+/// A capture in `format` for 60 s with `--idle 2s`, a client holding a
+/// connection open without a word (returned: it lives as long as the
+/// `Proc`) and one curl.
+fn idle_and_closed(format: &str) -> (Server, Live, Proc) {
+    let server = Server::start();
+    let live = Live::start(
+        server.port,
+        &["-T", format, "--duration", "60s", "--idle", "2s"],
+    );
+    let open = server.open_client();
+    server.curl(1);
+    (server, live, open)
+}
+
 /// Connections are printed as they finish, while the capture goes on: one
 /// idle past `--idle` and one closed (after its linger), before any signal.
 #[test]
@@ -407,21 +429,8 @@ fn live_prints_each_connection_as_it_finishes() {
     if !can_capture("live_prints_each_connection_as_it_finishes") {
         return;
     }
-    let server = Server::start();
-    let mut live = Live::start(
-        server.port,
-        &["-T", "jsonl", "--duration", "60s", "--idle", "2s"],
-    );
-    let _open = server.open_client();
-    server.curl(1);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut early = Vec::new();
-    while early.len() < 2 {
-        match live.next_line(deadline) {
-            Some(line) => early.push(line),
-            None => panic!("only {early:?} printed within 20 s of the requests"),
-        }
-    }
+    let (server, mut live, _open) = idle_and_closed("jsonl");
+    let early = live.lines_within(2, Duration::from_secs(20));
     assert!(
         live.proc.exited().is_none(),
         "still capturing after printing {early:?}"
@@ -589,4 +598,36 @@ fn live_csv_prints_the_rows_analyze_gives_for_the_write_file() {
         rows.iter().map(|r| r[1..].to_vec()).collect()
     };
     assert_eq!(without_file(&live_rows), without_file(&offline_rows));
+}
+
+/// `-T csv` rows come out as connections finish, not when the capture
+/// stops: the header and the rows of an idle and a closed connection are
+/// printed while it still runs, and nothing after them.
+#[test]
+fn live_csv_prints_each_row_as_its_connection_finishes() {
+    if !can_capture("live_csv_prints_each_row_as_its_connection_finishes") {
+        return;
+    }
+    let (_server, mut live, _open) = idle_and_closed("csv");
+    // The header and two rows.
+    let early = live.lines_within(3, Duration::from_secs(20));
+    assert!(live.proc.exited().is_none(), "still capturing: {early:?}");
+    live.proc.signal("INT");
+    let done = live.finish(SIGNAL_LIMIT);
+    done.assert_clean_exit();
+    assert_eq!(done.stdout, Vec::<String>::new(), "nothing after the rows");
+    let text = early.join("\n");
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let close = reader
+        .headers()
+        .expect("a header")
+        .iter()
+        .position(|c| c == "close_kind")
+        .expect("close_kind");
+    let mut kinds: Vec<String> = reader
+        .records()
+        .map(|r| r.expect("a row")[close].to_string())
+        .collect();
+    kinds.sort();
+    assert_eq!(kinds, ["fin", "idle"]);
 }
