@@ -13,7 +13,7 @@ use handshakes::report::compare::{self, CompareOpts, Labeled};
 use handshakes::report::html;
 use handshakes::report::timeline::{self, TimelineOpts};
 use handshakes::source::file::{Access, FileSource};
-use handshakes::{analyze, Config, ConnectionRecord, Error, Summary};
+use handshakes::{analyze, Config, ConnectionRecord, Error, RecordSink, Summary};
 
 use crate::cli::{self, CompareArgs, CompareFormat, TimelineArgs};
 
@@ -75,11 +75,31 @@ pub struct Analysed {
     pub records: Vec<ConnectionRecord>,
 }
 
-/// Runs the whole pipeline on one file.
-pub fn analyse(path: &Path, config: &Config, access: Access) -> Result<Analysed, Error> {
+/// Drops every record: the summary has folded in what it reads of each
+/// before a sink sees it.
+struct Discard;
+
+impl RecordSink for Discard {
+    fn record(&mut self, _: ConnectionRecord) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Runs the whole pipeline on one file; keeps its records (in id order)
+/// only if `keep`, so that a summary of any capture takes bounded memory.
+pub fn analyse(
+    path: &Path,
+    config: &Config,
+    access: Access,
+    keep: bool,
+) -> Result<Analysed, Error> {
     let mut source = FileSource::open_with(path, access)?;
     let mut records = Vec::new();
-    let summary = analyze(&mut source, config, &mut records)?;
+    let summary = if keep {
+        analyze(&mut source, config, &mut records)?
+    } else {
+        analyze(&mut source, config, &mut Discard)?
+    };
     records.sort_by_key(|r| r.id);
     Ok(Analysed { summary, records })
 }
@@ -112,8 +132,10 @@ pub fn run_compare(args: &CompareArgs) -> ExitCode {
     };
     let access = cli::access(args.no_mmap, 1);
     let (a, b) = match (
-        analyse(&args.a, &config, access),
-        analyse(&args.b, &config, access),
+        // The comparison reads only the summaries; the HTML report draws
+        // every connection.
+        analyse(&args.a, &config, access, args.html.is_some()),
+        analyse(&args.b, &config, access, args.html.is_some()),
     ) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => return fail(e),
@@ -172,7 +194,7 @@ pub fn run_timeline(args: &TimelineArgs) -> ExitCode {
         Ok(config) => config,
         Err(code) => return code,
     };
-    let doc = match analyse(&args.file, &config, cli::access(args.no_mmap, 1)) {
+    let doc = match analyse(&args.file, &config, cli::access(args.no_mmap, 1), true) {
         Ok(doc) => doc,
         Err(e) => return fail(e),
     };

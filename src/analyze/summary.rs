@@ -52,6 +52,8 @@ pub struct Tally {
     to_first_request: Option<f64>,
     /// Each listed request's duration and status.
     listed: Vec<(Option<f64>, Option<u16>)>,
+    /// [`handshake_events`].
+    handshake_events: u64,
 }
 
 #[derive(Debug)]
@@ -95,8 +97,36 @@ impl Tally {
                 .zip(http.list.first())
                 .map(|(syn, first)| first.start.ts - syn.ts),
             listed: http.list.iter().map(|r| (r.duration, r.status)).collect(),
+            handshake_events: handshake_events(rec),
         }
     }
+}
+
+/// A connection's handshake events: the TCP handshake packets seen (the
+/// SYN and its retransmissions, the SYN-ACK and its retransmissions, the
+/// ACK) plus the TLS handshake messages in `tls.events` up to the
+/// handshake's completion (all of them when it did not complete). Exact
+/// from the record, unlike bytes spent on handshakes, which it does not
+/// hold.
+pub fn handshake_events(rec: &ConnectionRecord) -> u64 {
+    let hs = &rec.tcp.handshake;
+    let mut n = 0u64;
+    if hs.syn.is_some() {
+        n += 1 + u64::from(hs.syn_retransmissions);
+    }
+    if hs.synack.is_some() {
+        n += 1 + u64::from(hs.synack_retransmissions);
+    }
+    if hs.ack.is_some() {
+        n += 1;
+    }
+    if let Some(tls) = &rec.tls {
+        n += match tls.complete {
+            Some(done) => tls.events.iter().filter(|e| e.time.at <= done.at).count(),
+            None => tls.events.len(),
+        } as u64;
+    }
+    n
 }
 
 #[derive(Debug, Default)]
@@ -137,6 +167,7 @@ pub struct SummaryBuilder {
     low_confidence: u64,
     latency: Samples,
     status: BTreeMap<String, u64>,
+    handshake_events: u64,
     /// The most connections open at once, tracked by the analyzer.
     pub peak: Peak,
 }
@@ -170,6 +201,7 @@ impl SummaryBuilder {
     /// Folds in one finished connection, from what the summary reads of it.
     pub fn add(&mut self, t: &Tally) {
         self.connections += 1;
+        self.handshake_events += t.handshake_events;
         if t.complete {
             self.tcp_handshakes += 1;
         }
@@ -296,6 +328,7 @@ impl SummaryBuilder {
                 tls_full: per(self.busy_tls_full),
             },
             handshake_time,
+            handshake_events: self.handshake_events,
             request_latency: self.latency.distribution(),
             peak_concurrent_connections: self.peak.clone(),
             status_codes: self.status,

@@ -123,6 +123,10 @@ pub struct Summary {
     pub requests_per_connection: MeanMax,
     pub handshakes_per_request: PerRequest,
     pub handshake_time: HandshakeTime,
+    /// Handshake events over all connections: the TCP handshake packets
+    /// seen (SYN, SYN-ACK and their retransmissions, the ACK) plus the TLS
+    /// handshake messages up to completion.
+    pub handshake_events: u64,
     /// Request start → last response byte, over listed requests with a response.
     pub request_latency: Distribution,
     pub peak_concurrent_connections: Peak,

@@ -3,16 +3,11 @@
 //! derived from the numbers; or the same as one JSON document; or as the
 //! comparison section of the HTML report (`write_html`, which `html` calls).
 //!
-//! "Handshake events" (key `handshake_events`) is the one metric computed here
-//! rather than read from `Summary`: per connection, the TCP handshake packets
-//! seen (the SYN and its retransmissions, the SYN-ACK and its
-//! retransmissions, the ACK) plus the TLS handshake messages in `tls.events`
-//! up to the handshake's completion (all of them when it did not complete).
-//! It is exact from the records, unlike bytes spent on handshakes, which
-//! the records do not hold.
+//! Every figure comes from `Summary` (handshake events too, since
+//! 1 December: `compare` no longer needs the records, so it holds none).
 //!
-//! Does not analyze captures or define the summary figures: everything else
-//! comes from `Summary`. Does not lay out the HTML page (that is `html`).
+//! Does not analyze captures or define the summary figures. Does not lay
+//! out the HTML page (that is `html`).
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -105,47 +100,17 @@ pub(crate) fn format_value(v: Option<f64>, unit: Unit) -> String {
     }
 }
 
-/// The handshake events of one capture (see the module doc).
-pub fn handshake_events(records: &[ConnectionRecord]) -> u64 {
-    records
-        .iter()
-        .map(|r| {
-            let hs = &r.tcp.handshake;
-            let mut n = 0u64;
-            if hs.syn.is_some() {
-                n += 1 + u64::from(hs.syn_retransmissions);
-            }
-            if hs.synack.is_some() {
-                n += 1 + u64::from(hs.synack_retransmissions);
-            }
-            if hs.ack.is_some() {
-                n += 1;
-            }
-            if let Some(tls) = &r.tls {
-                n += match tls.complete {
-                    Some(done) => tls.events.iter().filter(|e| e.time.at <= done.at).count(),
-                    None => tls.events.len(),
-                } as u64;
-            }
-            n
-        })
-        .sum()
-}
-
 fn per_request(n: f64, requests: u64) -> Option<f64> {
     (requests > 0).then(|| n / requests as f64)
 }
 
 /// The values of every metric for one capture, in row order:
 /// `(key, label, unit, better, value)`.
-fn values(
-    s: &Summary,
-    records: &[ConnectionRecord],
-) -> Vec<(&'static str, &'static str, Unit, Better, Option<f64>)> {
+fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Better, Option<f64>)> {
     use Better::{Higher, Lower, Neither};
     use Unit::{Count, PerSecond, Ratio, Seconds};
     let c = |n: u64| Some(n as f64);
-    let events = handshake_events(records);
+    let events = s.handshake_events;
     let dist = |d: &Distribution| [d.median, d.p90, d.p95, d.max];
     let [cm, c90, c95, cmax] = dist(&s.connect);
     let [tm, t90, t95, tmax] = dist(&s.tls_handshake);
@@ -201,9 +166,9 @@ fn values(
 /// `requests_per_second`, `handshake_events`, `handshake_events_per_request`.
 /// Times are seconds.
 pub(crate) fn metrics(a: &Labeled, b: &Labeled) -> Vec<Metric> {
-    values(a.summary, a.records)
+    values(a.summary)
         .into_iter()
-        .zip(values(b.summary, b.records))
+        .zip(values(b.summary))
         .map(
             |((key, label, unit, better, va), (_, _, _, _, vb))| Metric {
                 key,
