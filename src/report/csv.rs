@@ -86,6 +86,16 @@ pub struct CsvReport {
     header_written: bool,
 }
 
+/// `e` as an I/O error: the writer's own error when it was one (so a
+/// closed pipe stays a `BrokenPipe`, which exits quietly; the `csv`
+/// crate's conversion makes every error `Other`).
+fn io_error(e: csv::Error) -> io::Error {
+    match e.into_kind() {
+        csv::ErrorKind::Io(e) => e,
+        other => io::Error::other(format!("{other:?}")),
+    }
+}
+
 fn opt(v: Option<f64>) -> String {
     v.map(|x| x.to_string()).unwrap_or_default()
 }
@@ -110,7 +120,7 @@ impl CsvReport {
     pub fn sink<'w>(&mut self, file: &str, out: &'w mut dyn Write) -> io::Result<CsvSink<'w>> {
         let mut writer = csv::Writer::from_writer(out);
         if !self.header_written {
-            writer.write_record(COLUMNS)?;
+            writer.write_record(COLUMNS).map_err(io_error)?;
             self.header_written = true;
         }
         Ok(CsvSink {
@@ -135,8 +145,9 @@ impl CsvSink<'_> {
 
 impl RecordSink for CsvSink<'_> {
     fn record(&mut self, rec: ConnectionRecord) -> io::Result<()> {
-        self.writer.write_record(row(&self.file, &rec))?;
-        Ok(())
+        self.writer
+            .write_record(row(&self.file, &rec))
+            .map_err(io_error)
     }
 }
 

@@ -187,22 +187,27 @@ fn no_file_argument_exits_2() {
 fn closed_stdout_pipe_exits_quietly() {
     let scratch = Scratch::new();
     let path = scratch.file("big.pcap", &many(2000));
-    let mut child = bin()
-        .args(["analyze", "--limit", "0"])
-        .arg(&path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut reader = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    reader.read_line(&mut line).expect("read one line");
-    assert!(
-        line.starts_with("verdict"),
-        "the headline comes first: {line}"
-    );
-    drop(reader);
-    let out = child.wait_with_output().expect("wait");
-    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
-    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    // The first line of each format: the headline, a record, the CSV header.
+    for (args, first) in [
+        (&["--limit", "0"][..], "verdict"),
+        (&["-T", "jsonl"][..], "{"),
+        (&["-T", "csv"][..], "file,"),
+    ] {
+        let mut child = bin()
+            .arg("analyze")
+            .args(args)
+            .arg(&path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let mut reader = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("read one line");
+        assert!(line.starts_with(first), "{args:?}: {line}");
+        drop(reader);
+        let out = child.wait_with_output().expect("wait");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out), "", "{args:?}: nothing on stderr");
+    }
 }
