@@ -4,12 +4,14 @@
 //!
 //! Does not analyze or format anything itself.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
 use handshakes::report::compare::{self, CompareOpts, Labeled};
+use handshakes::report::drawn::{Drawn, DrawnSink};
 use handshakes::report::html;
 use handshakes::report::timeline::{self, TimelineOpts};
 use handshakes::source::file::{Access, FileSource};
@@ -69,10 +71,15 @@ impl Progress {
     }
 }
 
-/// One analysed capture.
-pub struct Analysed {
-    pub summary: Summary,
-    pub records: Vec<ConnectionRecord>,
+/// Runs the whole pipeline on one file, its records going to `sink`.
+fn analyse_into(
+    path: &Path,
+    config: &Config,
+    access: Access,
+    sink: &mut dyn RecordSink,
+) -> Result<Summary, Error> {
+    let mut source = FileSource::open_with(path, access)?;
+    analyze(&mut source, config, sink)
 }
 
 /// Drops every record: the summary has folded in what it reads of each
@@ -85,23 +92,22 @@ impl RecordSink for Discard {
     }
 }
 
-/// Runs the whole pipeline on one file; keeps its records (in id order)
-/// only if `keep`, so that a summary of any capture takes bounded memory.
-pub fn analyse(
+/// One capture's summary and, if `draw`, what the HTML report draws of it
+/// (empty otherwise): never every record.
+fn summarise(
     path: &Path,
     config: &Config,
     access: Access,
-    keep: bool,
-) -> Result<Analysed, Error> {
-    let mut source = FileSource::open_with(path, access)?;
-    let mut records = Vec::new();
-    let summary = if keep {
-        analyze(&mut source, config, &mut records)?
+    draw: bool,
+) -> Result<(Summary, Drawn), Error> {
+    if draw {
+        let mut drawn = DrawnSink::new();
+        let summary = analyse_into(path, config, access, &mut drawn)?;
+        Ok((summary, drawn.finish()))
     } else {
-        analyze(&mut source, config, &mut Discard)?
-    };
-    records.sort_by_key(|r| r.id);
-    Ok(Analysed { summary, records })
+        let summary = analyse_into(path, config, access, &mut Discard)?;
+        Ok((summary, Drawn::default()))
+    }
 }
 
 /// Writes an HTML report of `docs` to `path`.
@@ -131,27 +137,27 @@ pub fn run_compare(args: &CompareArgs) -> ExitCode {
         Err(code) => return code,
     };
     let access = cli::access(args.no_mmap, 1);
+    // The comparison reads only the summaries.
+    let draw = args.html.is_some();
     let (a, b) = match (
-        // The comparison reads only the summaries; the HTML report draws
-        // every connection.
-        analyse(&args.a, &config, access, args.html.is_some()),
-        analyse(&args.b, &config, access, args.html.is_some()),
+        summarise(&args.a, &config, access, draw),
+        summarise(&args.b, &config, access, draw),
     ) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => return fail(e),
     };
-    for w in a.summary.warnings.iter().chain(&b.summary.warnings) {
+    for w in a.0.warnings.iter().chain(&b.0.warnings) {
         eprintln!("handshakes: warning: {w}");
     }
     let la = Labeled {
         label: args.label('A'),
-        summary: &a.summary,
-        records: &a.records,
+        summary: &a.0,
+        drawn: Cow::Borrowed(&a.1),
     };
     let lb = Labeled {
         label: args.label('B'),
-        summary: &b.summary,
-        records: &b.records,
+        summary: &b.0,
+        drawn: Cow::Borrowed(&b.1),
     };
     if let Some(path) = &args.html {
         if let Err(e) = write_html(path, &[la.clone(), lb.clone()]) {
@@ -194,10 +200,18 @@ pub fn run_timeline(args: &TimelineArgs) -> ExitCode {
         Ok(config) => config,
         Err(code) => return code,
     };
-    let doc = match analyse(&args.file, &config, cli::access(args.no_mmap, 1), true) {
-        Ok(doc) => doc,
+    // The timeline draws every connection.
+    let mut records = Vec::new();
+    let summary = match analyse_into(
+        &args.file,
+        &config,
+        cli::access(args.no_mmap, 1),
+        &mut records,
+    ) {
+        Ok(summary) => summary,
         Err(e) => return fail(e),
     };
+    records.sort_by_key(|r| r.id);
     let width = args.width.unwrap_or_else(|| {
         terminal_size::terminal_size()
             .map(|(w, _)| usize::from(w.0))
@@ -211,7 +225,7 @@ pub fn run_timeline(args: &TimelineArgs) -> ExitCode {
         top: args.top,
     };
     let mut out = BufWriter::new(io::stdout().lock());
-    match timeline::write(&doc.records, &doc.summary, &mut out, &opts).and_then(|()| out.flush()) {
+    match timeline::write(&records, &summary, &mut out, &opts).and_then(|()| out.flush()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(Error::Output(e)),
     }

@@ -15,6 +15,7 @@ mod cli;
 mod commands;
 mod live_cmd;
 
+use std::borrow::Cow;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,6 +27,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use handshakes::analyze::{Encoder, FirstById};
 use handshakes::report::compare::Labeled;
+use handshakes::report::drawn::{Drawn, DrawnSink};
 use handshakes::report::{self, csv::CsvReport, json::JsonlSink, Format, Opts};
 use handshakes::source::file::FileSource;
 use handshakes::source::merge::MergedSource;
@@ -101,10 +103,10 @@ fn run_analyze(args: &AnalyzeArgs) -> ExitCode {
         let docs: Vec<Labeled> = run
             .kept
             .iter()
-            .map(|(summary, records)| Labeled {
+            .map(|(summary, drawn)| Labeled {
                 label: summary.file.clone(),
                 summary,
-                records,
+                drawn: Cow::Borrowed(drawn),
             })
             .collect();
         if let Err(e) = commands::write_html(path, &docs) {
@@ -130,26 +132,26 @@ struct Run<'a> {
     opts: Opts,
     csv: CsvReport,
     first: bool,
-    /// Every input's results, kept for `--html`.
-    kept: Vec<(Summary, Vec<ConnectionRecord>)>,
+    /// Every input's summary and what `--html` draws of it.
+    kept: Vec<(Summary, Drawn)>,
 }
 
-/// Streams records (JSON Lines or CSV rows) and keeps a copy of each for
-/// `--html`.
+/// Hands records to a report (JSON Lines, CSV rows, the table's first
+/// rows, all of them) and shows each to `--html`'s [`DrawnSink`].
 struct Tee<'a, S> {
     stream: S,
-    keep: Option<&'a mut Vec<ConnectionRecord>>,
+    keep: Option<&'a mut DrawnSink>,
 }
 
 impl<S: RecordSink> RecordSink for Tee<'_, S> {
     fn record(&mut self, rec: ConnectionRecord) -> io::Result<()> {
         if let Some(keep) = self.keep.as_mut() {
-            keep.push(rec.clone());
+            keep.note(&rec);
         }
         self.stream.record(rec)
     }
 
-    /// Records come encoded only when none is kept.
+    /// Records come encoded only when none is drawn.
     fn encoder(&self) -> Option<Encoder> {
         self.keep.is_none().then(|| self.stream.encoder()).flatten()
     }
@@ -176,66 +178,59 @@ impl Run<'_> {
         };
         let config = self.args.config();
         let mut bar = commands::Progress::new(!self.args.quiet);
-        let mut records: Vec<ConnectionRecord> = Vec::new();
-        let keep = self.args.html.is_some();
-        let summary = if self.args.format == Format::Jsonl {
-            let mut sink = Tee {
-                stream: JsonlSink::new(out),
-                keep: keep.then_some(&mut records),
-            };
-            let summary =
-                analyze_with_progress(source.as_mut(), &config, &mut sink, &mut |r, t| {
-                    bar.update(r, t)
-                })?;
-            sink.stream.summary(&summary)?;
-            records.sort_by_key(|r| r.id);
-            summary
-        } else if self.args.format == Format::Csv {
-            // Rows as connections finish, like JSON Lines: none is held.
-            let file = source.info().name.clone();
-            let mut sink = Tee {
-                stream: self.csv.sink(&file, out)?,
-                keep: keep.then_some(&mut records),
-            };
-            let summary =
-                analyze_with_progress(source.as_mut(), &config, &mut sink, &mut |r, t| {
-                    bar.update(r, t)
-                })?;
-            sink.stream.finish()?;
-            records.sort_by_key(|r| r.id);
-            summary
-        } else {
-            let summary = if self.args.format == Format::Table
-                && self.args.html.is_none()
-                && self.args.limit > 0
-            {
-                // Only the first rows are shown: keep only those in memory.
-                let mut first = FirstById::new(self.args.limit);
+        // What `--html` draws, gathered as the records go by.
+        let mut drawn = self.args.html.is_some().then(DrawnSink::new);
+        let mut progress = |r, t| bar.update(r, t);
+        let summary = match self.args.format {
+            Format::Jsonl => {
+                let mut sink = Tee {
+                    stream: JsonlSink::new(out),
+                    keep: drawn.as_mut(),
+                };
                 let summary =
-                    analyze_with_progress(source.as_mut(), &config, &mut first, &mut |r, t| {
-                        bar.update(r, t)
-                    })?;
-                records = first.into_sorted();
+                    analyze_with_progress(source.as_mut(), &config, &mut sink, &mut progress)?;
+                sink.stream.summary(&summary)?;
                 summary
-            } else {
-                let summary =
-                    analyze_with_progress(source.as_mut(), &config, &mut records, &mut |r, t| {
-                        bar.update(r, t)
-                    })?;
-                records.sort_by_key(|r| r.id);
-                summary
-            };
-            match self.args.format {
-                Format::Table => {
-                    if !self.first {
-                        writeln!(out)?;
-                    }
-                    report::table::write(&summary, &records, out, &self.opts)?;
-                }
-                Format::Json => report::json::write(&summary, &records, out)?,
-                Format::Csv | Format::Jsonl => {}
             }
-            summary
+            Format::Csv => {
+                // Rows as connections finish, like JSON Lines: none is held.
+                let file = source.info().name.clone();
+                let mut sink = Tee {
+                    stream: self.csv.sink(&file, out)?,
+                    keep: drawn.as_mut(),
+                };
+                let summary =
+                    analyze_with_progress(source.as_mut(), &config, &mut sink, &mut progress)?;
+                sink.stream.finish()?;
+                summary
+            }
+            Format::Table if self.args.limit > 0 => {
+                // Only the first rows are shown: keep only those in memory.
+                let mut sink = Tee {
+                    stream: FirstById::new(self.args.limit),
+                    keep: drawn.as_mut(),
+                };
+                let summary =
+                    analyze_with_progress(source.as_mut(), &config, &mut sink, &mut progress)?;
+                self.write_table(&summary, &sink.stream.into_sorted(), out)?;
+                summary
+            }
+            Format::Table | Format::Json => {
+                let mut sink = Tee {
+                    stream: Vec::new(),
+                    keep: drawn.as_mut(),
+                };
+                let summary =
+                    analyze_with_progress(source.as_mut(), &config, &mut sink, &mut progress)?;
+                let mut records = sink.stream;
+                records.sort_by_key(|r| r.id);
+                if self.args.format == Format::Json {
+                    report::json::write(&summary, &records, out)?;
+                } else {
+                    self.write_table(&summary, &records, out)?;
+                }
+                summary
+            }
         };
         bar.finish();
         self.first = false;
@@ -243,9 +238,23 @@ impl Run<'_> {
         for w in &summary.warnings {
             eprintln!("handshakes: warning: {w}");
         }
-        if self.args.html.is_some() {
-            self.kept.push((summary, records));
+        if let Some(drawn) = drawn {
+            self.kept.push((summary, drawn.finish()));
         }
         Ok(())
+    }
+
+    /// The table report of one input, after a blank line if another came
+    /// before.
+    fn write_table(
+        &self,
+        summary: &Summary,
+        records: &[ConnectionRecord],
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        if !self.first {
+            writeln!(out)?;
+        }
+        report::table::write(summary, records, out, &self.opts)
     }
 }

@@ -3,11 +3,13 @@
 //! elsewhere). The HTML report is also rendered by headless Chromium when it
 //! is installed, and the screenshot checked for content.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use handshakes::report::compare::{self, CompareOpts, Labeled};
+use handshakes::report::drawn::Drawn;
 use handshakes::report::html;
 use handshakes::report::timeline::{self, TimelineOpts};
 use handshakes::{ConnectionRecord, Summary};
@@ -28,7 +30,7 @@ fn labeled<'a>(label: &str, d: &'a (Summary, Vec<ConnectionRecord>)) -> Labeled<
     Labeled {
         label: label.to_string(),
         summary: &d.0,
-        records: &d.1,
+        drawn: Cow::Owned(Drawn::of(&d.1)),
     }
 }
 

@@ -241,15 +241,27 @@ impl FirstById {
     }
 }
 
-impl RecordSink for FirstById {
-    fn record(&mut self, rec: ConnectionRecord) -> io::Result<()> {
+impl FirstById {
+    /// Whether the record of connection `id` would be kept now.
+    pub fn wants(&self, id: u64) -> bool {
+        self.heap.len() < self.limit || self.heap.peek().is_some_and(|top| id < top.0.id)
+    }
+
+    /// Counts `rec`, and keeps it if it is among the first so far.
+    pub fn keep(&mut self, rec: ConnectionRecord) {
         self.total += 1;
-        if self.heap.len() < self.limit {
-            self.heap.push(ById(rec));
-        } else if self.heap.peek().is_some_and(|top| rec.id < top.0.id) {
-            self.heap.pop();
+        if self.wants(rec.id) {
+            if self.heap.len() >= self.limit {
+                self.heap.pop();
+            }
             self.heap.push(ById(rec));
         }
+    }
+}
+
+impl RecordSink for FirstById {
+    fn record(&mut self, rec: ConnectionRecord) -> io::Result<()> {
+        self.keep(rec);
         Ok(())
     }
 }

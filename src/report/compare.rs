@@ -9,6 +9,7 @@
 //! Does not analyze captures or define the summary figures. Does not lay
 //! out the HTML page (that is `html`).
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
@@ -16,17 +17,19 @@ use comfy_table::{presets, Attribute, Cell, CellAlignment, Color, ContentArrange
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use super::drawn::Drawn;
 use super::html::{card, esc};
 use super::human_duration;
 use super::timeline::sanitize;
-use crate::record::{ConnectionRecord, Distribution, Summary};
+use crate::record::{Distribution, Summary};
 
 /// One analysed capture and the name to show for it.
 #[derive(Clone, Debug)]
 pub struct Labeled<'a> {
     pub label: String,
     pub summary: &'a Summary,
-    pub records: &'a [ConnectionRecord],
+    /// What the HTML report draws of it (empty where nothing is drawn).
+    pub drawn: Cow<'a, Drawn>,
 }
 
 /// How to draw the comparison table.

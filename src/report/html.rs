@@ -21,7 +21,7 @@ mod charts;
 use charts::{histogram, waterfall};
 
 /// Waterfall rows and table rows drawn at most, per capture.
-pub const MAX_ROWS: usize = 2000;
+pub use super::drawn::MAX_ROWS;
 
 const FONT: &str = "system-ui,-apple-system,\"Segoe UI\",Roboto,\"DejaVu Sans\",Arial,sans-serif";
 
@@ -233,27 +233,28 @@ fn document(h: &mut String, doc: &Labeled, tag: &str) {
         let _ = write!(h, "<span><i style=\"background:{c}\"></i>{name}</span>");
     }
     h.push_str("</div>\n");
-    waterfall(h, doc.records);
-    let recs = doc.records.iter();
-    let connects: Vec<f64> = recs
-        .clone()
-        .filter_map(|r| r.tcp.handshake.connect)
-        .collect();
-    let tls: Vec<f64> = recs.filter_map(|r| r.tls.as_ref()?.handshake).collect();
+    let drawn = &doc.drawn;
+    waterfall(h, &drawn.first, drawn.total);
     h.push_str("<div class=\"hists\">\n");
-    histogram(h, "Connect time (SYN → ACK)", &connects, color(Phase::Tcp));
+    histogram(
+        h,
+        "Connect time (SYN → ACK)",
+        &drawn.connects,
+        color(Phase::Tcp),
+    );
     histogram(
         h,
         "TLS handshake time (ClientHello → complete)",
-        &tls,
+        &drawn.tls,
         color(Phase::Tls),
     );
     h.push_str("</div>\n<h3>Connections</h3>\n");
-    table(h, doc.records);
+    table(h, &drawn.first, drawn.total);
     h.push_str("</section>\n");
 }
 
-fn table(h: &mut String, records: &[ConnectionRecord]) {
+/// The table of `records` (the first `MAX_ROWS` of `total`).
+fn table(h: &mut String, records: &[ConnectionRecord], total: u64) {
     h.push_str(
         "<div class=\"box scroll\"><table>\n<thead><tr><th>id</th><th>client</th><th>server</th>\
          <th>start</th><th>connect</th><th>TLS</th><th>TLS hs</th><th>SNI</th><th>ALPN</th>\
@@ -297,11 +298,10 @@ fn table(h: &mut String, records: &[ConnectionRecord]) {
         h.push_str("</tr>\n");
     }
     h.push_str("</tbody></table></div>\n");
-    if records.len() > MAX_ROWS {
+    if total > records.len() as u64 {
         let _ = writeln!(
             h,
-            "<p class=\"note\">Showing the first {MAX_ROWS} of {} connections; the JSON report has every one.</p>",
-            records.len()
+            "<p class=\"note\">Showing the first {MAX_ROWS} of {total} connections; the JSON report has every one.</p>"
         );
     }
 }

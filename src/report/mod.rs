@@ -7,6 +7,7 @@
 
 pub mod compare;
 pub mod csv;
+pub mod drawn;
 pub mod html;
 pub mod json;
 pub mod table;

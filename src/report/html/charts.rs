@@ -125,7 +125,8 @@ fn segment_title(rec: &ConnectionRecord, seg: &Segment, origin: f64) -> String {
     }
 }
 
-pub(super) fn waterfall(h: &mut String, records: &[ConnectionRecord]) {
+/// The waterfall of `records` (the first `MAX_ROWS` of `total`).
+pub(super) fn waterfall(h: &mut String, records: &[ConnectionRecord], total: u64) {
     let shown = records.get(..MAX_ROWS).unwrap_or(records);
     let (Some(t0), Some(t1)) = (
         shown.iter().map(|r| r.start.at).min_by(f64::total_cmp),
@@ -221,12 +222,11 @@ pub(super) fn waterfall(h: &mut String, records: &[ConnectionRecord]) {
         h.push_str("</g>\n");
     }
     h.push_str("</svg>\n");
-    if records.len() > shown.len() {
+    if total > shown.len() as u64 {
         let _ = writeln!(
             h,
-            "<p class=\"note\">Showing the first {} of {} connections.</p>",
+            "<p class=\"note\">Showing the first {} of {total} connections.</p>",
             shown.len(),
-            records.len()
         );
     }
 }
