@@ -32,7 +32,7 @@ use handshakes::report::{self, csv::CsvReport, json::JsonlSink, Format, Opts};
 use handshakes::source::file::FileSource;
 use handshakes::source::merge::MergedSource;
 use handshakes::{
-    analyze_with_progress, ConnectionRecord, Error, PacketSource, RecordSink, Summary,
+    analyze_with_progress, Config, ConnectionRecord, Error, PacketSource, RecordSink, Summary,
 };
 
 use cli::{AnalyzeArgs, Cli, Command};
@@ -161,6 +161,22 @@ impl<S: RecordSink> RecordSink for Tee<'_, S> {
     }
 }
 
+/// Runs `source` through the analysis into a report's `stream`, showing
+/// every record to `drawn` (`--html`'s); gives the stream back.
+fn through<S: RecordSink>(
+    source: &mut dyn PacketSource,
+    config: &Config,
+    (stream, drawn): (S, Option<&mut DrawnSink>),
+    progress: &mut dyn FnMut(u64, Option<u64>),
+) -> Result<(Summary, S), Error> {
+    let mut sink = Tee {
+        stream,
+        keep: drawn,
+    };
+    let summary = analyze_with_progress(source, config, &mut sink, progress)?;
+    Ok((summary, sink.stream))
+}
+
 impl Run<'_> {
     /// Analyzes one input (or one merged group) and writes its report.
     fn one(&mut self, paths: &[PathBuf], out: &mut dyn Write) -> Result<(), Error> {
@@ -181,48 +197,32 @@ impl Run<'_> {
         // What `--html` draws, gathered as the records go by.
         let mut drawn = self.args.html.is_some().then(DrawnSink::new);
         let mut progress = |r, t| bar.update(r, t);
+        let source = source.as_mut();
         let summary = match self.args.format {
             Format::Jsonl => {
-                let mut sink = Tee {
-                    stream: JsonlSink::new(out),
-                    keep: drawn.as_mut(),
-                };
-                let summary =
-                    analyze_with_progress(source.as_mut(), &config, &mut sink, &mut progress)?;
-                sink.stream.summary(&summary)?;
+                let stream = (JsonlSink::new(out), drawn.as_mut());
+                let (summary, mut jsonl) = through(source, &config, stream, &mut progress)?;
+                jsonl.summary(&summary)?;
                 summary
             }
             Format::Csv => {
                 // Rows as connections finish, like JSON Lines: none is held.
                 let file = source.info().name.clone();
-                let mut sink = Tee {
-                    stream: self.csv.sink(&file, out)?,
-                    keep: drawn.as_mut(),
-                };
-                let summary =
-                    analyze_with_progress(source.as_mut(), &config, &mut sink, &mut progress)?;
-                sink.stream.finish()?;
+                let stream = (self.csv.sink(&file, out)?, drawn.as_mut());
+                let (summary, mut csv) = through(source, &config, stream, &mut progress)?;
+                csv.finish()?;
                 summary
             }
             Format::Table if self.args.limit > 0 => {
                 // Only the first rows are shown: keep only those in memory.
-                let mut sink = Tee {
-                    stream: FirstById::new(self.args.limit),
-                    keep: drawn.as_mut(),
-                };
-                let summary =
-                    analyze_with_progress(source.as_mut(), &config, &mut sink, &mut progress)?;
-                self.write_table(&summary, &sink.stream.into_sorted(), out)?;
+                let stream = (FirstById::new(self.args.limit), drawn.as_mut());
+                let (summary, first) = through(source, &config, stream, &mut progress)?;
+                self.write_table(&summary, &first.into_sorted(), out)?;
                 summary
             }
             Format::Table | Format::Json => {
-                let mut sink = Tee {
-                    stream: Vec::new(),
-                    keep: drawn.as_mut(),
-                };
-                let summary =
-                    analyze_with_progress(source.as_mut(), &config, &mut sink, &mut progress)?;
-                let mut records = sink.stream;
+                let stream = (Vec::new(), drawn.as_mut());
+                let (summary, mut records) = through(source, &config, stream, &mut progress)?;
                 records.sort_by_key(|r| r.id);
                 if self.args.format == Format::Json {
                     report::json::write(&summary, &records, out)?;
