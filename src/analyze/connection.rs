@@ -191,14 +191,15 @@ impl Connection {
             .analyzers
             .as_mut()
             .and_then(|a| a.tls_findings(origin))
-            .map(|findings| Box::new((findings, capture_start)));
+            .map(Box::new);
         let http = match &self.analyzers {
             Some(a) => a.http_facts(),
             None => Analyzers::new(0, 0).http_facts(),
         };
         Facts {
             tls,
-            http: (http, capture_start),
+            http,
+            capture_start,
         }
     }
 
@@ -218,7 +219,10 @@ impl Connection {
         unclosed: CloseKind,
     ) -> ConnectionRecord {
         let at = |t: Timestamp| instant(t, capture_start);
-        let Facts { tls, http } = self.facts(capture_start);
+        let facts = self.facts(capture_start);
+        // The clock the findings' times count from (the capture's start
+        // when they were taken).
+        let found_at = |t: Timestamp| instant(t, facts.capture_start);
         let tcp = &self.tcp;
         let (first, second) = self.key.endpoints();
         let (client, server) = if self.client_first {
@@ -244,14 +248,8 @@ impl Connection {
                 state: tcp.state().into(),
                 history: tcp.history(self.flipped),
             },
-            tls: tls.map(|boxed| {
-                let (findings, capture_start) = *boxed;
-                findings.into_info(&|t: Timestamp| instant(t, capture_start))
-            }),
-            http: {
-                let (facts, capture_start) = http;
-                facts.into_info(&|t: Timestamp| instant(t, capture_start))
-            },
+            tls: facts.tls.map(|findings| findings.into_info(&found_at)),
+            http: facts.http.into_info(&found_at),
             close: tcp.close(unclosed, at),
             anomalies: self.anomalies,
         }
@@ -268,12 +266,12 @@ pub(super) struct Touched {
 
 /// A connection's TLS and HTTP findings.
 pub(super) struct Facts {
-    /// With the capture's start its times count from. Boxed: a connection
-    /// without TLS (a third of those in a busy capture of short ones) then
-    /// lingers with 8 bytes for it, not 500.
-    tls: Option<Box<(Findings, Timestamp)>>,
-    /// With the capture's start its times count from.
-    http: (HttpFacts, Timestamp),
+    /// Boxed: a connection without TLS (a third of those in a busy capture
+    /// of short ones) then lingers with 8 bytes for it, not 256.
+    tls: Option<Box<Findings>>,
+    http: HttpFacts,
+    /// The capture's start, which their times count from.
+    capture_start: Timestamp,
 }
 
 /// `addr` as text, in one allocation: `to_string` grew an empty string two
