@@ -7,6 +7,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -357,10 +358,13 @@ pub struct TlsInfo {
     pub handshake: Option<f64>,
     /// SYN → the client's first application-data record, seconds.
     pub syn_to_app_data: Option<f64>,
-    /// JA4 (client), JA3 and JA3S fingerprints.
-    pub ja4: Option<String>,
-    pub ja3: Option<String>,
-    pub ja3s: Option<String>,
+    /// JA4 (client), JA3 and JA3S fingerprints, shared (`Arc`) with the
+    /// analysis's memo of recent hellos: a capture's thousands of
+    /// connections from one client hold one copy, and a record costs no
+    /// allocation for them.
+    pub ja4: Option<Arc<str>>,
+    pub ja3: Option<Arc<str>>,
+    pub ja3s: Option<Arc<str>>,
     /// Every handshake step with its time (at most 64).
     pub events: Vec<TlsEvent>,
     /// Stream bytes missing from the capture in this connection.

@@ -321,9 +321,9 @@ fn fingerprints_match_peers_end_to_end() {
         for (client, server, kind, reference) in refs {
             let tls = find(&records, &client, &server).and_then(|r| r.tls.as_ref());
             let ours = tls.and_then(|t| match kind {
-                "ja4" => t.ja4.clone(),
-                "ja3" => t.ja3.clone(),
-                _ => t.ja3s.clone(),
+                "ja4" => t.ja4.as_deref().map(str::to_string),
+                "ja3" => t.ja3.as_deref().map(str::to_string),
+                _ => t.ja3s.as_deref().map(str::to_string),
             });
             compared += 1;
             let ok = ours.as_deref().is_some_and(|o| {

@@ -1,18 +1,19 @@
 //! What the TLS analyzer found in one connection, kept compact until the
 //! connection's record is made: versions and the cipher as their numbers,
 //! times as capture timestamps, the alert as its two bytes, the
-//! fingerprints shared with the memo that made them. A closed connection
-//! holds this through its close linger (at 50 000 connections a second,
-//! 50 000 of them at once), so its names and clocks — a [`TlsInfo`] is 472
-//! bytes and half a dozen strings — are made only with the record, from
-//! the same values, so the record is the same.
+//! fingerprints shared with the memo that made them (and, from there, with
+//! the record). A closed connection holds this through its close linger
+//! (at 50 000 connections a second, 50 000 of them at once), so its names
+//! and clocks — a [`TlsInfo`] is 472 bytes and half a dozen strings — are
+//! made only with the record, from the same values, so the record is the
+//! same.
 //!
 //! Does not decide anything: the analyzer (`super`) fills it in.
 
 use std::sync::Arc;
 
 use super::alerts::Alert;
-use super::hello::{cipher_name, version_name};
+use super::hello::{cipher_name, version_name, ClientPrints};
 use super::steps::Steps;
 use crate::record::{EarlyData, Instant, Name, Side, TlsAlert, TlsInfo, TlsOutcome};
 use crate::time::Timestamp;
@@ -41,7 +42,7 @@ pub struct Findings {
     pub(super) complete: Option<Timestamp>,
     pub(super) first_app_data: Option<Timestamp>,
     /// JA3 and JA4, as the fingerprint memo keeps them.
-    pub(super) ja3_ja4: Option<Arc<(String, String)>>,
+    pub(super) ja3_ja4: Option<ClientPrints>,
     pub(super) ja3s: Option<Arc<str>>,
     pub(super) steps: Steps,
     pub(super) gap_bytes: u64,
@@ -54,7 +55,7 @@ impl Findings {
     /// The record's TLS section, its clocks made with `at`.
     pub fn into_info(self, at: &dyn Fn(Timestamp) -> Instant) -> TlsInfo {
         let (ja3, ja4) = match self.ja3_ja4.as_deref() {
-            Some((ja3, ja4)) => (Some(ja3.clone()), Some(ja4.clone())),
+            Some((ja3, ja4)) => (Some(Arc::clone(ja3)), Some(Arc::clone(ja4))),
             None => (None, None),
         };
         let start = self.start;
@@ -92,7 +93,7 @@ impl Findings {
             syn_to_app_data: self.first_app_data.map(|t| t.secs_since(start)),
             ja4,
             ja3,
-            ja3s: self.ja3s.as_deref().map(str::to_string),
+            ja3s: self.ja3s,
             events: self.steps.into_events(start, at),
             gap_bytes: self.gap_bytes,
         }

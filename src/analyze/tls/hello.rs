@@ -14,6 +14,8 @@
 
 mod memo;
 
+pub use memo::ClientPrints;
+
 use md5::{Digest, Md5};
 use sha2::Sha256;
 use tls_parser::{parse_tls_client_hello_extension, parse_tls_server_hello_extension};

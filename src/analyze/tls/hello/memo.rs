@@ -19,6 +19,10 @@ use std::sync::Arc;
 
 use super::{non_grease, ClientHelloFacts, ServerHelloFacts};
 
+/// A ClientHello's JA3 and JA4, shared by every connection that sent
+/// the same hello.
+pub type ClientPrints = Arc<(Arc<str>, Arc<str>)>;
+
 /// Distinct hellos of each kind remembered (per thread).
 const KEPT: usize = 32;
 
@@ -62,7 +66,7 @@ impl<K, V: Clone> Recent<K, V> {
 }
 
 thread_local! {
-    static CLIENT: RefCell<Recent<ClientHelloFacts, Arc<(String, String)>>> =
+    static CLIENT: RefCell<Recent<ClientHelloFacts, ClientPrints>> =
         const { RefCell::new(Recent::new()) };
     static SERVER: RefCell<Recent<ServerHelloFacts, Arc<str>>> =
         const { RefCell::new(Recent::new()) };
@@ -112,8 +116,8 @@ fn same_server(a: &ServerHelloFacts, b: &ServerHelloFacts) -> bool {
 impl ClientHelloFacts {
     /// [`ClientHelloFacts::ja3`] and [`ClientHelloFacts::ja4`], remembered
     /// for the last few distinct hellos.
-    pub fn ja3_ja4(&self) -> Arc<(String, String)> {
-        let compute = || Arc::new((self.ja3(), self.ja4()));
+    pub fn ja3_ja4(&self) -> ClientPrints {
+        let compute = || Arc::new((Arc::from(self.ja3()), Arc::from(self.ja4())));
         let remembered = CLIENT.try_with(|recent| {
             let mut recent = recent.try_borrow_mut().ok()?;
             Some(recent.get(|k| same_client(k, self), || client_part(self), compute))
@@ -145,6 +149,12 @@ impl ServerHelloFacts {
 mod tests {
     use super::*;
 
+    /// The remembered JA3 and JA4, as owned strings.
+    fn both(ch: &ClientHelloFacts) -> (String, String) {
+        let both = ch.ja3_ja4();
+        (both.0.to_string(), both.1.to_string())
+    }
+
     fn hello(n: u16) -> ClientHelloFacts {
         ClientHelloFacts {
             legacy_version: 0x0303,
@@ -168,7 +178,7 @@ mod tests {
             for n in 0..(3 * KEPT as u16) {
                 let n = (n * 7 + round) % (3 * KEPT as u16);
                 let ch = hello(0xc000 + n);
-                assert_eq!(*ch.ja3_ja4(), (ch.ja3(), ch.ja4()), "hello {n}");
+                assert_eq!(both(&ch), (ch.ja3(), ch.ja4()), "hello {n}");
                 let sh = ServerHelloFacts {
                     legacy_version: 0x0303,
                     cipher: 0xc000 + n,
@@ -193,11 +203,11 @@ mod tests {
             |c| c.supported_versions = vec![0x0303],
             |c| c.alpn_raw.reverse(),
         ];
-        assert_eq!(*base.ja3_ja4(), (base.ja3(), base.ja4()));
+        assert_eq!(both(&base), (base.ja3(), base.ja4()));
         for (i, change) in changes.iter().enumerate() {
             let mut other = base.clone();
             change(&mut other);
-            assert_eq!(*other.ja3_ja4(), (other.ja3(), other.ja4()), "change {i}");
+            assert_eq!(both(&other), (other.ja3(), other.ja4()), "change {i}");
             assert_ne!(other.ja3_ja4(), base.ja3_ja4(), "change {i}");
         }
         // Nor GREASE values, which browsers pick anew per connection.
@@ -205,7 +215,7 @@ mod tests {
         greased.ciphers.insert(0, 0x3a3a);
         greased.extensions.insert(2, 0xdada);
         greased.supported_versions.insert(0, 0x7a7a);
-        assert_eq!(*greased.ja3_ja4(), (greased.ja3(), greased.ja4()));
+        assert_eq!(both(&greased), (greased.ja3(), greased.ja4()));
         assert_eq!(greased.ja3_ja4(), base.ja3_ja4());
         // The server name is no part of either fingerprint.
         let mut renamed = base.clone();
