@@ -192,7 +192,7 @@ impl Connection {
             .as_mut()
             .and_then(|a| a.tls_findings(origin))
             .map(Box::new);
-        let http = match &self.analyzers {
+        let http = match self.analyzers.as_mut() {
             Some(a) => a.http_facts(),
             None => Analyzers::new(0, 0).http_facts(),
         };

@@ -164,14 +164,15 @@ impl Analyzers {
     }
 
     /// The record's `http` section, its request list still the parsers'
-    /// exchanges.
-    pub fn http_facts(&self) -> HttpFacts {
-        let (method, requests, responses, exchanges, estimated, confidence) = match &self.app {
+    /// exchanges — moved out, not copied: the analyzers go with the
+    /// connection's close or record.
+    pub fn http_facts(&mut self) -> HttpFacts {
+        let (method, requests, responses, listed, estimated, confidence) = match &self.app {
             App::Http1(h) if !(h.tunnel && self.tls.is_tls()) => (
                 HttpMethod::Http1,
                 h.requests,
                 h.responses,
-                &h.exchanges,
+                h.exchanges.len(),
                 false,
                 "exact",
             ),
@@ -179,7 +180,7 @@ impl Analyzers {
                 HttpMethod::H2c,
                 h.requests,
                 h.responses,
-                &h.exchanges,
+                h.exchanges.len(),
                 false,
                 "exact",
             ),
@@ -201,19 +202,12 @@ impl Analyzers {
                     HttpMethod::TlsFlights,
                     f.requests,
                     responses,
-                    &f.exchanges,
+                    f.exchanges.len(),
                     true,
                     confidence,
                 )
             }
-            _ => (
-                HttpMethod::None,
-                0,
-                0,
-                &Vec::new() as &Vec<Exchange>,
-                false,
-                "exact",
-            ),
+            _ => (HttpMethod::None, 0, 0, 0, false, "exact"),
         };
         let (lost_sync, connection_close, upgrade, resets, goaway) = match &self.app {
             App::Http1(h) => (h.lost_sync, h.connection_close, h.upgrade.clone(), 0, false),
@@ -237,13 +231,17 @@ impl Analyzers {
             upgrade,
             resets,
             goaway,
-            list_truncated: (exchanges.len() as u64) < requests,
+            list_truncated: (listed as u64) < requests,
             list: Vec::new(),
         };
-        HttpFacts {
-            info,
-            exchanges: exchanges.clone(),
-        }
+        // The list the counts above came from.
+        let exchanges = match (method, &mut self.app) {
+            (HttpMethod::Http1, App::Http1(h)) => std::mem::take(&mut h.exchanges),
+            (HttpMethod::H2c, App::H2(h)) => std::mem::take(&mut h.exchanges),
+            (HttpMethod::TlsFlights, _) => self.tls.take_exchanges(),
+            _ => Vec::new(),
+        };
+        HttpFacts { info, exchanges }
     }
 }
 

@@ -16,6 +16,7 @@ mod steps;
 
 use std::cell::Cell;
 
+use crate::analyze::http::Exchange;
 use crate::record::{Side, TlsOutcome};
 use crate::time::Timestamp;
 use alerts::Alert;
@@ -416,6 +417,11 @@ impl TlsAnalyzer {
     /// Requests estimated from the record conversation.
     pub fn flights(&self) -> &Flights {
         &self.flights
+    }
+
+    /// The requests estimated from flights, moved out (for the record).
+    pub fn take_exchanges(&mut self) -> Vec<Exchange> {
+        std::mem::take(&mut self.flights.exchanges)
     }
 
     /// Whether the connection turned out to be TLS.
