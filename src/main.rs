@@ -28,7 +28,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use handshakes::analyze::{Encoder, FirstById};
 use handshakes::report::compare::Labeled;
 use handshakes::report::drawn::{Drawn, DrawnSink};
-use handshakes::report::{self, csv::CsvReport, json::JsonlSink, Format, Opts};
+use handshakes::report::json::{DocumentSink, JsonlSink};
+use handshakes::report::{self, csv::CsvReport, Format, Opts};
 use handshakes::source::file::FileSource;
 use handshakes::source::merge::MergedSource;
 use handshakes::{
@@ -220,15 +221,18 @@ impl Run<'_> {
                 self.write_table(&summary, &first.into_sorted(), out)?;
                 summary
             }
-            Format::Table | Format::Json => {
+            Format::Json => {
+                // Each record's text waits in a spool, not the record.
+                let stream = (DocumentSink::new(out), drawn.as_mut());
+                let (summary, document) = through(source, &config, stream, &mut progress)?;
+                document.finish(&summary)?;
+                summary
+            }
+            Format::Table => {
                 let stream = (Vec::new(), drawn.as_mut());
                 let (summary, mut records) = through(source, &config, stream, &mut progress)?;
                 records.sort_by_key(|r| r.id);
-                if self.args.format == Format::Json {
-                    report::json::write(&summary, &records, out)?;
-                } else {
-                    self.write_table(&summary, &records, out)?;
-                }
+                self.write_table(&summary, &records, out)?;
                 summary
             }
         };

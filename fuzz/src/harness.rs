@@ -20,6 +20,7 @@ use handshakes::record::{Instant, Side, TlsInfo};
 use handshakes::source::file::{Access, FileSource};
 use handshakes::source::{FrameBatch, PacketSource};
 use handshakes::time::Timestamp;
+use handshakes::RecordSink;
 
 /// Reads little-endian numbers and slices off the front of the input;
 /// past the end everything reads as zero / empty.
@@ -202,7 +203,11 @@ pub fn pipeline(data: &[u8]) {
         "exact + estimated requests"
     );
     let mut json = Vec::new();
-    handshakes::report::json::write(&summary, &records, &mut json).expect("json report");
+    let mut document = handshakes::report::json::DocumentSink::new(&mut json);
+    for rec in &records {
+        document.record(rec.clone()).expect("json record");
+    }
+    document.finish(&summary).expect("json report");
     if let Err(e) = serde_json::from_slice::<serde_json::Value>(&json) {
         panic!("the JSON report does not parse: {e}");
     }

@@ -8,7 +8,10 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
+mod document;
 mod format;
+
+pub use document::DocumentSink;
 
 use format::Compact;
 
@@ -16,28 +19,8 @@ use crate::analyze::{Encoder, RecordSink};
 use crate::record::{ConnectionRecord, Summary};
 
 #[derive(Serialize)]
-struct Document<'a> {
-    summary: &'a Summary,
-    connections: &'a [ConnectionRecord],
-}
-
-#[derive(Serialize)]
 struct SummaryLine<'a> {
     summary: &'a Summary,
-}
-
-/// Writes one pretty-printed JSON document followed by a newline.
-pub fn write(
-    summary: &Summary,
-    records: &[ConnectionRecord],
-    out: &mut dyn Write,
-) -> io::Result<()> {
-    let doc = Document {
-        summary,
-        connections: records,
-    };
-    serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::from)?;
-    out.write_all(b"\n")
 }
 
 /// Streams one compact JSON object per connection as each one is finalised.
@@ -109,10 +92,20 @@ fn to_writer<W: Write + ?Sized, T: Serialize + ?Sized>(out: &mut W, value: &T) -
     value.serialize(&mut ser).map_err(io::Error::from)
 }
 
-/// What follows the connection number in a record's JSON text
+/// How a record's JSON Lines text begins, up to its connection number.
+const LINE_START: &[u8] = b"{\"id\":";
+
+/// What follows the connection number in a record's JSON Lines text
 /// (`,"client":…}`); `None` if the text does not start as expected.
 fn after_id(text: &[u8]) -> Option<&[u8]> {
-    let rest = text.strip_prefix(b"{\"id\":")?;
+    after_number(text, LINE_START)
+}
+
+/// What follows the connection number in a record's text that begins with
+/// `start` (its text up to the number); `None` if it does not begin so or
+/// no number and comma follow.
+fn after_number<'t>(text: &'t [u8], start: &[u8]) -> Option<&'t [u8]> {
+    let rest = text.strip_prefix(start)?;
     let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
     let rest = rest.get(digits..).filter(|_| digits > 0)?;
     rest.starts_with(b",").then_some(rest)
@@ -120,25 +113,34 @@ fn after_id(text: &[u8]) -> Option<&[u8]> {
 
 /// A record's JSON text, with a connection number that is not final yet
 /// ([`JsonlSink::record_encoded`] writes the final one); `None` if it
-/// cannot be encoded so. Encoded into this thread's scratch buffer (it keeps
-/// its room: a short API call's text is 1.5–3 KB, a web connection's
-/// 3–6 KB) and copied out at its exact length: the text waits for the
-/// gatherer, and at 50 000 connections per second thousands wait at once
-/// (a 4 KiB buffer each was 30 MiB of a two-thread run's peak).
+/// cannot be encoded so.
 fn encode_line(rec: &ConnectionRecord) -> Option<Vec<u8>> {
+    encoded(|text| to_writer(text, rec), after_id)
+}
+
+/// A record's text as `write` makes it, if `after` finds its connection
+/// number. Encoded into this thread's scratch buffer (it keeps its room: a
+/// short API call's text is 1.5–3 KB, a web connection's 3–6 KB) and
+/// copied out at its exact length: the text waits for the gatherer, and at
+/// 50 000 connections per second thousands wait at once (a 4 KiB buffer
+/// each was 30 MiB of a two-thread run's peak).
+fn encoded(
+    write: impl Fn(&mut Vec<u8>) -> io::Result<()>,
+    after: fn(&[u8]) -> Option<&[u8]>,
+) -> Option<Vec<u8>> {
     thread_local! {
         static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     }
-    let numbered = |text: &[u8]| after_id(text).is_some().then(|| text.to_vec());
+    let numbered = |text: &[u8]| after(text).is_some().then(|| text.to_vec());
     SCRATCH.with(|scratch| {
         let Ok(mut text) = scratch.try_borrow_mut() else {
             // Not re-entered in practice; encode on its own if it were.
             let mut own = Vec::new();
-            to_writer(&mut own, rec).ok()?;
+            write(&mut own).ok()?;
             return numbered(&own);
         };
         text.clear();
-        to_writer(&mut *text, rec).ok()?;
+        write(&mut text).ok()?;
         numbered(&text)
     })
 }

@@ -101,6 +101,51 @@ fn jsonl_has_one_line_per_connection_then_the_summary() {
     assert_eq!(lines[3].as_object().map(|o| o.len()), Some(1));
 }
 
+/// `-T json` holds each record's text, not the record, and past 8 MiB of
+/// text it goes to a temporary file in `TMPDIR`: 6 000 connections (about
+/// 10 MB of text) come out in id order, the same objects as JSON Lines;
+/// with a `TMPDIR` that cannot hold the file, one line says so and what to
+/// do, and the exit code is not 0.
+#[test]
+fn json_spools_its_records_and_says_where_it_cannot() {
+    let scratch = Scratch::new();
+    let capture = scratch.file("many.pcap", &many(6_000));
+    let spool = scratch.path("spool");
+    std::fs::create_dir(&spool).expect("spool dir");
+    let json = |tmpdir: &std::path::Path| {
+        bin()
+            .env("TMPDIR", tmpdir)
+            .args(["analyze", "-q", "-T", "json"])
+            .arg(&capture)
+            .output()
+            .expect("run handshakes")
+    };
+    let doc = json_of(&json(&spool));
+    let lines = stdout(&run_analyze(&["-q", "-T", "jsonl"], &[&capture]));
+    let mut want: Vec<Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .filter(|l: &Value| l.get("summary").is_none())
+        .collect();
+    want.sort_by_key(|l| at(l, "/id").as_u64());
+    assert_eq!(want.len(), 6_000);
+    let got = at(&doc, "/connections").as_array().expect("an array");
+    assert!(
+        got == &want,
+        "-T json's connections differ from JSON Lines'"
+    );
+    assert_u64(&doc, "/summary/connections", 6_000);
+
+    let out = json(&scratch.path("missing"));
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("temporary file") && err.contains("missing") && err.contains("TMPDIR"),
+        "{err}"
+    );
+}
+
 #[test]
 fn csv_has_one_header_and_one_row_per_connection_of_every_file() {
     let scratch = Scratch::new();

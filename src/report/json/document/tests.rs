@@ -1,0 +1,95 @@
+//! The streamed `-T json` document against serde_json's own pretty
+//! printing of the whole document, on every capture.
+
+use serde::Serialize;
+
+use super::*;
+use crate::analyze::Config;
+use crate::source::file::FileSource;
+use crate::testutil::every_capture;
+
+/// The document as serde_json prints it whole (the writer `-T json` had
+/// before it was streamed).
+#[derive(Serialize)]
+struct Document<'a> {
+    summary: &'a Summary,
+    connections: &'a [ConnectionRecord],
+}
+
+fn expected(summary: &Summary, records: &[ConnectionRecord]) -> Vec<u8> {
+    let mut sorted = records.to_vec();
+    sorted.sort_by_key(|r| r.id);
+    let doc = Document {
+        summary,
+        connections: &sorted,
+    };
+    let mut text = serde_json::to_vec_pretty(&doc).expect("encodes");
+    text.push(b'\n');
+    text
+}
+
+/// The document from `records` fed in the order given, each second one as
+/// text encoded with a provisional connection number (as the shards hand
+/// them over), with `memory` bytes of spool in memory.
+fn streamed(summary: &Summary, records: &[ConnectionRecord], memory: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut sink = DocumentSink::with_memory(&mut out, memory);
+    for (k, rec) in records.iter().enumerate() {
+        if k % 2 == 1 {
+            let mut provisional = rec.clone();
+            provisional.id = 987_654_321;
+            let text = encode_item(&provisional).expect("encodes with its number");
+            sink.record_encoded(rec.id, &text).expect("kept");
+        } else {
+            sink.record(rec.clone()).expect("kept");
+        }
+    }
+    sink.finish(summary).expect("written");
+    out
+}
+
+#[test]
+fn the_document_is_serde_jsons_on_every_capture() {
+    let mut checked = 0;
+    let mut spilled = 0;
+    for path in every_capture() {
+        let Ok(mut source) = FileSource::open(&path) else {
+            continue;
+        };
+        let config = Config {
+            threads: 1,
+            ..Config::default()
+        };
+        let mut records = Vec::new();
+        let Ok(summary) = crate::analyze(&mut source, &config, &mut records) else {
+            continue;
+        };
+        let want = expected(&summary, &records);
+        // Finish order, and reversed (ids far out of order).
+        let mut reversed = records.clone();
+        reversed.reverse();
+        for (order, memory) in [(&records, SPOOL_MEMORY), (&reversed, 0), (&records, 700)] {
+            let got = streamed(&summary, order, memory);
+            assert!(
+                got == want,
+                "{} (spool memory {memory}): differs from serde_json's document\n{}",
+                path.display(),
+                String::from_utf8_lossy(&got)
+            );
+        }
+        checked += 1;
+        spilled += usize::from(records.len() > 1);
+    }
+    assert!(checked >= 100, "only {checked} captures read");
+    assert!(
+        spilled >= 30,
+        "only {spilled} captures with several records"
+    );
+}
+
+#[test]
+fn a_record_without_its_number_is_refused() {
+    let mut out = Vec::new();
+    let mut sink = DocumentSink::new(&mut out);
+    assert!(sink.record_encoded(1, b"{\"id\":1,\"client\":1}").is_err());
+}
