@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use handshakes::report::compare::{self, CompareOpts, Labeled};
 use handshakes::report::drawn::{Drawn, DrawnSink};
 use handshakes::report::html;
-use handshakes::report::timeline::{self, TimelineOpts};
+use handshakes::report::timeline::{self, Rows, TimelineOpts};
 use handshakes::source::file::{Access, FileSource};
 use handshakes::{analyze, Config, ConnectionRecord, Error, RecordSink, Summary};
 
@@ -200,18 +200,6 @@ pub fn run_timeline(args: &TimelineArgs) -> ExitCode {
         Ok(config) => config,
         Err(code) => return code,
     };
-    // The timeline draws every connection.
-    let mut records = Vec::new();
-    let summary = match analyse_into(
-        &args.file,
-        &config,
-        cli::access(args.no_mmap, 1),
-        &mut records,
-    ) {
-        Ok(summary) => summary,
-        Err(e) => return fail(e),
-    };
-    records.sort_by_key(|r| r.id);
     let width = args.width.unwrap_or_else(|| {
         terminal_size::terminal_size()
             .map(|(w, _)| usize::from(w.0))
@@ -224,8 +212,14 @@ pub fn run_timeline(args: &TimelineArgs) -> ExitCode {
         conn: args.conn,
         top: args.top,
     };
+    // Rows, not records: every connection's, or only what --top or --conn shows.
+    let mut rows = Rows::new(&opts);
+    let summary = match analyse_into(&args.file, &config, cli::access(args.no_mmap, 1), &mut rows) {
+        Ok(summary) => summary,
+        Err(e) => return fail(e),
+    };
     let mut out = BufWriter::new(io::stdout().lock());
-    match timeline::write(&records, &summary, &mut out, &opts).and_then(|()| out.flush()) {
+    match timeline::draw(rows, &summary, &mut out, &opts).and_then(|()| out.flush()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(Error::Output(e)),
     }

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use crate::decode::defrag::{may_be_fragment, Defragmenter, Verdict};
 use crate::decode::{TcpSegment, UdpTunnels};
+use crate::least::Least;
 use crate::record::{ConnectionRecord, Instant, Overlay, Summary};
 use crate::source::{RawPacket, SourceInfo};
 use crate::time::Timestamp;
@@ -197,10 +198,7 @@ impl RecordSink for Vec<ConnectionRecord> {
 /// start), so a table of the first 50 connections of a huge capture does not
 /// hold every record in memory.
 pub struct FirstById {
-    limit: usize,
-    heap: std::collections::BinaryHeap<ById>,
-    /// Records seen in all.
-    pub total: u64,
+    first: Least<ById>,
 }
 
 struct ById(ConnectionRecord);
@@ -225,37 +223,33 @@ impl Ord for ById {
 impl FirstById {
     pub fn new(limit: usize) -> FirstById {
         FirstById {
-            limit,
-            heap: std::collections::BinaryHeap::new(),
-            total: 0,
+            first: Least::new(limit),
         }
+    }
+
+    /// Records seen in all.
+    pub fn total(&self) -> u64 {
+        self.first.total
     }
 
     /// The kept records in id order.
     pub fn into_sorted(self) -> Vec<ConnectionRecord> {
-        self.heap
-            .into_sorted_vec()
-            .into_iter()
-            .map(|r| r.0)
-            .collect()
+        self.first.into_sorted().into_iter().map(|r| r.0).collect()
     }
-}
 
-impl FirstById {
     /// Whether the record of connection `id` would be kept now.
     pub fn wants(&self, id: u64) -> bool {
-        self.heap.len() < self.limit || self.heap.peek().is_some_and(|top| id < top.0.id)
+        self.first.wants(|last| id < last.0.id)
     }
 
     /// Counts `rec`, and keeps it if it is among the first so far.
     pub fn keep(&mut self, rec: ConnectionRecord) {
-        self.total += 1;
-        if self.wants(rec.id) {
-            if self.heap.len() >= self.limit {
-                self.heap.pop();
-            }
-            self.heap.push(ById(rec));
-        }
+        self.first.offer(ById(rec));
+    }
+
+    /// Counts a record not kept (`wants` said no).
+    pub fn pass(&mut self) {
+        self.first.pass();
     }
 }
 

@@ -67,7 +67,7 @@ impl DrawnSink {
         if self.first.wants(rec.id) {
             self.first.keep(rec.clone());
         } else {
-            self.first.total += 1;
+            self.first.pass();
         }
     }
 
@@ -77,7 +77,7 @@ impl DrawnSink {
     }
 
     pub fn finish(self) -> Drawn {
-        let total = self.first.total;
+        let total = self.first.total();
         Drawn {
             first: self.first.into_sorted(),
             total,

@@ -13,8 +13,14 @@
 
 use std::io::{self, Write};
 
-use super::{human_duration, server_text};
-use crate::record::{CloseKind, ConnectionRecord, HttpMethod, Side, Summary, TlsOutcome};
+mod events;
+mod rows;
+
+pub use rows::Rows;
+
+use super::human_duration;
+use crate::record::{CloseKind, ConnectionRecord, HttpMethod, Summary, TlsOutcome};
+use rows::{Kept, Row};
 
 /// How to draw the waterfall.
 #[derive(Clone, Debug)]
@@ -217,20 +223,6 @@ pub(crate) fn close_text(rec: &ConnectionRecord) -> String {
     }
 }
 
-/// Which connections to draw, in id order.
-fn select<'r>(records: &'r [ConnectionRecord], opts: &TimelineOpts) -> Vec<&'r ConnectionRecord> {
-    let mut chosen: Vec<&ConnectionRecord> = match opts.conn {
-        Some(id) => records.iter().filter(|r| r.id == id).collect(),
-        None => records.iter().collect(),
-    };
-    if let Some(n) = opts.top {
-        chosen.sort_by(|a, b| b.duration.total_cmp(&a.duration).then(a.id.cmp(&b.id)));
-        chosen.truncate(n);
-    }
-    chosen.sort_by_key(|r| r.id);
-    chosen
-}
-
 /// Writes the waterfall (and, with `conn`, that connection's events).
 pub fn write(
     records: &[ConnectionRecord],
@@ -238,31 +230,45 @@ pub fn write(
     out: &mut dyn Write,
     opts: &TimelineOpts,
 ) -> io::Result<()> {
+    let mut rows = Rows::new(opts);
+    for rec in records {
+        rows.note(rec);
+    }
+    draw(rows, summary, out, opts)
+}
+
+/// Writes the waterfall of what `rows` kept (and, with `conn`, that
+/// connection's events).
+pub fn draw(
+    rows: Rows,
+    summary: &Summary,
+    out: &mut dyn Write,
+    opts: &TimelineOpts,
+) -> io::Result<()> {
     let width = opts.width;
-    let shown = select(records, opts);
+    let Kept {
+        rows: shown,
+        total,
+        record,
+    } = rows.finish();
     let (Some(t0), Some(t1)) = (
-        shown.iter().map(|r| r.start.at).min_by(f64::total_cmp),
-        shown.iter().map(|r| r.end.at).max_by(f64::total_cmp),
+        shown.iter().map(|r| r.start).min_by(f64::total_cmp),
+        shown.iter().map(|r| r.end).max_by(f64::total_cmp),
     ) else {
         let msg = match opts.conn {
             Some(id) => format!(
-                "no connection with id {id} ({} connections in {})",
-                records.len(),
+                "no connection with id {id} ({total} connections in {})",
                 sanitize(&summary.file)
             ),
             None => format!("no connections in {}", sanitize(&summary.file)),
         };
         return writeln!(out, "{}", truncate(&msg, width));
     };
-    let width_of = |f: &dyn Fn(&ConnectionRecord) -> String, min: usize| {
-        shown
-            .iter()
-            .map(|r| f(r).chars().count())
-            .fold(min, usize::max)
-    };
-    let id_w = width_of(&|r| r.id.to_string(), 2);
-    let port_w = width_of(&client_port, 4);
-    let req_w = width_of(&requests_text, 4);
+    let width_of =
+        |f: &dyn Fn(&Row) -> usize, min: usize| shown.iter().map(f).fold(min, usize::max);
+    let id_w = width_of(&|r| r.id.to_string().len(), 2);
+    let port_w = width_of(&|r| sanitize(&r.port).chars().count(), 4);
+    let req_w = width_of(&|r| r.requests.chars().count(), 4);
     // "id :port reqs " then the bar.
     let mut label_w = id_w + 2 + port_w + 1 + req_w + 1;
     if label_w + 10 > width {
@@ -278,7 +284,7 @@ pub fn write(
     let mut header = format!(
         "{}/{} connections  +{:.3}s..+{:.3}s  1 column = {}",
         shown.len(),
-        records.len(),
+        total,
         t0,
         t1,
         dur(dt, opts.color)
@@ -298,8 +304,8 @@ pub fn write(
             format!(
                 "{:>id_w$} :{:<port_w$} {:>req_w$} ",
                 rec.id,
-                sanitize(&client_port(rec)),
-                requests_text(rec)
+                sanitize(&rec.port),
+                rec.requests
             )
         } else {
             String::new()
@@ -309,20 +315,19 @@ pub fn write(
         writeln!(out, "{}", line.trim_end())?;
     }
     write_legend(out, width, opts.color)?;
-    if let (Some(_), Some(rec)) = (opts.conn, shown.first()) {
+    if let Some(rec) = &record {
         writeln!(out)?;
-        write_events(rec, out, width, opts.color)?;
+        events::write_events(rec, out, width, opts.color)?;
     }
     Ok(())
 }
 
 /// The bar of one connection: `bar_w` cells, each the highest-priority phase
 /// overlapping the cell's time interval.
-fn bar(rec: &ConnectionRecord, t0: f64, dt: f64, bar_w: usize, color: bool) -> String {
-    let segs = segments(rec);
-    let rst = rec.close.kind == CloseKind::Rst;
+fn bar(row: &Row, t0: f64, dt: f64, bar_w: usize, color: bool) -> String {
+    let (segs, rst) = (&row.segments, row.rst);
     let mut cells: Vec<Option<Phase>> = vec![None; bar_w];
-    for s in &segs {
+    for s in segs {
         let first = (((s.from - t0) / dt).floor().max(0.0) as usize).min(bar_w.saturating_sub(1));
         let last = (((s.to - t0) / dt).floor().max(0.0) as usize).min(bar_w.saturating_sub(1));
         for cell in cells.iter_mut().take(last + 1).skip(first) {
@@ -439,147 +444,6 @@ fn write_legend(out: &mut dyn Write, width: usize, color: bool) -> io::Result<()
     }
     if !line.is_empty() {
         writeln!(out, "{line}")?;
-    }
-    Ok(())
-}
-
-/// One connection's events, offsets in ms from its SYN (or first packet).
-fn write_events(
-    rec: &ConnectionRecord,
-    out: &mut dyn Write,
-    width: usize,
-    color: bool,
-) -> io::Result<()> {
-    let hs = &rec.tcp.handshake;
-    let origin = hs.syn.map_or(rec.start.at, |s| s.at);
-    let mut events: Vec<(f64, Option<Side>, String)> = Vec::new();
-    if let Some(t) = hs.syn {
-        let resent = match hs.syn_retransmissions {
-            0 => String::new(),
-            n => format!(" (sent {} more times)", n),
-        };
-        events.push((t.at, Some(Side::Client), format!("TCP SYN{resent}")));
-    }
-    if let Some(t) = hs.synack {
-        events.push((t.at, Some(Side::Server), "TCP SYN-ACK".to_string()));
-    }
-    if let Some(t) = hs.ack {
-        let connect = hs
-            .connect
-            .map_or(String::new(), |c| format!(" (connect {})", dur(c, color)));
-        events.push((t.at, Some(Side::Client), format!("TCP ACK{connect}")));
-    }
-    if let Some(tls) = &rec.tls {
-        for e in &tls.events {
-            let detail = e
-                .detail
-                .as_deref()
-                .map_or(String::new(), |d| format!(" ({})", sanitize(d)));
-            events.push((e.time.at, Some(e.side), format!("TLS {}{detail}", e.name)));
-        }
-        if let Some(c) = tls.complete {
-            let kind = if tls.resumed { "resumed" } else { "full" };
-            let version = tls.version.as_deref().map_or("?".to_string(), sanitize);
-            let took = tls
-                .handshake
-                .map_or(String::new(), |h| format!(", {}", dur(h, color)));
-            events.push((
-                c.at,
-                None,
-                format!("TLS handshake complete ({version} {kind}{took})"),
-            ));
-        }
-    }
-    for (i, req) in rec.http.list.iter().enumerate() {
-        let n = i + 1;
-        let what = match (&req.method, &req.target) {
-            (Some(m), Some(t)) => format!(" {} {}", sanitize(m), sanitize(t)),
-            _ => String::new(),
-        };
-        events.push((
-            req.start.at,
-            Some(Side::Client),
-            format!("request {n} sent{what}"),
-        ));
-        let status = req.status.map_or(String::new(), |s| format!(" {s}"));
-        match (req.response_first, req.response_last) {
-            (Some(f), Some(l)) if l.at > f.at => {
-                let ttfb = req
-                    .ttfb
-                    .map_or(String::new(), |t| format!(" (ttfb {})", dur(t, color)));
-                events.push((
-                    f.at,
-                    Some(Side::Server),
-                    format!("response {n} first byte{status}{ttfb}"),
-                ));
-                let took = req.duration.map_or(String::new(), |d| {
-                    format!(" (request took {})", dur(d, color))
-                });
-                events.push((
-                    l.at,
-                    Some(Side::Server),
-                    format!("response {n} last byte{took}"),
-                ));
-            }
-            (Some(f), _) => {
-                let ttfb = req
-                    .ttfb
-                    .map_or(String::new(), |t| format!(" (ttfb {})", dur(t, color)));
-                events.push((
-                    f.at,
-                    Some(Side::Server),
-                    format!("response {n} first and last byte{status}{ttfb}"),
-                ));
-            }
-            (None, _) => {}
-        }
-    }
-    if let (CloseKind::Fin | CloseKind::Rst, Some(t)) = (rec.close.kind, rec.close.time) {
-        let both = if rec.close.fin_both {
-            ", FIN from both sides"
-        } else {
-            ""
-        };
-        events.push((
-            t.at,
-            rec.close.by,
-            format!("{}{both}", rec.close.kind.as_str().to_uppercase()),
-        ));
-    }
-    events.push((rec.end.at, None, "last packet".to_string()));
-    events.sort_by(|a, b| a.0.total_cmp(&b.0));
-
-    let title = format!(
-        "connection {}  {} -> {}  ({} requests, {}, {}, {})",
-        rec.id,
-        sanitize(&rec.client),
-        sanitize(&server_text(rec)),
-        requests_text(rec),
-        sanitize(&tls_kind(rec)),
-        dur(rec.duration, color),
-        close_text(rec)
-    );
-    writeln!(out, "{}", truncate(&title, width))?;
-    writeln!(
-        out,
-        "{}",
-        truncate(
-            "      offset ms  side    event (offsets from the SYN)",
-            width
-        )
-    )?;
-    for (at, side, what) in &events {
-        let line = format!(
-            "{:>15.3}  {:<6}  {what}",
-            (at - origin) * 1000.0,
-            side.map_or("", |s| s.as_str())
-        );
-        writeln!(out, "{}", truncate(&line, width))?;
-    }
-    if rec.http.list_truncated {
-        let more = rec.http.requests.saturating_sub(rec.http.list.len() as u64);
-        let line = format!("{:>15}  {:<6}  ... {more} more requests not listed", "", "");
-        writeln!(out, "{}", truncate(&line, width))?;
     }
     Ok(())
 }

@@ -1,0 +1,86 @@
+//! The `limit` least items of a stream by their order, without holding the
+//! others: the table's first rows by id (`analyze::FirstById`), the
+//! timeline's longest connections. A max-heap of at most `limit` items; an
+//! item is kept if there is room or it is less than the greatest kept.
+//!
+//! Does not know what the items are.
+
+use std::collections::BinaryHeap;
+
+/// See the module's comment.
+#[derive(Debug)]
+pub struct Least<T> {
+    limit: usize,
+    heap: BinaryHeap<T>,
+    /// Items offered in all.
+    pub total: u64,
+}
+
+impl<T: Ord> Least<T> {
+    pub fn new(limit: usize) -> Least<T> {
+        Least {
+            limit,
+            heap: BinaryHeap::new(),
+            total: 0,
+        }
+    }
+
+    /// Whether an item would be kept now, given whether it is less than
+    /// the greatest kept (asked only when there is no room): so a caller
+    /// can decide before it builds the item.
+    pub fn wants(&self, less_than: impl FnOnce(&T) -> bool) -> bool {
+        self.heap.len() < self.limit || self.heap.peek().is_some_and(less_than)
+    }
+
+    /// Counts `item`, and keeps it if it is among the least so far.
+    pub fn offer(&mut self, item: T) {
+        self.total += 1;
+        if self.wants(|greatest| item < *greatest) {
+            if self.heap.len() >= self.limit {
+                self.heap.pop();
+            }
+            self.heap.push(item);
+        }
+    }
+
+    /// Counts an item not offered (`wants` said it would not be kept).
+    pub fn pass(&mut self) {
+        self.total += 1;
+    }
+
+    /// The kept items, least first.
+    pub fn into_sorted(self) -> Vec<T> {
+        self.heap.into_sorted_vec()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_the_least_in_any_order_of_arrival() {
+        let items = [7u32, 3, 9, 1, 4, 4, 8, 0, 6];
+        for limit in 0..=items.len() + 1 {
+            let mut least = Least::new(limit);
+            for &i in &items {
+                least.offer(i);
+            }
+            let mut want = items.to_vec();
+            want.sort_unstable();
+            want.truncate(limit);
+            assert_eq!(least.total, items.len() as u64);
+            assert_eq!(least.into_sorted(), want, "limit {limit}");
+        }
+    }
+
+    #[test]
+    fn wants_says_what_offer_would_do() {
+        let mut least = Least::new(2);
+        assert!(least.wants(|_| false));
+        least.offer(5);
+        least.offer(3);
+        assert!(!least.wants(|greatest| 6 < *greatest));
+        assert!(least.wants(|greatest| 4 < *greatest));
+    }
+}
