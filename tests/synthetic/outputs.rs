@@ -232,11 +232,13 @@ fn no_file_argument_exits_2() {
 fn closed_stdout_pipe_exits_quietly() {
     let scratch = Scratch::new();
     let path = scratch.file("big.pcap", &many(2000));
-    // The first line of each format: the headline, a record, the CSV header.
+    // The first line of each format: the headline, a record, the CSV
+    // header, the document's opening.
     for (args, first) in [
         (&["--limit", "0"][..], "verdict"),
         (&["-T", "jsonl"][..], "{"),
         (&["-T", "csv"][..], "file,"),
+        (&["-T", "json"][..], "{"),
     ] {
         let mut child = bin()
             .arg("analyze")
