@@ -309,6 +309,40 @@ fn a_close_waiting_for_its_last_ack_lingers_five_seconds() {
 }
 
 #[test]
+fn a_close_acknowledged_late_still_ends_five_seconds_after_it_began() {
+    // As above, but the server's FIN is acknowledged only at 4.5 s: its 1 s
+    // linger would run to 5.5 s, the 5 s one ends at 5.002 s and comes
+    // first, so client data at 5.2 s is a late packet. Meanwhile 1 500
+    // other connections close (between 4.6 and 4.9 s), so that the close
+    // queue is trimmed of entries that can no longer fire while this one's
+    // must stay.
+    let mut c = opened();
+    c.data(Side::Client, T0 + ms(1), 120)
+        .data(Side::Server, T0 + ms(1) + us(500), 300)
+        .fin(Side::Client, T0 + ms(2))
+        .fin(Side::Server, T0 + ms(2) + us(10))
+        .ack_from(Side::Client, T0 + secs(4) + ms(500))
+        .data(Side::Client, T0 + secs(5) + ms(200), 5);
+    let others: Vec<Conv> = (0..1_500u16)
+        .map(|i| {
+            Script::starting(T0 + secs(4) + ms(600) + us(200 * i64::from(i))).conv(
+                &format!("10.0.0.9:{}", 20_000 + i),
+                SERVER,
+                ISNS,
+            )
+        })
+        .collect();
+    let mut all = vec![&c];
+    all.extend(others.iter());
+    let scratch = Scratch::new();
+    let path = scratch.file("closes.pcap", &pcap_of(Link::Ethernet, &all));
+    // One thread: one table, whose close queue sees every close.
+    let v = json_of(&run_analyze(&["-T", "json", "-j", "1"], &[&path]));
+    assert_eq!(connections(&v), 1_501);
+    assert_lingered(&v, 5, 120, secs(4) + ms(500), 1);
+}
+
+#[test]
 fn a_closed_tuple_is_remembered_for_two_minutes() {
     // Closed by 2.02 ms and finalised when another connection's packet at
     // 2 s moves the clock past its 1 s linger: the tuple is remembered
