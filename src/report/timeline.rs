@@ -2,10 +2,12 @@
 //! time axis, each column showing the most important phase that overlaps it
 //! (close marker > TCP handshake > TLS handshake > response transfer >
 //! waiting for the first byte > idle), with a legend and axis labels; for one
-//! connection (`conn`) also its event list with offsets from the SYN.
-//! Also owns `segments` (the phases of a connection, which the HTML
-//! waterfall draws too) and the short texts both share (`tls_kind`,
-//! `close_text`, `requests_text`, `sanitize` for terminal output).
+//! connection (`conn`) also its event list with offsets from the SYN
+//! (`timeline/events.rs`), from the rows kept as records went by
+//! (`timeline/rows.rs`). Also owns `segments` (the phases of a connection,
+//! which the HTML waterfall draws too) and the short texts both share
+//! (`tls_kind`, `close_text`, `requests_text`, `sanitize` for terminal
+//! output).
 //!
 //! Does not compute statistics or decide anything about the capture: it only
 //! lays out the times already in `ConnectionRecord`. Every line it writes is

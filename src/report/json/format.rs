@@ -1,5 +1,6 @@
-//! serde_json's compact and pretty output with one shortcut: a number that is a whole
-//! count of microseconds — nearly every number in a record: capture times,
+//! serde_json's compact and pretty output (the pretty one able to start at
+//! a depth: [`Pretty`]) with one shortcut: a number that is a whole count
+//! of microseconds — nearly every number in a record: capture times,
 //! offsets into the capture, durations — is written from that count with
 //! `itoa`, not through the general shortest-digits float formatting (a
 //! fifth of the time JSON Lines took to encode a short connection's record).
@@ -36,7 +37,7 @@ impl Formatter for Compact {
 /// re-indented took a fifth of `-T json`'s time — and writing microsecond
 /// counts directly like [`Compact`]. The same bytes as serde_json's
 /// (`json/document/tests.rs` compares whole documents on every capture).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct Pretty {
     depth: usize,
     has_value: bool,
