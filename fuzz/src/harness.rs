@@ -173,8 +173,8 @@ pub fn split(data: &[u8]) -> usize {
 
 // ---------------------------------------------------------------- pipeline
 
-/// Arbitrary bytes as a capture file, through the whole pipeline and the
-/// JSON and table reports.
+/// Arbitrary bytes as a capture file, through the whole pipeline and every
+/// report (JSON, table, CSV, timeline, HTML).
 pub fn pipeline(data: &[u8]) {
     let input = Box::new(Cursor::new(data.to_vec()));
     let Ok(mut src) = FileSource::from_reader(Path::new("fuzz"), input) else {
@@ -217,6 +217,40 @@ pub fn pipeline(data: &[u8]) {
     };
     handshakes::report::table::write(&summary, &records, &mut io::sink(), &opts)
         .expect("table report");
+    other_reports(&summary, &records);
+}
+
+/// The CSV rows, the timeline (every connection, the longest, one) and
+/// the HTML report of `records`: none may fail or panic, whatever the
+/// records hold.
+fn other_reports(summary: &handshakes::Summary, records: &[handshakes::ConnectionRecord]) {
+    use handshakes::report::{compare::Labeled, csv::CsvReport, drawn::DrawnSink, html, timeline};
+    let mut csv = CsvReport::new();
+    let mut out = io::sink();
+    let mut rows = csv.sink("fuzz", &mut out).expect("csv header");
+    for rec in records {
+        rows.record(rec.clone()).expect("csv row");
+    }
+    rows.finish().expect("csv report");
+    for (conn, top) in [(None, None), (None, Some(3)), (Some(1), None)] {
+        let opts = timeline::TimelineOpts {
+            width: 80,
+            color: conn.is_some(),
+            conn,
+            top,
+        };
+        timeline::write(records, summary, &mut io::sink(), &opts).expect("timeline");
+    }
+    let mut drawn = DrawnSink::new();
+    for rec in records {
+        drawn.note(rec);
+    }
+    let doc = Labeled {
+        label: "fuzz".into(),
+        summary,
+        drawn: std::borrow::Cow::Owned(drawn.finish()),
+    };
+    html::write(&[doc.clone(), doc], &mut io::sink()).expect("html report");
 }
 
 // -------------------------------------------------------------- reassembly
