@@ -1,6 +1,6 @@
 //! Helpers for the library's own unit tests (compiled only for them): a
-//! fixed pseudo-random generator for the "any bytes never panic" tests, and
-//! the capture files a directory holds.
+//! fixed pseudo-random generator for the "any bytes never panic" tests, the
+//! capture files a directory holds, and the records of one.
 
 /// xorshift64 from a fixed seed: the same bytes in every run.
 pub struct Xorshift(pub u64);
@@ -47,4 +47,20 @@ pub fn every_capture() -> Vec<std::path::PathBuf> {
     captures_under(&root.join("captures"), &mut files);
     captures_under(&root.join("../shared/corpus"), &mut files);
     files
+}
+
+/// The summary and records of the capture at `path` (relative to the
+/// project, or absolute), on one thread; `None` if it cannot be read.
+pub fn records_of(
+    path: &std::path::Path,
+) -> Option<(crate::record::Summary, Vec<crate::record::ConnectionRecord>)> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    let mut source = crate::source::file::FileSource::open(&path).ok()?;
+    let config = crate::analyze::Config {
+        threads: 1,
+        ..crate::analyze::Config::default()
+    };
+    let mut records = Vec::new();
+    let summary = crate::analyze(&mut source, &config, &mut records).ok()?;
+    Some((summary, records))
 }

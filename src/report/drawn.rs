@@ -98,17 +98,13 @@ impl RecordSink for DrawnSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analyze::Config;
-    use crate::source::file::FileSource;
+    use crate::testutil::records_of;
 
     /// 2 100 connections made from a real record, ids 1…2100, each with
     /// its own connect time.
     fn many() -> Vec<ConnectionRecord> {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("captures/java-httpclient-pooled-10.pcap");
-        let mut source = FileSource::open(&path).expect("a capture");
-        let mut records: Vec<ConnectionRecord> = Vec::new();
-        crate::analyze(&mut source, &Config::default(), &mut records).expect("analysed");
+        let path = std::path::Path::new("captures/java-httpclient-pooled-10.pcap");
+        let (_, records) = records_of(path).expect("a capture, analysed");
         let one = records.first().expect("a connection").clone();
         assert!(one.tls.as_ref().and_then(|t| t.handshake).is_some());
         (1..=2100u64)

@@ -150,16 +150,12 @@ impl RecordSink for Rows {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analyze::Config;
-    use crate::source::file::FileSource;
+    use crate::testutil::records_of;
 
     /// The records of a real capture of many short connections.
     fn records() -> Vec<ConnectionRecord> {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("captures/java-urlconnection-keepalive-off-10x10.pcap");
-        let mut source = FileSource::open(&path).expect("the capture opens");
-        let mut records = Vec::new();
-        crate::analyze(&mut source, &Config::default(), &mut records).expect("analyzed");
+        let path = std::path::Path::new("captures/java-urlconnection-keepalive-off-10x10.pcap");
+        let (_, records) = records_of(path).expect("the capture is analysed");
         assert!(records.len() >= 50, "{} connections", records.len());
         records
     }

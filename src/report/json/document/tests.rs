@@ -4,9 +4,7 @@
 use serde::Serialize;
 
 use super::*;
-use crate::analyze::Config;
-use crate::source::file::FileSource;
-use crate::testutil::every_capture;
+use crate::testutil::{every_capture, records_of};
 
 /// The document as serde_json prints it whole (the writer `-T json` had
 /// before it was streamed).
@@ -53,15 +51,7 @@ fn the_document_is_serde_jsons_on_every_capture() {
     let mut checked = 0;
     let mut spilled = 0;
     for path in every_capture() {
-        let Ok(mut source) = FileSource::open(&path) else {
-            continue;
-        };
-        let config = Config {
-            threads: 1,
-            ..Config::default()
-        };
-        let mut records = Vec::new();
-        let Ok(summary) = crate::analyze(&mut source, &config, &mut records) else {
+        let Some((summary, records)) = records_of(&path) else {
             continue;
         };
         let want = expected(&summary, &records);
