@@ -34,18 +34,22 @@ impl<T: Ord> Least<T> {
 
     /// Counts `item`, and keeps it if it is among the least so far.
     pub fn offer(&mut self, item: T) {
+        let kept = self.wants(|greatest| item < *greatest);
+        self.offer_with(|_| kept, || item);
+    }
+
+    /// Counts an item, and keeps it — built by `make` only then — if it is
+    /// among the least so far, `less_than` saying whether it is less than
+    /// the greatest kept: a caller whose items are costly to build (a
+    /// record's copy) builds only those kept.
+    pub fn offer_with(&mut self, less_than: impl FnOnce(&T) -> bool, make: impl FnOnce() -> T) {
         self.total += 1;
-        if self.wants(|greatest| item < *greatest) {
+        if self.wants(less_than) {
             if self.heap.len() >= self.limit {
                 self.heap.pop();
             }
-            self.heap.push(item);
+            self.heap.push(make());
         }
-    }
-
-    /// Counts an item not offered (`wants` said it would not be kept).
-    pub fn pass(&mut self) {
-        self.total += 1;
     }
 
     /// The kept items, least first.

@@ -237,19 +237,16 @@ impl FirstById {
         self.first.into_sorted().into_iter().map(|r| r.0).collect()
     }
 
-    /// Whether the record of connection `id` would be kept now.
-    pub fn wants(&self, id: u64) -> bool {
-        self.first.wants(|last| id < last.0.id)
-    }
-
     /// Counts `rec`, and keeps it if it is among the first so far.
     pub fn keep(&mut self, rec: ConnectionRecord) {
         self.first.offer(ById(rec));
     }
 
-    /// Counts a record not kept (`wants` said no).
-    pub fn pass(&mut self) {
-        self.first.pass();
+    /// Counts `rec`, and keeps a copy of it if it is among the first so
+    /// far (only then is it copied).
+    pub fn note(&mut self, rec: &ConnectionRecord) {
+        self.first
+            .offer_with(|last| rec.id < last.0.id, || ById(rec.clone()));
     }
 }
 

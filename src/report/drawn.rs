@@ -64,11 +64,7 @@ impl DrawnSink {
     /// first connections so far.
     pub fn note(&mut self, rec: &ConnectionRecord) {
         self.times(rec);
-        if self.first.wants(rec.id) {
-            self.first.keep(rec.clone());
-        } else {
-            self.first.pass();
-        }
+        self.first.note(rec);
     }
 
     fn times(&mut self, rec: &ConnectionRecord) {

@@ -101,16 +101,10 @@ impl Rows {
         self.total += 1;
         match &mut self.keep {
             Keep::All(rows) => rows.push(Row::of(rec)),
-            Keep::Longest(longest) => {
-                let wanted = longest.wants(|last| {
-                    longest_first((rec.duration, rec.id), (last.0.duration, last.0.id)).is_lt()
-                });
-                if wanted {
-                    longest.offer(Longest(Row::of(rec)));
-                } else {
-                    longest.pass();
-                }
-            }
+            Keep::Longest(longest) => longest.offer_with(
+                |last| longest_first((rec.duration, rec.id), (last.0.duration, last.0.id)).is_lt(),
+                || Longest(Row::of(rec)),
+            ),
             Keep::One(id, kept) if rec.id == *id => *kept = Some(Box::new(rec.clone())),
             Keep::One(..) => {}
         }
