@@ -359,6 +359,41 @@ fn html_escapes_hostile_strings() {
 }
 
 #[test]
+fn table_replaces_control_characters_from_the_capture() {
+    // A server name, protocol and file name are the capture's (or the
+    // user's) bytes: an escape sequence or a bidirectional override in them
+    // must not reach the terminal through the table.
+    let (mut summary, mut records) = load("java-httpclient-pooled-10.pcap");
+    records.push(records[0].clone());
+    let tls = records[0].tls.as_mut().unwrap();
+    tls.sni = Some("evil\u{1b}]0;pwned\u{7}.example".into());
+    tls.alpn = Some("h2\u{202e}1.1/ptth".into());
+    records[1].tls.as_mut().unwrap().alpn = None;
+    records[1].tls.as_mut().unwrap().alpn_offered = vec!["x\u{1b}[2J".into()];
+    summary.alpn.insert("\u{1b}[31mh3".into(), 1);
+    summary.file = "cap\u{1b}[1m.pcap".into();
+    let opts = handshakes::report::Opts {
+        limit: 0,
+        fit_terminal: false,
+    };
+    let mut out = Vec::new();
+    handshakes::report::table::write(&summary, &records, &mut out, &opts).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    for bad in ['\u{1b}', '\u{7}', '\u{202e}'] {
+        assert!(!text.contains(bad), "{bad:?} in the table:\n{text}");
+    }
+    for shown in [
+        "evil?]0;pwned?.example",
+        "h2?1.1/ptth",
+        "(x?[2J)",
+        "?[31mh3 ×1",
+        "cap?[1m.pcap",
+    ] {
+        assert!(text.contains(shown), "{shown} not in the table:\n{text}");
+    }
+}
+
+#[test]
 fn html_caps_the_waterfall() {
     let d = load("java-httpclient-pooled-10.pcap");
     let one = d.1[0].clone();

@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 use super::drawn::Drawn;
 use super::html::{card, esc};
 use super::human_duration;
-use super::timeline::sanitize;
+use super::sanitize;
 use crate::record::{Distribution, Summary};
 
 /// One analysed capture and the name to show for it.

@@ -15,6 +15,28 @@ pub mod timeline;
 
 use crate::record::ConnectionRecord;
 
+/// A capture's text made safe for a terminal: control characters (escape
+/// sequences from a hostile capture would otherwise reach the terminal) and
+/// the invisible bidirectional controls (which reorder what is shown after
+/// them) become `?`.
+pub(crate) fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() || is_bidi_control(c) {
+                '?'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+/// Unicode's bidirectional formatting characters (marks, embeddings,
+/// overrides, isolates).
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
 /// Output formats of `analyze`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {

@@ -7,7 +7,7 @@ use std::io::{self, Write};
 
 use comfy_table::{presets, Cell, CellAlignment, ContentArrangement, Table};
 
-use super::{human_bytes, human_duration, server_text, Opts};
+use super::{human_bytes, human_duration, sanitize, server_text, Opts};
 use crate::record::{CloseKind, ConnectionRecord, Distribution, HttpMethod, Summary};
 
 /// Writes the summary block and the connection table.
@@ -43,7 +43,7 @@ fn histogram(map: &std::collections::BTreeMap<String, u64>) -> String {
     items.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
     items
         .iter()
-        .map(|(k, n)| format!("{k} ×{n}"))
+        .map(|(k, n)| format!("{} ×{n}", sanitize(k)))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -140,7 +140,7 @@ pub fn write_summary(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
         Some(c) => format!("{}, {c}", s.format),
         None => s.format.clone(),
     };
-    writeln!(out, "capture       {} ({format})", s.file)?;
+    writeln!(out, "capture       {} ({format})", sanitize(&s.file))?;
     writeln!(
         out,
         "span          {} ({} packets, {})",
@@ -223,18 +223,22 @@ fn tls_text(rec: &ConnectionRecord) -> (String, String, String, String) {
         .version
         .as_deref()
         .unwrap_or("?")
-        .trim_start_matches("TLS ")
-        .to_string();
+        .trim_start_matches("TLS ");
     let kind = super::handshake_kind(t);
+    // The server name and protocols are the capture's bytes: sanitised.
     let alpn = t
         .alpn
-        .clone()
-        .or_else(|| (!t.alpn_offered.is_empty()).then(|| format!("({})", t.alpn_offered.join(","))))
+        .as_deref()
+        .map(sanitize)
+        .or_else(|| {
+            (!t.alpn_offered.is_empty())
+                .then(|| sanitize(&format!("({})", t.alpn_offered.join(","))))
+        })
         .unwrap_or_else(|| "-".into());
     (
         format!("{version} {kind}"),
         t.handshake.map_or("-".into(), human_duration),
-        t.sni.clone().unwrap_or_else(|| "-".into()),
+        t.sni.as_deref().map_or_else(|| "-".into(), sanitize),
         alpn,
     )
 }

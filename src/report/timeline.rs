@@ -6,8 +6,7 @@
 //! (`timeline/events.rs`), from the rows kept as records went by
 //! (`timeline/rows.rs`). Also owns `segments` (the phases of a connection,
 //! which the HTML waterfall draws too) and the short texts both share
-//! (`tls_kind`, `close_text`, `requests_text`, `sanitize` for terminal
-//! output).
+//! (`tls_kind`, `close_text`, `requests_text`).
 //!
 //! Does not compute statistics or decide anything about the capture: it only
 //! lays out the times already in `ConnectionRecord`. Every line it writes is
@@ -20,7 +19,7 @@ mod rows;
 
 pub use rows::Rows;
 
-use super::human_duration;
+use super::{human_duration, sanitize};
 use crate::record::{CloseKind, ConnectionRecord, HttpMethod, Summary, TlsOutcome};
 use rows::{Kept, Row};
 
@@ -177,14 +176,6 @@ fn dur(secs: f64, color: bool) -> String {
     } else {
         s.replace('µ', "u")
     }
-}
-
-/// Replaces control characters (escape sequences from a hostile capture
-/// would otherwise reach the terminal).
-pub(crate) fn sanitize(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
 }
 
 fn truncate(s: &str, width: usize) -> String {

@@ -6,8 +6,8 @@
 
 use std::io::{self, Write};
 
-use super::super::server_text;
-use super::{close_text, dur, requests_text, sanitize, tls_kind, truncate};
+use super::super::{sanitize, server_text};
+use super::{close_text, dur, requests_text, tls_kind, truncate};
 use crate::record::{CloseKind, ConnectionRecord, Side};
 
 /// One connection's events, offsets in ms from its SYN (or first packet).
