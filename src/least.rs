@@ -1,5 +1,5 @@
 //! The `limit` least items of a stream by their order, without holding the
-//! others: the table's first rows by id (`analyze::FirstById`), the
+//! others: the table's and `--html`'s first rows by id ([`Keyed`]), the
 //! timeline's longest connections. A max-heap of at most `limit` items; an
 //! item is kept if there is room or it is less than the greatest kept.
 //!
@@ -55,6 +55,31 @@ impl<T: Ord> Least<T> {
     /// The kept items, least first.
     pub fn into_sorted(self) -> Vec<T> {
         self.heap.into_sorted_vec()
+    }
+}
+
+/// An item ordered by a number alone (a connection's id): what the
+/// table's and `--html`'s first rows keep.
+#[derive(Debug)]
+pub struct Keyed<T> {
+    pub key: u64,
+    pub item: T,
+}
+
+impl<T> PartialEq for Keyed<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+impl<T> Eq for Keyed<T> {}
+impl<T> PartialOrd for Keyed<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<T> Ord for Keyed<T> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key.cmp(&other.key)
     }
 }
 

@@ -25,11 +25,11 @@ use clap::Parser;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use handshakes::analyze::{Encoder, FirstById};
+use handshakes::analyze::Encoder;
 use handshakes::report::compare::Labeled;
 use handshakes::report::drawn::{Drawn, DrawnSink};
 use handshakes::report::json::{DocumentSink, JsonlSink};
-use handshakes::report::{self, csv::CsvReport, Format, Opts};
+use handshakes::report::{csv::CsvReport, table::TableSink, Format, Opts};
 use handshakes::source::file::FileSource;
 use handshakes::source::merge::MergedSource;
 use handshakes::{
@@ -71,6 +71,7 @@ fn run_analyze(args: &AnalyzeArgs) -> ExitCode {
     let opts = Opts {
         limit: args.limit,
         fit_terminal,
+        width: None,
     };
     let mut run = Run {
         args,
@@ -214,13 +215,6 @@ impl Run<'_> {
                 csv.finish()?;
                 summary
             }
-            Format::Table if self.args.limit > 0 => {
-                // Only the first rows are shown: keep only those in memory.
-                let stream = (FirstById::new(self.args.limit), drawn.as_mut());
-                let (summary, first) = through(source, &config, stream, &mut progress)?;
-                self.write_table(&summary, &first.into_sorted(), out)?;
-                summary
-            }
             Format::Json => {
                 // Each record's text waits in a spool, not the record.
                 let stream = (DocumentSink::new(out), drawn.as_mut());
@@ -229,10 +223,13 @@ impl Run<'_> {
                 summary
             }
             Format::Table => {
-                let stream = (Vec::new(), drawn.as_mut());
-                let (summary, mut records) = through(source, &config, stream, &mut progress)?;
-                records.sort_by_key(|r| r.id);
-                self.write_table(&summary, &records, out)?;
+                // The first rows (or all) as their cells' text, in a spool.
+                let stream = (TableSink::new(self.args.limit), drawn.as_mut());
+                let (summary, table) = through(source, &config, stream, &mut progress)?;
+                if !self.first {
+                    writeln!(out)?;
+                }
+                table.finish(&summary, out, &self.opts)?;
                 summary
             }
         };
@@ -246,19 +243,5 @@ impl Run<'_> {
             self.kept.push((summary, drawn.finish()));
         }
         Ok(())
-    }
-
-    /// The table report of one input, after a blank line if another came
-    /// before.
-    fn write_table(
-        &self,
-        summary: &Summary,
-        records: &[ConnectionRecord],
-        out: &mut dyn Write,
-    ) -> io::Result<()> {
-        if !self.first {
-            writeln!(out)?;
-        }
-        report::table::write(summary, records, out, &self.opts)
     }
 }

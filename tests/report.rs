@@ -375,6 +375,7 @@ fn table_replaces_control_characters_from_the_capture() {
     let opts = handshakes::report::Opts {
         limit: 0,
         fit_terminal: false,
+        width: None,
     };
     let mut out = Vec::new();
     handshakes::report::table::write(&summary, &records, &mut out, &opts).unwrap();

@@ -211,12 +211,16 @@ pub fn pipeline(data: &[u8]) {
     if let Err(e) = serde_json::from_slice::<serde_json::Value>(&json) {
         panic!("the JSON report does not parse: {e}");
     }
-    let opts = handshakes::report::Opts {
-        limit: 0,
-        fit_terminal: false,
-    };
-    handshakes::report::table::write(&summary, &records, &mut io::sink(), &opts)
-        .expect("table report");
+    // As wide as its content, and wrapped to a narrow terminal.
+    for (fit_terminal, width) in [(false, None), (true, Some(70))] {
+        let opts = handshakes::report::Opts {
+            limit: 0,
+            fit_terminal,
+            width,
+        };
+        handshakes::report::table::write(&summary, &records, &mut io::sink(), &opts)
+            .expect("table report");
+    }
     other_reports(&summary, &records);
 }
 

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use crate::decode::defrag::{may_be_fragment, Defragmenter, Verdict};
 use crate::decode::{TcpSegment, UdpTunnels};
-use crate::least::Least;
+use crate::least::{Keyed, Least};
 use crate::record::{ConnectionRecord, Instant, Overlay, Summary};
 use crate::source::{RawPacket, SourceInfo};
 use crate::time::Timestamp;
@@ -198,26 +198,7 @@ impl RecordSink for Vec<ConnectionRecord> {
 /// start), so a table of the first 50 connections of a huge capture does not
 /// hold every record in memory.
 pub struct FirstById {
-    first: Least<ById>,
-}
-
-struct ById(ConnectionRecord);
-
-impl PartialEq for ById {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.id == other.0.id
-    }
-}
-impl Eq for ById {}
-impl PartialOrd for ById {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for ById {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.id.cmp(&other.0.id)
-    }
+    first: Least<Keyed<ConnectionRecord>>,
 }
 
 impl FirstById {
@@ -234,19 +215,31 @@ impl FirstById {
 
     /// The kept records in id order.
     pub fn into_sorted(self) -> Vec<ConnectionRecord> {
-        self.first.into_sorted().into_iter().map(|r| r.0).collect()
+        self.first
+            .into_sorted()
+            .into_iter()
+            .map(|r| r.item)
+            .collect()
     }
 
     /// Counts `rec`, and keeps it if it is among the first so far.
     pub fn keep(&mut self, rec: ConnectionRecord) {
-        self.first.offer(ById(rec));
+        self.first.offer(Keyed {
+            key: rec.id,
+            item: rec,
+        });
     }
 
     /// Counts `rec`, and keeps a copy of it if it is among the first so
     /// far (only then is it copied).
     pub fn note(&mut self, rec: &ConnectionRecord) {
-        self.first
-            .offer_with(|last| rec.id < last.0.id, || ById(rec.clone()));
+        self.first.offer_with(
+            |last| rec.id < last.key,
+            || Keyed {
+                key: rec.id,
+                item: rec.clone(),
+            },
+        );
     }
 }
 

@@ -10,6 +10,7 @@ pub mod csv;
 pub mod drawn;
 pub mod html;
 pub mod json;
+pub mod spool;
 pub mod table;
 pub mod timeline;
 
@@ -57,6 +58,8 @@ pub struct Opts {
     pub limit: usize,
     /// Wrap the table to the terminal's width (stdout is a terminal).
     pub fit_terminal: bool,
+    /// The width to wrap it to instead of the terminal's.
+    pub width: Option<u16>,
 }
 
 impl Default for Opts {
@@ -64,6 +67,7 @@ impl Default for Opts {
         Opts {
             limit: 50,
             fit_terminal: false,
+            width: None,
         }
     }
 }

@@ -1,28 +1,33 @@
 //! The report for people: a summary block, then one table row per connection
-//! (comfy-table), sorted by start.
+//! in id order (the rows kept and laid out by `table/rows.rs` and
+//! `table/layout.rs`); and the fixed-width lines of live capture.
 //!
 //! Does not compute statistics; it formats `Summary` and `ConnectionRecord`.
 
+mod layout;
+mod rows;
+
 use std::io::{self, Write};
 
-use comfy_table::{presets, Cell, CellAlignment, ContentArrangement, Table};
+pub use rows::TableSink;
 
 use super::{human_bytes, human_duration, sanitize, server_text, Opts};
 use crate::record::{CloseKind, ConnectionRecord, Distribution, HttpMethod, Summary};
 
-/// Writes the summary block and the connection table.
+/// Writes the summary block and the connection table of `records` (in any
+/// order; the table has the first `opts.limit` by id): what
+/// [`TableSink`] writes for them.
 pub fn write(
     summary: &Summary,
     records: &[ConnectionRecord],
     out: &mut dyn Write,
     opts: &Opts,
 ) -> io::Result<()> {
-    write_summary(summary, out)?;
-    if records.is_empty() {
-        return Ok(());
+    let mut table = TableSink::new(opts.limit);
+    for rec in records {
+        table.add(rec)?;
     }
-    writeln!(out)?;
-    write_connections(records, summary.connections, out, opts)
+    table.finish(summary, out, opts)
 }
 
 fn dist_line(d: &Distribution) -> String {
@@ -262,64 +267,41 @@ fn close_text(rec: &ConnectionRecord) -> String {
     }
 }
 
-/// The per-connection table, at most `opts.limit` rows (0: all).
-/// The per-connection table of `records` (the first ones, in id order), at
-/// most `opts.limit` rows (0: all), and a footer when `total` is larger.
-pub fn write_connections(
-    records: &[ConnectionRecord],
-    total: u64,
-    out: &mut dyn Write,
-    opts: &Opts,
-) -> io::Result<()> {
-    let mut table = Table::new();
-    table.load_style(presets::UTF8_FULL_CONDENSED);
-    table.set_content_arrangement(if opts.fit_terminal {
-        ContentArrangement::Dynamic
-    } else {
-        ContentArrangement::Disabled
-    });
-    table.set_header(vec![
-        "id", "client", "server", "start", "connect", "TLS", "TLS hs", "SNI", "ALPN", "reqs", "up",
-        "down", "close",
-    ]);
-    let shown = if opts.limit == 0 {
-        records.len()
-    } else {
-        opts.limit.min(records.len())
+/// The connection table's columns.
+pub(crate) const HEADER: [&str; COLUMNS] = [
+    "id", "client", "server", "start", "connect", "TLS", "TLS hs", "SNI", "ALPN", "reqs", "up",
+    "down", "close",
+];
+/// How many columns the connection table has.
+pub(crate) const COLUMNS: usize = 13;
+/// Which of them are aligned to the right (numbers and times).
+pub(crate) const RIGHT: [bool; COLUMNS] = [
+    true, false, false, true, true, false, true, false, false, true, true, true, false,
+];
+
+/// A connection's row of the table: the text of each cell.
+pub(crate) fn cells(rec: &ConnectionRecord) -> [String; COLUMNS] {
+    let connect = match rec.tcp.handshake.connect {
+        Some(c) => human_duration(c),
+        None if rec.partial => "no SYN".to_string(),
+        None => "-".to_string(),
     };
-    for rec in records.iter().take(shown) {
-        let connect = match rec.tcp.handshake.connect {
-            Some(c) => human_duration(c),
-            None if rec.partial => "no SYN".to_string(),
-            None => "-".to_string(),
-        };
-        let (tls, tls_hs, sni, alpn) = tls_text(rec);
-        let reqs = requests_text(rec);
-        table.add_row(vec![
-            Cell::new(rec.id).set_alignment(CellAlignment::Right),
-            Cell::new(&rec.client),
-            Cell::new(server_text(rec)),
-            Cell::new(format!("{:.6}", rec.start.at)).set_alignment(CellAlignment::Right),
-            Cell::new(connect).set_alignment(CellAlignment::Right),
-            Cell::new(tls),
-            Cell::new(tls_hs).set_alignment(CellAlignment::Right),
-            Cell::new(sni),
-            Cell::new(alpn),
-            Cell::new(reqs).set_alignment(CellAlignment::Right),
-            Cell::new(human_bytes(rec.tcp.bytes.client)).set_alignment(CellAlignment::Right),
-            Cell::new(human_bytes(rec.tcp.bytes.server)).set_alignment(CellAlignment::Right),
-            Cell::new(close_text(rec)),
-        ]);
-    }
-    writeln!(out, "{table}")?;
-    let more = total.saturating_sub(shown as u64);
-    if more > 0 {
-        writeln!(
-            out,
-            "… {more} more connections not shown (--limit 0 shows all; --format json has every one)"
-        )?;
-    }
-    Ok(())
+    let (tls, tls_hs, sni, alpn) = tls_text(rec);
+    [
+        rec.id.to_string(),
+        rec.client.clone(),
+        server_text(rec),
+        format!("{:.6}", rec.start.at),
+        connect,
+        tls,
+        tls_hs,
+        sni,
+        alpn,
+        requests_text(rec),
+        human_bytes(rec.tcp.bytes.client),
+        human_bytes(rec.tcp.bytes.server),
+        close_text(rec),
+    ]
 }
 
 /// Live capture: one fixed-width line per connection as it finishes, under a

@@ -2,27 +2,33 @@
 //! with the connections in `id` order — byte for byte what serde_json's
 //! pretty printer writes for it — without holding the records until the
 //! end. Each record is encoded when it is finalised, exactly as it will be
-//! printed (indented for its place in the array), into a *spool*: memory
-//! up to [`SPOOL_MEMORY`] bytes, then an unnamed temporary file (the only
-//! module that names `tempfile`; the file is gone when the program ends,
-//! however it ends). What stays in memory per record is an index entry of
+//! printed (indented for its place in the array), into a *spool*
+//! (`report::spool`): memory up to [`SPOOL_MEMORY`] bytes, then an unnamed
+//! temporary file. What stays in memory per record is an index entry of
 //! 24 bytes. At the end the summary is written, then the records are
 //! copied out of the spool in `id` order.
 //!
 //! Does not decide what a record says, only where its text waits.
 
-use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Write};
 
 use serde::Serialize;
 
 use super::format::Pretty;
 use crate::analyze::{Encoder, RecordSink};
 use crate::record::{ConnectionRecord, Summary};
+use crate::report::spool::{Purpose, Spool, Spooled};
 
 /// Record text kept in memory before the spool moves to a temporary file:
 /// captures of up to a few thousand connections never touch the disk.
 pub const SPOOL_MEMORY: usize = 8 << 20;
+
+/// For the one line an error with the spool gives.
+static PURPOSE: Purpose = Purpose {
+    output: "-T json",
+    holds: "the connections until the summary is written",
+    instead: "use -T jsonl",
+};
 
 /// A record's depth in the document: inside `connections`, inside the
 /// top-level object.
@@ -44,8 +50,7 @@ pub struct DocumentSink<'w> {
 /// Where a record's text is in the spool.
 struct Entry {
     id: u64,
-    at: u64,
-    len: u64,
+    at: Spooled,
 }
 
 impl<'w> DocumentSink<'w> {
@@ -58,20 +63,15 @@ impl<'w> DocumentSink<'w> {
     pub fn with_memory(out: &'w mut dyn Write, memory: usize) -> DocumentSink<'w> {
         DocumentSink {
             out,
-            spool: Spool {
-                memory: Vec::new(),
-                limit: memory,
-                file: None,
-                flushed: 0,
-            },
+            spool: Spool::new(memory, &PURPOSE),
             index: Vec::new(),
             text: Vec::new(),
         }
     }
 
     fn keep(&mut self, id: u64, pieces: &[&[u8]]) -> io::Result<()> {
-        let (at, len) = self.spool.append(pieces)?;
-        self.index.push(Entry { id, at, len });
+        let at = self.spool.append(pieces)?;
+        self.index.push(Entry { id, at });
         Ok(())
     }
 
@@ -90,7 +90,7 @@ impl<'w> DocumentSink<'w> {
             self.index.sort_unstable_by_key(|e| e.id);
             for (k, entry) in self.index.iter().enumerate() {
                 out.write_all(if k == 0 { b"[\n    " } else { b",\n    " })?;
-                self.spool.copy(entry, &mut self.text, out)?;
+                self.spool.copy(&entry.at, &mut self.text, out)?;
             }
             out.write_all(b"\n  ]")?;
         }
@@ -143,78 +143,6 @@ fn encode_nested<T: Serialize + ?Sized>(
 ) -> io::Result<()> {
     let mut ser = serde_json::Serializer::with_formatter(text, Pretty::nested(depth));
     value.serialize(&mut ser).map_err(io::Error::from)
-}
-
-/// Record text, in order of arrival: the bytes before `flushed` in the
-/// temporary file, the rest in memory.
-struct Spool {
-    memory: Vec<u8>,
-    limit: usize,
-    file: Option<File>,
-    flushed: u64,
-}
-
-/// `e` with what was being done, and where, in front.
-fn spool_error(doing: &str, e: io::Error) -> io::Error {
-    io::Error::new(
-        e.kind(),
-        format!(
-            "-T json: {doing} a temporary file in {} (it holds the connections until the summary is written; set TMPDIR to a directory with room, or use -T jsonl): {e}",
-            std::env::temp_dir().display()
-        ),
-    )
-}
-
-impl Spool {
-    /// Adds one record's text, given in pieces; returns where it went.
-    fn append(&mut self, pieces: &[&[u8]]) -> io::Result<(u64, u64)> {
-        let len: usize = pieces.iter().map(|p| p.len()).sum();
-        if !self.memory.is_empty() && self.memory.len().saturating_add(len) > self.limit {
-            self.spill()?;
-        }
-        let at = self.flushed + self.memory.len() as u64;
-        for piece in pieces {
-            self.memory.extend_from_slice(piece);
-        }
-        Ok((at, len as u64))
-    }
-
-    /// Moves what is in memory to the end of the file.
-    fn spill(&mut self) -> io::Result<()> {
-        let file = match &mut self.file {
-            Some(file) => file,
-            None => {
-                let file = tempfile::tempfile().map_err(|e| spool_error("cannot make", e))?;
-                self.file.insert(file)
-            }
-        };
-        file.write_all(&self.memory)
-            .map_err(|e| spool_error("cannot write to", e))?;
-        self.flushed += self.memory.len() as u64;
-        self.memory.clear();
-        Ok(())
-    }
-
-    /// Copies `entry`'s text to `out` (through `buf` when it is in the file).
-    fn copy(&self, entry: &Entry, buf: &mut Vec<u8>, out: &mut dyn Write) -> io::Result<()> {
-        let missing = || io::Error::other("-T json: a record's text is missing from its spool");
-        let len = usize::try_from(entry.len).map_err(|_| missing())?;
-        if let Some(start) = entry.at.checked_sub(self.flushed) {
-            let start = usize::try_from(start).map_err(|_| missing())?;
-            let text = self.memory.get(start..).and_then(|m| m.get(..len));
-            return out.write_all(text.ok_or_else(missing)?);
-        }
-        // In `id` order the records come nearly, not quite, in the order
-        // they went in (a connection's text goes in when it finishes): each
-        // is read on its own, at its place.
-        let mut file = self.file.as_ref().ok_or_else(missing)?;
-        buf.clear();
-        buf.resize(len, 0);
-        file.seek(SeekFrom::Start(entry.at))
-            .and_then(|_| file.read_exact(buf))
-            .map_err(|e| spool_error("cannot read", e))?;
-        out.write_all(buf)
-    }
 }
 
 #[cfg(test)]

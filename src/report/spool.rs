@@ -1,0 +1,168 @@
+//! Text that must wait for the end of the input before it can be written —
+//! `-T json`'s records (the summary comes first in the document), the
+//! table's rows (their column widths depend on every row) — kept in memory
+//! up to a limit, then in an unnamed temporary file (the only module that
+//! names `tempfile`; the file is gone when the program ends, however it
+//! ends). A piece of text is found again by the [`Spooled`] that `append`
+//! returned.
+//!
+//! Does not know what the text is or in which order it is read back.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+
+/// Who spools, for the one line an error gives the user.
+pub struct Purpose {
+    /// The output, as the user asked for it: `-T json`.
+    pub output: &'static str,
+    /// What waits and until when.
+    pub holds: &'static str,
+    /// What to use instead when no file can be had.
+    pub instead: &'static str,
+}
+
+/// Text in order of arrival: the bytes before `flushed` in the temporary
+/// file, the rest in memory.
+pub struct Spool {
+    memory: Vec<u8>,
+    limit: usize,
+    file: Option<File>,
+    flushed: u64,
+    purpose: &'static Purpose,
+}
+
+/// Where one piece of text is in a [`Spool`].
+#[derive(Clone, Copy, Debug)]
+pub struct Spooled {
+    at: u64,
+    len: u64,
+}
+
+impl Spool {
+    /// A spool keeping up to `memory` bytes in memory.
+    pub fn new(memory: usize, purpose: &'static Purpose) -> Spool {
+        Spool {
+            memory: Vec::new(),
+            limit: memory,
+            file: None,
+            flushed: 0,
+            purpose,
+        }
+    }
+
+    /// `e` with what was being done, and where, in front.
+    fn error(&self, doing: &str, e: io::Error) -> io::Error {
+        let p = self.purpose;
+        io::Error::new(
+            e.kind(),
+            format!(
+                "{}: {doing} a temporary file in {} (it holds {}; set TMPDIR to a directory with room, or {}): {e}",
+                p.output,
+                std::env::temp_dir().display(),
+                p.holds,
+                p.instead
+            ),
+        )
+    }
+
+    /// Adds one piece of text, given in parts; returns where it went.
+    pub fn append(&mut self, parts: &[&[u8]]) -> io::Result<Spooled> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if !self.memory.is_empty() && self.memory.len().saturating_add(len) > self.limit {
+            self.spill()?;
+        }
+        let at = self.flushed + self.memory.len() as u64;
+        for part in parts {
+            self.memory.extend_from_slice(part);
+        }
+        Ok(Spooled {
+            at,
+            len: len as u64,
+        })
+    }
+
+    /// Moves what is in memory to the end of the file.
+    fn spill(&mut self) -> io::Result<()> {
+        if self.file.is_none() {
+            let file = tempfile::tempfile().map_err(|e| self.error("cannot make", e))?;
+            self.file = Some(file);
+        }
+        if let Some(file) = &mut self.file {
+            if let Err(e) = file.write_all(&self.memory) {
+                return Err(self.error("cannot write to", e));
+            }
+        }
+        self.flushed += self.memory.len() as u64;
+        self.memory.clear();
+        Ok(())
+    }
+
+    /// The text at `at`: borrowed from memory, or read into `buf` from the
+    /// file.
+    pub fn get<'a>(&'a self, at: &Spooled, buf: &'a mut Vec<u8>) -> io::Result<&'a [u8]> {
+        let missing = || {
+            io::Error::other(format!(
+                "{}: a piece of text is missing from its spool",
+                self.purpose.output
+            ))
+        };
+        let len = usize::try_from(at.len).map_err(|_| missing())?;
+        if let Some(start) = at.at.checked_sub(self.flushed) {
+            let start = usize::try_from(start).map_err(|_| missing())?;
+            let text = self.memory.get(start..).and_then(|m| m.get(..len));
+            return text.ok_or_else(missing);
+        }
+        // Read back nearly, not quite, in the order they went in (a
+        // connection's text goes in when it finishes): each piece is read
+        // on its own, at its place.
+        let mut file = self.file.as_ref().ok_or_else(missing)?;
+        buf.clear();
+        buf.resize(len, 0);
+        file.seek(SeekFrom::Start(at.at))
+            .and_then(|_| file.read_exact(buf))
+            .map_err(|e| self.error("cannot read", e))?;
+        Ok(buf)
+    }
+
+    /// Copies the text at `at` to `out` (through `buf` when it is in the
+    /// file).
+    pub fn copy(&self, at: &Spooled, buf: &mut Vec<u8>, out: &mut dyn Write) -> io::Result<()> {
+        out.write_all(self.get(at, buf)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEST: Purpose = Purpose {
+        output: "test",
+        holds: "nothing",
+        instead: "do without",
+    };
+
+    #[test]
+    fn gives_back_what_went_in_from_memory_and_from_the_file() {
+        for memory in [0, 5, 1 << 20] {
+            let mut spool = Spool::new(memory, &TEST);
+            let texts: Vec<Vec<u8>> = (0..50u8).map(|i| vec![i; usize::from(i % 7)]).collect();
+            let at: Vec<Spooled> = texts
+                .iter()
+                .map(|t| {
+                    spool
+                        .append(&[&t[..t.len() / 2], &t[t.len() / 2..]])
+                        .unwrap()
+                })
+                .collect();
+            let mut buf = Vec::new();
+            for (i, t) in texts.iter().enumerate().rev() {
+                assert_eq!(
+                    spool.get(&at[i], &mut buf).unwrap(),
+                    &t[..],
+                    "memory {memory}, {i}"
+                );
+            }
+            assert_eq!(spool.file.is_some(), memory < 1 << 20);
+        }
+    }
+}

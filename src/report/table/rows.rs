@@ -1,0 +1,200 @@
+//! The connection table's rows, kept until the end of the input (the
+//! columns' widths depend on every row): the first `--limit` by id, every
+//! one with `--limit 0`, each as its cells' text in a spool
+//! (`report::spool`: memory up to [`ROWS_MEMORY`], then a temporary file)
+//! and 24 bytes of index. At the end they are read back in id order twice:
+//! once for the shapes that decide the widths, once to draw them
+//! (`layout.rs`). Memory therefore follows the rows' index, not their
+//! records: a table of a million connections holds 24 MB of index where
+//! it held every record (about 5 KiB each).
+//!
+//! Does not decide what a cell says (`table.rs`) or how it is drawn.
+
+use std::io::{self, Write};
+
+use super::layout::{Arrange, Drawer, Shapes};
+use super::{cells, write_summary, COLUMNS};
+use crate::analyze::RecordSink;
+use crate::least::{Keyed, Least};
+use crate::record::{ConnectionRecord, Summary};
+use crate::report::spool::{Purpose, Spool, Spooled};
+use crate::report::Opts;
+
+/// Row text kept in memory before the spool moves to a temporary file.
+pub const ROWS_MEMORY: usize = 8 << 20;
+
+/// For the one line an error with the spool gives.
+static PURPOSE: Purpose = Purpose {
+    output: "the table",
+    holds: "its rows until their columns' widths are known",
+    instead: "show fewer with --limit, or use -T csv or -T jsonl",
+};
+
+/// Keeps the table's rows and draws them at the end: see the module's
+/// comment.
+pub struct TableSink {
+    /// Where each kept row's text is, by connection id.
+    first: Least<Keyed<Spooled>>,
+    spool: Spool,
+    /// One row's text at a time (it keeps its room).
+    text: Vec<u8>,
+}
+
+impl TableSink {
+    /// Keeps the first `limit` rows by id (0: all).
+    pub fn new(limit: usize) -> TableSink {
+        TableSink::with_memory(limit, ROWS_MEMORY)
+    }
+
+    /// With `memory` bytes of row text kept in memory (tests use a small
+    /// one to reach the file).
+    pub fn with_memory(limit: usize, memory: usize) -> TableSink {
+        TableSink {
+            first: Least::new(if limit == 0 { usize::MAX } else { limit }),
+            spool: Spool::new(memory, &PURPOSE),
+            text: Vec::new(),
+        }
+    }
+
+    /// Keeps `rec`'s row if it is among the first so far.
+    pub fn add(&mut self, rec: &ConnectionRecord) -> io::Result<()> {
+        if !self.first.wants(|last| rec.id < last.key) {
+            return Ok(());
+        }
+        self.text.clear();
+        for cell in cells(rec) {
+            let len = u32::try_from(cell.len()).unwrap_or(u32::MAX);
+            self.text.extend_from_slice(&len.to_le_bytes());
+            self.text
+                .extend_from_slice(cell.as_bytes().get(..len as usize).unwrap_or_default());
+        }
+        let at = self.spool.append(&[&self.text])?;
+        self.first.offer(Keyed {
+            key: rec.id,
+            item: at,
+        });
+        Ok(())
+    }
+
+    /// Writes the summary block, then the table and, when `summary` counts
+    /// more connections than it shows, a line saying so.
+    pub fn finish(self, summary: &Summary, out: &mut dyn Write, opts: &Opts) -> io::Result<()> {
+        write_summary(summary, out)?;
+        let rows = self.first.into_sorted();
+        if rows.is_empty() {
+            return Ok(());
+        }
+        writeln!(out)?;
+        let mut buf = Vec::new();
+        let mut shapes = Shapes::default();
+        for row in &rows {
+            let text = self.spool.get(&row.item, &mut buf)?;
+            for (column, cell) in decode(text)?.iter().enumerate() {
+                shapes.note(column, cell);
+            }
+        }
+        let arrange = Arrange {
+            dynamic: opts.fit_terminal,
+            width: opts.width,
+        };
+        let mut drawer = Drawer::new(&shapes, arrange)?;
+        for row in &rows {
+            let text = self.spool.get(&row.item, &mut buf)?;
+            drawer.add(&decode(text)?, out)?;
+        }
+        drawer.finish(out)?;
+        let more = summary.connections.saturating_sub(rows.len() as u64);
+        if more > 0 {
+            writeln!(
+                out,
+                "… {more} more connections not shown (--limit 0 shows all; --format json has every one)"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl RecordSink for TableSink {
+    fn record(&mut self, rec: ConnectionRecord) -> io::Result<()> {
+        self.add(&rec)
+    }
+}
+
+/// A row's cells from its text: each a 4-byte length, then its bytes.
+fn decode(mut text: &[u8]) -> io::Result<[&str; COLUMNS]> {
+    let broken = || io::Error::other("the table: a row's text is broken in its spool");
+    let mut cells = [""; COLUMNS];
+    for cell in &mut cells {
+        let (len, rest) = text.split_first_chunk::<4>().ok_or_else(broken)?;
+        let len = u32::from_le_bytes(*len) as usize;
+        let (bytes, rest) = rest.split_at_checked(len).ok_or_else(broken)?;
+        *cell = std::str::from_utf8(bytes).map_err(|_| broken())?;
+        text = rest;
+    }
+    Ok(cells)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table of `records` given in `order`, its rows' text spooled with
+    /// `memory` bytes in memory.
+    fn table_of(
+        summary: &Summary,
+        records: &[&ConnectionRecord],
+        limit: usize,
+        memory: usize,
+    ) -> String {
+        let mut sink = TableSink::with_memory(limit, memory);
+        for rec in records {
+            sink.add(rec).unwrap();
+        }
+        let mut out = Vec::new();
+        sink.finish(summary, &mut out, &Opts::default()).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn the_first_rows_by_id_in_any_order_from_memory_or_file() {
+        let path = std::path::Path::new("captures/java-urlconnection-keepalive-off-10.pcap");
+        let (summary, records) = crate::testutil::records_of(path).unwrap();
+        assert!(records.len() >= 10);
+        let mut sorted: Vec<&ConnectionRecord> = records.iter().collect();
+        sorted.sort_by_key(|r| r.id);
+        let reversed: Vec<&ConnectionRecord> = sorted.iter().rev().copied().collect();
+        for limit in [0, 1, 3, records.len()] {
+            let want = table_of(&summary, &sorted, limit, ROWS_MEMORY);
+            let shown = if limit == 0 { records.len() } else { limit };
+            let ids: Vec<u64> = want
+                .lines()
+                .filter_map(|l| l.strip_prefix('│')?.split('┆').next()?.trim().parse().ok())
+                .collect();
+            let first: Vec<u64> = sorted.iter().take(shown).map(|r| r.id).collect();
+            assert_eq!(ids, first, "limit {limit}");
+            assert_eq!(
+                want.contains("more connections not shown"),
+                shown < records.len(),
+                "limit {limit}"
+            );
+            for memory in [0, 300, ROWS_MEMORY] {
+                assert_eq!(
+                    table_of(&summary, &reversed, limit, memory),
+                    want,
+                    "limit {limit}, memory {memory}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_broken_row_is_an_error_not_a_panic() {
+        let mut rng = crate::testutil::Xorshift(7);
+        for len in 0..200 {
+            let _ = decode(&rng.bytes(len));
+        }
+        assert!(decode(&[1, 0, 0]).is_err());
+        assert!(decode(&[9, 0, 0, 0, b'x']).is_err());
+        assert!(decode(&[0; 4 * COLUMNS]).is_ok());
+    }
+}
