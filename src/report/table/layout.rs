@@ -12,6 +12,11 @@
 //! terminal it is laid out as if its words could not be broken at spaces,
 //! which may make it a little wider than comfy-table would have.
 //!
+//! Fitted to a terminal, no column is narrower than its longest cell (or,
+//! in the columns that may wrap, its longest word), so that no address,
+//! time or count is broken; when those widths do not fit, the least needed
+//! columns are hidden and a line under the table names them.
+//!
 //! Does not decide what a cell says (`table.rs`) or which rows are drawn
 //! (`rows.rs`).
 
@@ -26,8 +31,24 @@ use unicode_width::UnicodeWidthStr;
 
 use super::{COLUMNS, HEADER, RIGHT};
 
+/// The columns hidden, in this order, when a terminal is too narrow for
+/// the table's words: start, down, up, ALPN, SNI, server, TLS hs, close.
+/// Id, client, connect, TLS and requests always stay.
+pub const HIDE_ORDER: [usize; 8] = [3, 11, 10, 8, 7, 2, 6, 12];
+
+/// The columns whose cells may wrap at their spaces on a narrow terminal:
+/// server (before an overlay), TLS, SNI, ALPN, close. The others — ids,
+/// addresses, times, counts with their units — are never broken.
+pub const WRAPS: [bool; COLUMNS] = [
+    false, false, true, false, false, true, false, true, true, false, false, false, true,
+];
+
 /// Distinct shapes kept per column before it keeps only widths.
 pub const MAX_SHAPES: usize = 4096;
+/// The longest word a narrow terminal does not break: an IPv6 address
+/// with its port (`[ffff:…:ffff]:65535`). A longer server name or protocol
+/// list may break.
+pub const MAX_UNBROKEN: usize = 47;
 /// Rows drawn at a time.
 pub const CHUNK_ROWS: usize = 1024;
 
@@ -100,6 +121,82 @@ impl Shapes {
         }
     }
 
+    /// The width each column needs so that none of its cells is broken —
+    /// in the columns that [`WRAPS`], none of its words — nor its header's
+    /// words (at most [`MAX_UNBROKEN`]), padding included: comfy-table
+    /// wraps a cell at its spaces first, and breaks a word only when the
+    /// column is narrower than it.
+    fn unbroken(&self) -> [u16; COLUMNS] {
+        let mut widths = [0; COLUMNS];
+        let columns = widths.iter_mut().zip(&self.columns);
+        for ((width, col), (&wraps, header)) in columns.zip(WRAPS.iter().zip(HEADER)) {
+            let words = |s: &str| match wraps {
+                true => s.split(' ').map(|w| w.width()).max().unwrap_or(0),
+                false => s.width(),
+            };
+            let longest = match col {
+                Shape::Exact(set) => set.iter().map(|s| words(s)).max(),
+                Shape::Widths(widths) => widths.iter().max().copied(),
+            };
+            let longest = longest.unwrap_or(0).max(words(header)).min(MAX_UNBROKEN);
+            *width = u16::try_from(longest).unwrap_or(u16::MAX).saturating_add(2);
+        }
+        widths
+    }
+
+    /// How the columns of a table `arrange`d to `width` are bounded: none
+    /// narrower than its longest word, and when those widths do not fit,
+    /// columns hidden in [`HIDE_ORDER`] until they do (the columns that
+    /// answer the headline question stay), then shown again, in the
+    /// reverse order, where they fit after all.
+    pub(super) fn constraints(
+        &self,
+        arrange: Arrange,
+        width: Option<u16>,
+    ) -> Vec<ColumnConstraint> {
+        if !arrange.dynamic {
+            return Vec::new();
+        }
+        let bounds = self.unbroken();
+        let mut hidden = [false; COLUMNS];
+        if let Some(width) = width {
+            // The shown columns' bounds and their borders.
+            let fits = |hidden: &[bool; COLUMNS]| {
+                let shown = bounds.iter().zip(hidden).filter(|(_, h)| !**h);
+                shown.map(|(b, _)| usize::from(*b) + 1).sum::<usize>() < usize::from(width)
+            };
+            for &column in &HIDE_ORDER {
+                if fits(&hidden) {
+                    break;
+                }
+                if let Some(h) = hidden.get_mut(column) {
+                    *h = true;
+                }
+            }
+            // A wide column hidden last may leave room for narrower ones
+            // hidden before it: the most important first.
+            for &column in HIDE_ORDER.iter().rev() {
+                if hidden.get(column) == Some(&true) {
+                    let mut shown = hidden;
+                    if let Some(h) = shown.get_mut(column) {
+                        *h = false;
+                    }
+                    if fits(&shown) {
+                        hidden = shown;
+                    }
+                }
+            }
+        }
+        bounds
+            .iter()
+            .zip(hidden)
+            .map(|(&bound, hidden)| match hidden {
+                true => ColumnConstraint::Hidden,
+                false => ColumnConstraint::LowerBoundary(Width::Fixed(bound)),
+            })
+            .collect()
+    }
+
     /// Each column's shapes, in order.
     fn texts(&self) -> Vec<Vec<Cow<'_, str>>> {
         self.columns
@@ -158,14 +255,17 @@ fn row<S: AsRef<str>>(cells: &[S]) -> Vec<Cell> {
 /// Draws the table's rows a chunk at a time with the widths the whole
 /// table would have.
 pub struct Drawer {
-    /// Each column's width, padding included.
-    widths: Vec<u16>,
+    /// Each column's constraint on the chunks: its width, padding included,
+    /// or hidden.
+    fixed: Vec<ColumnConstraint>,
     chunk: Table,
     rows: usize,
     /// Rows per chunk ([`CHUNK_ROWS`]; tests use fewer).
     chunk_rows: usize,
     /// No chunk written yet (the next one has the header).
     first: bool,
+    /// The terminal's width when columns are hidden to fit it.
+    hid_for: Option<u16>,
 }
 
 impl Drawer {
@@ -182,16 +282,33 @@ impl Drawer {
                 .collect();
             stand_in.add_row(cells);
         }
+        let width = stand_in.width();
+        let constraints = shapes.constraints(arrange, width);
+        stand_in.set_constraints(constraints.iter().cloned());
         let top = stand_in.lines().next().unwrap_or_default();
-        let widths = border_widths(&top).ok_or_else(|| {
-            io::Error::other(format!("the table: cannot read column widths from {top:?}"))
-        })?;
+        let cannot =
+            || io::Error::other(format!("the table: cannot read column widths from {top:?}"));
+        let mut widths = border_widths(&top).ok_or_else(cannot)?.into_iter();
+        let hidden = |c: usize| matches!(constraints.get(c), Some(ColumnConstraint::Hidden));
+        let mut fixed = Vec::with_capacity(COLUMNS);
+        for c in 0..COLUMNS {
+            fixed.push(if hidden(c) {
+                ColumnConstraint::Hidden
+            } else {
+                ColumnConstraint::Absolute(Width::Fixed(widths.next().ok_or_else(cannot)?))
+            });
+        }
+        let any_hidden = (0..COLUMNS).any(hidden);
+        if widths.next().is_some() {
+            return Err(cannot());
+        }
         Ok(Drawer {
-            widths,
+            fixed,
             chunk: empty_chunk(),
             rows: 0,
             chunk_rows: CHUNK_ROWS,
             first: true,
+            hid_for: width.filter(|_| any_hidden),
         })
     }
 
@@ -205,9 +322,18 @@ impl Drawer {
         Ok(())
     }
 
-    /// Writes the last chunk and the table's bottom border.
+    /// Writes the last chunk, the table's bottom border and, when columns
+    /// were hidden, a line naming them.
     pub fn finish(mut self, out: &mut dyn Write) -> io::Result<()> {
-        self.write(out, true)
+        self.write(out, true)?;
+        if let Some(width) = self.hid_for {
+            let names: Vec<&str> = (self.fixed.iter().zip(HEADER))
+                .filter(|(c, _)| matches!(c, ColumnConstraint::Hidden))
+                .map(|(_, name)| name)
+                .collect();
+            writeln!(out, "(columns hidden to fit {width}: {})", names.join(", "))?;
+        }
+        Ok(())
     }
 
     /// Writes the chunk's lines: the top border and header only in the
@@ -218,13 +344,8 @@ impl Drawer {
         if first {
             chunk.set_header(HEADER.to_vec());
         }
-        // Columns exist once there are cells: fix their widths (padding
-        // included) now.
-        chunk.set_constraints(
-            self.widths
-                .iter()
-                .map(|&w| ColumnConstraint::Absolute(Width::Fixed(w))),
-        );
+        // Columns exist once there are cells: fix their widths now.
+        chunk.set_constraints(self.fixed.iter().cloned());
         let mut lines = chunk.lines().peekable();
         if !first {
             lines.next();
@@ -251,7 +372,7 @@ fn border_widths(top: &str) -> Option<Vec<u16>> {
             (run.chars().all(|c| c == '─')).then(|| u16::try_from(n).ok())?
         })
         .collect();
-    widths.filter(|w| w.len() == COLUMNS)
+    widths.filter(|w| !w.is_empty())
 }
 
 #[cfg(test)]

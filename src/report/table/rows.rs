@@ -107,7 +107,8 @@ impl TableSink {
         if more > 0 {
             writeln!(
                 out,
-                "… {more} more connections not shown (--limit 0 shows all; --format json has every one)"
+                "… {more} more connection{} not shown (--limit 0 shows all; --format json has every one)",
+                if more == 1 { "" } else { "s" }
             )?;
         }
         Ok(())
