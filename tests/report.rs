@@ -79,6 +79,16 @@ fn compare_table_shows_both_sides_and_the_ratio() {
         .unwrap_or_else(|| panic!("no per-request row:\n{text}"));
     let cells: Vec<&str> = row.split(['│', '┆']).map(str::trim).collect();
     assert_eq!(&cells[2..5], ["1.00", "0.10", "0.10"], "{row}");
+    // The labels name A and B above the table, and in its header when
+    // they are short.
+    assert!(text.starts_with("A             keepalive-off\nB             pooled\n"));
+    let header = text.lines().find(|l| l.starts_with("│ metric")).unwrap();
+    let header: Vec<&str> = header.split(['│', '┆']).map(str::trim).collect();
+    assert_eq!(
+        &header[1..5],
+        ["metric", "A: keepalive-off", "B: pooled", "B/A"],
+        "{text}"
+    );
     let verdict = text.lines().find(|l| l.starts_with("verdict")).unwrap();
     assert!(
         verdict.contains("10× fewer TCP handshakes per request"),

@@ -290,6 +290,20 @@ pub(crate) fn verdict(a: &Labeled, b: &Labeled, ms: &[Metric]) -> String {
     sentence
 }
 
+/// Labels longer than this are not repeated in the table's header (they
+/// are on the lines above it): a capture's file name there made the table
+/// twice as wide as its figures.
+const HEADER_LABEL: usize = 24;
+
+/// A side's column header: `A: label`, or `A` alone for a long label.
+fn side_header(side: &str, label: &str) -> String {
+    if label.chars().count() <= HEADER_LABEL {
+        format!("{side}: {label}")
+    } else {
+        side.to_string()
+    }
+}
+
 /// Writes the comparison table and the verdict.
 pub fn write(a: &Labeled, b: &Labeled, out: &mut dyn Write, opts: &CompareOpts) -> io::Result<()> {
     let ms = metrics(a, b);
@@ -314,8 +328,8 @@ pub fn write(a: &Labeled, b: &Labeled, out: &mut dyn Write, opts: &CompareOpts) 
     };
     table.set_header(vec![
         header("metric".to_string()),
-        header(format!("A: {la}")),
-        header(format!("B: {lb}")),
+        header(side_header("A", &la)),
+        header(side_header("B", &lb)),
         header("B/A".to_string()),
     ]);
     for m in &ms {
@@ -463,7 +477,20 @@ pub(crate) fn write_html(h: &mut String, a: &Labeled, b: &Labeled) {
 
 #[cfg(test)]
 mod tests {
-    use super::how_many;
+    use super::{how_many, side_header};
+
+    #[test]
+    fn a_long_label_is_not_repeated_in_the_header() {
+        assert_eq!(
+            side_header("A", "HttpURLConnection"),
+            "A: HttpURLConnection"
+        );
+        assert_eq!(
+            side_header("B", "ünïcödé-24-characters-xx"),
+            "B: ünïcödé-24-characters-xx"
+        );
+        assert_eq!(side_header("B", "java-httpclient-pooled-10.pcap"), "B");
+    }
 
     #[test]
     fn changes_in_words() {
