@@ -5,6 +5,7 @@
 mod captures;
 mod corpus;
 mod csv_rows;
+mod docs;
 mod fragments;
 mod fuzz_regressions;
 mod http;
