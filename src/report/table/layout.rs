@@ -7,10 +7,11 @@
 //! joined into one table. The result is byte for byte the table comfy-table
 //! draws with every row at once (tests below hold it to that), at the cost
 //! of the distinct shapes: a few dozen per column in real captures. A
-//! column with more than [`MAX_SHAPES`] keeps only its cells' widths from
-//! then on: the widths without wrapping are still exact, and wrapped to a
-//! terminal it is laid out as if its words could not be broken at spaces,
-//! which may make it a little wider than comfy-table would have.
+//! column with more than [`MAX_SHAPES`] (or [`MAX_SHAPE_BYTES`]) keeps
+//! only its widest cell's width from then on: the widths without wrapping
+//! are still exact, and wrapped to a terminal it is laid out as if its
+//! words could not be broken at spaces, which may make it a little wider
+//! than comfy-table would have.
 //!
 //! Fitted to a terminal, no column is narrower than its longest cell (or,
 //! in the columns that may wrap, its longest word), so that no address,
@@ -21,7 +22,7 @@
 //! (`rows.rs`).
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::io::{self, Write};
 
 use comfy_table::{
@@ -43,8 +44,11 @@ pub const WRAPS: [bool; COLUMNS] = [
     false, false, true, false, false, true, false, true, true, false, false, false, true,
 ];
 
-/// Distinct shapes kept per column before it keeps only widths.
+/// Distinct shapes kept per column before it keeps only its widest
+/// cell's width — and their bytes (a hostile capture's server names may
+/// be 64 KiB each).
 pub const MAX_SHAPES: usize = 4096;
+pub const MAX_SHAPE_BYTES: usize = 1 << 20;
 /// The longest word a narrow terminal does not break: an IPv6 address
 /// with its port (`[ffff:…:ffff]:65535`). A longer server name or protocol
 /// list may break.
@@ -70,14 +74,18 @@ pub struct Shapes {
 }
 
 enum Shape {
-    Exact(HashSet<Box<str>>),
-    Widths(BTreeSet<usize>),
+    /// The distinct shapes, and their bytes.
+    Exact(HashSet<Box<str>>, usize),
+    /// The widest cell's width: all a column of unbroken words needs.
+    Widest(usize),
 }
 
 impl Default for Shapes {
     fn default() -> Shapes {
         Shapes {
-            columns: (0..COLUMNS).map(|_| Shape::Exact(HashSet::new())).collect(),
+            columns: (0..COLUMNS)
+                .map(|_| Shape::Exact(HashSet::new(), 0))
+                .collect(),
             scratch: String::new(),
         }
     }
@@ -102,21 +110,21 @@ impl Shapes {
             return;
         };
         match col {
-            Shape::Exact(set) => {
+            Shape::Exact(set, bytes) => {
                 let shape = shape(cell, &mut self.scratch);
                 if set.contains(shape) {
                     return;
                 }
-                if set.len() < MAX_SHAPES {
+                if set.len() < MAX_SHAPES && *bytes + shape.len() <= MAX_SHAPE_BYTES {
+                    *bytes += shape.len();
                     set.insert(shape.into());
                     return;
                 }
-                let mut widths: BTreeSet<usize> = set.iter().map(|s| s.width()).collect();
-                widths.insert(cell.width());
-                *col = Shape::Widths(widths);
+                let widest = set.iter().map(|s| s.width()).max().unwrap_or(0);
+                *col = Shape::Widest(widest.max(cell.width()));
             }
-            Shape::Widths(widths) => {
-                widths.insert(cell.width());
+            Shape::Widest(widest) => {
+                *widest = (*widest).max(cell.width());
             }
         }
     }
@@ -135,8 +143,8 @@ impl Shapes {
                 false => s.width(),
             };
             let longest = match col {
-                Shape::Exact(set) => set.iter().map(|s| words(s)).max(),
-                Shape::Widths(widths) => widths.iter().max().copied(),
+                Shape::Exact(set, _) => set.iter().map(|s| words(s)).max(),
+                Shape::Widest(widest) => Some(*widest),
             };
             let longest = longest.unwrap_or(0).max(words(header)).min(MAX_UNBROKEN);
             *width = u16::try_from(longest).unwrap_or(u16::MAX).saturating_add(2);
@@ -203,8 +211,8 @@ impl Shapes {
             .iter()
             .map(|col| {
                 let mut texts: Vec<Cow<'_, str>> = match col {
-                    Shape::Exact(set) => set.iter().map(|s| Cow::Borrowed(&**s)).collect(),
-                    Shape::Widths(widths) => widths.iter().map(|&w| "x".repeat(w).into()).collect(),
+                    Shape::Exact(set, _) => set.iter().map(|s| Cow::Borrowed(&**s)).collect(),
+                    Shape::Widest(widest) => vec!["x".repeat(*widest).into()],
                 };
                 texts.sort_unstable();
                 texts

@@ -221,8 +221,8 @@ fn a_column_of_too_many_shapes_keeps_its_widths() {
         })
         .collect();
     let shapes = shapes_of(&rows);
-    assert!(matches!(shapes.columns[7], Shape::Widths(_)));
-    assert!(matches!(shapes.columns[1], Shape::Exact(_)));
+    assert!(matches!(shapes.columns[7], Shape::Widest(_)));
+    assert!(matches!(shapes.columns[1], Shape::Exact(..)));
     // As wide as its content: the same table.
     let plain = arrangements()[0];
     assert_eq!(chunked(&rows, plain, 100), whole(&rows, plain));
@@ -254,4 +254,35 @@ fn reads_the_widths_of_a_border() {
     assert_eq!(border_widths("┌──┬──┐"), Some(vec![2, 2]));
     assert_eq!(border_widths(&top.replace('┌', "+")), None);
     assert_eq!(border_widths(""), None);
+}
+
+#[test]
+fn long_server_names_are_kept_within_the_byte_budget() {
+    // Forty distinct 40 KiB names with spaces (a hostile capture's SNI):
+    // more bytes than the shapes keep.
+    let mut rng = Xorshift(9);
+    let rows: Vec<Vec<String>> = (0..40)
+        .map(|k| {
+            let mut cells: Vec<String> = HEADER.iter().map(|h| h.to_string()).collect();
+            cells[0] = k.to_string();
+            cells[7] = (0..40 << 10)
+                .map(|_| if rng.next() % 9 == 0 { ' ' } else { 'n' })
+                .collect();
+            cells
+        })
+        .collect();
+    let shapes = shapes_of(&rows);
+    assert!(matches!(shapes.columns[7], Shape::Widest(w) if w == 40 << 10));
+    let plain = arrangements()[0];
+    assert_eq!(chunked(&rows, plain, 7), whole(&rows, plain));
+    let narrow = Arrange {
+        dynamic: true,
+        width: Some(100),
+    };
+    let text = chunked(&rows, narrow, 7);
+    let border = text.lines().next().unwrap().width();
+    assert!(text
+        .lines()
+        .filter(|l| !l.starts_with('('))
+        .all(|l| l.width() == border));
 }
