@@ -5,7 +5,8 @@
 //! exactly as the cell itself; any other cell as it is — and the rows are
 //! then drawn a chunk at a time with those widths fixed, the chunks' lines
 //! joined into one table. The result is byte for byte the table comfy-table
-//! draws with every row at once (tests below hold it to that), at the cost
+//! draws with every row at once and the same constraints on its columns
+//! (below; tests hold it to that), at the cost
 //! of the distinct shapes: a few dozen per column in real captures. A
 //! column with more than [`MAX_SHAPES`] (or [`MAX_SHAPE_BYTES`]) keeps
 //! only its widest cell's width from then on: the widths without wrapping
