@@ -24,7 +24,6 @@ use std::time::Duration;
 
 use crate::decode::defrag::{may_be_fragment, Defragmenter, Verdict};
 use crate::decode::{TcpSegment, UdpTunnels};
-use crate::least::{Keyed, Least};
 use crate::record::{ConnectionRecord, Instant, Overlay, Summary};
 use crate::source::{RawPacket, SourceInfo};
 use crate::time::Timestamp;
@@ -190,62 +189,6 @@ pub trait RecordSink {
 impl RecordSink for Vec<ConnectionRecord> {
     fn record(&mut self, rec: ConnectionRecord) -> io::Result<()> {
         self.push(rec);
-        Ok(())
-    }
-}
-
-/// Keeps only the `limit` connections with the smallest ids (the first to
-/// start), so a table of the first 50 connections of a huge capture does not
-/// hold every record in memory.
-pub struct FirstById {
-    first: Least<Keyed<ConnectionRecord>>,
-}
-
-impl FirstById {
-    pub fn new(limit: usize) -> FirstById {
-        FirstById {
-            first: Least::new(limit),
-        }
-    }
-
-    /// Records seen in all.
-    pub fn total(&self) -> u64 {
-        self.first.total
-    }
-
-    /// The kept records in id order.
-    pub fn into_sorted(self) -> Vec<ConnectionRecord> {
-        self.first
-            .into_sorted()
-            .into_iter()
-            .map(|r| r.item)
-            .collect()
-    }
-
-    /// Counts `rec`, and keeps it if it is among the first so far.
-    pub fn keep(&mut self, rec: ConnectionRecord) {
-        self.first.offer(Keyed {
-            key: rec.id,
-            item: rec,
-        });
-    }
-
-    /// Counts `rec`, and keeps a copy of it if it is among the first so
-    /// far (only then is it copied).
-    pub fn note(&mut self, rec: &ConnectionRecord) {
-        self.first.offer_with(
-            |last| rec.id < last.key,
-            || Keyed {
-                key: rec.id,
-                item: rec.clone(),
-            },
-        );
-    }
-}
-
-impl RecordSink for FirstById {
-    fn record(&mut self, rec: ConnectionRecord) -> io::Result<()> {
-        self.keep(rec);
         Ok(())
     }
 }

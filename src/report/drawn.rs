@@ -8,7 +8,8 @@
 
 use std::io;
 
-use crate::analyze::{FirstById, RecordSink};
+use crate::analyze::RecordSink;
+use crate::least::{Keyed, Least};
 use crate::record::ConnectionRecord;
 
 /// Connections the waterfall and the table show, at most.
@@ -40,7 +41,8 @@ impl Drawn {
 
 /// Gathers a [`Drawn`] from records as they come.
 pub struct DrawnSink {
-    first: FirstById,
+    /// The first connections by id so far.
+    first: Least<Keyed<ConnectionRecord>>,
     connects: Vec<f64>,
     tls: Vec<f64>,
 }
@@ -54,7 +56,7 @@ impl Default for DrawnSink {
 impl DrawnSink {
     pub fn new() -> DrawnSink {
         DrawnSink {
-            first: FirstById::new(MAX_ROWS),
+            first: Least::new(MAX_ROWS),
             connects: Vec::new(),
             tls: Vec::new(),
         }
@@ -64,7 +66,13 @@ impl DrawnSink {
     /// first connections so far.
     pub fn note(&mut self, rec: &ConnectionRecord) {
         self.times(rec);
-        self.first.note(rec);
+        self.first.offer_with(
+            |last| rec.id < last.key,
+            || Keyed {
+                key: rec.id,
+                item: rec.clone(),
+            },
+        );
     }
 
     fn times(&mut self, rec: &ConnectionRecord) {
@@ -73,9 +81,14 @@ impl DrawnSink {
     }
 
     pub fn finish(self) -> Drawn {
-        let total = self.first.total();
+        let total = self.first.total;
         Drawn {
-            first: self.first.into_sorted(),
+            first: self
+                .first
+                .into_sorted()
+                .into_iter()
+                .map(|k| k.item)
+                .collect(),
             total,
             connects: self.connects,
             tls: self.tls,
@@ -86,7 +99,10 @@ impl DrawnSink {
 impl RecordSink for DrawnSink {
     fn record(&mut self, rec: ConnectionRecord) -> io::Result<()> {
         self.times(&rec);
-        self.first.keep(rec);
+        self.first.offer(Keyed {
+            key: rec.id,
+            item: rec,
+        });
         Ok(())
     }
 }
