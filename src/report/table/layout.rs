@@ -273,8 +273,9 @@ pub struct Drawer {
     chunk_rows: usize,
     /// No chunk written yet (the next one has the header).
     first: bool,
-    /// The terminal's width when columns are hidden to fit it.
-    hid_for: Option<u16>,
+    /// The width the table is fitted to (`None`: as wide as its content,
+    /// or no terminal).
+    width: Option<u16>,
 }
 
 impl Drawer {
@@ -307,7 +308,6 @@ impl Drawer {
                 ColumnConstraint::Absolute(Width::Fixed(widths.next().ok_or_else(cannot)?))
             });
         }
-        let any_hidden = (0..COLUMNS).any(hidden);
         if widths.next().is_some() {
             return Err(cannot());
         }
@@ -317,7 +317,7 @@ impl Drawer {
             rows: 0,
             chunk_rows: CHUNK_ROWS,
             first: true,
-            hid_for: width.filter(|_| any_hidden),
+            width,
         })
     }
 
@@ -335,12 +335,8 @@ impl Drawer {
     /// were hidden, a line naming them.
     pub fn finish(mut self, out: &mut dyn Write) -> io::Result<()> {
         self.write(out, true)?;
-        if let Some(width) = self.hid_for {
-            let names: Vec<&str> = (self.fixed.iter().zip(HEADER))
-                .filter(|(c, _)| matches!(c, ColumnConstraint::Hidden))
-                .map(|(_, name)| name)
-                .collect();
-            writeln!(out, "(columns hidden to fit {width}: {})", names.join(", "))?;
+        if let Some(note) = hidden_note(self.width, &self.fixed) {
+            writeln!(out, "{note}")?;
         }
         Ok(())
     }
@@ -369,6 +365,20 @@ impl Drawer {
         self.rows = 0;
         Ok(())
     }
+}
+
+/// The line under a table fitted to `width` that names the columns
+/// `constraints` hide, if any.
+fn hidden_note(width: Option<u16>, constraints: &[ColumnConstraint]) -> Option<String> {
+    let names: Vec<&str> = (constraints.iter().zip(HEADER))
+        .filter(|(c, _)| matches!(c, ColumnConstraint::Hidden))
+        .map(|(_, name)| name)
+        .collect();
+    let width = width.filter(|_| !names.is_empty())?;
+    Some(format!(
+        "(columns hidden to fit {width}: {})",
+        names.join(", ")
+    ))
 }
 
 /// The width of each column in a top border (`┌───┬──┐`), padding included.

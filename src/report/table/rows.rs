@@ -63,10 +63,10 @@ impl TableSink {
         }
         self.text.clear();
         for cell in cells(rec) {
-            let len = u32::try_from(cell.len()).unwrap_or(u32::MAX);
+            let len = u32::try_from(cell.len())
+                .map_err(|_| io::Error::other("the table: a cell of 4 GiB or more"))?;
             self.text.extend_from_slice(&len.to_le_bytes());
-            self.text
-                .extend_from_slice(cell.as_bytes().get(..len as usize).unwrap_or_default());
+            self.text.extend_from_slice(cell.as_bytes());
         }
         let at = self.spool.append(&[&self.text])?;
         self.first.offer(Keyed {

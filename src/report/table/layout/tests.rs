@@ -24,18 +24,11 @@ fn whole(rows: &[Vec<String>], arrange: Arrange) -> String {
         table.add_row(row(cells));
     }
     let constraints = shapes_of(rows).constraints(arrange, table.width());
-    let hidden: Vec<&str> = (0..COLUMNS)
-        .filter(|&c| matches!(constraints.get(c), Some(ColumnConstraint::Hidden)))
-        .map(|c| HEADER[c])
-        .collect();
+    let note = hidden_note(table.width(), &constraints);
     table.set_constraints(constraints);
     let mut text = format!("{table}\n");
-    if !hidden.is_empty() {
-        text += &format!(
-            "(columns hidden to fit {}: {})\n",
-            arrange.width.unwrap(),
-            hidden.join(", ")
-        );
+    if let Some(note) = note {
+        text += &format!("{note}\n");
     }
     text
 }
