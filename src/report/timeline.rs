@@ -21,7 +21,7 @@ pub use rows::Rows;
 
 use super::{human_duration, sanitize};
 use crate::record::{CloseKind, ConnectionRecord, HttpMethod, Summary, TlsOutcome};
-use rows::{Kept, Row};
+use rows::Row;
 
 /// How to draw the waterfall.
 #[derive(Clone, Debug)]
@@ -225,7 +225,7 @@ pub fn write(
 ) -> io::Result<()> {
     let mut rows = Rows::new(opts);
     for rec in records {
-        rows.note(rec);
+        rows.note(rec)?;
     }
     draw(rows, summary, out, opts)
 }
@@ -239,15 +239,9 @@ pub fn draw(
     opts: &TimelineOpts,
 ) -> io::Result<()> {
     let width = opts.width;
-    let Kept {
-        rows: shown,
-        total,
-        record,
-    } = rows.finish();
-    let (Some(t0), Some(t1)) = (
-        shown.iter().map(|r| r.start).min_by(f64::total_cmp),
-        shown.iter().map(|r| r.end).max_by(f64::total_cmp),
-    ) else {
+    let kept = rows.finish();
+    let (extent, total) = (kept.extent, kept.total);
+    let Some((t0, t1)) = extent.span else {
         let msg = match opts.conn {
             Some(id) => format!(
                 "no connection with id {id} ({total} connections in {})",
@@ -257,11 +251,7 @@ pub fn draw(
         };
         return writeln!(out, "{}", truncate(&msg, width));
     };
-    let width_of =
-        |f: &dyn Fn(&Row) -> usize, min: usize| shown.iter().map(f).fold(min, usize::max);
-    let id_w = width_of(&|r| r.id.to_string().len(), 2);
-    let port_w = width_of(&|r| sanitize(&r.port).chars().count(), 4);
-    let req_w = width_of(&|r| r.requests.chars().count(), 4);
+    let (id_w, port_w, req_w) = (extent.id_w, extent.port_w, extent.req_w);
     // "id :port reqs " then the bar.
     let mut label_w = id_w + 2 + port_w + 1 + req_w + 1;
     if label_w + 10 > width {
@@ -276,7 +266,7 @@ pub fn draw(
 
     let mut header = format!(
         "{}/{} connections  +{:.3}s..+{:.3}s  1 column = {}",
-        shown.len(),
+        extent.count,
         total,
         t0,
         t1,
@@ -292,23 +282,23 @@ pub fn draw(
     } else {
         write_axis(out, "", bar_w, span, opts.color)?;
     }
-    for rec in &shown {
+    kept.each(|row| {
         let label = if label_w > 0 {
             format!(
                 "{:>id_w$} :{:<port_w$} {:>req_w$} ",
-                rec.id,
-                sanitize(&rec.port),
-                rec.requests
+                row.id,
+                sanitize(&row.port),
+                row.requests
             )
         } else {
             String::new()
         };
         let mut line = truncate(&label, label_w);
-        line.push_str(&bar(rec, t0, dt, bar_w, opts.color));
-        writeln!(out, "{}", line.trim_end())?;
-    }
+        line.push_str(&bar(row, t0, dt, bar_w, opts.color));
+        writeln!(out, "{}", line.trim_end())
+    })?;
     write_legend(out, width, opts.color)?;
-    if let Some(rec) = &record {
+    if let Some(rec) = &kept.record {
         writeln!(out)?;
         events::write_events(rec, out, width, opts.color)?;
     }

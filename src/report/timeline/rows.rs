@@ -1,19 +1,32 @@
 //! What the waterfall keeps of each connection while a capture is read:
 //! a [`Row`] (its times, label and phases, about a tenth of its record),
 //! for every connection, or only the `--top` N longest, or only the
-//! `--conn` one (whose whole record its event list needs). So `timeline`
-//! holds rows, not records, and with `--top` or `--conn` a bounded number
-//! of them.
+//! `--conn` one (whose whole record its event list needs). Every row is
+//! kept as bytes in a spool (`report::spool`: 8 MiB in memory, then a
+//! temporary file) with 24 bytes of index, the time axis and label widths
+//! they need counted as they come ([`Extent`]); `--top`'s and `--conn`'s
+//! few in memory. So `timeline` holds neither records nor rows.
 //!
 //! Does not draw anything; `timeline` does.
 
 use std::cmp::Ordering;
 use std::io;
 
-use super::{client_port, requests_text, segments, Segment, TimelineOpts};
+use super::{client_port, requests_text, sanitize, segments, Phase, Segment, TimelineOpts};
 use crate::analyze::RecordSink;
-use crate::least::Least;
+use crate::least::{Keyed, Least};
 use crate::record::{CloseKind, ConnectionRecord};
+use crate::report::spool::{Purpose, Spool, Spooled};
+
+/// Row bytes kept in memory before the spool moves to a temporary file.
+const ROWS_MEMORY: usize = 8 << 20;
+
+/// For the one line an error with the spool gives.
+static PURPOSE: Purpose = Purpose {
+    output: "timeline",
+    holds: "its lines until the time axis is known",
+    instead: "draw fewer with --top N or --conn ID",
+};
 
 /// What one connection's line shows.
 #[derive(Clone, Debug)]
@@ -65,7 +78,14 @@ impl Ord for Longest {
 }
 
 enum Keep {
-    All(Vec<Row>),
+    /// Every row, as bytes: where each is, by id.
+    All {
+        spool: Spool,
+        index: Vec<Keyed<Spooled>>,
+        extent: Extent,
+        /// One row's bytes at a time (it keeps its room).
+        bytes: Vec<u8>,
+    },
     Longest(Least<Longest>),
     One(u64, Option<Box<ConnectionRecord>>),
 }
@@ -76,31 +96,128 @@ pub struct Rows {
     total: u64,
 }
 
+/// What the time axis and the label columns need of the rows drawn.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Extent {
+    pub count: usize,
+    /// The earliest start and the latest end.
+    pub span: Option<(f64, f64)>,
+    /// The widest id, client port and request count (at least 2, 4, 4).
+    pub id_w: usize,
+    pub port_w: usize,
+    pub req_w: usize,
+}
+
+impl Default for Extent {
+    fn default() -> Extent {
+        Extent {
+            count: 0,
+            span: None,
+            id_w: 2,
+            port_w: 4,
+            req_w: 4,
+        }
+    }
+}
+
+impl Extent {
+    fn add(&mut self, row: &Row) {
+        self.count += 1;
+        self.span = Some(match self.span {
+            None => (row.start, row.end),
+            Some((t0, t1)) => (
+                std::cmp::min_by(t0, row.start, f64::total_cmp),
+                std::cmp::max_by(t1, row.end, f64::total_cmp),
+            ),
+        });
+        self.id_w = self.id_w.max(row.id.to_string().len());
+        self.port_w = self.port_w.max(sanitize(&row.port).chars().count());
+        self.req_w = self.req_w.max(row.requests.chars().count());
+    }
+
+    fn of(rows: &[Row]) -> Extent {
+        let mut extent = Extent::default();
+        for row in rows {
+            extent.add(row);
+        }
+        extent
+    }
+}
+
 /// What [`Rows`] kept, ready to draw.
 pub(super) struct Kept {
-    /// In id order.
-    pub rows: Vec<Row>,
+    pub extent: Extent,
+    rows: KeptRows,
     /// Connections in the capture.
     pub total: u64,
     /// `--conn`'s record.
     pub record: Option<Box<ConnectionRecord>>,
 }
 
+enum KeptRows {
+    Held(Vec<Row>),
+    Spooled(Spool, Vec<Keyed<Spooled>>),
+}
+
+impl Kept {
+    /// Calls `f` with each row, in id order.
+    pub fn each(&self, mut f: impl FnMut(&Row) -> io::Result<()>) -> io::Result<()> {
+        match &self.rows {
+            KeptRows::Held(rows) => rows.iter().try_for_each(f),
+            KeptRows::Spooled(spool, index) => {
+                let mut buf = Vec::new();
+                for entry in index {
+                    let row = decode(spool.get(&entry.item, &mut buf)?).ok_or_else(|| {
+                        io::Error::other("timeline: a row is broken in its spool")
+                    })?;
+                    f(&row)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 impl Rows {
     pub fn new(opts: &TimelineOpts) -> Rows {
+        Rows::with_memory(opts, ROWS_MEMORY)
+    }
+
+    /// With `memory` bytes of rows kept in memory before the spool moves
+    /// to a file (tests use a small one to reach the file).
+    fn with_memory(opts: &TimelineOpts, memory: usize) -> Rows {
         let keep = match (opts.conn, opts.top) {
             (Some(id), _) => Keep::One(id, None),
             (None, Some(n)) => Keep::Longest(Least::new(n)),
-            (None, None) => Keep::All(Vec::new()),
+            (None, None) => Keep::All {
+                spool: Spool::new(memory, &PURPOSE),
+                index: Vec::new(),
+                extent: Extent::default(),
+                bytes: Vec::new(),
+            },
         };
         Rows { keep, total: 0 }
     }
 
     /// Takes what is drawn of `rec`.
-    pub fn note(&mut self, rec: &ConnectionRecord) {
+    pub fn note(&mut self, rec: &ConnectionRecord) -> io::Result<()> {
         self.total += 1;
         match &mut self.keep {
-            Keep::All(rows) => rows.push(Row::of(rec)),
+            Keep::All {
+                spool,
+                index,
+                extent,
+                bytes,
+            } => {
+                let row = Row::of(rec);
+                extent.add(&row);
+                bytes.clear();
+                encode(&row, bytes);
+                index.push(Keyed {
+                    key: row.id,
+                    item: spool.append(&[bytes])?,
+                });
+            }
             Keep::Longest(longest) => longest.offer_with(
                 |last| longest_first((rec.duration, rec.id), (last.0.duration, last.0.id)).is_lt(),
                 || Longest(Row::of(rec)),
@@ -108,24 +225,116 @@ impl Rows {
             Keep::One(id, kept) if rec.id == *id => *kept = Some(Box::new(rec.clone())),
             Keep::One(..) => {}
         }
+        Ok(())
     }
 
     pub(super) fn finish(self) -> Kept {
-        let (mut rows, record) = match self.keep {
-            Keep::All(rows) => (rows, None),
+        let held = |mut rows: Vec<Row>| {
+            rows.sort_by_key(|r| r.id);
+            (Extent::of(&rows), KeptRows::Held(rows))
+        };
+        let ((extent, rows), record) = match self.keep {
+            Keep::All {
+                spool,
+                mut index,
+                extent,
+                ..
+            } => {
+                index.sort_unstable();
+                ((extent, KeptRows::Spooled(spool, index)), None)
+            }
             Keep::Longest(longest) => (
-                longest.into_sorted().into_iter().map(|l| l.0).collect(),
+                held(longest.into_sorted().into_iter().map(|l| l.0).collect()),
                 None,
             ),
-            Keep::One(_, record) => (record.iter().map(|r| Row::of(r)).collect(), record),
+            Keep::One(_, record) => (held(record.iter().map(|r| Row::of(r)).collect()), record),
         };
-        rows.sort_by_key(|r| r.id);
         Kept {
+            extent,
             rows,
             total: self.total,
             record,
         }
     }
+}
+
+/// Every phase, in the order of their codes in a row's bytes.
+const PHASES: [Phase; 6] = [
+    Phase::Idle,
+    Phase::Wait,
+    Phase::Transfer,
+    Phase::Tls,
+    Phase::Tcp,
+    Phase::Close,
+];
+
+/// `row` as bytes: id, start, end, duration, RST (one byte), port and
+/// requests (each a 4-byte length and its bytes), then each segment
+/// (phase code, from, to, request number plus one or 0), little-endian.
+fn encode(row: &Row, out: &mut Vec<u8>) {
+    out.extend_from_slice(&row.id.to_le_bytes());
+    for t in [row.start, row.end, row.duration] {
+        out.extend_from_slice(&t.to_le_bytes());
+    }
+    out.push(u8::from(row.rst));
+    for text in [&row.port, &row.requests] {
+        out.extend_from_slice(&(text.len() as u32).to_le_bytes());
+        out.extend_from_slice(text.as_bytes());
+    }
+    for seg in &row.segments {
+        let phase = PHASES.iter().position(|p| *p == seg.phase).unwrap_or(0);
+        out.push(phase as u8);
+        out.extend_from_slice(&seg.from.to_le_bytes());
+        out.extend_from_slice(&seg.to.to_le_bytes());
+        let request = seg.request.map_or(0, |n| (n as u64).saturating_add(1));
+        out.extend_from_slice(&request.to_le_bytes());
+    }
+}
+
+/// A row from [`encode`]'s bytes; `None` if they are not such bytes.
+fn decode(mut bytes: &[u8]) -> Option<Row> {
+    fn take<const N: usize>(bytes: &mut &[u8]) -> Option<[u8; N]> {
+        let (head, rest) = bytes.split_first_chunk::<N>()?;
+        *bytes = rest;
+        Some(*head)
+    }
+    fn text(bytes: &mut &[u8]) -> Option<String> {
+        let len = u32::from_le_bytes(take(bytes)?) as usize;
+        let (head, rest) = bytes.split_at_checked(len)?;
+        *bytes = rest;
+        String::from_utf8(head.to_vec()).ok()
+    }
+    let f64_of = |b: [u8; 8]| f64::from_le_bytes(b);
+    let id = u64::from_le_bytes(take(&mut bytes)?);
+    let start = f64_of(take(&mut bytes)?);
+    let end = f64_of(take(&mut bytes)?);
+    let duration = f64_of(take(&mut bytes)?);
+    let rst = take::<1>(&mut bytes)? != [0];
+    let port = text(&mut bytes)?;
+    let requests = text(&mut bytes)?;
+    let mut segments = Vec::new();
+    while !bytes.is_empty() {
+        let [phase] = take::<1>(&mut bytes)?;
+        let from = f64_of(take(&mut bytes)?);
+        let to = f64_of(take(&mut bytes)?);
+        let request = u64::from_le_bytes(take(&mut bytes)?);
+        segments.push(Segment {
+            phase: *PHASES.get(usize::from(phase))?,
+            from,
+            to,
+            request: request.checked_sub(1).and_then(|n| usize::try_from(n).ok()),
+        });
+    }
+    Some(Row {
+        id,
+        start,
+        end,
+        duration,
+        port,
+        requests,
+        segments,
+        rst,
+    })
 }
 
 /// `--top`'s order of connections by (duration, id): longest first, then
@@ -136,8 +345,7 @@ fn longest_first(a: (f64, u64), b: (f64, u64)) -> Ordering {
 
 impl RecordSink for Rows {
     fn record(&mut self, rec: ConnectionRecord) -> io::Result<()> {
-        self.note(&rec);
-        Ok(())
+        self.note(&rec)
     }
 }
 
@@ -157,11 +365,17 @@ mod tests {
     fn kept(records: &[ConnectionRecord], opts: &TimelineOpts) -> (Vec<u64>, Option<u64>) {
         let mut rows = Rows::new(opts);
         for rec in records {
-            rows.note(rec);
+            rows.note(rec).unwrap();
         }
         let kept = rows.finish();
         assert_eq!(kept.total, records.len() as u64);
-        let ids = kept.rows.iter().map(|r| r.id).collect();
+        let mut ids = Vec::new();
+        kept.each(|r| {
+            ids.push(r.id);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(kept.extent.count, ids.len());
         (ids, kept.record.map(|r| r.id))
     }
 
@@ -185,6 +399,71 @@ mod tests {
             };
             assert_eq!(kept(&records, &opts), (want.clone(), None), "top {n}");
             assert_eq!(kept(&reversed, &opts), (want, None), "top {n}, reversed");
+        }
+    }
+
+    /// Every row `rows` gives, as text.
+    fn drawn(rows: Rows) -> (Extent, Vec<String>) {
+        let kept = rows.finish();
+        let mut texts = Vec::new();
+        kept.each(|r| {
+            texts.push(format!("{r:?}"));
+            Ok(())
+        })
+        .unwrap();
+        (kept.extent, texts)
+    }
+
+    #[test]
+    fn spooled_rows_come_back_as_they_went_in() {
+        let mut records = records();
+        // Every phase, requests numbered and not, an odd client port text.
+        records[0].client = "[fe80::1%ẹth0]:6\u{7}".into();
+        let mut reversed = records.clone();
+        reversed.reverse();
+        let all = records.len();
+        // The rows held in memory (every one of `--top`) are the oracle.
+        let mut held = Rows::new(&TimelineOpts {
+            top: Some(all),
+            ..TimelineOpts::default()
+        });
+        for rec in &records {
+            held.note(rec).unwrap();
+        }
+        let want = drawn(held);
+        assert_eq!(want.1.len(), all);
+        let phases: std::collections::HashSet<String> = want
+            .1
+            .iter()
+            .flat_map(|t| {
+                PHASES
+                    .iter()
+                    .filter(|p| t.contains(&format!("phase: {p:?}")))
+            })
+            .map(|p| format!("{p:?}"))
+            .collect();
+        assert!(phases.len() >= 5, "{phases:?}");
+        for memory in [0, 1000, ROWS_MEMORY] {
+            let mut spooled = Rows::with_memory(&TimelineOpts::default(), memory);
+            for rec in &reversed {
+                spooled.note(rec).unwrap();
+            }
+            assert_eq!(drawn(spooled), want, "memory {memory}");
+        }
+    }
+
+    #[test]
+    fn broken_row_bytes_are_none_not_a_panic() {
+        let row = Row::of(&records()[0]);
+        let mut bytes = Vec::new();
+        encode(&row, &mut bytes);
+        assert_eq!(format!("{:?}", decode(&bytes)), format!("{:?}", Some(row)));
+        for cut in 0..bytes.len() {
+            let _ = decode(&bytes[..cut]);
+        }
+        let mut rng = crate::testutil::Xorshift(3);
+        for len in 0..300 {
+            let _ = decode(&rng.bytes(len));
         }
     }
 
