@@ -7,7 +7,7 @@
 # deleted once measured; KEEP=1 keeps them). For every capture it checks first
 # that `handshakes` finds what the generator made, as scripts/bench.sh does,
 # then times `analyze -q -T jsonl` and `analyze -q` (table) RUNS times each
-# and prints markdown tables: the captures (size, packets, capture time,
+# (MODES names other outputs too) and prints markdown tables: the captures (size, packets, capture time,
 # connections per second of capture, generator speed) and the analysis (wall
 # and CPU time, MB/s, µs per connection, peak RSS), so that linearity in time
 # and flatness in memory can be read off. docs/performance.md records the
@@ -15,7 +15,10 @@
 #
 # Usage: scripts/scale.sh [CONNECTIONS...]   (default 100000 300000 1000000)
 # Environment: CONCURRENCY (200), WIDE (2000: concurrency of the extra run at
-# the largest count; 0 skips it), RUNS (1), SEED (1), THREADS (unset: the
+# the largest count; 0 skips it), RUNS (1), MODES ("jsonl table"; also
+# "json", "csv", "all" (the table with --limit 0) and "timeline": every
+# output, to read off that none holds memory per connection), SEED (1),
+# THREADS (unset: the
 # analyzer's default; else passed as --threads), HANDSHAKES and SYNTH (the
 # binaries; default target/release/, under CARGO_TARGET_DIR if set), BUILD
 # (1: cargo build them first), KEEP (0), TMPDIR.
@@ -30,6 +33,7 @@ fi
 CONCURRENCY=${CONCURRENCY:-200}
 WIDE=${WIDE:-2000}
 RUNS=${RUNS:-1}
+read -r -a MODE_LIST <<< "${MODES:-jsonl table}"
 SEED=${SEED:-1}
 TARGET=${CARGO_TARGET_DIR:-target}
 HANDSHAKES=${HANDSHAKES:-$TARGET/release/handshakes}
@@ -90,15 +94,20 @@ for config in "${CONFIGS[@]}"; do
     echo "== timing, $RUNS runs each" >&2
     cat "$FILE" > /dev/null # page cache warm
     for run in $(seq 1 "$RUNS"); do
-        for mode in jsonl table; do
-            if [ "$mode" = jsonl ]; then
-                format=(-T jsonl)
-            else
-                format=()
-            fi
+        for mode in "${MODE_LIST[@]}"; do
+            case "$mode" in
+                jsonl | json | csv) command=(analyze -q "${THREAD_ARGS[@]}" -T "$mode") ;;
+                table) command=(analyze -q "${THREAD_ARGS[@]}") ;;
+                all) command=(analyze -q "${THREAD_ARGS[@]}" --limit 0) ;;
+                timeline) command=(timeline) ;;
+                *)
+                    echo "scale.sh: unknown mode $mode in MODES (jsonl table json csv all timeline)" >&2
+                    exit 2
+                    ;;
+            esac
             start=$(date +%s%N)
             /usr/bin/time -f "%M %U %S" -o "$DIR/rss.txt" \
-                "$HANDSHAKES" analyze -q "${THREAD_ARGS[@]}" "${format[@]}" "$FILE" > /dev/null
+                "$HANDSHAKES" "${command[@]}" "$FILE" > /dev/null
             end=$(date +%s%N)
             read -r kib user sys < <(tail -1 "$DIR/rss.txt")
             printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "$c" "$mode" "$(((end - start) / 1000))" \
@@ -112,9 +121,10 @@ for config in "${CONFIGS[@]}"; do
     fi
 done
 
-python3 - "$DIR/captures.tsv" "$DIR/runs.tsv" "$RUNS" "${THREADS:-default}" <<'EOF'
+python3 - "$DIR/captures.tsv" "$DIR/runs.tsv" "$RUNS" "${THREADS:-default}" "${MODE_LIST[@]}" <<'EOF'
 import json, statistics, sys
 captures_path, runs_path, runs, threads = sys.argv[1:5]
+modes = sys.argv[5:]
 caps, order = {}, []
 for line in open(captures_path):
     n, c, size, match, expected = line.rstrip("\n").split("\t", 4)
@@ -142,14 +152,15 @@ for key in order:
           f"| {e['seconds']:.1f} s | {e['size'] / 1e6 / e['seconds']:,.0f} "
           f"| {'exact' if e['match'] == 'yes' else 'MISMATCH'} |")
 print()
-print(f"Analysis (`handshakes analyze -q [-T jsonl]`, threads: {threads}; median of {runs} "
+print(f"Analysis (`handshakes analyze -q` with `-T jsonl`, `-T json`, `-T csv`, nothing (table) or "
+      f"`--limit 0` (all), or `handshakes timeline`; threads: {threads}; median of {runs} "
       "run(s), page cache warm; MB/s by wall time, µs per connection by CPU time):")
 print()
 print("| connections | concurrency | output | wall | CPU user+sys | MB/s | µs/connection (CPU) | peak RSS |")
 print("|---:|---:|---|---:|---:|---:|---:|---:|")
 for key in order:
     e = caps[key]
-    for mode in ("jsonl", "table"):
+    for mode in modes:
         r = runs_by.get((key[0], key[1], mode))
         if not r:
             continue

@@ -11,6 +11,13 @@
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 
+/// The most written to the file at once. One `write` of the whole 8 MiB
+/// held in memory spent two to three times as long in the kernel as the
+/// same bytes written 1 MiB at a time (16 KiB to 1 MiB measured alike):
+/// `-T json` of 100 000 short connections, one thread, ext4 `/tmp`, system
+/// time 0.72–1.41 → 0.41–0.42 s.
+const WRITE_PIECE: usize = 1 << 20;
+
 /// Who spools, for the one line an error gives the user.
 pub struct Purpose {
     /// The output, as the user asked for it: `-T json`.
@@ -88,7 +95,11 @@ impl Spool {
             self.file = Some(file);
         }
         if let Some(file) = &mut self.file {
-            if let Err(e) = file.write_all(&self.memory) {
+            let written = self
+                .memory
+                .chunks(WRITE_PIECE)
+                .try_for_each(|piece| file.write_all(piece));
+            if let Err(e) = written {
                 return Err(self.error("cannot write to", e));
             }
         }
