@@ -92,6 +92,11 @@ for config in "${CONFIGS[@]}"; do
         "$(cat "$DIR/expected.json")" >> "$DIR/captures.tsv"
 
     echo "== timing, $RUNS runs each" >&2
+    # Written back to disk first: the kernel writing back gigabytes of a
+    # fresh capture while the runs time themselves slowed those that write
+    # a temporary file (-T json, the table with --limit 0, timeline) two-
+    # to threefold.
+    sync "$FILE"
     cat "$FILE" > /dev/null # page cache warm
     for run in $(seq 1 "$RUNS"); do
         for mode in "${MODE_LIST[@]}"; do
