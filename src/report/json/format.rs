@@ -5,9 +5,11 @@
 //! `itoa`, not through the general shortest-digits float formatting (a
 //! fifth of the time JSON Lines took to encode a short connection's record).
 //! The text is the same, byte for byte: [`micros`] says where that holds
-//! and why, and anything else goes to serde_json's own formatting.
+//! and why, and anything else goes to serde_json's own formatting. Also
+//! [`reindent`], compact text laid out as the pretty printer would.
 //!
-//! Does not decide what is written, only how a float is spelled.
+//! Does not decide what is written, only how a float is spelled and where
+//! the lines break.
 
 use std::io;
 
@@ -220,6 +222,87 @@ fn micros(value: f64, out: &mut [u8; 32]) -> Option<usize> {
     put(b".");
     put(six.get(..kept.max(1)).unwrap_or_default());
     Some(len)
+}
+
+/// Writes `compact` — a value as [`Compact`] (serde_json's compact layout)
+/// wrote it — into `out` as [`Pretty::nested`]`(depth)` writes the same
+/// value: a line and two spaces a level after each `{`, `[` and `,` and
+/// before each `}` and `]`, `{}` and `[]` when empty, `": "` between a key
+/// and its value; strings and numbers copied as they are. So `-T json`
+/// can keep its records' text compact (about half the bytes) until it
+/// prints them (`json/document/tests.rs` holds the result to serde_json's
+/// whole document on every capture).
+pub fn reindent(compact: &[u8], depth: usize, out: &mut Vec<u8>) {
+    /// A line break and the indent of the deepest level written at once.
+    const BREAK: &[u8; 65] = b"\n                                                                ";
+    fn line(out: &mut Vec<u8>, level: usize) {
+        match BREAK.get(..1 + 2 * level) {
+            Some(indented) => out.extend_from_slice(indented),
+            None => {
+                out.push(b'\n');
+                out.extend(std::iter::repeat_n(b' ', 2 * level));
+            }
+        }
+    }
+    // The pretty text is about twice the compact one.
+    out.reserve(2 * compact.len());
+    let mut level = depth;
+    let mut rest = compact;
+    while let Some((&b, after)) = rest.split_first() {
+        match b {
+            b'"' => {
+                // Through the closing quote: the first not escaped.
+                let mut end = 1;
+                while let Some(k) = rest
+                    .get(end..)
+                    .and_then(|r| r.iter().position(|&c| c == b'"' || c == b'\\'))
+                {
+                    if rest.get(end + k) == Some(&b'"') {
+                        end += k + 1;
+                        break;
+                    }
+                    end += k + 2;
+                }
+                let (string, tail) = rest.split_at(end.min(rest.len()));
+                out.extend_from_slice(string);
+                rest = tail;
+                continue;
+            }
+            b'{' | b'[' => {
+                let close = if b == b'{' { b'}' } else { b']' };
+                if after.first() == Some(&close) {
+                    out.extend_from_slice(&[b, close]);
+                    rest = after.get(1..).unwrap_or_default();
+                    continue;
+                }
+                out.push(b);
+                level += 1;
+                line(out, level);
+            }
+            b'}' | b']' => {
+                level = level.saturating_sub(1);
+                line(out, level);
+                out.push(b);
+            }
+            b',' => {
+                out.push(b',');
+                line(out, level);
+            }
+            b':' => out.extend_from_slice(b": "),
+            _ => {
+                // A number, `true`, `false` or `null`: up to what ends it.
+                let end = rest
+                    .iter()
+                    .position(|c| matches!(c, b',' | b'}' | b']'))
+                    .unwrap_or(rest.len());
+                let (scalar, tail) = rest.split_at(end);
+                out.extend_from_slice(scalar);
+                rest = tail;
+                continue;
+            }
+        }
+        rest = after;
+    }
 }
 
 #[cfg(test)]

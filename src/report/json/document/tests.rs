@@ -36,7 +36,8 @@ fn streamed(summary: &Summary, records: &[ConnectionRecord], memory: usize) -> V
         if k % 2 == 1 {
             let mut provisional = rec.clone();
             provisional.id = 987_654_321;
-            let text = encode_item(&provisional).expect("encodes with its number");
+            let encode = sink.encoder().expect("an encoder");
+            let text = encode(&provisional).expect("encodes with its number");
             sink.record_encoded(rec.id, &text).expect("kept");
         } else {
             sink.record(rec.clone()).expect("kept");
@@ -81,5 +82,35 @@ fn the_document_is_serde_jsons_on_every_capture() {
 fn a_record_without_its_number_is_refused() {
     let mut out = Vec::new();
     let mut sink = DocumentSink::new(&mut out);
-    assert!(sink.record_encoded(1, b"{\"id\":1,\"client\":1}").is_err());
+    assert!(sink.record_encoded(1, b"{\"client\":1}").is_err());
+    assert!(sink.record_encoded(1, b"{\n      \"id\": 1,\n").is_err());
+    assert!(sink.record_encoded(1, b"{\"id\":1,\"client\":1}").is_ok());
+}
+
+#[test]
+fn reindenting_gives_serde_jsons_pretty_layout() {
+    use serde_json::{json, Value};
+    let values: Vec<Value> = vec![
+        json!({}),
+        json!([]),
+        json!({"a": {}, "b": [], "c": [1, [2, {}], {"d": null}], "e": true}),
+        json!({"quote \" and \\ , : { } [ ]": "a \"string\" with , : { } [ ] \\"}),
+        json!([1.5, -2, 3e-7, "x", false, [[[]]]]),
+        json!({"unicode": "é ✓ \u{1}", "n": 12345678901234567u64}),
+    ];
+    for value in values {
+        let compact = serde_json::to_vec(&value).unwrap();
+        for depth in [0, 1, 2, 5] {
+            let mut want = Vec::new();
+            let mut ser = serde_json::Serializer::with_formatter(&mut want, Pretty::nested(depth));
+            serde::Serialize::serialize(&value, &mut ser).unwrap();
+            let mut got = Vec::new();
+            reindent(&compact, depth, &mut got);
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(&want),
+                "{value} at depth {depth}"
+            );
+        }
+    }
 }
