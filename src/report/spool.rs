@@ -134,12 +134,6 @@ impl Spool {
             .map_err(|e| self.error("cannot read", e))?;
         Ok(buf)
     }
-
-    /// Copies the text at `at` to `out` (through `buf` when it is in the
-    /// file).
-    pub fn copy(&self, at: &Spooled, buf: &mut Vec<u8>, out: &mut dyn Write) -> io::Result<()> {
-        out.write_all(self.get(at, buf)?)
-    }
 }
 
 #[cfg(test)]
