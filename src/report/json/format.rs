@@ -48,6 +48,22 @@ pub struct Pretty {
 /// Spaces, written a slice at a time.
 const SPACES: &[u8; 64] = b"                                                                ";
 
+/// A line break and the indentation of `depth` levels (two spaces each):
+/// how [`Pretty`] and [`reindent`] both start a line.
+fn line_break<W>(writer: &mut W, depth: usize) -> io::Result<()>
+where
+    W: ?Sized + io::Write,
+{
+    writer.write_all(b"\n")?;
+    let mut left = depth * 2;
+    while left > 0 {
+        let now = left.min(SPACES.len());
+        writer.write_all(SPACES.get(..now).unwrap_or_default())?;
+        left -= now;
+    }
+    Ok(())
+}
+
 impl Pretty {
     /// For a value whose enclosing lines are indented `depth` levels.
     pub fn nested(depth: usize) -> Pretty {
@@ -63,14 +79,7 @@ impl Pretty {
         W: ?Sized + io::Write,
     {
         writer.write_all(before)?;
-        writer.write_all(b"\n")?;
-        let mut left = self.depth * 2;
-        while left > 0 {
-            let now = left.min(SPACES.len());
-            writer.write_all(SPACES.get(..now).unwrap_or_default())?;
-            left -= now;
-        }
-        Ok(())
+        line_break(writer, self.depth)
     }
 
     fn begin<W>(&mut self, writer: &mut W, open: &[u8]) -> io::Result<()>
@@ -233,17 +242,10 @@ fn micros(value: f64, out: &mut [u8; 32]) -> Option<usize> {
 /// prints them (`json/document/tests.rs` holds the result to serde_json's
 /// whole document on every capture).
 pub fn reindent(compact: &[u8], depth: usize, out: &mut Vec<u8>) {
-    /// A line break and the indent of the deepest level written at once.
-    const BREAK: &[u8; 65] = b"\n                                                                ";
-    fn line(out: &mut Vec<u8>, level: usize) {
-        match BREAK.get(..1 + 2 * level) {
-            Some(indented) => out.extend_from_slice(indented),
-            None => {
-                out.push(b'\n');
-                out.extend(std::iter::repeat_n(b' ', 2 * level));
-            }
-        }
-    }
+    // Writing to a `Vec` does not fail.
+    let line = |out: &mut Vec<u8>, level: usize| {
+        let _ = line_break(out, level);
+    };
     // The pretty text is about twice the compact one.
     out.reserve(2 * compact.len());
     let mut level = depth;
