@@ -136,6 +136,25 @@ impl Spool {
     }
 }
 
+/// Appends `text` to `out` as a spooled piece's field: a 4-byte
+/// little-endian length, then its bytes; `None` (nothing written) if it is
+/// 4 GiB or more.
+pub fn put_text(out: &mut Vec<u8>, text: &str) -> Option<()> {
+    let len = u32::try_from(text.len()).ok()?;
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(text.as_bytes());
+    Some(())
+}
+
+/// Takes a field [`put_text`] wrote from the front of `bytes`; `None` if
+/// they do not begin with one.
+pub fn take_text<'a>(bytes: &mut &'a [u8]) -> Option<&'a str> {
+    let (len, rest) = bytes.split_first_chunk::<4>()?;
+    let (text, rest) = rest.split_at_checked(u32::from_le_bytes(*len) as usize)?;
+    *bytes = rest;
+    std::str::from_utf8(text).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,5 +188,24 @@ mod tests {
             }
             assert_eq!(spool.file.is_some(), memory < 1 << 20);
         }
+    }
+
+    #[test]
+    fn texts_come_back_and_broken_ones_are_none() {
+        let mut bytes = Vec::new();
+        for text in ["", "é ✓", "127.0.0.1:443"] {
+            put_text(&mut bytes, text).unwrap();
+        }
+        let mut rest = &bytes[..];
+        assert_eq!(take_text(&mut rest), Some(""));
+        assert_eq!(take_text(&mut rest), Some("é ✓"));
+        assert_eq!(take_text(&mut rest), Some("127.0.0.1:443"));
+        assert_eq!(take_text(&mut rest), None);
+        for cut in 0..bytes.len() {
+            let mut part = &bytes[..cut];
+            while take_text(&mut part).is_some() {}
+        }
+        assert_eq!(take_text(&mut &[9, 0, 0, 0, b'x'][..]), None);
+        assert_eq!(take_text(&mut &[1, 0, 0, 0, 0xff][..]), None);
     }
 }

@@ -17,7 +17,7 @@ use super::{cells, write_summary, COLUMNS};
 use crate::analyze::RecordSink;
 use crate::least::{Keyed, Least};
 use crate::record::{ConnectionRecord, Summary};
-use crate::report::spool::{Purpose, Spool, Spooled};
+use crate::report::spool::{put_text, take_text, Purpose, Spool, Spooled};
 use crate::report::Opts;
 
 /// Row text kept in memory before the spool moves to a temporary file.
@@ -63,10 +63,8 @@ impl TableSink {
         }
         self.text.clear();
         for cell in cells(rec) {
-            let len = u32::try_from(cell.len())
-                .map_err(|_| io::Error::other("the table: a cell of 4 GiB or more"))?;
-            self.text.extend_from_slice(&len.to_le_bytes());
-            self.text.extend_from_slice(cell.as_bytes());
+            put_text(&mut self.text, &cell)
+                .ok_or_else(|| io::Error::other("the table: a cell of 4 GiB or more"))?;
         }
         let at = self.spool.append(&[&self.text])?;
         self.first.offer(Keyed {
@@ -126,11 +124,7 @@ fn decode(mut text: &[u8]) -> io::Result<[&str; COLUMNS]> {
     let broken = || io::Error::other("the table: a row's text is broken in its spool");
     let mut cells = [""; COLUMNS];
     for cell in &mut cells {
-        let (len, rest) = text.split_first_chunk::<4>().ok_or_else(broken)?;
-        let len = u32::from_le_bytes(*len) as usize;
-        let (bytes, rest) = rest.split_at_checked(len).ok_or_else(broken)?;
-        *cell = std::str::from_utf8(bytes).map_err(|_| broken())?;
-        text = rest;
+        *cell = take_text(&mut text).ok_or_else(broken)?;
     }
     Ok(cells)
 }

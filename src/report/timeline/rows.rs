@@ -16,7 +16,7 @@ use super::{client_port, requests_text, sanitize, segments, Phase, Segment, Time
 use crate::analyze::RecordSink;
 use crate::least::{Keyed, Least};
 use crate::record::{CloseKind, ConnectionRecord};
-use crate::report::spool::{Purpose, Spool, Spooled};
+use crate::report::spool::{put_text, take_text, Purpose, Spool, Spooled};
 
 /// Row bytes kept in memory before the spool moves to a temporary file.
 const ROWS_MEMORY: usize = 8 << 20;
@@ -212,7 +212,8 @@ impl Rows {
                 let row = Row::of(rec);
                 extent.add(&row);
                 bytes.clear();
-                encode(&row, bytes);
+                encode(&row, bytes)
+                    .ok_or_else(|| io::Error::other("timeline: a label of 4 GiB or more"))?;
                 index.push(Keyed {
                     key: row.id,
                     item: spool.append(&[bytes])?,
@@ -269,18 +270,16 @@ const PHASES: [Phase; 6] = [
 ];
 
 /// `row` as bytes: id, start, end, duration, RST (one byte), port and
-/// requests (each a 4-byte length and its bytes), then each segment
+/// requests (each a spool text field, `put_text`), then each segment
 /// (phase code, from, to, request number plus one or 0), little-endian.
-fn encode(row: &Row, out: &mut Vec<u8>) {
+fn encode(row: &Row, out: &mut Vec<u8>) -> Option<()> {
     out.extend_from_slice(&row.id.to_le_bytes());
     for t in [row.start, row.end, row.duration] {
         out.extend_from_slice(&t.to_le_bytes());
     }
     out.push(u8::from(row.rst));
-    for text in [&row.port, &row.requests] {
-        out.extend_from_slice(&(text.len() as u32).to_le_bytes());
-        out.extend_from_slice(text.as_bytes());
-    }
+    put_text(out, &row.port)?;
+    put_text(out, &row.requests)?;
     for seg in &row.segments {
         let phase = PHASES.iter().position(|p| *p == seg.phase).unwrap_or(0);
         out.push(phase as u8);
@@ -289,6 +288,7 @@ fn encode(row: &Row, out: &mut Vec<u8>) {
         let request = seg.request.map_or(0, |n| (n as u64).saturating_add(1));
         out.extend_from_slice(&request.to_le_bytes());
     }
+    Some(())
 }
 
 /// A row from [`encode`]'s bytes; `None` if they are not such bytes.
@@ -298,20 +298,14 @@ fn decode(mut bytes: &[u8]) -> Option<Row> {
         *bytes = rest;
         Some(*head)
     }
-    fn text(bytes: &mut &[u8]) -> Option<String> {
-        let len = u32::from_le_bytes(take(bytes)?) as usize;
-        let (head, rest) = bytes.split_at_checked(len)?;
-        *bytes = rest;
-        String::from_utf8(head.to_vec()).ok()
-    }
     let f64_of = |b: [u8; 8]| f64::from_le_bytes(b);
     let id = u64::from_le_bytes(take(&mut bytes)?);
     let start = f64_of(take(&mut bytes)?);
     let end = f64_of(take(&mut bytes)?);
     let duration = f64_of(take(&mut bytes)?);
     let rst = take::<1>(&mut bytes)? != [0];
-    let port = text(&mut bytes)?;
-    let requests = text(&mut bytes)?;
+    let port = take_text(&mut bytes)?.to_string();
+    let requests = take_text(&mut bytes)?.to_string();
     let mut segments = Vec::new();
     while !bytes.is_empty() {
         let [phase] = take::<1>(&mut bytes)?;
@@ -456,7 +450,7 @@ mod tests {
     fn broken_row_bytes_are_none_not_a_panic() {
         let row = Row::of(&records()[0]);
         let mut bytes = Vec::new();
-        encode(&row, &mut bytes);
+        encode(&row, &mut bytes).unwrap();
         assert_eq!(format!("{:?}", decode(&bytes)), format!("{:?}", Some(row)));
         for cut in 0..bytes.len() {
             let _ = decode(&bytes[..cut]);
