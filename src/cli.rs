@@ -73,6 +73,10 @@ pub struct CompareArgs {
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
 
+    /// No progress display on stderr (it only appears for inputs over 100 MB on a terminal)
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+
     #[command(flatten)]
     pub decode: DecodeArgs,
 
@@ -120,6 +124,10 @@ pub struct TimelineArgs {
     /// Columns to fit (default: the terminal's width, or 100)
     #[arg(long, value_name = "N")]
     pub width: Option<usize>,
+
+    /// No progress display on stderr (it only appears for inputs over 100 MB on a terminal)
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
 
     #[command(flatten)]
     pub decode: DecodeArgs,

@@ -12,12 +12,13 @@ use std::process::ExitCode;
 
 use handshakes::report::compare::{self, CompareOpts, Labeled};
 use handshakes::report::drawn::{Drawn, DrawnSink};
-use handshakes::report::html;
 use handshakes::report::timeline::{self, Rows, TimelineOpts};
+use handshakes::report::{html, sanitize};
 use handshakes::source::file::{Access, FileSource};
-use handshakes::{analyze, Config, ConnectionRecord, Error, RecordSink, Summary};
+use handshakes::{analyze_with_progress, Config, ConnectionRecord, Error, RecordSink, Summary};
 
 use crate::cli::{self, CompareArgs, CompareFormat, TimelineArgs};
+use crate::status;
 
 const EXIT_OUTPUT: u8 = 1;
 const EXIT_INPUT: u8 = 2;
@@ -27,59 +28,20 @@ pub fn use_color() -> bool {
     io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
-/// Inputs smaller than this finish too fast to need a progress display.
-const PROGRESS_FROM: u64 = 100 << 20;
-
-/// A progress bar on stderr for large inputs, only when stderr is a terminal.
-pub struct Progress {
-    enabled: bool,
-    bar: Option<indicatif::ProgressBar>,
-}
-
-impl Progress {
-    pub fn new(enabled: bool) -> Progress {
-        Progress {
-            enabled: enabled && io::stderr().is_terminal(),
-            bar: None,
-        }
-    }
-
-    pub fn update(&mut self, read: u64, total: Option<u64>) {
-        if !self.enabled {
-            return;
-        }
-        let bar = match (&self.bar, total) {
-            (Some(bar), _) => bar,
-            (None, Some(total)) if total >= PROGRESS_FROM => {
-                let bar = indicatif::ProgressBar::new(total);
-                if let Ok(style) = indicatif::ProgressStyle::with_template(
-                    "{bar:30} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}",
-                ) {
-                    bar.set_style(style);
-                }
-                self.bar.insert(bar)
-            }
-            _ => return,
-        };
-        bar.set_position(read);
-    }
-
-    pub fn finish(&mut self) {
-        if let Some(bar) = self.bar.take() {
-            bar.finish_and_clear();
-        }
-    }
-}
-
-/// Runs the whole pipeline on one file, its records going to `sink`.
+/// Runs the whole pipeline on one file, its records going to `sink`, the
+/// progress on standard error (as `name`, unless `quiet`).
 fn analyse_into(
     path: &Path,
     config: &Config,
-    access: Access,
+    (access, quiet): (Access, bool),
+    name: &str,
     sink: &mut dyn RecordSink,
 ) -> Result<Summary, Error> {
     let mut source = FileSource::open_with(path, access)?;
-    analyze(&mut source, config, sink)
+    let mut bar = status::Progress::new(sanitize(name), quiet);
+    let summary = analyze_with_progress(&mut source, config, sink, &mut |r| bar.update(r));
+    bar.finish();
+    summary
 }
 
 /// Drops every record: the summary has folded in what it reads of each
@@ -97,15 +59,16 @@ impl RecordSink for Discard {
 fn summarise(
     path: &Path,
     config: &Config,
-    access: Access,
+    reading: (Access, bool),
+    name: &str,
     draw: bool,
 ) -> Result<(Summary, Drawn), Error> {
     if draw {
         let mut drawn = DrawnSink::new();
-        let summary = analyse_into(path, config, access, &mut drawn)?;
+        let summary = analyse_into(path, config, reading, name, &mut drawn)?;
         Ok((summary, drawn.finish()))
     } else {
-        let summary = analyse_into(path, config, access, &mut Discard)?;
+        let summary = analyse_into(path, config, reading, name, &mut Discard)?;
         Ok((summary, Drawn::default()))
     }
 }
@@ -136,12 +99,12 @@ pub fn run_compare(args: &CompareArgs) -> ExitCode {
         Ok(config) => config,
         Err(code) => return code,
     };
-    let access = cli::access(args.no_mmap, 1);
+    let reading = (cli::access(args.no_mmap, 1), args.quiet);
     // The comparison reads only the summaries.
     let draw = args.html.is_some();
     let (a, b) = match (
-        summarise(&args.a, &config, access, draw),
-        summarise(&args.b, &config, access, draw),
+        summarise(&args.a, &config, reading, &args.label('A'), draw),
+        summarise(&args.b, &config, reading, &args.label('B'), draw),
     ) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => return fail(e),
@@ -214,7 +177,9 @@ pub fn run_timeline(args: &TimelineArgs) -> ExitCode {
     };
     // Rows, not records: every connection's, or only what --top or --conn shows.
     let mut rows = Rows::new(&opts);
-    let summary = match analyse_into(&args.file, &config, cli::access(args.no_mmap, 1), &mut rows) {
+    let reading = (cli::access(args.no_mmap, 1), args.quiet);
+    let name = args.file.display().to_string();
+    let summary = match analyse_into(&args.file, &config, reading, &name, &mut rows) {
         Ok(summary) => summary,
         Err(e) => return fail(e),
     };

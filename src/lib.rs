@@ -24,7 +24,7 @@ pub mod source;
 mod testutil;
 pub mod time;
 
-pub use analyze::{Analyzer, Config, RecordSink};
+pub use analyze::{Analyzer, Config, Reading, RecordSink};
 pub use error::{Error, LiveError, SourceError};
 pub use record::{ConnectionRecord, Summary};
 pub use source::PacketSource;
@@ -37,18 +37,18 @@ pub fn analyze(
     config: &Config,
     sink: &mut dyn RecordSink,
 ) -> Result<Summary, Error> {
-    analyze_with_progress(source, config, sink, &mut |_, _| {})
+    analyze_with_progress(source, config, sink, &mut |_| {})
 }
 
 /// Packets between two calls of the progress callback.
 const PROGRESS_EVERY: u64 = 16_384;
 
-/// [`analyze`], calling `progress(bytes read, input size)` now and then.
+/// [`analyze`], telling `progress` how far it has come now and then.
 pub fn analyze_with_progress(
     source: &mut dyn PacketSource,
     config: &Config,
     sink: &mut dyn RecordSink,
-    progress: &mut dyn FnMut(u64, Option<u64>),
+    progress: &mut dyn FnMut(&Reading),
 ) -> Result<Summary, Error> {
     let threads = config.worker_threads(source.piped());
     if threads > 1 {
@@ -69,8 +69,7 @@ pub fn analyze_with_progress(
         analyzer.packet(packet, sink)?;
         packets += 1;
         if packets % PROGRESS_EVERY == 0 {
-            let (read, total) = source.progress();
-            progress(read, total);
+            progress(&analyzer.reading(source));
         }
     }
     Ok(analyzer.finish(source.info(), sink)?)

@@ -26,7 +26,7 @@ pub use imp::{run_interfaces, run_live};
 
 #[cfg(feature = "live")]
 mod imp {
-    use std::io::{self, IsTerminal, LineWriter, Write};
+    use std::io::{self, LineWriter, Write};
     use std::process::ExitCode;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
@@ -42,6 +42,7 @@ mod imp {
     use handshakes::{LiveError, RecordSink, Summary};
 
     use crate::cli::{LiveArgs, LiveFormat};
+    use crate::status::Status;
 
     /// Packets read after the stop at most.
     const DRAIN_MAX: usize = 100_000;
@@ -216,7 +217,7 @@ mod imp {
             if last_tick.elapsed() >= Duration::from_secs(1) {
                 last_tick = Instant::now();
                 analyzer.tick(wall_clock(), &mut output)?;
-                status.update(started.elapsed(), &analyzer);
+                status.update(started.elapsed(), &analyzer.progress());
             }
         }
         // Packets already in the kernel's buffer when the stop came are still
@@ -240,46 +241,5 @@ mod imp {
         });
         output.summary(&summary)?;
         Ok(())
-    }
-
-    /// The one-line status on stderr, only when stderr is a terminal.
-    struct Status {
-        bar: Option<indicatif::ProgressBar>,
-    }
-
-    impl Status {
-        fn new(interface: &str) -> Status {
-            let bar = io::stderr().is_terminal().then(|| {
-                let bar = indicatif::ProgressBar::new_spinner();
-                bar.set_message(format!("capturing on {interface}…"));
-                bar
-            });
-            Status { bar }
-        }
-
-        fn update(&self, elapsed: Duration, analyzer: &Analyzer) {
-            if let Some(bar) = &self.bar {
-                let p = analyzer.progress();
-                let per_request = if p.requests > 0 {
-                    format!("{:.2}", p.tcp_handshakes as f64 / p.requests as f64)
-                } else {
-                    "-".into()
-                };
-                bar.set_message(format!(
-                    "{}s · open {} · closed {} · requests {} · TCP handshakes per request {per_request}",
-                    elapsed.as_secs(),
-                    p.open,
-                    p.finished,
-                    p.requests
-                ));
-                bar.tick();
-            }
-        }
-
-        fn finish(&self) {
-            if let Some(bar) = &self.bar {
-                bar.finish_and_clear();
-            }
-        }
     }
 }

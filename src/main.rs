@@ -14,6 +14,7 @@
 mod cli;
 mod commands;
 mod live_cmd;
+mod status;
 
 use std::borrow::Cow;
 use std::io::{self, BufWriter, IsTerminal, Write};
@@ -29,11 +30,12 @@ use handshakes::analyze::Encoder;
 use handshakes::report::compare::Labeled;
 use handshakes::report::drawn::{Drawn, DrawnSink};
 use handshakes::report::json::{DocumentSink, JsonlSink};
-use handshakes::report::{csv::CsvReport, table::TableSink, Format, Opts};
+use handshakes::report::{csv::CsvReport, sanitize, table::TableSink, Format, Opts};
 use handshakes::source::file::FileSource;
 use handshakes::source::merge::MergedSource;
 use handshakes::{
-    analyze_with_progress, Config, ConnectionRecord, Error, PacketSource, RecordSink, Summary,
+    analyze_with_progress, Config, ConnectionRecord, Error, PacketSource, Reading, RecordSink,
+    Summary,
 };
 
 use cli::{AnalyzeArgs, Cli, Command};
@@ -169,7 +171,7 @@ fn through<S: RecordSink>(
     source: &mut dyn PacketSource,
     config: &Config,
     (stream, drawn): (S, Option<&mut DrawnSink>),
-    progress: &mut dyn FnMut(u64, Option<u64>),
+    progress: &mut dyn FnMut(&Reading),
 ) -> Result<(Summary, S), Error> {
     let mut sink = Tee {
         stream,
@@ -195,10 +197,14 @@ impl Run<'_> {
             Box::new(MergedSource::new(sources))
         };
         let config = self.args.config();
-        let mut bar = commands::Progress::new(!self.args.quiet);
+        let name = match source.info().name.as_str() {
+            "-" => "standard input".to_string(),
+            name => sanitize(name),
+        };
+        let mut bar = status::Progress::new(name, self.args.quiet);
         // What `--html` draws, gathered as the records go by.
         let mut drawn = self.args.html.is_some().then(DrawnSink::new);
-        let mut progress = |r, t| bar.update(r, t);
+        let mut progress = |r: &Reading| bar.update(r);
         let source = source.as_mut();
         let summary = match self.args.format {
             Format::Jsonl => {

@@ -13,6 +13,7 @@ mod http;
 mod live;
 mod malformed;
 mod overlays;
+mod progress;
 mod properties;
 mod report;
 mod support;

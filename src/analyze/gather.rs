@@ -13,7 +13,7 @@ use std::io;
 
 use super::shard::{Done, Event, FastHash, ShardCounts};
 use super::summary::SummaryBuilder;
-use super::{instant, RecordSink};
+use super::{instant, Progress, RecordSink};
 use crate::record::{AnomalyKind, Peak, Summary};
 use crate::source::{RawPacket, SourceInfo};
 use crate::time::Timestamp;
@@ -144,9 +144,15 @@ impl Gather {
         Ok(())
     }
 
-    /// Running totals for a status line: (finished, requests, TCP handshakes).
-    pub fn progress(&self) -> (u64, u64, u64) {
-        self.summary.progress()
+    /// Running totals for a status line (`open`: opened, not yet closed).
+    pub fn progress(&self) -> Progress {
+        let (finished, requests, tcp_handshakes) = self.summary.progress();
+        Progress {
+            open: self.open_now,
+            finished,
+            requests,
+            tcp_handshakes,
+        }
     }
 
     /// The summary, with the shards' counts added.

@@ -205,6 +205,19 @@ pub struct Progress {
     pub tcp_handshakes: u64,
 }
 
+/// How far the reading of an input has come, for a progress display.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reading {
+    /// Bytes of the input read so far (of the file as stored: compressed
+    /// bytes for a compressed file).
+    pub read: u64,
+    /// The input's size, when it is a regular file.
+    pub size: Option<u64>,
+    /// What the connections reported so far add up to (`open`: opened and
+    /// not yet closed).
+    pub so_far: Progress,
+}
+
 /// The whole analysis on one thread, a packet at a time: one shard holding
 /// every connection, and the gatherer. Live capture and `--threads 1` use
 /// it; `parallel` runs several shards on threads with the same result.
@@ -275,15 +288,19 @@ impl Analyzer {
         self.gather.apply_all(self.events.drain(..), sink)
     }
 
-    /// Connections open now, finished so far, requests and TCP handshakes
-    /// in finished connections.
+    /// Connections opened and not yet closed, finished so far, requests
+    /// and TCP handshakes in finished connections (as with several threads).
     pub fn progress(&self) -> Progress {
-        let (finished, requests, tcp_handshakes) = self.gather.progress();
-        Progress {
-            open: self.shard.open_connections() as u64,
-            finished,
-            requests,
-            tcp_handshakes,
+        self.gather.progress()
+    }
+
+    /// How far `source` has been read, and [`Analyzer::progress`].
+    pub fn reading(&self, source: &dyn crate::PacketSource) -> Reading {
+        let (read, size) = source.progress();
+        Reading {
+            read,
+            size,
+            so_far: self.progress(),
         }
     }
 

@@ -353,7 +353,7 @@ pub fn run(
     config: &Config,
     threads: usize,
     sink: &mut dyn RecordSink,
-    progress: &mut dyn FnMut(u64, Option<u64>),
+    progress: &mut dyn FnMut(&crate::Reading),
 ) -> Result<Summary, Error> {
     let threads = threads.clamp(2, usize::from(u16::MAX) / SHARDS_PER_THREAD);
     let shards = threads * SHARDS_PER_THREAD;

@@ -20,7 +20,7 @@ use crate::record::ConnectionRecord;
 /// sequences from a hostile capture would otherwise reach the terminal) and
 /// the invisible bidirectional controls (which reorder what is shown after
 /// them) become `?`.
-pub(crate) fn sanitize(s: &str) -> String {
+pub fn sanitize(s: &str) -> String {
     s.chars()
         .map(|c| {
             if c.is_control() || is_bidi_control(c) {

@@ -130,7 +130,7 @@ impl Reader<'_> {
         split: &Split,
         source: &mut dyn PacketSource,
         sink: &mut dyn RecordSink,
-        progress: &mut dyn FnMut(u64, Option<u64>),
+        progress: &mut dyn FnMut(&crate::Reading),
     ) -> Result<(), Error> {
         let mut at = split.first();
         let mut frames = 0u64;

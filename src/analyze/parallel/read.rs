@@ -21,7 +21,7 @@ impl Reader<'_> {
         &mut self,
         source: &mut dyn PacketSource,
         sink: &mut dyn RecordSink,
-        progress: &mut dyn FnMut(u64, Option<u64>),
+        progress: &mut dyn FnMut(&crate::Reading),
     ) -> Result<(), Error> {
         if let Some(split) = &self.shared.split {
             self.read_pieces(split, source, sink, progress)?;
@@ -74,7 +74,7 @@ impl Reader<'_> {
         &mut self,
         batch: &mut Batch,
         source: &mut dyn PacketSource,
-        progress: &mut dyn FnMut(u64, Option<u64>),
+        progress: &mut dyn FnMut(&crate::Reading),
     ) -> Result<bool, Error> {
         batch.clear(self.shared.cells.len());
         let filled = source.fill(&mut batch.frames, BATCH_BYTES, BATCH_FRAMES);
@@ -88,7 +88,7 @@ impl Reader<'_> {
         &mut self,
         batch: &mut Batch,
         source: &dyn PacketSource,
-        progress: &mut dyn FnMut(u64, Option<u64>),
+        progress: &mut dyn FnMut(&crate::Reading),
     ) {
         batch.base = self.gather.seen() + 1;
         let before = self.gather.seen();
@@ -99,8 +99,12 @@ impl Reader<'_> {
         }
         batch.origin = self.gather.summary.origin;
         if self.gather.seen() / PROGRESS_EVERY != before / PROGRESS_EVERY {
-            let (read, total) = source.progress();
-            progress(read, total);
+            let (read, size) = source.progress();
+            progress(&crate::Reading {
+                read,
+                size,
+                so_far: self.gather.progress(),
+            });
         }
     }
 
