@@ -40,8 +40,7 @@ pub fn analyze(
     analyze_with_progress(source, config, sink, &mut |_| {})
 }
 
-/// Packets between two calls of the progress callback.
-const PROGRESS_EVERY: u64 = 16_384;
+use analyze::PROGRESS_EVERY;
 
 /// [`analyze`], telling `progress` how far it has come now and then.
 pub fn analyze_with_progress(

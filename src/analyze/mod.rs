@@ -193,6 +193,12 @@ impl RecordSink for Vec<ConnectionRecord> {
     }
 }
 
+/// Packets between two calls of the progress callback: often enough for a
+/// slow pipe (`tcpdump -U -w - | handshakes analyze -`) to show it moving,
+/// and a few hundred calls a second on a fast file (the display draws at
+/// most 20 times a second).
+pub const PROGRESS_EVERY: u64 = 1024;
+
 /// Connections finalised at a time at the end of the input.
 pub const FINISH_CHUNK: usize = 1024;
 

@@ -68,8 +68,7 @@ fn prefetch_frame(bytes: &[u8]) {
     );
 }
 
-/// Packets between two calls of the progress callback.
-const PROGRESS_EVERY: u64 = 16_384;
+use super::PROGRESS_EVERY;
 
 /// The shard of a frame whose 4-tuple hashes to `hash`: the hash scaled
 /// to `0..shards` by a multiply (its high bits; `shard_hash` mixes all
