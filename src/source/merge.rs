@@ -23,6 +23,8 @@ pub struct MergedSource<S> {
     heads: Vec<Option<Pending>>,
     finished: Vec<bool>,
     current: Pending,
+    /// A buffer the last packet returned no longer needs, for the next head.
+    spare: Vec<u8>,
     index: u64,
     info: SourceInfo,
 }
@@ -40,6 +42,7 @@ impl<S: PacketSource> MergedSource<S> {
             heads: (0..n).map(|_| None).collect(),
             finished: vec![false; n],
             current: Pending::default(),
+            spare: Vec::new(),
             index: 0,
             info: SourceInfo {
                 name,
@@ -60,11 +63,14 @@ impl<S: PacketSource> MergedSource<S> {
             }
             match input.next_packet()? {
                 Some(p) => {
+                    let mut data = std::mem::take(&mut self.spare);
+                    data.clear();
+                    data.extend_from_slice(p.data);
                     *head = Some(Pending {
                         ts: p.ts,
                         link: Some(p.link),
                         orig_len: p.orig_len,
-                        data: p.data.to_vec(),
+                        data,
                     });
                 }
                 None => *finished = true,
@@ -105,7 +111,7 @@ impl<S: PacketSource> PacketSource for MergedSource<S> {
         let Some(next) = self.heads.get_mut(i).and_then(Option::take) else {
             return Ok(None);
         };
-        self.current = next;
+        self.spare = std::mem::replace(&mut self.current, next).data;
         self.index += 1;
         Ok(Some(RawPacket {
             index: self.index,
