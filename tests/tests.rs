@@ -12,6 +12,7 @@ mod http;
 #[cfg(feature = "live")]
 mod live;
 mod malformed;
+mod merge;
 mod overlays;
 mod progress;
 mod properties;

@@ -1,10 +1,14 @@
 //! Several sources read as one capture, packets interleaved by timestamp
 //! (`--merge`). Keeps one packet of look-ahead per input, so memory stays
-//! bounded by the number of inputs.
+//! bounded by the number of inputs. Memory-mapped files whose times follow
+//! each other (a capture rotated by `tcpdump -C` or `-G`) are handed to
+//! `--threads` as one [`Split`], file after file, each read only while its
+//! packets come before the next file's first; from a packet that does not,
+//! the merge below takes over.
 //!
 //! Does not read files itself; it wraps other [`PacketSource`]s.
 
-use super::{LinkType, PacketSource, RawPacket, SourceInfo};
+use super::{LinkType, PacketSource, RawPacket, SourceInfo, Split};
 use crate::error::SourceError;
 use crate::time::Timestamp;
 
@@ -27,6 +31,9 @@ pub struct MergedSource<S> {
     spare: Vec<u8>,
     index: u64,
     info: SourceInfo,
+    /// The inputs in the order a [`Split`] of them chains them, with
+    /// their first records' offsets.
+    chained: Vec<(usize, u64)>,
 }
 
 impl<S: PacketSource> MergedSource<S> {
@@ -44,6 +51,7 @@ impl<S: PacketSource> MergedSource<S> {
             current: Pending::default(),
             spare: Vec::new(),
             index: 0,
+            chained: Vec::new(),
             info: SourceInfo {
                 name,
                 format: "merged".into(),
@@ -124,6 +132,74 @@ impl<S: PacketSource> PacketSource for MergedSource<S> {
 
     fn info(&self) -> &SourceInfo {
         &self.info
+    }
+
+    /// Every input's records, file after file in order of their first
+    /// packets (ties: in the order given), each up to its first packet that
+    /// the merge would not take before the next file's first — exactly the
+    /// merge's order. `None` unless nothing has been read and every input
+    /// is a memory-mapped file with a packet.
+    fn split(&mut self, piece: usize) -> Option<Split> {
+        if self.index > 0 || self.heads.iter().any(Option::is_some) || self.finished.contains(&true)
+        {
+            return None;
+        }
+        let mut splits = Vec::with_capacity(self.inputs.len());
+        for (i, input) in self.inputs.iter_mut().enumerate() {
+            let first = input.split(piece).and_then(|s| Some((s.first_ts()?, i, s)));
+            match first {
+                Some(first) => splits.push(first),
+                None => {
+                    // Every input reads on from its start, as if never split.
+                    for (_, i, split) in &splits {
+                        if let Some(input) = self.inputs.get_mut(*i) {
+                            input.resume(split.first(), 0);
+                        }
+                    }
+                    return None;
+                }
+            }
+        }
+        splits.sort_by_key(|(ts, i, _)| (*ts, *i));
+        // A record of file i comes before the next file j's first packet
+        // when it is earlier, or as early and i was given first.
+        let untils: Vec<_> = splits
+            .iter()
+            .skip(1)
+            .map(|(ts, j, _)| (*ts, *j))
+            .map(Some)
+            .chain(std::iter::once(None))
+            .collect();
+        let order: Vec<_> = splits.iter().map(|(_, i, s)| (*i, s.first())).collect();
+        let chain = splits
+            .into_iter()
+            .zip(untils)
+            .map(|((_, i, split), next)| (split, next.map(|(ts, j)| (ts, i < j))))
+            .collect();
+        let split = Split::chain(chain);
+        if split.is_some() {
+            self.chained = order;
+        }
+        split
+    }
+
+    /// Reads on after a chained [`Split`]: the files before the one it
+    /// stopped in are done, that one reads on from `offset`, the files
+    /// after it from their start.
+    fn resume(&mut self, offset: u64, frames: u64) {
+        let (stopped, at) = Split::locate(offset);
+        for (n, &(i, first)) in self.chained.iter().enumerate() {
+            let (Some(input), Some(finished)) = (self.inputs.get_mut(i), self.finished.get_mut(i))
+            else {
+                continue;
+            };
+            match n.cmp(&stopped) {
+                std::cmp::Ordering::Less => *finished = true,
+                std::cmp::Ordering::Equal => input.resume(at, 0),
+                std::cmp::Ordering::Greater => input.resume(first, 0),
+            }
+        }
+        self.index += frames;
     }
 
     fn progress(&self) -> (u64, Option<u64>) {

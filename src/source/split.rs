@@ -89,8 +89,19 @@ impl Format {
     }
 }
 
-/// A capture's records from `first` to the file's end, in pieces.
+/// A capture's records from `first` to the file's end, in pieces — or,
+/// for `--merge`, several captures' one after another ([`Split::chain`]).
+/// Offsets are the file's; in a chain, the part's number sits in the top
+/// 16 bits ([`PART_SHIFT`]).
 pub struct Split {
+    parts: Vec<Part>,
+}
+
+/// Where a chained part's number sits in an offset: files up to 256 TiB.
+const PART_SHIFT: u32 = 48;
+
+/// One file's records from `first` to its end, in pieces.
+struct Part {
     format: Format,
     first: u64,
     end: u64,
@@ -98,6 +109,12 @@ pub struct Split {
     windows: Mutex<Windows>,
     /// Counts the bytes read, for progress.
     read: Arc<AtomicU64>,
+    /// The number of this part's first piece in the whole split.
+    base: u64,
+    /// Records from this timestamp on (or after it, when the flag is
+    /// false) end the part: in a `--merge`, the next file's first packet
+    /// comes before them.
+    until: Option<(Timestamp, bool)>,
 }
 
 /// The windows mapped lately, by number.
@@ -128,7 +145,7 @@ impl Split {
         piece: usize,
         read: Arc<AtomicU64>,
     ) -> Split {
-        Split {
+        let part = Part {
             format,
             first,
             end: file.size().max(first),
@@ -138,22 +155,100 @@ impl Split {
                 recent: Vec::new(),
             }),
             read,
+            base: 0,
+            until: None,
+        };
+        Split { parts: vec![part] }
+    }
+
+    /// `splits` one after another, each one's records read only while they
+    /// come before `until` (its timestamp, and whether a record at exactly
+    /// that time still comes before; `None`: no limit) — the order in which
+    /// `--merge` interleaves files whose times do not overlap. Each split
+    /// must be of one file, and there must be fewer than 65 536.
+    pub(super) fn chain(splits: Vec<(Split, Option<(Timestamp, bool)>)>) -> Option<Split> {
+        let mut parts = Vec::with_capacity(splits.len());
+        let mut base = 0u64;
+        for (split, until) in splits {
+            let [mut part]: [Part; 1] = split.parts.try_into().ok()?;
+            if part.end >= 1 << PART_SHIFT || parts.len() >= 1 << (64 - PART_SHIFT) {
+                return None;
+            }
+            part.base = base;
+            part.until = until;
+            base = base.checked_add(part.pieces())?;
+            parts.push(part);
         }
+        Some(Split { parts })
+    }
+
+    /// The part that piece `k` is in, and the piece's number in it.
+    fn part_of(&self, k: u64) -> Option<(usize, &Part)> {
+        let j = self.parts.partition_point(|p| p.base <= k).checked_sub(1)?;
+        self.parts.get(j).map(|p| (j, p))
+    }
+
+    /// Offset `at` of part `j`, as the split gives it.
+    fn offset(j: usize, at: u64) -> u64 {
+        ((j as u64) << PART_SHIFT) | at
+    }
+
+    /// The part an offset is in, and the offset in that part's file.
+    pub fn locate(offset: u64) -> (usize, u64) {
+        (
+            (offset >> PART_SHIFT) as usize,
+            offset & ((1 << PART_SHIFT) - 1),
+        )
     }
 
     /// The offset of the first record.
     pub fn first(&self) -> u64 {
-        self.first
+        self.parts.first().map_or(0, |p| p.first)
     }
 
     /// How many pieces there are.
     pub fn pieces(&self) -> u64 {
-        (self.end - self.first).div_ceil(self.piece)
+        self.parts.last().map_or(0, |p| p.base + p.pieces())
     }
 
-    /// Notes that the records up to `offset` have been taken, for progress.
+    /// Where piece `k + 1` starts, when piece `k` ended complete at `end`:
+    /// there, or at the next part's first record after a part's last piece.
+    pub fn next_start(&self, k: u64, end: u64) -> u64 {
+        match self.part_of(k) {
+            Some((j, part)) if k + 1 == part.base + part.pieces() => self
+                .parts
+                .get(j + 1)
+                .map_or(end, |next| Split::offset(j + 1, next.first)),
+            _ => end,
+        }
+    }
+
+    /// The first record's timestamp, if the split has one.
+    pub(super) fn first_ts(&self) -> Option<Timestamp> {
+        let part = self.parts.first()?;
+        let window = part.window(0).ok()?;
+        let at = usize::try_from(part.first.checked_sub(window.offset())?).ok()?;
+        let mut bytes = window.bytes().get(at..)?;
+        loop {
+            match part.format.found_at(bytes)? {
+                At::Frame(found) => return Some(found.ts),
+                At::Skip(total) => bytes = bytes.get(total..)?,
+            }
+        }
+    }
+
+    /// Notes that the records up to `offset` have been taken, for progress;
+    /// the file before its part is done with (its windows are unmapped
+    /// once no batch shares them).
     pub fn taken(&self, offset: u64) {
-        self.read.store(offset, Ordering::Relaxed);
+        let (j, at) = Split::locate(offset);
+        if let Some(part) = self.parts.get(j) {
+            part.read.store(at, Ordering::Relaxed);
+        }
+        let before = j.checked_sub(1).and_then(|i| self.parts.get(i));
+        if let Some(mut windows) = before.and_then(|p| p.windows.lock().ok()) {
+            windows.recent.clear();
+        }
     }
 
     /// Walks piece `k` from the record at `start`, or from where its first
@@ -162,7 +257,51 @@ impl Split {
     /// in the piece), while its header is in the cache. Its records are
     /// those starting before the piece's end (the last may reach into the
     /// next piece).
-    pub fn walk<F>(&self, k: u64, start: Option<u64>, frames: &mut FrameBatch, mut each: F) -> Piece
+    pub fn walk<F>(&self, k: u64, start: Option<u64>, frames: &mut FrameBatch, each: F) -> Piece
+    where
+        F: FnMut(usize, &RawPacket<'_>),
+    {
+        let unread = |start: u64| Piece {
+            start,
+            end: start,
+            complete: false,
+        };
+        let Some((j, part)) = self.part_of(k) else {
+            frames.clear();
+            return unread(start.unwrap_or(u64::MAX));
+        };
+        let local = match start.map(Split::locate) {
+            Some((i, at)) if i == j => Some(at),
+            Some(_) => {
+                frames.clear();
+                return unread(start.unwrap_or(u64::MAX));
+            }
+            None => None,
+        };
+        let piece = part.walk(k - part.base, local, frames, each);
+        let global = |at: u64| {
+            if at == u64::MAX {
+                at
+            } else {
+                Split::offset(j, at)
+            }
+        };
+        Piece {
+            start: global(piece.start),
+            end: global(piece.end),
+            complete: piece.complete,
+        }
+    }
+}
+
+impl Part {
+    /// How many pieces there are.
+    fn pieces(&self) -> u64 {
+        (self.end - self.first).div_ceil(self.piece)
+    }
+
+    /// [`Split::walk`] in this part, `k` and `start` its own.
+    fn walk<F>(&self, k: u64, start: Option<u64>, frames: &mut FrameBatch, mut each: F) -> Piece
     where
         F: FnMut(usize, &RawPacket<'_>),
     {
@@ -203,6 +342,12 @@ impl Split {
                 }
                 None => break,
             };
+            if self
+                .until
+                .is_some_and(|(ts, same)| found.ts > ts || (found.ts == ts && !same))
+            {
+                break;
+            }
             prefetch_ahead(avail, found.total);
             let data = avail.get(found.start..found.start + found.len);
             let raw = RawPacket {

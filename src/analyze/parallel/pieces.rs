@@ -68,7 +68,7 @@ impl Pieces {
             Some(walked) => walked.complete.then_some(walked.end),
             None => self.taken_end.filter(|t| t.0 == before).map(|t| t.1),
         };
-        Some((k, start))
+        Some((k, start.map(|end| split.next_start(before, end))))
     }
 }
 
@@ -140,14 +140,18 @@ impl Reader<'_> {
                 // A wrong guess: the piece starts where the last one ended.
                 walked = self.shared.walk(split, k, Some(at), walked.batch);
             }
-            at = walked.end;
+            split.taken(walked.end);
+            at = if walked.complete {
+                split.next_start(k, walked.end)
+            } else {
+                walked.end
+            };
             frames += walked.batch.frames.frames.len() as u64;
             let mut batch = walked.batch;
             self.note(&mut batch, source, progress);
             if walked.fragments {
                 self.sort(&mut batch);
             }
-            split.taken(at);
             self.send(batch, sink)?;
             if !walked.complete {
                 break;
