@@ -3,13 +3,13 @@
 # the settings docs/fuzzing.md describes: one worker, niced, 2 GiB RSS limit,
 # 10 s per input. libFuzzer's log goes to artifacts/TARGET.log.
 #
-#     fuzz/run.sh 600 pipeline reassembly tls_stream http split
+#     fuzz/run.sh 600 pipeline reassembly tls_stream http split merge
 set -euo pipefail
 cd "$(dirname "$0")"
 secs=${1:-600}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(pipeline reassembly tls_stream http split)
+[ ${#targets[@]} -gt 0 ] || targets=(pipeline reassembly tls_stream http split merge)
 for t in "${targets[@]}"; do
     mkdir -p "corpus/$t" artifacts
     echo "== $t for ${secs}s"

@@ -94,6 +94,24 @@ fn split_harness_reads_real_captures() {
     }
 }
 
+#[test]
+fn merge_regressions() {
+    replay("merge", |data| {
+        harness::merge(data);
+    });
+}
+
+/// The merge harness reads its seeds (halves of real captures in order,
+/// reversed and overlapping, and two captures) through chained pieces.
+#[test]
+fn merge_harness_reads_its_seeds() {
+    let seeds = corpus("merge");
+    assert!(seeds.len() >= 10, "{} merge seeds", seeds.len());
+    for seed in &seeds {
+        assert!(harness::merge(seed) > 10, "a merge seed gives no frames");
+    }
+}
+
 /// The step format the stream seeds use (fuzz/seeds.py) still decodes into
 /// the conversation it was made from.
 #[test]

@@ -18,6 +18,7 @@ use handshakes::decode::{TcpFlags, TcpSegment};
 use handshakes::flow::reassembly::{Reassembler, StreamSink};
 use handshakes::record::{Instant, Side, TlsInfo};
 use handshakes::source::file::{Access, FileSource};
+use handshakes::source::merge::MergedSource;
 use handshakes::source::{FrameBatch, PacketSource};
 use handshakes::time::Timestamp;
 use handshakes::RecordSink;
@@ -76,7 +77,7 @@ type Read = (
 );
 
 /// Reads on with `next_packet` after `frames`.
-fn read_on(src: &mut FileSource, mut frames: Vec<(i64, u32, u32, Vec<u8>)>) -> Read {
+fn read_on(src: &mut dyn PacketSource, mut frames: Vec<(i64, u32, u32, Vec<u8>)>) -> Read {
     let error = loop {
         match src.next_packet() {
             Ok(Some(p)) => {
@@ -96,16 +97,21 @@ fn read_on(src: &mut FileSource, mut frames: Vec<(i64, u32, u32, Vec<u8>)>) -> R
 }
 
 /// The capture at `path` read in pieces of `piece` bytes through memory
-/// maps, stitched back as `--threads` does (a piece is kept if it starts
-/// where the last ended, walked again from there if not; the source reads
-/// on after the first that stops early).
+/// maps, stitched back as `--threads` does.
 fn by_pieces(path: &Path, piece: usize) -> Result<Read, String> {
     let mut src =
         FileSource::open_with(path, Access::Map(Some(4096))).map_err(|e| e.to_string())?;
+    Ok(stitched(&mut src, piece))
+}
+
+/// `src` read in pieces of `piece` bytes, stitched back as `--threads`
+/// does (a piece is kept if it starts where the last ended, walked again
+/// from there if not; the source reads on after the first that stops
+/// early), or read on as it is if it cannot be split.
+fn stitched(src: &mut dyn PacketSource, piece: usize) -> Read {
     let mut frames = Vec::new();
-    let mut at = 0;
     if let Some(split) = src.split(piece) {
-        at = split.first();
+        let mut at = split.first();
         let mut batch = FrameBatch::default();
         for k in 0..split.pieces() {
             let mut p = split.walk(k, None, &mut batch, |_, _| {});
@@ -117,15 +123,16 @@ fn by_pieces(path: &Path, piece: usize) -> Result<Read, String> {
                 let raw = batch.packet(f, 0);
                 frames.push((raw.ts.0, raw.link.0, raw.orig_len, raw.data.to_vec()));
             }
-            at = p.end;
             if !p.complete {
+                at = p.end;
                 break;
             }
+            at = split.next_start(k, p.end);
         }
+        let n = frames.len() as u64;
+        src.resume(at, n);
     }
-    let n = frames.len() as u64;
-    src.resume(at, n);
-    Ok(read_on(&mut src, frames))
+    read_on(src, frames)
 }
 
 /// A capture (after one byte that picks the piece size) read in memory-
@@ -150,6 +157,12 @@ pub fn split(data: &[u8]) -> usize {
         .map(|mut src| read_on(&mut src, Vec::new()));
     let got = by_pieces(&path, piece);
     let _ = std::fs::remove_file(&path);
+    same_reads(&got, &expected, &format!("pieces of {piece}"))
+}
+
+/// Panics, saying where, unless `got` (read as `how`) is `expected` (read
+/// with `read()`); the number of frames.
+fn same_reads(got: &Result<Read, String>, expected: &Result<Read, String>, how: &str) -> usize {
     if got != expected {
         let brief = |r: &Result<Read, String>| match r {
             Ok((frames, warnings, cut, error)) => format!(
@@ -158,17 +171,57 @@ pub fn split(data: &[u8]) -> usize {
             ),
             Err(e) => format!("cannot open: {e}"),
         };
-        let first = match (&got, &expected) {
+        let first = match (got, expected) {
             (Ok(g), Ok(e)) => g.0.iter().zip(&e.0).position(|(a, b)| a != b),
             _ => None,
         };
         panic!(
-            "pieces of {piece}: {}\nread():    {}\nfirst different frame: {first:?}",
-            brief(&got),
-            brief(&expected)
+            "{how}: {}\nread():    {}\nfirst different frame: {first:?}",
+            brief(got),
+            brief(expected)
         );
     }
-    expected.map_or(0, |r| r.0.len())
+    expected.as_ref().map_or(0, |r| r.0.len())
+}
+
+// ------------------------------------------------------------------- merge
+
+/// Two captures merged (`--merge`): after one byte that picks the piece
+/// size and two (little-endian) that say how long the first capture is,
+/// the two files. Walked in chained pieces as several threads walk them,
+/// the merge reading on where the pieces stop, they must give exactly
+/// what the merge gives reading both files with `read()`. Returns the
+/// number of frames.
+pub fn merge(data: &[u8]) -> usize {
+    let mut input = Bytes::new(data);
+    let piece = 1 + usize::from(input.u8()) * 37;
+    let first = usize::from(input.u16());
+    let (a, b) = (input.take(first), input.take(usize::MAX));
+    let tag = format!("{}-{:?}", std::process::id(), std::thread::current().id());
+    let tag = tag.replace(['(', ')'], "");
+    let paths = [("a", a), ("b", b)].map(|(side, bytes)| {
+        let name = format!("handshakes-fuzz-merge-{tag}-{side}");
+        (std::env::temp_dir().join(name), bytes)
+    });
+    if paths
+        .iter()
+        .any(|(p, bytes)| std::fs::write(p, bytes).is_err())
+    {
+        return 0;
+    }
+    let open = |access: Access| -> Result<MergedSource<FileSource>, String> {
+        let sources: Result<Vec<_>, _> = paths
+            .iter()
+            .map(|(p, _)| FileSource::open_with(p, access))
+            .collect();
+        sources.map(MergedSource::new).map_err(|e| e.to_string())
+    };
+    let expected = open(Access::Read).map(|mut src| read_on(&mut src, Vec::new()));
+    let got = open(Access::Map(Some(4096))).map(|mut src| stitched(&mut src, piece));
+    for (p, _) in &paths {
+        let _ = std::fs::remove_file(p);
+    }
+    same_reads(&got, &expected, &format!("merged in pieces of {piece}"))
 }
 
 // ---------------------------------------------------------------- pipeline

@@ -32,8 +32,8 @@ pub struct MergedSource<S> {
     index: u64,
     info: SourceInfo,
     /// The inputs in the order a [`Split`] of them chains them, with
-    /// their first records' offsets.
-    chained: Vec<(usize, u64)>,
+    /// where their records begin and end.
+    chained: Vec<(usize, u64, u64)>,
 }
 
 impl<S: PacketSource> MergedSource<S> {
@@ -170,7 +170,10 @@ impl<S: PacketSource> PacketSource for MergedSource<S> {
             .map(Some)
             .chain(std::iter::once(None))
             .collect();
-        let order: Vec<_> = splits.iter().map(|(_, i, s)| (*i, s.first())).collect();
+        let order: Vec<_> = splits
+            .iter()
+            .map(|(_, i, s)| (*i, s.first(), s.end()))
+            .collect();
         let chain = splits
             .into_iter()
             .zip(untils)
@@ -184,19 +187,21 @@ impl<S: PacketSource> PacketSource for MergedSource<S> {
     }
 
     /// Reads on after a chained [`Split`]: the files before the one it
-    /// stopped in are done, that one reads on from `offset`, the files
-    /// after it from their start.
+    /// stopped in read on from their end (finding nothing more, as a file
+    /// read whole does), that one from `offset`, the files after it from
+    /// their start.
     fn resume(&mut self, offset: u64, frames: u64) {
         let (stopped, at) = Split::locate(offset);
-        for (n, &(i, first)) in self.chained.iter().enumerate() {
-            let (Some(input), Some(finished)) = (self.inputs.get_mut(i), self.finished.get_mut(i))
-            else {
-                continue;
-            };
-            match n.cmp(&stopped) {
-                std::cmp::Ordering::Less => *finished = true,
-                std::cmp::Ordering::Equal => input.resume(at, 0),
-                std::cmp::Ordering::Greater => input.resume(first, 0),
+        for (n, &(i, first, end)) in self.chained.iter().enumerate() {
+            if let Some(input) = self.inputs.get_mut(i) {
+                input.resume(
+                    match n.cmp(&stopped) {
+                        std::cmp::Ordering::Less => end,
+                        std::cmp::Ordering::Equal => at,
+                        std::cmp::Ordering::Greater => first,
+                    },
+                    0,
+                );
             }
         }
         self.index += frames;

@@ -211,6 +211,12 @@ impl Split {
         self.parts.last().map_or(0, |p| p.base + p.pieces())
     }
 
+    /// The offset where the first part's records end: its file's size when
+    /// the split was made.
+    pub(super) fn end(&self) -> u64 {
+        self.parts.first().map_or(0, |p| p.end)
+    }
+
     /// Where piece `k + 1` starts, when piece `k` ended complete at `end`:
     /// there, or at the next part's first record after a part's last piece.
     pub fn next_start(&self, k: u64, end: u64) -> u64 {
