@@ -144,11 +144,12 @@ impl Gather {
         Ok(())
     }
 
-    /// Running totals for a status line (`open`: opened, not yet closed).
+    /// Running totals for a status line (`open`: numbered and not yet
+    /// finished — open, or waiting out the linger after their close).
     pub fn progress(&self) -> Progress {
         let (finished, requests, tcp_handshakes) = self.summary.progress();
         Progress {
-            open: self.open_now,
+            open: self.ids.len() as u64,
             finished,
             requests,
             tcp_handshakes,

@@ -219,8 +219,7 @@ pub struct Reading {
     pub read: u64,
     /// The input's size, when it is a regular file.
     pub size: Option<u64>,
-    /// What the connections reported so far add up to (`open`: opened and
-    /// not yet closed).
+    /// What the connections so far add up to ([`Analyzer::progress`]).
     pub so_far: Progress,
 }
 
@@ -294,8 +293,9 @@ impl Analyzer {
         self.gather.apply_all(self.events.drain(..), sink)
     }
 
-    /// Connections opened and not yet closed, finished so far, requests
-    /// and TCP handshakes in finished connections (as with several threads).
+    /// Connections followed now (open, or waiting out the linger after
+    /// their close), finished so far, and the requests and TCP handshakes
+    /// of those finished (the same with several threads).
     pub fn progress(&self) -> Progress {
         self.gather.progress()
     }
