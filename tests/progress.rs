@@ -3,11 +3,17 @@
 //! for standard input and for each side of `compare`; never on standard
 //! output, never with `-q`, never when standard error is not a terminal.
 //!
+//! The library's progress callback, on one and several threads: bytes
+//! and totals that only grow, within the file and the summary.
+//!
 //! Does not check how indicatif draws (`src/status.rs` has unit tests of
 //! what is chosen and written).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+use handshakes::source::file::FileSource;
+use handshakes::{analyze_with_progress, Config, Reading};
 
 use crate::tools::skip_or_fail;
 
@@ -102,4 +108,45 @@ fn progress_shows_on_a_terminal_and_only_there() {
         "{:?}",
         String::from_utf8_lossy(&plain.stderr)
     );
+}
+
+#[test]
+fn progress_readings_only_grow_on_any_number_of_threads() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file = large_capture(dir.path());
+    let size = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+    for threads in [1, 2] {
+        let mut source = FileSource::open(&file).unwrap_or_else(|e| panic!("{e}"));
+        let config = Config {
+            threads,
+            ..Config::default()
+        };
+        let mut readings: Vec<Reading> = Vec::new();
+        let summary = analyze_with_progress(&mut source, &config, &mut Vec::new(), &mut |r| {
+            readings.push(*r)
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            readings.len() > 50,
+            "-j {threads}: {} readings",
+            readings.len()
+        );
+        for pair in readings.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            assert!(a.read <= b.read, "-j {threads}: bytes went back");
+            assert!(a.so_far.finished <= b.so_far.finished);
+            assert!(a.so_far.requests <= b.so_far.requests);
+            let seen = |r: &Reading| r.so_far.open + r.so_far.finished;
+            assert!(seen(a) <= seen(b), "-j {threads}: connections went back");
+        }
+        let last = readings.last().copied().unwrap_or_default();
+        assert_eq!(last.size, Some(size));
+        assert!(last.read <= size);
+        assert!(last.so_far.finished <= summary.connections);
+        assert!(last.so_far.open + last.so_far.finished <= summary.connections);
+        assert!(
+            last.so_far.open > 0,
+            "-j {threads}: nothing open at the last reading"
+        );
+    }
 }
