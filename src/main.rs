@@ -223,7 +223,10 @@ impl Run<'_> {
             }
             Format::Json => {
                 // Each record's text waits in a spool, not the record.
-                let stream = (DocumentSink::new(out), drawn.as_mut());
+                // Laid out at the end on the analysis' threads.
+                let threads = config.worker_threads(false);
+                let sink = DocumentSink::new(out).on_threads(threads);
+                let stream = (sink, drawn.as_mut());
                 let (summary, document) = through(source, &config, stream, &mut progress)?;
                 document.finish(&summary)?;
                 summary

@@ -10,6 +10,7 @@ pub mod csv;
 pub mod drawn;
 pub mod html;
 pub mod json;
+pub mod ordered;
 pub mod spool;
 pub mod table;
 pub mod timeline;

@@ -10,6 +10,7 @@
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::sync::Mutex;
 
 /// The most written to the file at once. One `write` of the whole 8 MiB
 /// held in memory spent two to three times as long in the kernel as the
@@ -34,6 +35,9 @@ pub struct Spool {
     memory: Vec<u8>,
     limit: usize,
     file: Option<File>,
+    /// Reads of the file one at a time (each seeks the shared file, and
+    /// several threads may read).
+    reading: Mutex<()>,
     flushed: u64,
     purpose: &'static Purpose,
 }
@@ -52,6 +56,7 @@ impl Spool {
             memory: Vec::new(),
             limit: memory,
             file: None,
+            reading: Mutex::new(()),
             flushed: 0,
             purpose,
         }
@@ -129,6 +134,7 @@ impl Spool {
         let mut file = self.file.as_ref().ok_or_else(missing)?;
         buf.clear();
         buf.resize(len, 0);
+        let _one = self.reading.lock().map_err(|_| missing())?;
         file.seek(SeekFrom::Start(at.at))
             .and_then(|_| file.read_exact(buf))
             .map_err(|e| self.error("cannot read", e))?;

@@ -28,10 +28,16 @@ fn expected(summary: &Summary, records: &[ConnectionRecord]) -> Vec<u8> {
 
 /// The document from `records` fed in the order given, each second one as
 /// text encoded with a provisional connection number (as the shards hand
-/// them over), with `memory` bytes of spool in memory.
-fn streamed(summary: &Summary, records: &[ConnectionRecord], memory: usize) -> Vec<u8> {
+/// them over), with `memory` bytes of spool in memory, laid out at the end
+/// on `threads` threads.
+fn streamed(
+    summary: &Summary,
+    records: &[ConnectionRecord],
+    memory: usize,
+    threads: usize,
+) -> Vec<u8> {
     let mut out = Vec::new();
-    let mut sink = DocumentSink::with_memory(&mut out, memory);
+    let mut sink = DocumentSink::with_memory(&mut out, memory).on_threads(threads);
     for (k, rec) in records.iter().enumerate() {
         if k % 2 == 1 {
             let mut provisional = rec.clone();
@@ -51,6 +57,7 @@ fn streamed(summary: &Summary, records: &[ConnectionRecord], memory: usize) -> V
 fn the_document_is_serde_jsons_on_every_capture() {
     let mut checked = 0;
     let mut spilled = 0;
+    let mut chunks = 0;
     for path in every_capture() {
         let Some((summary, records)) = records_of(&path) else {
             continue;
@@ -59,18 +66,28 @@ fn the_document_is_serde_jsons_on_every_capture() {
         // Finish order, and reversed (ids far out of order).
         let mut reversed = records.clone();
         reversed.reverse();
-        for (order, memory) in [(&records, SPOOL_MEMORY), (&reversed, 0), (&records, 700)] {
-            let got = streamed(&summary, order, memory);
+        for (order, memory, threads) in [
+            (&records, SPOOL_MEMORY, 1),
+            (&reversed, 0, 3),
+            (&records, 700, 2),
+            (&records, SPOOL_MEMORY, 8),
+        ] {
+            let got = streamed(&summary, order, memory, threads);
             assert!(
                 got == want,
-                "{} (spool memory {memory}): differs from serde_json's document\n{}",
+                "{} (spool memory {memory}, {threads} threads): differs from serde_json's document\n{}",
                 path.display(),
                 String::from_utf8_lossy(&got)
             );
         }
         checked += 1;
         spilled += usize::from(records.len() > 1);
+        chunks = chunks.max(records.len().div_ceil(super::CHUNK));
     }
+    assert!(
+        chunks > 3,
+        "at most {chunks} chunks of records: the threads share none"
+    );
     assert!(checked >= 100, "only {checked} captures read");
     assert!(
         spilled >= 30,
