@@ -224,16 +224,17 @@ impl Run<'_> {
             Format::Json => {
                 // Each record's text waits in a spool, not the record.
                 // Laid out at the end on the analysis' threads.
-                let threads = config.worker_threads(false);
-                let sink = DocumentSink::new(out).on_threads(threads);
+                let sink = DocumentSink::new(out).on_threads(config.worker_threads(false));
                 let stream = (sink, drawn.as_mut());
                 let (summary, document) = through(source, &config, stream, &mut progress)?;
                 document.finish(&summary)?;
                 summary
             }
             Format::Table => {
-                // The first rows (or all) as their cells' text, in a spool.
-                let stream = (TableSink::new(self.args.limit), drawn.as_mut());
+                // The first rows (or all) as their cells' text, in a spool,
+                // drawn at the end on the analysis' threads.
+                let sink = TableSink::new(self.args.limit).on_threads(config.worker_threads(false));
+                let stream = (sink, drawn.as_mut());
                 let (summary, table) = through(source, &config, stream, &mut progress)?;
                 if !self.first {
                     writeln!(out)?;

@@ -1,7 +1,7 @@
 //! Output made in chunks on several threads and written in the order of
 //! the chunks, for reports whose last step is heavy and serial otherwise
 //! (`-T json` lays out every record for the document once the summary is
-//! written). Each helper thread makes every `threads`-th chunk and keeps at
+//! written; the table draws its rows once their widths are known). Each helper thread makes every `threads`-th chunk and keeps at
 //! most two made ahead; the calling thread makes its share and writes all.
 //!
 //! Does not know what the chunks are.

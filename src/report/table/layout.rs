@@ -262,20 +262,23 @@ fn row<S: AsRef<str>>(cells: &[S]) -> Vec<Cell> {
 }
 
 /// Draws the table's rows a chunk at a time with the widths the whole
-/// table would have.
+/// table would have; chunks may be drawn on any thread, in any order.
 pub struct Drawer {
     /// Each column's constraint on the chunks: its width, padding included,
     /// or hidden.
     fixed: Vec<ColumnConstraint>,
-    chunk: Table,
-    rows: usize,
-    /// Rows per chunk ([`CHUNK_ROWS`]; tests use fewer).
-    chunk_rows: usize,
-    /// No chunk written yet (the next one has the header).
-    first: bool,
     /// The width the table is fitted to (`None`: as wide as its content,
     /// or no terminal).
     width: Option<u16>,
+}
+
+/// Rows of one chunk, added one at a time (their cells are copied).
+pub struct Chunk(Table);
+
+impl Chunk {
+    pub fn add<S: AsRef<str>>(&mut self, cells: &[S]) {
+        self.0.add_row(row(cells));
+    }
 }
 
 impl Drawer {
@@ -311,41 +314,24 @@ impl Drawer {
         if widths.next().is_some() {
             return Err(cannot());
         }
-        Ok(Drawer {
-            fixed,
-            chunk: empty_chunk(),
-            rows: 0,
-            chunk_rows: CHUNK_ROWS,
-            first: true,
-            width,
-        })
+        Ok(Drawer { fixed, width })
     }
 
-    /// Adds a row, writing the chunk before it when that is full.
-    pub fn add<S: AsRef<str>>(&mut self, cells: &[S], out: &mut dyn Write) -> io::Result<()> {
-        if self.rows >= self.chunk_rows {
-            self.write(out, false)?;
-        }
-        self.chunk.add_row(row(cells));
-        self.rows += 1;
-        Ok(())
+    /// An empty chunk.
+    pub fn start(&self) -> Chunk {
+        Chunk(empty_chunk())
     }
 
-    /// Writes the last chunk, the table's bottom border and, when columns
-    /// were hidden, a line naming them.
-    pub fn finish(mut self, out: &mut dyn Write) -> io::Result<()> {
-        self.write(out, true)?;
-        if let Some(note) = hidden_note(self.width, &self.fixed) {
-            writeln!(out, "{note}")?;
-        }
-        Ok(())
-    }
-
-    /// Writes the chunk's lines: the top border and header only in the
-    /// first, the bottom border only in the last.
-    fn write(&mut self, out: &mut dyn Write, last: bool) -> io::Result<()> {
-        let mut chunk = std::mem::replace(&mut self.chunk, empty_chunk());
-        let first = std::mem::replace(&mut self.first, false);
+    /// Writes a chunk's lines: the top border and header only if it is the
+    /// `first`, the bottom border only if it is the `last`.
+    pub fn write(
+        &self,
+        chunk: Chunk,
+        first: bool,
+        last: bool,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        let mut chunk = chunk.0;
         if first {
             chunk.set_header(HEADER.to_vec());
         }
@@ -362,8 +348,13 @@ impl Drawer {
             out.write_all(line.as_bytes())?;
             out.write_all(b"\n")?;
         }
-        self.rows = 0;
         Ok(())
+    }
+
+    /// The line under the table that names the columns hidden to fit the
+    /// terminal, if any.
+    pub fn note(&self) -> Option<String> {
+        hidden_note(self.width, &self.fixed)
     }
 }
 

@@ -4,7 +4,8 @@
 //! (`report::spool`: memory up to [`ROWS_MEMORY`], then a temporary file)
 //! and 24 bytes of index. At the end they are read back in id order twice:
 //! once for the shapes that decide the widths, once to draw them
-//! (`layout.rs`). Memory therefore follows the rows' index, not their
+//! (`layout.rs`), 1 024 rows at a time on the analysis' threads
+//! (`report::ordered`). Memory therefore follows the rows' index, not their
 //! records: a table of a million connections holds 24 MB of index where
 //! it held every record (about 5 KiB each).
 //!
@@ -12,11 +13,12 @@
 
 use std::io::{self, Write};
 
-use super::layout::{Arrange, Drawer, Shapes};
+use super::layout::{Arrange, Drawer, Shapes, CHUNK_ROWS};
 use super::{cells, write_summary, COLUMNS};
 use crate::analyze::RecordSink;
 use crate::least::{Keyed, Least};
 use crate::record::{ConnectionRecord, Summary};
+use crate::report::ordered::in_order;
 use crate::report::spool::{put_text, take_text, Purpose, Spool, Spooled};
 use crate::report::Opts;
 
@@ -38,6 +40,8 @@ pub struct TableSink {
     spool: Spool,
     /// One row's text at a time (it keeps its room).
     text: Vec<u8>,
+    /// Threads that draw the rows at the end.
+    threads: usize,
 }
 
 impl TableSink {
@@ -53,7 +57,15 @@ impl TableSink {
             first: Least::new(if limit == 0 { usize::MAX } else { limit }),
             spool: Spool::new(memory, &PURPOSE),
             text: Vec::new(),
+            threads: 1,
         }
+    }
+
+    /// With the rows drawn on `threads` threads at the end (the output is
+    /// the same for any number).
+    pub fn on_threads(mut self, threads: usize) -> TableSink {
+        self.threads = threads.max(1);
+        self
     }
 
     /// Keeps `rec`'s row if it is among the first so far.
@@ -95,12 +107,21 @@ impl TableSink {
             dynamic: opts.fit_terminal,
             width: opts.width,
         };
-        let mut drawer = Drawer::new(&shapes, arrange)?;
-        for row in &rows {
-            let text = self.spool.get(&row.item, &mut buf)?;
-            drawer.add(&decode(text)?, out)?;
+        let drawer = Drawer::new(&shapes, arrange)?;
+        let chunks = rows.len().div_ceil(CHUNK_ROWS);
+        let spool = &self.spool;
+        let draw = |c: usize, lines: &mut Vec<u8>| {
+            let mut chunk = drawer.start();
+            let mut text = Vec::new();
+            for row in rows.iter().skip(c * CHUNK_ROWS).take(CHUNK_ROWS) {
+                chunk.add(&decode(spool.get(&row.item, &mut text)?)?);
+            }
+            drawer.write(chunk, c == 0, c + 1 == chunks, lines)
+        };
+        in_order(chunks, self.threads, draw, out)?;
+        if let Some(note) = drawer.note() {
+            writeln!(out, "{note}")?;
         }
-        drawer.finish(out)?;
         let more = summary.connections.saturating_sub(rows.len() as u64);
         if more > 0 {
             writeln!(
@@ -134,14 +155,14 @@ mod tests {
     use super::*;
 
     /// The table of `records` given in `order`, its rows' text spooled with
-    /// `memory` bytes in memory.
+    /// `memory` bytes in memory, drawn on `threads` threads.
     fn table_of(
         summary: &Summary,
         records: &[&ConnectionRecord],
         limit: usize,
-        memory: usize,
+        (memory, threads): (usize, usize),
     ) -> String {
-        let mut sink = TableSink::with_memory(limit, memory);
+        let mut sink = TableSink::with_memory(limit, memory).on_threads(threads);
         for rec in records {
             sink.add(rec).unwrap();
         }
@@ -159,7 +180,7 @@ mod tests {
         sorted.sort_by_key(|r| r.id);
         let reversed: Vec<&ConnectionRecord> = sorted.iter().rev().copied().collect();
         for limit in [0, 1, 3, records.len()] {
-            let want = table_of(&summary, &sorted, limit, ROWS_MEMORY);
+            let want = table_of(&summary, &sorted, limit, (ROWS_MEMORY, 1));
             let shown = if limit == 0 { records.len() } else { limit };
             let ids: Vec<u64> = want
                 .lines()
@@ -174,11 +195,37 @@ mod tests {
             );
             for memory in [0, 300, ROWS_MEMORY] {
                 assert_eq!(
-                    table_of(&summary, &reversed, limit, memory),
+                    table_of(&summary, &reversed, limit, (memory, 2)),
                     want,
                     "limit {limit}, memory {memory}"
                 );
             }
+        }
+    }
+
+    /// Thousands of rows, several chunks of them, the same on any number of
+    /// threads and whether the spool is in memory or in its file.
+    #[test]
+    fn many_rows_are_drawn_the_same_on_any_number_of_threads() {
+        let path = std::path::Path::new("captures/tls13-curl-keepalive-5.pcap");
+        let (mut summary, records) = crate::testutil::records_of(path).unwrap();
+        let many: Vec<ConnectionRecord> = (0..3 * CHUNK_ROWS + 5)
+            .map(|k| {
+                let mut rec = records[k % records.len()].clone();
+                rec.id = k as u64 + 1;
+                rec
+            })
+            .collect();
+        summary.connections = many.len() as u64;
+        let all: Vec<&ConnectionRecord> = many.iter().rev().collect();
+        let want = table_of(&summary, &all, 0, (ROWS_MEMORY, 1));
+        // One table: a header and every row between one top and one bottom.
+        let count = |start: char| want.lines().filter(|l| l.starts_with(start)).count();
+        assert_eq!(count('│'), many.len() + 1);
+        assert_eq!((count('┌'), count('╞'), count('└')), (1, 1, 1));
+        for (memory, threads) in [(ROWS_MEMORY, 2), (0, 3), (1 << 16, 8)] {
+            let got = table_of(&summary, &all, 0, (memory, threads));
+            assert!(got == want, "memory {memory}, {threads} threads");
         }
     }
 

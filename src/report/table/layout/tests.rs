@@ -35,13 +35,27 @@ fn whole(rows: &[Vec<String>], arrange: Arrange) -> String {
 
 /// What the drawer writes for `rows`, `chunk_rows` at a time.
 fn chunked(rows: &[Vec<String>], arrange: Arrange, chunk_rows: usize) -> String {
-    let mut drawer = Drawer::new(&shapes_of(rows), arrange).unwrap();
-    drawer.chunk_rows = chunk_rows;
+    let drawer = Drawer::new(&shapes_of(rows), arrange).unwrap();
     let mut out = Vec::new();
-    for cells in rows {
-        drawer.add(cells, &mut out).unwrap();
+    let chunks: Vec<&[Vec<String>]> = rows.chunks(chunk_rows).collect();
+    // No rows: the header alone, as comfy-table draws it.
+    let chunks = if chunks.is_empty() {
+        vec![rows]
+    } else {
+        chunks
+    };
+    for (c, part) in chunks.iter().enumerate() {
+        let mut chunk = drawer.start();
+        for cells in *part {
+            chunk.add(cells);
+        }
+        drawer
+            .write(chunk, c == 0, c + 1 == chunks.len(), &mut out)
+            .unwrap();
     }
-    drawer.finish(&mut out).unwrap();
+    if let Some(note) = drawer.note() {
+        out.extend_from_slice(format!("{note}\n").as_bytes());
+    }
     String::from_utf8(out).unwrap()
 }
 
