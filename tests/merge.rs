@@ -188,6 +188,15 @@ fn merged_files_give_the_same_output_on_any_number_of_threads() {
     same_on_threads("tied", &tied);
     same_on_threads("tied, reversed", &reversed);
 
+    // A file without packets among them: no pieces, the merge throughout.
+    let empty = write(d, "empty.pcap", &header, &[]);
+    let with_empty = [first.clone(), empty, last.clone()];
+    assert!(
+        walked(&with_empty).is_none(),
+        "a file without packets split"
+    );
+    same_on_threads("with an empty file", &with_empty);
+
     // A compressed file among them: no pieces, the merge throughout.
     let gz = d.join("last.pcap.gz");
     let mut zipped = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());

@@ -87,6 +87,16 @@ impl<S: PacketSource> MergedSource<S> {
         Ok(())
     }
 
+    /// The inputs split for a chain that will not be: each reads on from
+    /// its first record, as if never split.
+    fn unsplit(&mut self, split: impl IntoIterator<Item = (usize, u64)>) {
+        for (i, first) in split {
+            if let Some(input) = self.inputs.get_mut(i) {
+                input.resume(first, 0);
+            }
+        }
+    }
+
     fn refresh_info(&mut self) {
         let mut warnings = Vec::new();
         let mut truncated = false;
@@ -144,21 +154,18 @@ impl<S: PacketSource> PacketSource for MergedSource<S> {
         {
             return None;
         }
-        let mut splits = Vec::with_capacity(self.inputs.len());
-        for (i, input) in self.inputs.iter_mut().enumerate() {
-            let first = input.split(piece).and_then(|s| Some((s.first_ts()?, i, s)));
-            match first {
-                Some(first) => splits.push(first),
-                None => {
-                    // Every input reads on from its start, as if never split.
-                    for (_, i, split) in &splits {
-                        if let Some(input) = self.inputs.get_mut(*i) {
-                            input.resume(split.first(), 0);
-                        }
-                    }
-                    return None;
-                }
-            }
+        let mut splits: Vec<(Timestamp, usize, Split)> = Vec::with_capacity(self.inputs.len());
+        for i in 0..self.inputs.len() {
+            let Some(split) = self.inputs.get_mut(i).and_then(|input| input.split(piece)) else {
+                self.unsplit(splits.iter().map(|(_, i, s)| (*i, s.first())));
+                return None;
+            };
+            let Some(ts) = split.first_ts() else {
+                let this = std::iter::once((i, split.first()));
+                self.unsplit(splits.iter().map(|(_, i, s)| (*i, s.first())).chain(this));
+                return None;
+            };
+            splits.push((ts, i, split));
         }
         splits.sort_by_key(|(ts, i, _)| (*ts, *i));
         // A record of file i comes before the next file j's first packet
@@ -180,8 +187,9 @@ impl<S: PacketSource> PacketSource for MergedSource<S> {
             .map(|((_, i, split), next)| (split, next.map(|(ts, j)| (ts, i < j))))
             .collect();
         let split = Split::chain(chain);
-        if split.is_some() {
-            self.chained = order;
+        match split {
+            Some(_) => self.chained = order,
+            None => self.unsplit(order.iter().map(|&(i, first, _)| (i, first))),
         }
         split
     }
