@@ -12,8 +12,8 @@ use std::process::ExitCode;
 
 use handshakes::report::compare::{self, CompareOpts, Labeled};
 use handshakes::report::drawn::{Drawn, DrawnSink};
+use handshakes::report::html;
 use handshakes::report::timeline::{self, Rows, TimelineOpts};
-use handshakes::report::{html, sanitize};
 use handshakes::source::file::{Access, FileSource};
 use handshakes::{analyze_with_progress, Config, ConnectionRecord, Error, RecordSink, Summary};
 
@@ -38,7 +38,7 @@ fn analyse_into(
     sink: &mut dyn RecordSink,
 ) -> Result<Summary, Error> {
     let mut source = FileSource::open_with(path, access)?;
-    let mut bar = status::Progress::new(sanitize(name), quiet);
+    let mut bar = status::Progress::new(name, quiet);
     let summary = analyze_with_progress(&mut source, config, sink, &mut |r| bar.update(r));
     bar.finish();
     summary

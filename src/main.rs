@@ -30,7 +30,7 @@ use handshakes::analyze::Encoder;
 use handshakes::report::compare::Labeled;
 use handshakes::report::drawn::{Drawn, DrawnSink};
 use handshakes::report::json::{DocumentSink, JsonlSink};
-use handshakes::report::{csv::CsvReport, sanitize, table::TableSink, Format, Opts};
+use handshakes::report::{csv::CsvReport, table::TableSink, Format, Opts};
 use handshakes::source::file::FileSource;
 use handshakes::source::merge::MergedSource;
 use handshakes::{
@@ -197,11 +197,7 @@ impl Run<'_> {
             Box::new(MergedSource::new(sources))
         };
         let config = self.args.config();
-        let name = match source.info().name.as_str() {
-            "-" => "standard input".to_string(),
-            name => sanitize(name),
-        };
-        let mut bar = status::Progress::new(name, self.args.quiet);
+        let mut bar = status::Progress::new(&source.info().name, self.args.quiet);
         // What `--html` draws, gathered as the records go by.
         let mut drawn = self.args.html.is_some().then(DrawnSink::new);
         let mut progress = |r: &Reading| bar.update(r);

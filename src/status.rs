@@ -9,6 +9,7 @@ use std::io::{self, IsTerminal};
 use std::time::{Duration, Instant};
 
 use handshakes::analyze::Progress as Totals;
+use handshakes::report::sanitize;
 use handshakes::Reading;
 
 /// Files smaller than this are read too fast to need a progress display…
@@ -69,11 +70,15 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// A display for the input called `name` (printed as it is: pass it
-    /// through `report::sanitize` first), unless `quiet`.
-    pub fn new(name: String, quiet: bool) -> Progress {
+    /// A display for the input called `name` (`-`: standard input),
+    /// unless `quiet`.
+    pub fn new(name: &str, quiet: bool) -> Progress {
         Progress {
-            name,
+            // A file's name may hold anything, escape sequences included.
+            name: match name {
+                "-" => "standard input".into(),
+                name => sanitize(name),
+            },
             enabled: !quiet && io::stderr().is_terminal(),
             started: Instant::now(),
             bar: None,
