@@ -73,9 +73,8 @@ pub struct CompareArgs {
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
 
-    /// No progress display on stderr (it only appears for inputs over 100 MB on a terminal)
-    #[arg(short = 'q', long)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub progress: ProgressArgs,
 
     #[command(flatten)]
     pub decode: DecodeArgs,
@@ -83,6 +82,14 @@ pub struct CompareArgs {
     /// Read files with read() instead of memory maps (same output)
     #[arg(long)]
     pub no_mmap: bool,
+}
+
+/// The progress display's switch, for every command that reads captures.
+#[derive(Debug, Args)]
+pub struct ProgressArgs {
+    /// No progress display on stderr (shown on a terminal while a file of 100 MB or more, or standard input after a second, is read)
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
 }
 
 fn parse_label(s: &str) -> Result<(char, String), String> {
@@ -125,9 +132,8 @@ pub struct TimelineArgs {
     #[arg(long, value_name = "N")]
     pub width: Option<usize>,
 
-    /// No progress display on stderr (it only appears for inputs over 100 MB on a terminal)
-    #[arg(short = 'q', long)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub progress: ProgressArgs,
 
     #[command(flatten)]
     pub decode: DecodeArgs,
@@ -319,9 +325,8 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
 
-    /// No progress display on stderr (it only appears for inputs over 100 MB on a terminal)
-    #[arg(short = 'q', long)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub progress: ProgressArgs,
 
     /// Connections tracked at once; beyond, the least recently active is reported as evicted
     #[arg(long, default_value_t = 500_000, value_name = "N")]

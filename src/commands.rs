@@ -99,7 +99,7 @@ pub fn run_compare(args: &CompareArgs) -> ExitCode {
         Ok(config) => config,
         Err(code) => return code,
     };
-    let reading = (cli::access(args.no_mmap, 1), args.quiet);
+    let reading = (cli::access(args.no_mmap, 1), args.progress.quiet);
     // The comparison reads only the summaries.
     let draw = args.html.is_some();
     let (a, b) = match (
@@ -177,7 +177,7 @@ pub fn run_timeline(args: &TimelineArgs) -> ExitCode {
     };
     // Rows, not records: every connection's, or only what --top or --conn shows.
     let mut rows = Rows::new(&opts);
-    let reading = (cli::access(args.no_mmap, 1), args.quiet);
+    let reading = (cli::access(args.no_mmap, 1), args.progress.quiet);
     let name = args.file.display().to_string();
     let summary = match analyse_into(&args.file, &config, reading, &name, &mut rows) {
         Ok(summary) => summary,

@@ -197,7 +197,7 @@ impl Run<'_> {
             Box::new(MergedSource::new(sources))
         };
         let config = self.args.config();
-        let mut bar = status::Progress::new(&source.info().name, self.args.quiet);
+        let mut bar = status::Progress::new(&source.info().name, self.args.progress.quiet);
         // What `--html` draws, gathered as the records go by.
         let mut drawn = self.args.html.is_some().then(DrawnSink::new);
         let mut progress = |r: &Reading| bar.update(r);
