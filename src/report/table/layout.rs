@@ -3,8 +3,8 @@
 //! each column's distinct *shapes* — a cell of printable ASCII with every
 //! character but the space as `x`, which comfy-table measures and wraps
 //! exactly as the cell itself; any other cell as it is — and the rows are
-//! then drawn a chunk at a time with those widths fixed, the chunks' lines
-//! joined into one table. The result is byte for byte the table comfy-table
+//! then drawn a chunk at a time with those widths fixed (on any thread, in
+//! any order), the chunks' lines joined into one table. The result is byte for byte the table comfy-table
 //! draws with every row at once and the same constraints on its columns
 //! (below; tests hold it to that), at the cost
 //! of the distinct shapes: a few dozen per column in real captures. A
