@@ -32,8 +32,18 @@ fn large_capture(dir: &Path) -> PathBuf {
 }
 
 /// `shell` run by `sh` inside a pseudo-terminal of 40 × 100 (`$HS` is the
-/// binary); what the terminal showed. `None` when `script` is missing.
+/// binary); what the terminal showed. `None` without util-linux's
+/// `script` (BSD's takes other arguments).
 fn on_terminal(shell: &str) -> Option<String> {
+    let version = Command::new("script").arg("-V").output();
+    let util_linux = version
+        .as_ref()
+        .is_ok_and(|v| String::from_utf8_lossy(&v.stdout).contains("util-linux"));
+    if !util_linux {
+        let why = format!("util-linux's script is needed: {version:?}");
+        skip_or_fail("progress display on a terminal", &why);
+        return None;
+    }
     let inner = format!("stty rows 40 cols 100; {shell}");
     let out = Command::new("script")
         .args(["-q", "-e", "-c", &inner, "/dev/null"])
