@@ -29,6 +29,8 @@ pub use error::{Error, LiveError, SourceError};
 pub use record::{ConnectionRecord, Summary};
 pub use source::PacketSource;
 
+use analyze::PROGRESS_EVERY;
+
 /// Runs a whole source through the pipeline. Each connection record goes to
 /// `sink` when it is final (closed and lingered, idle, or at the end); the
 /// summary comes back at the end.
@@ -39,8 +41,6 @@ pub fn analyze(
 ) -> Result<Summary, Error> {
     analyze_with_progress(source, config, sink, &mut |_| {})
 }
-
-use analyze::PROGRESS_EVERY;
 
 /// [`analyze`], telling `progress` how far it has come now and then.
 pub fn analyze_with_progress(

@@ -13,9 +13,9 @@ use std::io;
 
 use super::shard::{Done, Event, FastHash, ShardCounts};
 use super::summary::SummaryBuilder;
-use super::{instant, Progress, RecordSink};
+use super::{instant, Progress, Reading, RecordSink};
 use crate::record::{AnomalyKind, Peak, Summary};
-use crate::source::{RawPacket, SourceInfo};
+use crate::source::{PacketSource, RawPacket, SourceInfo};
 use crate::time::Timestamp;
 
 #[derive(Default)]
@@ -153,6 +153,16 @@ impl Gather {
             finished,
             requests,
             tcp_handshakes,
+        }
+    }
+
+    /// How far `source` has been read, and [`Gather::progress`].
+    pub fn reading(&self, source: &dyn PacketSource) -> Reading {
+        let (read, size) = source.progress();
+        Reading {
+            read,
+            size,
+            so_far: self.progress(),
         }
     }
 

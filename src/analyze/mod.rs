@@ -246,11 +246,6 @@ impl Analyzer {
         }
     }
 
-    /// Connections currently in the table.
-    pub fn open_connections(&self) -> usize {
-        self.shard.open_connections()
-    }
-
     /// Feeds one captured frame; finished connections go to `sink`.
     pub fn packet(&mut self, raw: &RawPacket<'_>, sink: &mut dyn RecordSink) -> io::Result<()> {
         let (index, now) = self.gather.saw_packet(raw);
@@ -302,12 +297,7 @@ impl Analyzer {
 
     /// How far `source` has been read, and [`Analyzer::progress`].
     pub fn reading(&self, source: &dyn crate::PacketSource) -> Reading {
-        let (read, size) = source.progress();
-        Reading {
-            read,
-            size,
-            so_far: self.progress(),
-        }
+        self.gather.reading(source)
     }
 
     /// Finalises every connection still open (in order of their first

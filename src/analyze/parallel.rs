@@ -68,8 +68,6 @@ fn prefetch_frame(bytes: &[u8]) {
     );
 }
 
-use super::PROGRESS_EVERY;
-
 /// The shard of a frame whose 4-tuple hashes to `hash`: the hash scaled
 /// to `0..shards` by a multiply (its high bits; `shard_hash` mixes all
 /// 64), not a remainder — a division per frame was a fifth of the walk.

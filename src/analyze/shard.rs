@@ -178,11 +178,6 @@ impl Shard {
         into.append(&mut self.events);
     }
 
-    /// Connections currently in the table.
-    pub fn open_connections(&self) -> usize {
-        self.table.len()
-    }
-
     /// Feeds the packet at position `index` (which `clock` covers).
     pub fn packet(&mut self, index: u64, raw: &RawPacket<'_>, clock: &Clock<'_>) {
         self.advance(index, clock);

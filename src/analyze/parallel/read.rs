@@ -9,8 +9,9 @@
 
 use std::sync::Arc;
 
-use super::{shard_of, Batch, Reader, BATCH_BYTES, BATCH_FRAMES, DEPTH, PROGRESS_EVERY};
+use super::{shard_of, Batch, Reader, BATCH_BYTES, BATCH_FRAMES, DEPTH};
 use crate::analyze::RecordSink;
+use crate::analyze::PROGRESS_EVERY;
 use crate::decode::defrag::Verdict;
 use crate::decode::{shard_hash, whole_shard_hash};
 use crate::error::Error;
@@ -99,12 +100,7 @@ impl Reader<'_> {
         }
         batch.origin = self.gather.summary.origin;
         if self.gather.seen() / PROGRESS_EVERY != before / PROGRESS_EVERY {
-            let (read, size) = source.progress();
-            progress(&crate::Reading {
-                read,
-                size,
-                so_far: self.gather.progress(),
-            });
+            progress(&self.gather.reading(source));
         }
     }
 
