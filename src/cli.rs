@@ -207,6 +207,7 @@ impl LiveArgs {
             threads: 1,
             udp_tunnels: self.decode.udp_tunnels()?,
             split_piece: None,
+            slice: None,
         })
     }
 }
@@ -421,6 +422,7 @@ impl AnalyzeArgs {
             threads: self.threads,
             udp_tunnels: self.decode.udp_tunnels().unwrap_or_default(),
             split_piece: None,
+            slice: None,
         }
     }
 }

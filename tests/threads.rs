@@ -177,6 +177,66 @@ fn many_connections_held_at_the_end_are_identical() {
 /// itself: the JSON Lines must be the same bytes either way.
 #[test]
 fn a_pause_that_ends_thousands_of_lingers_at_once_gives_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("pause.pcap");
+    write_pause(&path);
+    let one = jsonl(&path, &["-j", "1"]);
+    assert_eq!(one.0, Some(0));
+    assert_eq!(one.1.iter().filter(|&&b| b == b'\n').count(), 6_002);
+    for threads in ["2", "3"] {
+        let many = jsonl(&path, &["-j", threads]);
+        assert!(one == many, "pause: JSON Lines differ with -j {threads}");
+    }
+}
+
+/// A shard pauses once it holds a slice of finished records, until they
+/// have been taken (one thread: written; several: taken by the gatherer,
+/// which applies events as far as every shard has got). Shards that pause
+/// after every record or two — at the pause above, in the middle of
+/// running out thousands of lingers at one packet; on every capture; with
+/// idle scans — must give the records of one thread that never pauses, in
+/// its order.
+#[test]
+fn shards_that_pause_after_every_record_give_the_same_output() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let pause = dir.path().join("pause.pcap");
+    write_pause(&pause);
+    let idle = Some(std::time::Duration::from_millis(20));
+    let mut records = 0;
+    let mut inputs = all_captures();
+    inputs.push(("pause".into(), pause.clone()));
+    for (name, path) in &inputs {
+        for idle_timeout in [None, idle] {
+            if idle_timeout.is_some() && path != &pause {
+                continue;
+            }
+            let whole = Config {
+                threads: 1,
+                slice: Some(usize::MAX),
+                idle_timeout,
+                ..Config::default()
+            };
+            let reference = run(path, &whole);
+            for slice in [1, 2] {
+                let base = Config {
+                    slice: Some(slice),
+                    ..whole.clone()
+                };
+                assert!(
+                    run(path, &base) == reference,
+                    "{name}: one thread pausing every {slice} records differs"
+                );
+                records += same_for_all_thread_counts(name, path, &base);
+            }
+        }
+    }
+    assert!(records > 12_000 + 400, "only {records} records");
+}
+
+/// 6 000 connections that close within 60 ms, then, after a pause of two
+/// seconds, one more: at its first packet the close linger of all of them
+/// runs out at once.
+fn write_pause(path: &Path) {
     let mut convs: Vec<Conv> = (0..6_000u32)
         .map(|k| {
             let client = format!("10.9.{}.{}:{}", k / 250, k % 250, 20_000 + k);
@@ -197,16 +257,7 @@ fn a_pause_that_ends_thousands_of_lingers_at_once_gives_the_same_bytes() {
     );
     convs.push(late);
     let refs: Vec<&Conv> = convs.iter().collect();
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let path = dir.path().join("pause.pcap");
-    std::fs::write(&path, pcap_of(Link::Ethernet, &refs)).unwrap_or_else(|e| panic!("{e}"));
-    let one = jsonl(&path, &["-j", "1"]);
-    assert_eq!(one.0, Some(0));
-    assert_eq!(one.1.iter().filter(|&&b| b == b'\n').count(), 6_002);
-    for threads in ["2", "3"] {
-        let many = jsonl(&path, &["-j", threads]);
-        assert!(one == many, "pause: JSON Lines differ with -j {threads}");
-    }
+    std::fs::write(path, pcap_of(Link::Ethernet, &refs)).unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// JSON Lines from the binary, with `args` after `analyze`.

@@ -28,8 +28,8 @@ mod pieces;
 mod read;
 
 use super::gather::Gather;
-use super::shard::{Clock, Event, Shard, ShardCounts};
-use super::{Config, RecordSink, FINISH_CHUNK};
+use super::shard::{Clock, Event, Order, Shard, ShardCounts};
+use super::{Config, RecordSink, FINISH_CHUNK, SLICE};
 use crate::decode::defrag::Defragmenter;
 use crate::decode::UdpTunnels;
 use crate::error::Error;
@@ -126,14 +126,25 @@ impl Batch {
     }
 }
 
+/// A shard's events for one batch, or for the part of it it ran before
+/// pausing ([`Shard::paused`]).
+struct Slice {
+    events: Vec<Event>,
+    /// The shard ran the whole batch: no more events for it follow.
+    complete: bool,
+}
+
 /// A shard and what it has done that the gatherer has not taken yet.
 struct Cell {
     shard: Shard,
-    /// Number (in reading order) of the next batch it runs.
+    /// Number (in reading order) of the next batch it runs…
     next: u64,
+    /// …and how many of its frames of that batch it has run (it paused).
+    cursor: usize,
     /// Its events for the batches it ran and the gatherer has not taken,
-    /// oldest first.
-    done: VecDeque<Vec<Event>>,
+    /// oldest first; the last may be part of a batch, and then the shard
+    /// runs nothing more until the gatherer has taken it.
+    done: VecDeque<Slice>,
     /// Connections it finalises at a time at the end: a share of
     /// [`FINISH_CHUNK`], so that all shards together hold about what one
     /// thread holds, whatever their number (a chunk of 1 024 each held
@@ -239,25 +250,30 @@ impl Shared {
     }
 
     /// Runs `cell` through every batch read so far up to number `upto`
-    /// (inclusive); whether it ran any.
+    /// (inclusive), unless it paused and the gatherer has not taken that
+    /// slice yet; whether it ran any.
     fn catch_up(&self, me: usize, cell: &mut Cell, upto: u64) -> Result<bool, Error> {
         let mut ran = false;
-        while cell.next <= upto {
+        while cell.next <= upto && cell.done.back().is_none_or(|s| s.complete) {
             let Some(batch) = self.batch(cell.next)? else {
                 break;
             };
-            let events = run_batch(me, &mut cell.shard, &batch);
-            cell.done.push_back(events);
-            cell.next += 1;
+            let complete = run_batch(me, &mut cell.shard, &mut cell.cursor, &batch);
+            let events = cell.shard.take_events();
+            cell.done.push_back(Slice { events, complete });
+            if complete {
+                cell.next += 1;
+            }
             ran = true;
         }
         Ok(ran)
     }
 }
 
-/// Runs shard `me`'s frames of `batch` through `shard`, then its timers up
-/// to the batch's last frame; returns its events.
-fn run_batch(me: usize, shard: &mut Shard, batch: &Batch) -> Vec<Event> {
+/// Runs shard `me`'s frames of `batch` through `shard` from the `cursor`th
+/// on, then its timers up to the batch's last frame; false if it paused
+/// first ([`Shard::paused`]), `cursor` then saying where to go on.
+fn run_batch(me: usize, shard: &mut Shard, cursor: &mut usize, batch: &Batch) -> bool {
     let clock = Clock {
         base: batch.base,
         nows: &batch.nows,
@@ -270,7 +286,7 @@ fn run_batch(me: usize, shard: &mut Shard, batch: &Batch) -> Vec<Event> {
         .map(Vec::as_slice)
         .unwrap_or_default();
     let frame_at = |k: usize| mine.get(k).and_then(|&i| frames.get(i as usize));
-    for (k, &i) in mine.iter().enumerate() {
+    for (k, &i) in mine.iter().enumerate().skip(*cursor) {
         if let Some(ahead) = frame_at(k + PREFETCH) {
             prefetch_frame(batch.frames.bytes(ahead));
         }
@@ -279,10 +295,17 @@ fn run_batch(me: usize, shard: &mut Shard, batch: &Batch) -> Vec<Event> {
         };
         let index = batch.base + u64::from(i);
         let raw = batch.packet(i, frame, index);
-        shard.packet(index, &raw, &clock);
+        if !shard.packet(index, &raw, &clock) {
+            *cursor = k;
+            return false;
+        }
     }
-    shard.advance(batch.last(), &clock);
-    shard.take_events()
+    *cursor = mine.len();
+    if !shard.advance(batch.last(), &clock) {
+        return false;
+    }
+    *cursor = 0;
+    true
 }
 
 /// A worker thread: runs any shard that has work waiting (its own block of
@@ -362,9 +385,11 @@ pub fn run(
             .map(|_| {
                 let mut shard = Shard::new(config.clone(), cap);
                 shard.encoder = encoder;
+                shard.hold_at_most(config.slice.unwrap_or(SLICE));
                 Mutex::new(Cell {
                     shard,
                     next: 0,
+                    cursor: 0,
                     done: VecDeque::new(),
                     chunk: (FINISH_CHUNK / shards).max(MIN_CHUNK),
                     ending: VecDeque::new(),
@@ -402,6 +427,11 @@ pub fn run(
     })
 }
 
+/// Shard `me`'s watermark in [`Reader::gather_one`].
+fn mark(marks: &[Option<Order>], me: usize) -> Option<Order> {
+    marks.get(me).copied().flatten()
+}
+
 struct Reader<'s> {
     shared: &'s Shared,
     gather: Gather,
@@ -415,28 +445,62 @@ impl Reader<'_> {
     /// that have not got to it yet — and applies them in order. Never waits
     /// for a shard a worker is running while there is other work to do:
     /// shards that are free run their newer batches meanwhile.
+    ///
+    /// A shard that paused in the batch ([`SLICE`]) hands it over in
+    /// slices. Events are applied as soon as every shard still in the batch
+    /// has passed them (each shard's events come in order, so the last one
+    /// it handed over is a watermark), and slices are taken only from the
+    /// shards furthest behind: the rest wait with their shard, one slice
+    /// each, instead of piling up here.
     fn gather_one(&mut self, sink: &mut dyn RecordSink) -> Result<(), Error> {
         let oldest = self.shared.queue()?.first;
+        let shards = self.shared.cells.len();
+        // Per shard still in the batch: the last event taken from it (none
+        // yet: `None`, which is lowest).
+        let mut marks: Vec<Option<Order>> = vec![None; shards];
+        let mut pending: Vec<usize> = (0..shards).collect();
         let mut events = Vec::new();
-        let mut pending: Vec<usize> = (0..self.shared.cells.len()).collect();
         while !pending.is_empty() {
+            let low = pending.iter().map(|&me| mark(&marks, me)).min().flatten();
             let before = pending.len();
+            let mut took = None;
             let mut k = 0;
             while let Some(&me) = pending.get(k) {
-                let Some(mut cell) = self.shared.try_cell(me) else {
+                let cell = if mark(&marks, me) == low {
+                    self.shared.try_cell(me)
+                } else {
+                    None
+                };
+                let Some(mut cell) = cell else {
                     k += 1;
                     continue;
                 };
                 self.shared.catch_up(me, &mut cell, oldest)?;
-                let Some(mut mine) = cell.done.pop_front() else {
+                let Some(mut slice) = cell.done.pop_front() else {
                     return Err(worker_lost());
                 };
-                events.append(&mut mine);
-                pending.swap_remove(k);
+                drop(cell);
+                if let (Some(last), Some(at)) = (slice.events.last(), marks.get_mut(me)) {
+                    *at = Some(last.order());
+                }
+                events.append(&mut slice.events);
+                took = Some(slice.complete);
+                if slice.complete {
+                    pending.swap_remove(k);
+                } else {
+                    k += 1;
+                }
             }
-            if pending.len() == before && !self.help(&pending)? {
-                // Nothing else to do: wait for one of the busy shards.
-                if let Some(&me) = pending.first() {
+            if let Some(complete) = took {
+                if !complete {
+                    // A shard paused: the workers may run it on.
+                    self.shared.wake()?;
+                }
+                let upto = pending.iter().map(|&me| mark(&marks, me)).min();
+                self.apply_upto(&mut events, upto, sink)?;
+            } else if pending.len() == before && !self.help(&pending)? {
+                // Nothing else to do: wait for a busy shard furthest behind.
+                if let Some(&me) = pending.iter().find(|&&me| mark(&marks, me) == low) {
                     drop(self.shared.cell(me)?);
                 }
             }
@@ -455,8 +519,26 @@ impl Reader<'_> {
                 queue.spare.push(batch);
             }
         }
+        self.apply_upto(&mut events, None, sink)
+    }
+
+    /// Applies, in order, the `events` taken from the shards that come
+    /// before `upto` — the lowest watermark of the shards still in the
+    /// batch: `None` when every shard has finished it, `Some(None)` when
+    /// one has handed over nothing yet — and keeps the rest.
+    fn apply_upto(
+        &mut self,
+        events: &mut Vec<Event>,
+        upto: Option<Option<Order>>,
+        sink: &mut dyn RecordSink,
+    ) -> Result<(), Error> {
         events.sort_unstable_by_key(Event::order);
-        self.gather.apply_all(events, sink)?;
+        let n = match upto {
+            None => events.len(),
+            Some(None) => 0,
+            Some(Some(mark)) => events.partition_point(|e| e.order() <= mark),
+        };
+        self.gather.apply_all(events.drain(..n), sink)?;
         Ok(())
     }
 

@@ -138,6 +138,12 @@ pub struct Shard {
     pub encoder: Option<Encoder>,
     /// …up to [`ENCODED_HELD`] bytes of text in `events`.
     encoded_held: usize,
+    /// Records finalised since the events were last taken…
+    finished: usize,
+    /// …and how many it may hold before its timers stop firing until they
+    /// are taken ([`Shard::paused`]): unbounded unless told
+    /// ([`Shard::hold_at_most`]).
+    slice: usize,
 }
 
 impl Shard {
@@ -160,12 +166,31 @@ impl Shard {
             ending: None,
             encoder: None,
             encoded_held: 0,
+            finished: 0,
+            slice: usize::MAX,
         }
+    }
+
+    /// Lets the shard hold at most about `records` finalised records (more
+    /// only by those one packet or one idle scan finalises) before it
+    /// pauses — its timers stop firing and [`Shard::packet`] and
+    /// [`Shard::advance`] return false — until its events are taken. Several
+    /// threads use it so that a shard's records wait for the gatherer a
+    /// slice at a time when thousands of lingers run out at one packet.
+    pub fn hold_at_most(&mut self, records: usize) {
+        self.slice = records.max(1);
+    }
+
+    /// Whether the shard holds as many records as it may
+    /// ([`Shard::hold_at_most`]): it does nothing more until they are taken.
+    pub fn paused(&self) -> bool {
+        self.finished >= self.slice
     }
 
     /// What happened since the events were last taken, in order.
     pub fn take_events(&mut self) -> Vec<Event> {
         self.encoded_held = 0;
+        self.finished = 0;
         std::mem::take(&mut self.events)
     }
 
@@ -175,12 +200,17 @@ impl Shard {
     /// free for most connections' open, close and end).
     pub fn move_events(&mut self, into: &mut Vec<Event>) {
         self.encoded_held = 0;
+        self.finished = 0;
         into.append(&mut self.events);
     }
 
-    /// Feeds the packet at position `index` (which `clock` covers).
-    pub fn packet(&mut self, index: u64, raw: &RawPacket<'_>, clock: &Clock<'_>) {
-        self.advance(index, clock);
+    /// Feeds the packet at position `index` (which `clock` covers); false
+    /// if the shard paused first ([`Shard::paused`]): the packet is to be
+    /// fed again once the events are taken.
+    pub fn packet(&mut self, index: u64, raw: &RawPacket<'_>, clock: &Clock<'_>) -> bool {
+        if !self.advance(index, clock) {
+            return false;
+        }
         let now = clock.now_at(index).unwrap_or(raw.ts);
         // Borrowed, not moved out: moving the segment out of the enum
         // copied it through the stack in pieces, and reading those back as
@@ -191,27 +221,30 @@ impl Shard {
             Decoded::Tcp(seg, anomaly) => (seg, *anomaly),
             Decoded::OtherIp | Decoded::NotIp => {
                 self.counts.skipped += 1;
-                return;
+                return true;
             }
             Decoded::Bad(kind) => {
                 self.counts.skipped += 1;
                 self.counts.anomalies.add(*kind, 1);
-                return;
+                return true;
             }
         };
         if !self.config.keeps(seg) {
             self.counts.filtered_out += 1;
-            return;
+            return true;
         }
         self.counts.tcp += 1;
         self.segment(index, raw.ts, now, seg, anomaly);
+        true
     }
 
     /// Runs every timer (close lingers, idle scan) that fires at
     /// or before position `upto`, each at the exact position where the
-    /// capture-wide clock reached it.
+    /// capture-wide clock reached it; false if the shard paused before
+    /// all had fired ([`Shard::paused`]: the rest fire, at the same
+    /// positions, when it is advanced again after its events are taken).
     #[inline]
-    pub fn advance(&mut self, upto: u64, clock: &Clock<'_>) {
+    pub fn advance(&mut self, upto: u64, clock: &Clock<'_>) -> bool {
         self.origin.get_or_insert(clock.origin);
         // The usual answer, from the clock at `upto` alone: nothing is due.
         let never = Timestamp(i64::MAX);
@@ -225,6 +258,7 @@ impl Shard {
         if clock.now_at(upto).is_some_and(|now| now >= first) {
             self.run_timers(upto, clock);
         }
+        !self.paused()
     }
 
     /// [`Shard::advance`]'s work when a timer may be due.
@@ -252,15 +286,23 @@ impl Shard {
                 return;
             };
             self.expire(at, now);
+            if self.paused() {
+                return;
+            }
         }
     }
 
     /// Finalises, at position `at` (clock reading `now`), connections whose
-    /// linger or idle time has passed.
+    /// linger or idle time has passed — until the shard pauses: the
+    /// entries left are due at the same position, and taken in the same
+    /// order, when it is advanced again.
     fn expire(&mut self, at: u64, now: Timestamp) {
         // The two lingers' queues, due entries taken in (deadline, close
         // position) order.
         loop {
+            if self.paused() {
+                return;
+            }
             let due = |q: &VecDeque<(Timestamp, Handle, u64)>| {
                 q.front()
                     .filter(|e| e.0 <= now)
@@ -290,7 +332,9 @@ impl Shard {
         let Some(idle_ns) = self.idle_ns() else {
             return;
         };
-        if self.next_idle_scan.is_some_and(|t| now < t) {
+        // A scan is not cut short; it waits for the next slice if there is
+        // no room left in this one.
+        if self.paused() || self.next_idle_scan.is_some_and(|t| now < t) {
             return;
         }
         self.next_idle_scan = Some(Timestamp(
@@ -508,6 +552,7 @@ impl Shard {
             }
             None => Done::Record(Box::new(rec)),
         };
+        self.finished += 1;
         self.events.push(Event::Finished {
             order,
             was_open,
