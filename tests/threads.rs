@@ -170,11 +170,9 @@ fn many_connections_held_at_the_end_are_identical() {
     assert_eq!(n, 20_000);
 }
 
-/// 6 000 connections that close within 60 ms, then, after a pause of
-/// two seconds, one more packet: at that packet the close linger of all
-/// of them runs out at once. With threads, a shard encodes records only up
-/// to the bytes it may hold for the writing thread, which encodes the rest
-/// itself: the JSON Lines must be the same bytes either way.
+/// At the pause of [`write_pause`] the shards hand the records over a
+/// slice at a time, each encoded on its shard's thread: the binary's JSON
+/// Lines must be the same bytes on any number of threads.
 #[test]
 fn a_pause_that_ends_thousands_of_lingers_at_once_gives_the_same_bytes() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));

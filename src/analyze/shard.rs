@@ -32,16 +32,6 @@ pub use order::{Clock, Done, Encoded, Event, Order, Phase};
 use table::{Handle, Table};
 use tombstones::Tombstones;
 
-/// Bytes of encoded records a shard holds for the gatherer at once, at
-/// most (a little more: the record that crosses it). Past it, records go
-/// unencoded and the writing thread encodes them, as with one thread: when
-/// a pause in the capture (or its end) runs out the linger of thousands of
-/// connections at one packet, their text would otherwise wait all at once
-/// (on 200 000 short connections at 50 000 a second, two threads: 16 MiB
-/// of the peak). At a steady rate a batch holds far less (a few dozen
-/// records per shard).
-const ENCODED_HELD: usize = 256 << 10;
-
 /// Counts a shard keeps for the summary; they add up across shards.
 #[derive(Clone, Debug, Default)]
 pub struct ShardCounts {
@@ -134,10 +124,8 @@ pub struct Shard {
     events: Vec<Event>,
     /// At the end of the input: the connections left to finalise.
     ending: Option<Vec<Handle>>,
-    /// Encodes each record as it is finalised (on this shard's thread)…
+    /// Encodes each record as it is finalised (on this shard's thread).
     pub encoder: Option<Encoder>,
-    /// …up to [`ENCODED_HELD`] bytes of text in `events`.
-    encoded_held: usize,
     /// Records finalised since the events were last taken…
     finished: usize,
     /// …and how many it may hold before its timers stop firing until they
@@ -165,7 +153,6 @@ impl Shard {
             events: Vec::new(),
             ending: None,
             encoder: None,
-            encoded_held: 0,
             finished: 0,
             slice: usize::MAX,
         }
@@ -189,7 +176,6 @@ impl Shard {
 
     /// What happened since the events were last taken, in order.
     pub fn take_events(&mut self) -> Vec<Event> {
-        self.encoded_held = 0;
         self.finished = 0;
         std::mem::take(&mut self.events)
     }
@@ -199,7 +185,6 @@ impl Shard {
     /// that made any, and a new buffer each time was an allocation and a
     /// free for most connections' open, close and end).
     pub fn move_events(&mut self, into: &mut Vec<Event>) {
-        self.encoded_held = 0;
         self.finished = 0;
         into.append(&mut self.events);
     }
@@ -537,19 +522,15 @@ impl Shard {
         let was_open = conn.counted_open;
         let origin = self.origin.unwrap_or(conn.start);
         let rec = conn.into_record(origin, unclosed);
-        let encoded = self
-            .encoder
-            .filter(|_| self.encoded_held < ENCODED_HELD)
-            .and_then(|encode| encode(&rec));
-        let done = match encoded {
-            Some(text) => {
-                self.encoded_held += text.len();
-                Done::Encoded(Box::new(Encoded {
-                    id: rec.id,
-                    tally: Tally::of(&rec),
-                    text,
-                }))
-            }
+        // Encoded here, the record waits for the gatherer as its text (and
+        // is dropped on this thread, which allocated it); a shard holds at
+        // most a slice of them (`hold_at_most`).
+        let done = match self.encoder.and_then(|encode| encode(&rec)) {
+            Some(text) => Done::Encoded(Box::new(Encoded {
+                id: rec.id,
+                tally: Tally::of(&rec),
+                text,
+            })),
             None => Done::Record(Box::new(rec)),
         };
         self.finished += 1;

@@ -1,5 +1,5 @@
-//! The shard's own tests: its queues, the table's handles, the text it
-//! encodes for the gatherer, and the size of a connection.
+//! The shard's own tests: its queues, the table's handles, pausing when
+//! it holds its slice of records, and the size of a connection.
 
 use super::*;
 use crate::decode::TcpFlags;
@@ -52,46 +52,52 @@ fn queue_entries_of_gone_connections_go_once_the_queue_doubles_the_table() {
     assert_eq!(queue.len(), 20);
 }
 
-/// Finalised records are encoded on the shard until the text held
-/// for the gatherer reaches [`ENCODED_HELD`]; the rest go unencoded
-/// (the writing thread encodes them), and taking the events starts over.
+/// A shard that may hold two records pauses after two lingers run out at
+/// one packet, and each time its events are taken goes on with the rest —
+/// at the same position, in the same order — and only then with the
+/// packet.
 #[test]
-fn records_are_encoded_up_to_the_bytes_held() {
-    fn big(_: &crate::record::ConnectionRecord) -> Option<Vec<u8>> {
-        Some(vec![b'x'; 100 << 10])
-    }
+fn a_shard_pauses_after_its_slice_and_goes_on_where_it_stopped() {
     let mut shard = Shard::new(Config::default(), 100);
-    shard.encoder = Some(big);
-    let order = |k| Order {
-        at: k,
-        phase: Phase::End,
-        k1: 0,
-        k2: k,
-    };
-    let encoded = |events: &[Event]| -> Vec<bool> {
-        events
-            .iter()
-            .map(|e| {
-                matches!(
-                    e,
-                    Event::Finished {
-                        done: Done::Encoded(_),
-                        ..
-                    }
-                )
-            })
-            .collect()
-    };
+    shard.hold_at_most(2);
     for port in 1..=5u16 {
-        shard.finalize(syn(port).1, CloseKind::Open, order(u64::from(port)));
+        let (_, conn) = syn(port);
+        let hash = shard.table.hash(conn.key());
+        shard.table.insert(hash, conn);
+        let handle = Table::handle(hash, u64::from(port));
+        shard
+            .finishing
+            .push_back((Timestamp(10 + i64::from(port)), handle, u64::from(port)));
     }
-    // 0, 100 and 200 KiB held before each of the first three.
-    assert_eq!(
-        encoded(&shard.take_events()),
-        [true, true, true, false, false]
-    );
-    shard.finalize(syn(6).1, CloseKind::Open, order(6));
-    assert_eq!(encoded(&shard.take_events()), [true]);
+    let nows = [Timestamp(1), Timestamp(100)];
+    let clock = Clock {
+        base: 6,
+        nows: &nows,
+        origin: Timestamp(0),
+    };
+    // Nothing is due at position 6.
+    assert!(shard.advance(6, &clock));
+    let mut fired = Vec::new();
+    let mut pauses = 0;
+    while !shard.advance(7, &clock) {
+        pauses += 1;
+        assert!(shard.paused());
+        let events = shard.take_events();
+        assert_eq!(events.len(), 2);
+        fired.extend(events.iter().map(Event::order));
+    }
+    fired.extend(shard.take_events().iter().map(Event::order));
+    assert_eq!(pauses, 2);
+    let want: Vec<Order> = (1..=5u64)
+        .map(|k| Order {
+            at: 7,
+            phase: Phase::Lingered,
+            k1: 10 + k as i64,
+            k2: k,
+        })
+        .collect();
+    assert_eq!(fired, want);
+    assert_eq!(shard.table.len(), 0);
 }
 
 #[test]
