@@ -227,17 +227,38 @@ pub fn merge(data: &[u8]) -> usize {
 // ---------------------------------------------------------------- pipeline
 
 /// Arbitrary bytes as a capture file, through the whole pipeline and every
-/// report (JSON, table, CSV, timeline, HTML).
+/// report (JSON, table, CSV, timeline, HTML); on several threads, and with
+/// shards that pause after every record or two, the same records in the
+/// same order and the same summary as on one thread.
 pub fn pipeline(data: &[u8]) {
-    let input = Box::new(Cursor::new(data.to_vec()));
-    let Ok(mut src) = FileSource::from_reader(Path::new("fuzz"), input) else {
+    let run = |threads: usize, slice: Option<usize>| {
+        let input = Box::new(Cursor::new(data.to_vec()));
+        let mut src = FileSource::from_reader(Path::new("fuzz"), input).ok()?;
+        let config = handshakes::Config {
+            threads,
+            slice,
+            ..handshakes::Config::default()
+        };
+        let mut records = Vec::new();
+        let summary = handshakes::analyze(&mut src, &config, &mut records);
+        Some(summary.map(|summary| (summary, records)))
+    };
+    let Some(Ok((summary, records))) = run(1, None) else {
         return;
     };
-    let mut records = Vec::new();
-    let Ok(summary) = handshakes::analyze(&mut src, &handshakes::Config::default(), &mut records)
-    else {
-        return;
+    let text = |summary: &handshakes::Summary, records: &[handshakes::ConnectionRecord]| {
+        serde_json::to_string(&(summary, records)).expect("records as JSON")
     };
+    let one = text(&summary, &records);
+    for (threads, slice) in [(2, None), (1, Some(1)), (2, Some(1)), (3, Some(2))] {
+        let Some(Ok((s, r))) = run(threads, slice) else {
+            panic!("{threads} threads, slices of {slice:?}: the analysis failed where one thread's did not");
+        };
+        assert!(
+            text(&s, &r) == one,
+            "{threads} threads, slices of {slice:?}: not one thread's records and summary"
+        );
+    }
     assert_eq!(summary.connections, records.len() as u64, "connections");
     let p = &summary.packets;
     assert_eq!(
