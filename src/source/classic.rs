@@ -412,6 +412,7 @@ fn push(batch: &mut super::FrameBatch, link: LinkType, start: usize, record: &Re
     batch.frames.push(super::Frame {
         ts: record.ts,
         link,
+        window: 0,
         orig_len: record.orig_len,
         start,
         end: start + record.len,

@@ -408,6 +408,7 @@ impl FileSource {
             let frame = super::Frame {
                 ts,
                 link,
+                window: 0,
                 orig_len,
                 start,
                 end: start + data.len(),

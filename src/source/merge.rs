@@ -1,6 +1,8 @@
 //! Several sources read as one capture, packets interleaved by timestamp
-//! (`--merge`). Keeps one packet of look-ahead per input, so memory stays
-//! bounded by the number of inputs. Memory-mapped files whose times follow
+//! (`--merge`). Each input is read a few dozen frames ahead into a batch
+//! of its own — frames left where they lie in a memory-mapped file, so
+//! packets are handed out without a copy — and memory stays bounded by the
+//! number of inputs. Memory-mapped files whose times follow
 //! each other (a capture rotated by `tcpdump -C` or `-G`) are handed to
 //! `--threads` as one [`Split`], file after file, each read only while its
 //! packets come before the next file's first; from a packet that does not,
@@ -8,27 +10,40 @@
 //!
 //! Does not read files itself; it wraps other [`PacketSource`]s.
 
-use super::{LinkType, PacketSource, RawPacket, SourceInfo, Split};
+use super::{FrameBatch, PacketSource, RawPacket, SourceInfo, Split};
 use crate::error::SourceError;
 use crate::time::Timestamp;
 
-/// An owned copy of a packet waiting for its turn.
+/// Frames an input is read ahead, at most…
+const AHEAD_FRAMES: usize = 64;
+/// …and bytes, when they are copied (an input not memory-mapped).
+const AHEAD_BYTES: usize = 64 << 10;
+
+/// An input's frames read ahead and not yet taken.
 #[derive(Default)]
-struct Pending {
-    ts: Timestamp,
-    link: Option<LinkType>,
-    orig_len: u32,
-    data: Vec<u8>,
+struct Ahead {
+    batch: FrameBatch,
+    /// The next frame to take.
+    next: usize,
+    /// The input has nothing more to read…
+    finished: bool,
+    /// …because reading it failed after the frames ahead: the error comes
+    /// when they have been taken, where reading one packet at a time meets
+    /// it.
+    failed: Option<SourceError>,
+}
+
+impl Ahead {
+    /// The timestamp of the next frame, if one is read ahead.
+    fn head(&self) -> Option<Timestamp> {
+        self.batch.frames.get(self.next).map(|f| f.ts)
+    }
 }
 
 /// K-way merge of sources by timestamp; ties go to the earlier input.
 pub struct MergedSource<S> {
     inputs: Vec<S>,
-    heads: Vec<Option<Pending>>,
-    finished: Vec<bool>,
-    current: Pending,
-    /// A buffer the last packet returned no longer needs, for the next head.
-    spare: Vec<u8>,
+    ahead: Vec<Ahead>,
     index: u64,
     info: SourceInfo,
     /// The inputs in the order a [`Split`] of them chains them, with
@@ -46,10 +61,7 @@ impl<S: PacketSource> MergedSource<S> {
             .join(" + ");
         MergedSource {
             inputs,
-            heads: (0..n).map(|_| None).collect(),
-            finished: vec![false; n],
-            current: Pending::default(),
-            spare: Vec::new(),
+            ahead: (0..n).map(|_| Ahead::default()).collect(),
             index: 0,
             chained: Vec::new(),
             info: SourceInfo {
@@ -60,31 +72,51 @@ impl<S: PacketSource> MergedSource<S> {
         }
     }
 
-    fn fill_heads(&mut self) -> Result<(), SourceError> {
-        for (i, input) in self.inputs.iter_mut().enumerate() {
-            let (Some(head), Some(finished)) = (self.heads.get_mut(i), self.finished.get_mut(i))
-            else {
-                continue;
-            };
-            if head.is_some() || *finished {
+    /// Reads ahead every input that has no frame ahead and more to read;
+    /// an input's error comes once its frames read before it are taken.
+    fn read_ahead(&mut self) -> Result<(), SourceError> {
+        for (input, ahead) in self.inputs.iter_mut().zip(&mut self.ahead) {
+            if ahead.head().is_some() {
                 continue;
             }
-            match input.next_packet()? {
-                Some(p) => {
-                    let mut data = std::mem::take(&mut self.spare);
-                    data.clear();
-                    data.extend_from_slice(p.data);
-                    *head = Some(Pending {
-                        ts: p.ts,
-                        link: Some(p.link),
-                        orig_len: p.orig_len,
-                        data,
-                    });
+            if let Some(e) = ahead.failed.take() {
+                ahead.finished = true;
+                return Err(e);
+            }
+            if ahead.finished {
+                continue;
+            }
+            ahead.batch.clear();
+            ahead.next = 0;
+            match input.fill(&mut ahead.batch, AHEAD_BYTES, AHEAD_FRAMES) {
+                Ok(more) => ahead.finished = !more,
+                Err(e) if ahead.batch.frames.is_empty() => {
+                    ahead.finished = true;
+                    return Err(e);
                 }
-                None => *finished = true,
+                Err(e) => ahead.failed = Some(e),
+            }
+            if ahead.finished && ahead.head().is_none() {
+                ahead.batch.clear();
             }
         }
         Ok(())
+    }
+
+    /// The input whose next frame comes first (ties: the earlier input),
+    /// with every input read ahead; `None` when all are done.
+    fn earliest(&mut self) -> Result<Option<usize>, SourceError> {
+        self.read_ahead()?;
+        let earliest = self
+            .ahead
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| a.head().map(|ts| (ts, i)))
+            .min();
+        if earliest.is_none() {
+            self.refresh_info();
+        }
+        Ok(earliest.map(|(_, i)| i))
     }
 
     /// The inputs split for a chain that will not be: each reads on from
@@ -115,29 +147,65 @@ impl<S: PacketSource> MergedSource<S> {
 
 impl<S: PacketSource> PacketSource for MergedSource<S> {
     fn next_packet(&mut self) -> Result<Option<RawPacket<'_>>, SourceError> {
-        self.fill_heads()?;
-        let earliest = self
-            .heads
-            .iter()
-            .enumerate()
-            .filter_map(|(i, h)| h.as_ref().map(|p| (p.ts, i)))
-            .min();
-        let Some((_, i)) = earliest else {
-            self.refresh_info();
+        let Some(i) = self.earliest()? else {
             return Ok(None);
         };
-        let Some(next) = self.heads.get_mut(i).and_then(Option::take) else {
+        let Some(ahead) = self.ahead.get_mut(i) else {
             return Ok(None);
         };
-        self.spare = std::mem::replace(&mut self.current, next).data;
+        let Some(&frame) = ahead.batch.frames.get(ahead.next) else {
+            return Ok(None);
+        };
+        ahead.next += 1;
         self.index += 1;
-        Ok(Some(RawPacket {
-            index: self.index,
-            ts: self.current.ts,
-            link: self.current.link.unwrap_or(LinkType::ETHERNET),
-            orig_len: self.current.orig_len,
-            data: &self.current.data,
-        }))
+        Ok(Some(ahead.batch.packet(&frame, self.index)))
+    }
+
+    /// Frames in the merge's order, into `batch`: those of memory-mapped
+    /// files left in their windows, which the batch then holds, others
+    /// copied (inputs read ahead in batches of their own, not a packet at
+    /// a time).
+    fn fill(
+        &mut self,
+        batch: &mut FrameBatch,
+        bytes: usize,
+        frames: usize,
+    ) -> Result<bool, SourceError> {
+        // Bytes in the batch, shared or copied.
+        let mut taken = batch.data.len();
+        while taken < bytes && batch.frames.len() < frames {
+            let Some(i) = self.earliest()? else {
+                return Ok(false);
+            };
+            // The input's frames up to the next input's head go in one run.
+            let until = self
+                .ahead
+                .iter()
+                .enumerate()
+                .filter(|&(j, _)| j != i)
+                .filter_map(|(j, a)| a.head().map(|ts| (ts, j)))
+                .min();
+            let Some(ahead) = self.ahead.get_mut(i) else {
+                return Ok(false);
+            };
+            while let Some(&frame) = ahead.batch.frames.get(ahead.next) {
+                // A frame of input i comes before input j's head when it is
+                // earlier, or as early and i < j.
+                if until.is_some_and(|(ts, j)| (frame.ts, i) > (ts, j)) {
+                    break;
+                }
+                if taken >= bytes || batch.frames.len() >= frames {
+                    return Ok(true);
+                }
+                if !batch.push_from(&ahead.batch, &frame) {
+                    return Ok(true);
+                }
+                taken += frame.end - frame.start;
+                ahead.next += 1;
+                self.index += 1;
+            }
+        }
+        Ok(true)
     }
 
     fn info(&self) -> &SourceInfo {
@@ -150,8 +218,7 @@ impl<S: PacketSource> PacketSource for MergedSource<S> {
     /// merge's order. `None` unless nothing has been read and every input
     /// is a memory-mapped file with a packet.
     fn split(&mut self, piece: usize) -> Option<Split> {
-        if self.index > 0 || self.heads.iter().any(Option::is_some) || self.finished.contains(&true)
-        {
+        if self.index > 0 || self.ahead.iter().any(|a| a.finished || a.head().is_some()) {
             return None;
         }
         let mut splits: Vec<(Timestamp, usize, Split)> = Vec::with_capacity(self.inputs.len());

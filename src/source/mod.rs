@@ -99,19 +99,25 @@ pub struct RawPacket<'a> {
 pub struct Frame {
     pub ts: Timestamp,
     pub link: LinkType,
+    /// 0: the batch's own bytes (its buffer, or the window it shares);
+    /// `k`: the `k`th of the other windows it holds (files merged).
+    pub window: u8,
     pub orig_len: u32,
     pub start: usize,
     pub end: usize,
 }
 
 /// Whole frames in one owned buffer, or in one shared window of a mapped
-/// file, so a batch of them can be handed to other threads (`--threads`).
+/// file, so a batch of them can be handed to other threads (`--threads`);
+/// frames of files merged with `--merge` may lie in other windows too.
 #[derive(Clone, Debug, Default)]
 pub struct FrameBatch {
     pub data: Vec<u8>,
     pub frames: Vec<Frame>,
-    /// When set, the frames lie in this window, not in `data`.
+    /// When set, the frames of window 0 lie in this window, not in `data`.
     mapped: Option<Arc<Window>>,
+    /// The windows of frames from other files, 1 to 255 ([`Frame::window`]).
+    others: Vec<Arc<Window>>,
 }
 
 impl FrameBatch {
@@ -119,6 +125,36 @@ impl FrameBatch {
         self.data.clear();
         self.frames.clear();
         self.mapped = None;
+        self.others.clear();
+    }
+
+    /// Adds `frame` of `from` (another batch, of another input) without
+    /// copying its bytes if `from` shares a window: this batch then holds
+    /// that window too. False if it holds as many windows as it can (the
+    /// batch is full).
+    pub fn push_from(&mut self, from: &FrameBatch, frame: &Frame) -> bool {
+        let window = match (&from.mapped, frame.window) {
+            (Some(window), 0) => Some(window),
+            (None, 0) => None,
+            (_, k) => from.others.get(usize::from(k) - 1),
+        };
+        let Some(window) = window else {
+            self.push(&from.packet(frame, 0));
+            return true;
+        };
+        let k = match self.others.iter().position(|w| Arc::ptr_eq(w, window)) {
+            Some(k) => k,
+            None if self.others.len() < usize::from(u8::MAX) => {
+                self.others.push(Arc::clone(window));
+                self.others.len() - 1
+            }
+            None => return false,
+        };
+        self.frames.push(Frame {
+            window: u8::try_from(k + 1).unwrap_or(u8::MAX),
+            ..*frame
+        });
+        true
     }
 
     /// Makes the batch's frames lie in `window`: true if it holds no
@@ -126,7 +162,7 @@ impl FrameBatch {
     fn share(&mut self, window: &Arc<Window>) -> bool {
         match &self.mapped {
             Some(w) => Arc::ptr_eq(w, window),
-            None if self.frames.is_empty() => {
+            None if self.frames.is_empty() && self.others.is_empty() => {
                 self.mapped = Some(Arc::clone(window));
                 true
             }
@@ -143,8 +179,9 @@ impl FrameBatch {
     /// Copies one packet in.
     pub fn push(&mut self, raw: &RawPacket<'_>) {
         if let Some(window) = self.mapped.take() {
-            // Frames in a window and frames in `data` do not mix: copy.
-            for frame in &mut self.frames {
+            // Frames in the batch's window and frames in `data` do not
+            // mix: copy.
+            for frame in self.frames.iter_mut().filter(|f| f.window == 0) {
                 let start = self.data.len();
                 let bytes = window.bytes().get(frame.start..frame.end);
                 self.data.extend_from_slice(bytes.unwrap_or_default());
@@ -156,6 +193,7 @@ impl FrameBatch {
         self.frames.push(Frame {
             ts: raw.ts,
             link: raw.link,
+            window: 0,
             orig_len: raw.orig_len,
             start,
             end: self.data.len(),
@@ -175,9 +213,13 @@ impl FrameBatch {
 
     /// The frame's bytes (empty if `frame` does not belong to this batch).
     pub fn bytes(&self, frame: &Frame) -> &[u8] {
-        let data = match &self.mapped {
-            Some(window) => window.bytes(),
-            None => &self.data,
+        let data = match (&self.mapped, frame.window) {
+            (Some(window), 0) => window.bytes(),
+            (None, 0) => &self.data,
+            (_, k) => self
+                .others
+                .get(usize::from(k) - 1)
+                .map_or(&[][..], |w| w.bytes()),
         };
         data.get(frame.start..frame.end).unwrap_or_default()
     }

@@ -367,6 +367,7 @@ impl Part {
             frames.frames.push(Frame {
                 ts: found.ts,
                 link: found.link,
+                window: 0,
                 orig_len: found.orig_len,
                 start: at + found.start,
                 end: at + found.start + found.len,
