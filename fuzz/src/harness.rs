@@ -216,12 +216,85 @@ pub fn merge(data: &[u8]) -> usize {
             .collect();
         sources.map(MergedSource::new).map_err(|e| e.to_string())
     };
+    let files = || -> Result<Vec<FileSource>, String> {
+        let sources = paths
+            .iter()
+            .map(|(p, _)| FileSource::open_with(p, Access::Read));
+        sources.collect::<Result<_, _>>().map_err(|e| e.to_string())
+    };
+    let by_hand = files().map(|mut inputs| merged_by_hand(&mut inputs));
     let expected = open(Access::Read).map(|mut src| read_on(&mut src, Vec::new()));
     let got = open(Access::Map(Some(4096))).map(|mut src| stitched(&mut src, piece));
+    let filled = open(Access::Map(Some(4096))).map(|mut src| filled(&mut src, piece));
     for (p, _) in &paths {
         let _ = std::fs::remove_file(p);
     }
+    same_reads(&expected, &by_hand, "merged a packet at a time");
+    same_reads(
+        &filled,
+        &by_hand,
+        &format!("merged into batches of {piece} bytes"),
+    );
     same_reads(&got, &expected, &format!("merged in pieces of {piece}"))
+}
+
+/// The merge's order as it is defined, by the simplest code: one packet
+/// copied ahead per input, the earliest taken (ties: the earlier input);
+/// an input's error ends the merge when its next packet is wanted.
+fn merged_by_hand(inputs: &mut [FileSource]) -> Read {
+    type Packet = (i64, u32, u32, Vec<u8>);
+    let mut heads: Vec<Option<Packet>> = inputs.iter().map(|_| None).collect();
+    let mut done = vec![false; inputs.len()];
+    let mut frames = Vec::new();
+    let error = 'merge: loop {
+        for ((input, head), done) in inputs.iter_mut().zip(&mut heads).zip(&mut done) {
+            if head.is_some() || *done {
+                continue;
+            }
+            match input.next_packet() {
+                Ok(Some(p)) => *head = Some((p.ts.0, p.link.0, p.orig_len, p.data.to_vec())),
+                Ok(None) => *done = true,
+                Err(e) => break 'merge Some(e.to_string()),
+            }
+        }
+        let earliest = heads
+            .iter()
+            .enumerate()
+            .filter_map(|(i, h)| h.as_ref().map(|p| (p.0, i)))
+            .min();
+        let Some((_, i)) = earliest else {
+            break None;
+        };
+        frames.extend(heads.get_mut(i).and_then(Option::take));
+    };
+    let warnings = inputs
+        .iter()
+        .flat_map(|s| s.info().warnings.clone())
+        .collect();
+    let cut = inputs.iter().any(|s| s.info().truncated);
+    (frames, warnings, cut, error)
+}
+
+/// `src` read with `fill` into batches of about `bytes` bytes (and at most
+/// seven frames), as several threads read what they cannot walk in pieces.
+fn filled(src: &mut dyn PacketSource, bytes: usize) -> Read {
+    let mut frames = Vec::new();
+    let mut batch = FrameBatch::default();
+    let error = loop {
+        batch.clear();
+        let more = src.fill(&mut batch, bytes, 7);
+        for f in &batch.frames {
+            let raw = batch.packet(f, 0);
+            frames.push((raw.ts.0, raw.link.0, raw.orig_len, raw.data.to_vec()));
+        }
+        match more {
+            Ok(true) => {}
+            Ok(false) => break None,
+            Err(e) => break Some(e.to_string()),
+        }
+    };
+    let info = src.info();
+    (frames, info.warnings.clone(), info.truncated, error)
 }
 
 // ---------------------------------------------------------------- pipeline

@@ -106,7 +106,11 @@ impl<S: PacketSource> MergedSource<S> {
     /// The input whose next frame comes first (ties: the earlier input),
     /// with every input read ahead; `None` when all are done.
     fn earliest(&mut self) -> Result<Option<usize>, SourceError> {
-        self.read_ahead()?;
+        if let Err(e) = self.read_ahead() {
+            // What the inputs found before it still counts.
+            self.refresh_info();
+            return Err(e);
+        }
         let earliest = self
             .ahead
             .iter()
