@@ -312,3 +312,87 @@ pub fn copy_packets<S: PacketSource + ?Sized>(
     }
     Ok(true)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::mapped::MappedFile;
+    use super::*;
+    use std::io::Write;
+
+    /// A mapped window holding `bytes`.
+    fn window_of(bytes: &[u8]) -> Arc<Window> {
+        let mut f = tempfile::tempfile().expect("temp file");
+        f.write_all(bytes).expect("write");
+        let mut m = MappedFile::with_window(f, 1 << 20).expect("regular file");
+        m.window(0, bytes.len()).expect("map")
+    }
+
+    fn frame(start: usize, end: usize) -> Frame {
+        Frame {
+            ts: Timestamp(start as i64),
+            link: LinkType::ETHERNET,
+            window: 0,
+            orig_len: (end - start) as u32,
+            start,
+            end,
+        }
+    }
+
+    /// Frames of batches of several inputs — two mapped, one copied — put
+    /// into one batch keep their bytes: the mapped ones by holding their
+    /// windows, the others copied; a copied frame does not disturb them.
+    #[test]
+    fn frames_from_other_batches_keep_their_bytes() {
+        let mut a = FrameBatch::default();
+        assert!(a.share(&window_of(b"aaaa-AAAA")));
+        a.frames.extend([frame(0, 4), frame(5, 9)]);
+        let mut b = FrameBatch::default();
+        assert!(b.share(&window_of(b"bbbbbb")));
+        b.frames.push(frame(1, 5));
+        let mut c = FrameBatch::default();
+        c.push(&RawPacket {
+            index: 1,
+            ts: Timestamp(9),
+            link: LinkType::ETHERNET,
+            orig_len: 3,
+            data: b"ccc",
+        });
+        let mut out = FrameBatch::default();
+        for (from, k) in [(&a, 0), (&b, 0), (&c, 0), (&a, 1)] {
+            let f = from.frames[k];
+            assert!(out.push_from(from, &f));
+        }
+        let got: Vec<&[u8]> = out.frames.iter().map(|f| out.bytes(f)).collect();
+        assert_eq!(got, [&b"aaaa"[..], b"bbbb", b"ccc", b"AAAA"]);
+        assert_eq!(out.others.len(), 2);
+        assert!(!out.is_mapped());
+        // A batch of merged frames can go on to another batch.
+        let mut again = FrameBatch::default();
+        for f in &out.frames {
+            assert!(again.push_from(&out, f));
+        }
+        let got: Vec<&[u8]> = again.frames.iter().map(|f| again.bytes(f)).collect();
+        assert_eq!(got, [&b"aaaa"[..], b"bbbb", b"ccc", b"AAAA"]);
+    }
+
+    /// A batch holds at most 255 other windows: the next frame of yet
+    /// another is refused (the batch is full), not mislaid.
+    #[test]
+    fn a_batch_holds_at_most_255_other_windows() {
+        let mut out = FrameBatch::default();
+        let inputs: Vec<FrameBatch> = (0..256)
+            .map(|k| {
+                let mut b = FrameBatch::default();
+                assert!(b.share(&window_of(format!("{k:04}").as_bytes())));
+                b.frames.push(frame(0, 4));
+                b
+            })
+            .collect();
+        for (k, from) in inputs.iter().enumerate() {
+            assert_eq!(out.push_from(from, &from.frames[0]), k < 255, "{k}");
+        }
+        assert_eq!(out.frames.len(), 255);
+        let last = out.frames[254];
+        assert_eq!(out.bytes(&last), b"0254");
+    }
+}
