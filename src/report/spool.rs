@@ -71,7 +71,10 @@ impl Spool {
             format!(
                 "{}: {doing} a temporary file in {} (it holds {}; set TMPDIR to a directory with room, or {}): {e}",
                 p.output,
-                spool_dir(std::env::var_os("TMPDIR").as_deref()).display(),
+                spool_dirs(std::env::var_os("TMPDIR").as_deref())
+                    .last()
+                    .map_or(std::env::temp_dir(), Clone::clone)
+                    .display(),
                 p.holds,
                 p.instead
             ),
@@ -97,8 +100,14 @@ impl Spool {
     /// Moves what is in memory to the end of the file.
     fn spill(&mut self) -> io::Result<()> {
         if self.file.is_none() {
-            let dir = spool_dir(std::env::var_os("TMPDIR").as_deref());
-            let file = tempfile::tempfile_in(dir).map_err(|e| self.error("cannot make", e))?;
+            let mut made = Err(io::Error::other("no directory to make it in"));
+            for dir in spool_dirs(std::env::var_os("TMPDIR").as_deref()) {
+                made = tempfile::tempfile_in(dir);
+                if made.is_ok() {
+                    break;
+                }
+            }
+            let file = made.map_err(|e| self.error("cannot make", e))?;
             self.file = Some(file);
         }
         if let Some(file) = &mut self.file {
@@ -144,18 +153,18 @@ impl Spool {
     }
 }
 
-/// The directory a spool's file goes in, given `TMPDIR`: that directory
-/// if set; otherwise `/var/tmp`, the place file-hierarchy(7) gives larger
-/// temporary files — `/tmp` is a tmpfs in memory on many systems (Debian
-/// 13, Fedora, Arch), where a million connections' 2.5 GB of `-T json`
-/// text would be held in RAM; the platform's temporary directory where
-/// there is no `/var/tmp`.
-fn spool_dir(tmpdir: Option<&std::ffi::OsStr>) -> PathBuf {
+/// The directories a spool's file may go in, the first that takes it,
+/// given `TMPDIR`: that directory if set; otherwise `/var/tmp`, the place
+/// file-hierarchy(7) gives larger temporary files — `/tmp` is a tmpfs in
+/// memory on many systems (Debian 13, Fedora, Arch), where a million
+/// connections' 2.5 GB of `-T json` text would be held in RAM — then the
+/// platform's temporary directory (no `/var/tmp`, or a read-only one).
+fn spool_dirs(tmpdir: Option<&std::ffi::OsStr>) -> Vec<PathBuf> {
     let var = Path::new("/var/tmp");
     match tmpdir {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ if cfg!(unix) && var.is_dir() => var.to_path_buf(),
-        _ => std::env::temp_dir(),
+        Some(dir) if !dir.is_empty() => vec![PathBuf::from(dir)],
+        _ if cfg!(unix) && var.is_dir() => vec![var.to_path_buf(), std::env::temp_dir()],
+        _ => vec![std::env::temp_dir()],
     }
 }
 
@@ -216,13 +225,13 @@ mod tests {
     #[test]
     fn the_file_goes_in_tmpdir_or_else_var_tmp() {
         let dir = std::ffi::OsStr::new("/some/where");
-        assert_eq!(spool_dir(Some(dir)), PathBuf::from("/some/where"));
-        let default = spool_dir(None);
-        assert_eq!(default, spool_dir(Some(std::ffi::OsStr::new(""))));
+        assert_eq!(spool_dirs(Some(dir)), [PathBuf::from("/some/where")]);
+        let default = spool_dirs(None);
+        assert_eq!(default, spool_dirs(Some(std::ffi::OsStr::new(""))));
         if Path::new("/var/tmp").is_dir() {
-            assert_eq!(default, PathBuf::from("/var/tmp"));
+            assert_eq!(default, [PathBuf::from("/var/tmp"), std::env::temp_dir()]);
         } else {
-            assert_eq!(default, std::env::temp_dir());
+            assert_eq!(default, [std::env::temp_dir()]);
         }
     }
 
