@@ -9,6 +9,11 @@ measuring handshakes' memory and time on inputs that try to exhaust it:
                      (every other segment missing) in reverse order
   frag-flood N       N first IPv4 fragments (1 400 bytes each) of distinct
                      datagrams whose other fragments never come
+  pause N            N short HTTP connections (handshake, one request and
+                     response, FIN both ways) opened over one second, then,
+                     after a 3 s pause, one SYN: at that packet the close
+                     linger of all N runs out at once (records waiting to be
+                     written, docs/performance.md, *Memory*)
 
 Usage: scripts/hostile.py KIND ARG | handshakes analyze -
 """
@@ -108,13 +113,34 @@ def frag_flood(n):
         out.write(frame)
 
 
+def pause(n):
+    request = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+    response = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+    for i in range(max(n, 1)):
+        client = bytes([10, 1 + i // 60000, (i // 250) % 240, 1 + i % 250])
+        port = 1024 + i % 60000
+        t = T0 + i * 10**9 // max(n, 1)
+        c, s = 1000, 5000
+        c2, s2 = c + 1 + len(request), s + 1 + len(response)
+        packet(t, client, S, port, 80, c, 0, SYN)
+        packet(t + 10_000, S, client, 80, port, s, c + 1, SYN | ACK)
+        packet(t + 20_000, client, S, port, 80, c + 1, s + 1, ACK)
+        packet(t + 30_000, client, S, port, 80, c + 1, s + 1, PSH | ACK, request)
+        packet(t + 40_000, S, client, 80, port, s + 1, c2, PSH | ACK, response)
+        packet(t + 50_000, client, S, port, 80, c2, s2, FIN | ACK)
+        packet(t + 60_000, S, client, 80, port, s2, c2 + 1, FIN | ACK)
+        packet(t + 70_000, client, S, port, 80, c2 + 1, s2 + 1, ACK)
+    packet(T0 + 4 * 10**9, bytes([10, 250, 9, 9]), S, 40000, 80, 1, 0, SYN)
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     kind = sys.argv[1]
     arg = int(sys.argv[2]) if len(sys.argv) > 2 else 0
     header()
-    {"syn-flood": syn_flood, "garbage": garbage, "ooo-holes": ooo_holes, "frag-flood": frag_flood}.get(kind, lambda _: tls_16mb())(arg)
+    kinds = {"syn-flood": syn_flood, "garbage": garbage, "ooo-holes": ooo_holes, "frag-flood": frag_flood, "pause": pause}
+    kinds.get(kind, lambda _: tls_16mb())(arg)
 
 
 if __name__ == "__main__":
