@@ -79,6 +79,9 @@ impl<S: PacketSource> MergedSource<S> {
             if ahead.head().is_some() {
                 continue;
             }
+            // Every frame taken: the batch lets go of its window.
+            ahead.batch.clear();
+            ahead.next = 0;
             if let Some(e) = ahead.failed.take() {
                 ahead.finished = true;
                 return Err(e);
@@ -86,8 +89,6 @@ impl<S: PacketSource> MergedSource<S> {
             if ahead.finished {
                 continue;
             }
-            ahead.batch.clear();
-            ahead.next = 0;
             match input.fill(&mut ahead.batch, AHEAD_BYTES, AHEAD_FRAMES) {
                 Ok(more) => ahead.finished = !more,
                 Err(e) if ahead.batch.frames.is_empty() => {
@@ -96,11 +97,19 @@ impl<S: PacketSource> MergedSource<S> {
                 }
                 Err(e) => ahead.failed = Some(e),
             }
-            if ahead.finished && ahead.head().is_none() {
-                ahead.batch.clear();
-            }
         }
         Ok(())
+    }
+
+    /// The earliest next frame read ahead, but for input `but`'s: its
+    /// timestamp and input (ties: the earlier input).
+    fn first_head(&self, but: Option<usize>) -> Option<(Timestamp, usize)> {
+        self.ahead
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| Some(j) != but)
+            .filter_map(|(j, a)| a.head().map(|ts| (ts, j)))
+            .min()
     }
 
     /// The input whose next frame comes first (ties: the earlier input),
@@ -111,12 +120,7 @@ impl<S: PacketSource> MergedSource<S> {
             self.refresh_info();
             return Err(e);
         }
-        let earliest = self
-            .ahead
-            .iter()
-            .enumerate()
-            .filter_map(|(i, a)| a.head().map(|ts| (ts, i)))
-            .min();
+        let earliest = self.first_head(None);
         if earliest.is_none() {
             self.refresh_info();
         }
@@ -182,13 +186,7 @@ impl<S: PacketSource> PacketSource for MergedSource<S> {
                 return Ok(false);
             };
             // The input's frames up to the next input's head go in one run.
-            let until = self
-                .ahead
-                .iter()
-                .enumerate()
-                .filter(|&(j, _)| j != i)
-                .filter_map(|(j, a)| a.head().map(|ts| (ts, j)))
-                .min();
+            let until = self.first_head(Some(i));
             let Some(ahead) = self.ahead.get_mut(i) else {
                 return Ok(false);
             };
