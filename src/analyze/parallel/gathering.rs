@@ -26,7 +26,7 @@ impl Reader<'_> {
     /// for a shard a worker is running while there is other work to do:
     /// shards that are free run their newer batches meanwhile.
     ///
-    /// A shard that paused in the batch ([`SLICE`]) hands it over in
+    /// A shard that paused in the batch ([`crate::analyze::SLICE`]) hands it over in
     /// slices. Events are applied as soon as every shard still in the batch
     /// has passed them (each shard's events come in order, so the last one
     /// it handed over is a watermark), and slices are taken only from the
@@ -42,8 +42,9 @@ impl Reader<'_> {
         let mut events = Vec::new();
         while !pending.is_empty() {
             let low = pending.iter().map(|&me| mark(&marks, me)).min().flatten();
-            let before = pending.len();
-            let mut took = None;
+            // Whether a slice was taken this round, and one of a shard
+            // that paused.
+            let (mut took, mut paused) = (false, false);
             let mut k = 0;
             while let Some(&me) = pending.get(k) {
                 let cell = if mark(&marks, me) == low {
@@ -64,21 +65,22 @@ impl Reader<'_> {
                     *at = Some(last.order());
                 }
                 events.append(&mut slice.events);
-                took = Some(slice.complete);
+                took = true;
+                paused |= !slice.complete;
                 if slice.complete {
                     pending.swap_remove(k);
                 } else {
                     k += 1;
                 }
             }
-            if let Some(complete) = took {
-                if !complete {
+            if took {
+                if paused {
                     // A shard paused: the workers may run it on.
                     self.shared.wake()?;
                 }
                 let upto = pending.iter().map(|&me| mark(&marks, me)).min();
                 self.apply_upto(&mut events, upto, sink)?;
-            } else if pending.len() == before && !self.help(&pending)? {
+            } else if !self.help(&pending)? {
                 // Nothing else to do: wait for a busy shard furthest behind.
                 if let Some(&me) = pending.iter().find(|&&me| mark(&marks, me) == low) {
                     drop(self.shared.cell(me)?);
