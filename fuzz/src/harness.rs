@@ -69,15 +69,24 @@ impl<'a> Bytes<'a> {
 /// What reading a capture gave: each frame (timestamp, link type,
 /// original length, bytes), then the warnings, whether it was cut, and the
 /// error that ended it.
-type Read = (
-    Vec<(i64, u32, u32, Vec<u8>)>,
-    Vec<String>,
-    bool,
-    Option<String>,
-);
+type Read = (Vec<Got>, Vec<String>, bool, Option<String>);
+
+/// A frame as [`Read`] holds it: timestamp, link type, original length,
+/// bytes.
+type Got = (i64, u32, u32, Vec<u8>);
+
+fn got(p: &handshakes::source::RawPacket<'_>) -> Got {
+    (p.ts.0, p.link.0, p.orig_len, p.data.to_vec())
+}
+
+/// What `src` says, after `frames` read and the `error` that ended them.
+fn read_of(src: &dyn PacketSource, frames: Vec<Got>, error: Option<String>) -> Read {
+    let info = src.info();
+    (frames, info.warnings.clone(), info.truncated, error)
+}
 
 /// Reads on with `next_packet` after `frames`.
-fn read_on(src: &mut dyn PacketSource, mut frames: Vec<(i64, u32, u32, Vec<u8>)>) -> Read {
+fn read_on(src: &mut dyn PacketSource, mut frames: Vec<Got>) -> Read {
     let error = loop {
         match src.next_packet() {
             Ok(Some(p)) => {
@@ -86,14 +95,13 @@ fn read_on(src: &mut dyn PacketSource, mut frames: Vec<(i64, u32, u32, Vec<u8>)>
                     frames.len() as u64 + 1,
                     "packets numbered in order"
                 );
-                frames.push((p.ts.0, p.link.0, p.orig_len, p.data.to_vec()));
+                frames.push(got(&p));
             }
             Ok(None) => break None,
             Err(e) => break Some(e.to_string()),
         }
     };
-    let info = src.info();
-    (frames, info.warnings.clone(), info.truncated, error)
+    read_of(src, frames, error)
 }
 
 /// The capture at `path` read in pieces of `piece` bytes through memory
@@ -121,7 +129,7 @@ fn stitched(src: &mut dyn PacketSource, piece: usize) -> Read {
             assert!(p.end >= at, "a piece ends before it starts");
             for f in &batch.frames {
                 let raw = batch.packet(f, 0);
-                frames.push((raw.ts.0, raw.link.0, raw.orig_len, raw.data.to_vec()));
+                frames.push(got(&raw));
             }
             if !p.complete {
                 at = p.end;
@@ -242,8 +250,7 @@ pub fn merge(data: &[u8]) -> usize {
 /// copied ahead per input, the earliest taken (ties: the earlier input);
 /// an input's error ends the merge when its next packet is wanted.
 fn merged_by_hand(inputs: &mut [FileSource]) -> Read {
-    type Packet = (i64, u32, u32, Vec<u8>);
-    let mut heads: Vec<Option<Packet>> = inputs.iter().map(|_| None).collect();
+    let mut heads: Vec<Option<Got>> = inputs.iter().map(|_| None).collect();
     let mut done = vec![false; inputs.len()];
     let mut frames = Vec::new();
     let error = 'merge: loop {
@@ -252,7 +259,7 @@ fn merged_by_hand(inputs: &mut [FileSource]) -> Read {
                 continue;
             }
             match input.next_packet() {
-                Ok(Some(p)) => *head = Some((p.ts.0, p.link.0, p.orig_len, p.data.to_vec())),
+                Ok(Some(p)) => *head = Some(got(&p)),
                 Ok(None) => *done = true,
                 Err(e) => break 'merge Some(e.to_string()),
             }
@@ -285,7 +292,7 @@ fn filled(src: &mut dyn PacketSource, bytes: usize) -> Read {
         let more = src.fill(&mut batch, bytes, 7);
         for f in &batch.frames {
             let raw = batch.packet(f, 0);
-            frames.push((raw.ts.0, raw.link.0, raw.orig_len, raw.data.to_vec()));
+            frames.push(got(&raw));
         }
         match more {
             Ok(true) => {}
@@ -293,8 +300,7 @@ fn filled(src: &mut dyn PacketSource, bytes: usize) -> Read {
             Err(e) => break Some(e.to_string()),
         }
     };
-    let info = src.info();
-    (frames, info.warnings.clone(), info.truncated, error)
+    read_of(src, frames, error)
 }
 
 // ---------------------------------------------------------------- pipeline
