@@ -51,7 +51,21 @@ const SHARDS_PER_THREAD: usize = 4;
 /// merged).
 const END_AHEAD: usize = 1;
 /// The fewest connections a shard finalises at a time at the end.
-const MIN_CHUNK: usize = 64;
+const MIN_CHUNK: usize = 8;
+/// Records every shard together finalises in a batch before pausing
+/// ([`SLICE`] each at most): a shard's slice is its share, so what waits
+/// for the gatherer — up to [`DEPTH`] slices a shard — does not grow with
+/// the number of threads (it did, at 64 records a shard: 50 000
+/// connections a second, peak RSS 105 MiB with two threads, 145 with 16,
+/// 186 with 32).
+const WAITING: usize = 512;
+
+/// A shard's slice among `shards` (the test knob, if set, instead).
+fn slice_of(config: &Config, shards: usize) -> usize {
+    config
+        .slice
+        .unwrap_or_else(|| (WAITING / shards).clamp(1, SLICE))
+}
 
 /// How many of its frames ahead a shard asks for a frame's bytes.
 const PREFETCH: usize = 8;
@@ -386,7 +400,7 @@ pub fn run(
             .map(|_| {
                 let mut shard = Shard::new(config.clone(), cap);
                 shard.encoder = encoder;
-                shard.hold_at_most(config.slice.unwrap_or(SLICE));
+                shard.hold_at_most(slice_of(config, shards));
                 Mutex::new(Cell {
                     shard,
                     next: 0,
