@@ -135,7 +135,15 @@ impl MappedFile {
         let skip = offset % HUGE;
         let mut end = offset + len as u64;
         if self.window as u64 >= HUGE {
-            end = end.next_multiple_of(HUGE).min(self.size);
+            // Rounded up only as far as the window reaches: bytes asked for
+            // beyond it (`--threads`' windows end with room for the record
+            // that straddles them) stay as asked, so that touching their
+            // first bytes maps a few pages, not the whole 2 MiB folio
+            // past the window — resident in two windows at once.
+            let rounded = offset
+                .saturating_add(self.window as u64)
+                .next_multiple_of(HUGE);
+            end = end.max(rounded).min(self.size);
         }
         let (Ok(map_len), Ok(skip)) = (usize::try_from(end - offset + skip), usize::try_from(skip))
         else {
@@ -251,6 +259,11 @@ mod tests {
         assert_eq!(w.bytes(), &bytes[huge..2 * huge]);
         let w = m.window(2 * HUGE + 5, 1).expect("map");
         assert_eq!(w.bytes(), &bytes[2 * huge + 5..]);
+        // Asked for more than a window reaches, rounded up: exactly that,
+        // not up to the next boundary (here the file's end), whose folio
+        // it would map whole.
+        let w = m.window(5, 2 * huge).expect("map");
+        assert_eq!((w.offset(), w.end()), (5, 2 * HUGE + 5));
     }
 
     #[test]
