@@ -150,7 +150,7 @@ pub fn split(data: &[u8]) -> usize {
     let Some((&size, capture)) = data.split_first() else {
         return 0;
     };
-    let piece = 1 + usize::from(size) * 37;
+    let piece = piece_of(size, capture.len());
     let name = format!(
         "handshakes-fuzz-split-{}-{:?}",
         std::process::id(),
@@ -166,6 +166,15 @@ pub fn split(data: &[u8]) -> usize {
     let got = by_pieces(&path, piece);
     let _ = std::fs::remove_file(&path);
     same_reads(&got, &expected, &format!("pieces of {piece}"))
+}
+
+/// The piece size a fuzz input's byte picks — from one byte up, so that
+/// guesses go wrong and records straddle pieces — but at least 1/256 of
+/// the input: each piece's guess may scan the rest of a small file, and
+/// with one-byte pieces those scans made a round quadratic in its input
+/// (a few inputs a second once the corpus drifted there).
+fn piece_of(byte: u8, input: usize) -> usize {
+    (1 + usize::from(byte) * 37).max(input / 256)
 }
 
 /// Panics, saying where, unless `got` (read as `how`) is `expected` (read
@@ -202,7 +211,7 @@ fn same_reads(got: &Result<Read, String>, expected: &Result<Read, String>, how: 
 /// number of frames.
 pub fn merge(data: &[u8]) -> usize {
     let mut input = Bytes::new(data);
-    let piece = 1 + usize::from(input.u8()) * 37;
+    let piece = piece_of(input.u8(), data.len());
     let first = usize::from(input.u16());
     let (a, b) = (input.take(first), input.take(usize::MAX));
     let tag = format!("{}-{:?}", std::process::id(), std::thread::current().id());
@@ -237,13 +246,30 @@ pub fn merge(data: &[u8]) -> usize {
     for (p, _) in &paths {
         let _ = std::fs::remove_file(p);
     }
-    same_reads(&expected, &by_hand, "merged a packet at a time");
-    same_reads(
+    same_merge(&expected, &by_hand, "merged a packet at a time");
+    same_merge(
         &filled,
         &by_hand,
         &format!("merged into batches of {piece} bytes"),
     );
     same_reads(&got, &expected, &format!("merged in pieces of {piece}"))
+}
+
+/// Panics, saying where, unless the merge `got` gives what the merge
+/// written out by hand gives — the same frames, warnings, cut and error —
+/// but for one difference that is not one: when an input's error ends
+/// both, the merge, which reads each input dozens of frames ahead, may
+/// have found the other inputs' warnings (and their cut) further on than
+/// the one packet ahead the hand-written merge reads. Every true fact,
+/// none of their frames handed out.
+fn same_merge(got: &Result<Read, String>, by_hand: &Result<Read, String>, how: &str) -> usize {
+    if let (Ok(g), Ok(h)) = (got, by_hand) {
+        let ended_alike = h.3.is_some() && g.0 == h.0 && g.3 == h.3;
+        if ended_alike && h.1.iter().all(|w| g.1.contains(w)) && (g.2 || !h.2) {
+            return h.0.len();
+        }
+    }
+    same_reads(got, by_hand, how)
 }
 
 /// The merge's order as it is defined, by the simplest code: one packet
