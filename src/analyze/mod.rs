@@ -212,7 +212,9 @@ pub const FINISH_CHUNK: usize = 1024;
 /// thousands of connections at one packet, their records reach the
 /// gatherer and the output a slice at a time instead of all at once
 /// (100 000 connections closed within a second, then a pause: one thread
-/// 149 MiB, two 178 MiB, before slices).
+/// 149 MiB, two 178 MiB, before slices). With more than eight shards
+/// (two threads) a shard's slice is its share of a total instead, so that
+/// what waits does not grow with the threads (`parallel::WAITING`).
 pub const SLICE: usize = 64;
 
 /// Running totals, for a status line.
