@@ -1,9 +1,10 @@
 //! `--merge` on several threads: files whose times follow each other are
 //! walked in pieces, file after file, and the merge takes over from the
-//! first packet that does not follow. The records and summary must be those
-//! of one thread merging packet by packet, however the files are cut,
-//! ordered, overlapped or tied — and through the binary on the real
-//! captures merged all at once.
+//! first packet that does not follow; a few files that overlap are walked
+//! side by side, their pieces interleaved, and the merge takes over where
+//! one stops. The records and summary must be those of one thread merging
+//! packet by packet, however the files are cut, ordered, overlapped or
+//! tied — and through the binary on the real captures merged all at once.
 //!
 //! Does not check the merge's own order (tests/synthetic.rs does).
 
@@ -72,18 +73,25 @@ fn json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// The records `paths`' split gives when its pieces are taken in order, as
-/// the calling thread takes them, until one ends early: their timestamps
-/// in nanoseconds. `None` if they are not split.
-fn walked(paths: &[PathBuf]) -> Option<Vec<i64>> {
+/// `paths` merged and split as several threads split them, if they are.
+fn split_of(paths: &[PathBuf]) -> Option<Split> {
     let sources = paths
         .iter()
         .map(|p| FileSource::open(p).unwrap_or_else(|e| panic!("{e}")))
         .collect();
-    let split: Split = MergedSource::new(sources).split(20_000)?;
+    MergedSource::new(sources).split(20_000)
+}
+
+/// The records `paths`' split gives when its pieces are taken in order, as
+/// the calling thread takes a chain's, until one ends early: their
+/// timestamps in nanoseconds. `None` if they are not split; it must be a
+/// chain.
+fn walked(paths: &[PathBuf]) -> Option<Vec<i64>> {
+    let split = split_of(paths)?;
+    assert!(!split.is_side_by_side(), "split side by side");
     let (mut at, mut frames, mut out) = (split.first(), FrameBatch::default(), Vec::new());
     for k in 0..split.pieces() {
-        let piece = split.walk(k, Some(at), &mut frames, |_, raw| out.push(raw.ts.0));
+        let piece = split.walk(k, Some(at), &mut frames, |_, _, raw| out.push(raw.ts.0));
         assert_eq!(piece.start, at);
         if !piece.complete {
             break;
@@ -102,6 +110,11 @@ fn times(records: &[Vec<u8>]) -> Vec<i64> {
         .iter()
         .map(|r| word(r, 0) * 1_000_000_000 + word(r, 4) * 1_000)
         .collect()
+}
+
+/// Whether `paths` are split side by side.
+fn side_by_side(paths: &[PathBuf]) -> bool {
+    split_of(paths).is_some_and(|s| s.is_side_by_side())
 }
 
 fn same_on_threads(name: &str, paths: &[PathBuf]) -> usize {
@@ -154,22 +167,45 @@ fn merged_files_give_the_same_output_on_any_number_of_threads() {
     assert!(same_on_threads("rotated", &rotated) > 50);
     same_on_threads("rotated, reversed", &[last.clone(), first.clone(), middle]);
 
-    // Overlapping: the second half of the first file is also in the second.
+    // Overlapping: the second half of the first file is also in the
+    // second. Walked side by side, in the order given.
     let early = write(d, "early.pcap", &header, &recs[..c]);
     let late = write(d, "late.pcap", &header, &recs[a..]);
-    // The pieces stop at the first packet of the first file that comes
-    // after the second file's first.
-    let overlapping = [early, late];
-    let until = walked(&overlapping).map(|w| w.len());
-    assert_eq!(until, Some(a + 1), "overlapping: walked until");
+    let overlapping = [early.clone(), late.clone()];
+    assert!(side_by_side(&overlapping), "overlapping: not side by side");
     same_on_threads("overlapping", &overlapping);
+    same_on_threads("overlapping, reversed", &[late.clone(), early.clone()]);
 
-    // Interleaved from the first packets: every other record in each.
+    // Interleaved from the first packets: every other record in each; and
+    // three files, every third record in each.
     let odd: Vec<_> = recs.iter().skip(1).step_by(2).cloned().collect();
     let even: Vec<_> = recs.iter().step_by(2).cloned().collect();
     let odd = write(d, "odd.pcap", &header, &odd);
     let even = write(d, "even.pcap", &header, &even);
+    assert!(side_by_side(&[odd.clone(), even.clone()]), "interleaved");
     same_on_threads("interleaved", &[odd, even]);
+    let thirds: Vec<PathBuf> = (0..3)
+        .map(|k| {
+            let some: Vec<_> = recs.iter().skip(k).step_by(3).cloned().collect();
+            write(d, &format!("third{k}.pcap"), &header, &some)
+        })
+        .collect();
+    same_on_threads("interleaved in three", &thirds);
+
+    // The same file twice: every packet ties, and goes to the file given
+    // first.
+    same_on_threads("twice", &[early.clone(), early.clone()]);
+
+    // One file cut inside its last record: its pieces stop there, and
+    // every file reads on from the frame after the last one taken from it
+    // (the other one from the middle of a piece).
+    let mut cut_bytes = std::fs::read(&early).unwrap_or_else(|e| panic!("{e}"));
+    cut_bytes.truncate(cut_bytes.len() - 40);
+    let cut = d.join("cut.pcap");
+    std::fs::write(&cut, cut_bytes).unwrap_or_else(|e| panic!("{e}"));
+    assert!(side_by_side(&[cut.clone(), late.clone()]), "cut");
+    same_on_threads("one file cut", &[cut.clone(), late.clone()]);
+    same_on_threads("one file cut, reversed", &[late, cut]);
 
     // The second file's first packet at the time of the first file's last:
     // the tie goes to the file given first, either way round.
@@ -179,12 +215,10 @@ fn merged_files_give_the_same_output_on_any_number_of_threads() {
     let tail = write(d, "tail.pcap", &header, &tail);
     let tied = [head.clone(), tail.clone()];
     assert_eq!(walked(&tied).map(|w| w.len()), Some(n), "tied");
+    // Given the other way round, the tie goes to the second file's first
+    // packet: the first's last does not come before it.
     let reversed = [tail, head];
-    assert_eq!(
-        walked(&reversed).map(|w| w.len()),
-        Some(b - 1),
-        "tied, reversed"
-    );
+    assert!(side_by_side(&reversed), "tied, reversed");
     same_on_threads("tied", &tied);
     same_on_threads("tied, reversed", &reversed);
 

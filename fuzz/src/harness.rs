@@ -19,7 +19,7 @@ use handshakes::flow::reassembly::{Reassembler, StreamSink};
 use handshakes::record::{Instant, Side, TlsInfo};
 use handshakes::source::file::{Access, FileSource};
 use handshakes::source::merge::MergedSource;
-use handshakes::source::{FrameBatch, PacketSource};
+use handshakes::source::{FrameBatch, PacketSource, Split};
 use handshakes::time::Timestamp;
 use handshakes::RecordSink;
 
@@ -119,12 +119,15 @@ fn by_pieces(path: &Path, piece: usize) -> Result<Read, String> {
 fn stitched(src: &mut dyn PacketSource, piece: usize) -> Read {
     let mut frames = Vec::new();
     if let Some(split) = src.split(piece) {
+        if split.is_side_by_side() {
+            return interleaved(src, &split);
+        }
         let mut at = split.first();
         let mut batch = FrameBatch::default();
         for k in 0..split.pieces() {
-            let mut p = split.walk(k, None, &mut batch, |_, _| {});
+            let mut p = split.walk(k, None, &mut batch, |_, _, _| {});
             if p.start != at {
-                p = split.walk(k, Some(at), &mut batch, |_, _| {});
+                p = split.walk(k, Some(at), &mut batch, |_, _, _| {});
             }
             assert!(p.end >= at, "a piece ends before it starts");
             for f in &batch.frames {
@@ -140,6 +143,64 @@ fn stitched(src: &mut dyn PacketSource, piece: usize) -> Read {
         let n = frames.len() as u64;
         src.resume(at, n);
     }
+    read_on(src, frames)
+}
+
+/// `src` split side by side: each file's pieces walked in order (a piece
+/// kept if it starts where the last ended, walked again from there if
+/// not) up to the first that stops early, the files' frames then taken
+/// one at a time, the earliest first (ties: the file given first), until
+/// a file whose pieces stopped early has none left; then every file reads
+/// on from its next record, and the merge from there.
+fn interleaved(src: &mut dyn PacketSource, split: &Split) -> Read {
+    // Per file: its frames with their records' offsets, where its pieces
+    // ended, and whether they stopped early.
+    let mut lanes = Vec::new();
+    let mut batch = FrameBatch::default();
+    for lane in split.lanes() {
+        let (mut at, mut walked, mut stopped) = (lane.start, Vec::new(), false);
+        for k in lane.first..lane.end {
+            let mut records = Vec::new();
+            let mut p = split.walk(k, None, &mut batch, |_, r, _| records.push(r));
+            if p.start != at {
+                records.clear();
+                p = split.walk(k, Some(at), &mut batch, |_, r, _| records.push(r));
+            }
+            assert!(p.end >= at, "a piece ends before it starts");
+            for (f, r) in batch.frames.iter().zip(records) {
+                walked.push((got(&batch.packet(f, 0)), r));
+            }
+            at = p.end;
+            if !p.complete {
+                stopped = true;
+                break;
+            }
+        }
+        lanes.push((walked.into_iter().peekable(), at, stopped));
+    }
+    let mut frames = Vec::new();
+    loop {
+        if lanes
+            .iter_mut()
+            .any(|(w, _, stopped)| *stopped && w.peek().is_none())
+        {
+            break;
+        }
+        let earliest = lanes
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(l, (w, _, _))| w.peek().map(|(g, _)| (g.0, l)))
+            .min();
+        let Some((_, l)) = earliest else {
+            break;
+        };
+        frames.extend(lanes.get_mut(l).and_then(|(w, _, _)| w.next()).map(|f| f.0));
+    }
+    let at: Vec<u64> = lanes
+        .iter_mut()
+        .map(|(w, end, _)| w.peek().map_or(*end, |f| f.1))
+        .collect();
+    src.resume_parts(&at, frames.len() as u64);
     read_on(src, frames)
 }
 

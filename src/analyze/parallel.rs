@@ -27,6 +27,7 @@ use std::thread;
 mod gathering;
 mod pieces;
 mod read;
+mod side;
 
 use super::gather::Gather;
 use super::shard::{Clock, Event, Shard};
@@ -103,6 +104,10 @@ struct Batch {
     /// Frames that completed an IP datagram (indices into `frames`, in
     /// order), and the datagram to analyse in their place.
     whole: Vec<(u32, Vec<u8>)>,
+    /// A piece of files side by side: each frame's record (its offset in
+    /// the split) and shard (`None`: it may be an IP fragment), for the
+    /// calling thread to interleave them ([`Reader::read_side_by_side`]).
+    records: Vec<(u64, Option<u32>)>,
 }
 
 impl Batch {
@@ -134,6 +139,7 @@ impl Batch {
         self.frames.clear();
         self.nows.clear();
         self.whole.clear();
+        self.records.clear();
         self.by_shard.resize_with(shards, Vec::new);
         for frames in &mut self.by_shard {
             frames.clear();
@@ -395,6 +401,10 @@ pub fn run(
     let cap = config.max_connections().div_ceil(shards);
     let encoder = sink.encoder();
     let split = source.split(config.split_piece.unwrap_or(PIECE));
+    let queue = Queue {
+        pieces: pieces::Pieces::new(split.as_ref()),
+        ..Queue::default()
+    };
     let shared = Shared {
         cells: (0..shards)
             .map(|_| {
@@ -412,7 +422,7 @@ pub fn run(
                 })
             })
             .collect(),
-        queue: Mutex::new(Queue::default()),
+        queue: Mutex::new(queue),
         more: Condvar::new(),
         split,
         udp: config.udp_tunnels,

@@ -6,13 +6,20 @@
 //! each other (a capture rotated by `tcpdump -C` or `-G`) are handed to
 //! `--threads` as one [`Split`], file after file, each read only while its
 //! packets come before the next file's first; from a packet that does not,
-//! the merge below takes over.
+//! the merge below takes over. A few files whose times overlap (captures of
+//! several interfaces at once) are handed over side by side instead, for
+//! `--threads` to interleave their pieces; where those stop, the merge
+//! takes over from each file's next packet.
 //!
 //! Does not read files itself; it wraps other [`PacketSource`]s.
 
 use super::{FrameBatch, PacketSource, RawPacket, SourceInfo, Split};
 use crate::error::SourceError;
 use crate::time::Timestamp;
+
+/// Files merged side by side on several threads, at most: each keeps
+/// pieces walked ahead and map windows of its own.
+const SIDE_BY_SIDE: usize = 8;
 
 /// Frames an input is read ahead, at most…
 const AHEAD_FRAMES: usize = 64;
@@ -49,6 +56,8 @@ pub struct MergedSource<S> {
     /// The inputs in the order a [`Split`] of them chains them, with
     /// where their records begin and end.
     chained: Vec<(usize, u64, u64)>,
+    /// The inputs were split side by side, in the order given.
+    side_by_side: bool,
 }
 
 impl<S: PacketSource> MergedSource<S> {
@@ -64,6 +73,7 @@ impl<S: PacketSource> MergedSource<S> {
             ahead: (0..n).map(|_| Ahead::default()).collect(),
             index: 0,
             chained: Vec::new(),
+            side_by_side: false,
             info: SourceInfo {
                 name,
                 format: "merged".into(),
@@ -127,6 +137,18 @@ impl<S: PacketSource> MergedSource<S> {
         Ok(earliest.map(|(_, i)| i))
     }
 
+    /// `splits` side by side, in the order the files were given.
+    fn side_by_side(&mut self, mut splits: Vec<(Timestamp, usize, Split)>) -> Option<Split> {
+        splits.sort_by_key(|(_, i, _)| *i);
+        let firsts: Vec<_> = splits.iter().map(|(_, i, s)| (*i, s.first())).collect();
+        let split = Split::side_by_side(splits.into_iter().map(|s| s.2).collect());
+        match split {
+            Some(_) => self.side_by_side = true,
+            None => self.unsplit(firsts),
+        }
+        split
+    }
+
     /// The inputs split for a chain that will not be: each reads on from
     /// its first record, as if never split.
     fn unsplit(&mut self, split: impl IntoIterator<Item = (usize, u64)>) {
@@ -151,6 +173,20 @@ impl<S: PacketSource> MergedSource<S> {
         self.info.truncated = truncated;
         self.info.packets_unknown_interface = unknown;
     }
+}
+
+/// Whether `splits` (in time order of their first packets) are a few
+/// files that overlap in time: a file's last packet (as far as a guess at
+/// its last piece finds it) would not come before the next file's first,
+/// so a chain of them would stop there.
+fn overlap(splits: &[(Timestamp, usize, Split)]) -> bool {
+    (2..=SIDE_BY_SIDE).contains(&splits.len())
+        && splits.windows(2).any(|pair| match pair {
+            [(_, i, split), (next, j, _)] => split
+                .last_ts()
+                .is_some_and(|last| last > *next || (last == *next && i > j)),
+            _ => false,
+        })
 }
 
 impl<S: PacketSource> PacketSource for MergedSource<S> {
@@ -237,6 +273,9 @@ impl<S: PacketSource> PacketSource for MergedSource<S> {
             splits.push((ts, i, split));
         }
         splits.sort_by_key(|(ts, i, _)| (*ts, *i));
+        if overlap(&splits) {
+            return self.side_by_side(splits);
+        }
         // A record of file i comes before the next file j's first packet
         // when it is earlier, or as early and i was given first.
         let untils: Vec<_> = splits
@@ -261,6 +300,23 @@ impl<S: PacketSource> PacketSource for MergedSource<S> {
             None => self.unsplit(order.iter().map(|&(i, first, _)| (i, first))),
         }
         split
+    }
+
+    /// Reads on after a split side by side: each file from its own record.
+    fn resume_parts(&mut self, offsets: &[u64], frames: u64) {
+        if !self.side_by_side {
+            if let [offset] = offsets {
+                self.resume(*offset, frames);
+            }
+            return;
+        }
+        for &offset in offsets {
+            let (i, at) = Split::locate(offset);
+            if let Some(input) = self.inputs.get_mut(i) {
+                input.resume(at, 0);
+            }
+        }
+        self.index += frames;
     }
 
     /// Reads on after a chained [`Split`]: the files before the one it

@@ -21,7 +21,7 @@ use crate::error::SourceError;
 use crate::time::Timestamp;
 pub use mapped::prefetch;
 use mapped::Window;
-pub use split::{Piece, Split, PIECE};
+pub use split::{Lane, Piece, Split, PIECE};
 
 /// A link-layer header type as numbered by tcpdump.org's LINKTYPE_ registry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -288,6 +288,15 @@ pub trait PacketSource {
     /// were taken from a [`PacketSource::split`].
     fn resume(&mut self, offset: u64, frames: u64) {
         let _ = (offset, frames);
+    }
+
+    /// Reads on after `frames` records were taken from a split of files
+    /// side by side: each file from its record at
+    /// `offsets` (one per file, as the split numbers them).
+    fn resume_parts(&mut self, offsets: &[u64], frames: u64) {
+        if let [offset] = offsets {
+            self.resume(*offset, frames);
+        }
     }
 
     /// Whether another process writes the input into a pipe as it is read

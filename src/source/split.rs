@@ -94,11 +94,25 @@ impl Format {
 }
 
 /// A capture's records from `first` to the file's end, in pieces — or,
-/// for `--merge`, several captures' one after another ([`Split::chain`]).
-/// Offsets are the file's; in a chain, the part's number sits in the top
-/// 16 bits ([`PART_SHIFT`]).
+/// for `--merge`, several captures' one after another ([`Split::chain`])
+/// or side by side ([`Split::side_by_side`]). Offsets are the file's;
+/// with several files, the part's number sits in the top 16 bits
+/// ([`PART_SHIFT`]).
 pub struct Split {
     parts: Vec<Part>,
+    /// The parts are walked each on its own, their records interleaved by
+    /// whoever takes the pieces; otherwise one after another.
+    side_by_side: bool,
+}
+
+/// The pieces of one part of a side-by-side split (or of a whole chain),
+/// taken in order one after another: pieces `first..end`, the first
+/// starting at the record at `start`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lane {
+    pub first: u64,
+    pub end: u64,
+    pub start: u64,
 }
 
 /// Where a chained part's number sits in an offset: files up to 256 TiB.
@@ -162,7 +176,10 @@ impl Split {
             base: 0,
             until: None,
         };
-        Split { parts: vec![part] }
+        Split {
+            parts: vec![part],
+            side_by_side: false,
+        }
     }
 
     /// `splits` one after another, each one's records read only while they
@@ -183,7 +200,44 @@ impl Split {
             base = base.checked_add(part.pieces())?;
             parts.push(part);
         }
-        Some(Split { parts })
+        Some(Split {
+            parts,
+            side_by_side: false,
+        })
+    }
+
+    /// `splits` side by side, each walked on its own from its first record
+    /// to its end: `--merge` of files whose times overlap, the pieces'
+    /// records interleaved by timestamp by whoever takes them ([`Lane`]s,
+    /// in the order given). Each split must be of one file, and there
+    /// must be fewer than 65 536.
+    pub(super) fn side_by_side(splits: Vec<Split>) -> Option<Split> {
+        let mut split = Split::chain(splits.into_iter().map(|s| (s, None)).collect())?;
+        split.side_by_side = true;
+        Some(split)
+    }
+
+    /// Whether the parts are side by side ([`Split::side_by_side`]).
+    pub fn is_side_by_side(&self) -> bool {
+        self.side_by_side
+    }
+
+    /// The lanes in which the pieces are taken: one per part side by side,
+    /// else one for all.
+    pub fn lanes(&self) -> Vec<Lane> {
+        if !self.side_by_side {
+            return vec![Lane {
+                first: 0,
+                end: self.pieces(),
+                start: self.first(),
+            }];
+        }
+        let lane = |(j, p): (usize, &Part)| Lane {
+            first: p.base,
+            end: p.base + p.pieces(),
+            start: Split::offset(j, p.first),
+        };
+        self.parts.iter().enumerate().map(lane).collect()
     }
 
     /// The part that piece `k` is in, and the piece's number in it.
@@ -222,10 +276,11 @@ impl Split {
     }
 
     /// Where piece `k + 1` starts, when piece `k` ended complete at `end`:
-    /// there, or at the next part's first record after a part's last piece.
+    /// there, or, in a chain, at the next part's first record after a
+    /// part's last piece.
     pub fn next_start(&self, k: u64, end: u64) -> u64 {
         match self.part_of(k) {
-            Some((j, part)) if k + 1 == part.base + part.pieces() => self
+            Some((j, part)) if k + 1 == part.base + part.pieces() && !self.side_by_side => self
                 .parts
                 .get(j + 1)
                 .map_or(end, |next| Split::offset(j + 1, next.first)),
@@ -247,13 +302,29 @@ impl Split {
         }
     }
 
+    /// The timestamp of the last record, as far as walking the last piece
+    /// from its first record's guess finds it (or the piece before, if the
+    /// last starts none); `None` if it finds none. Only a hint: a wrong
+    /// guess gives a wrong time.
+    pub(super) fn last_ts(&self) -> Option<Timestamp> {
+        let mut frames = FrameBatch::default();
+        let last = self.pieces().checked_sub(1)?;
+        (last.saturating_sub(1)..=last).rev().find_map(|k| {
+            self.walk(k, None, &mut frames, |_, _, _| {});
+            frames.frames.last().map(|f| f.ts)
+        })
+    }
+
     /// Notes that the records up to `offset` have been taken, for progress;
-    /// the file before its part is done with (its windows are unmapped
-    /// once no batch shares them).
+    /// in a chain, the file before its part is done with (its windows are
+    /// unmapped once no batch shares them).
     pub fn taken(&self, offset: u64) {
         let (j, at) = Split::locate(offset);
         if let Some(part) = self.parts.get(j) {
             part.read.store(at, Ordering::Relaxed);
+        }
+        if self.side_by_side {
+            return;
         }
         let before = j.checked_sub(1).and_then(|i| self.parts.get(i));
         if let Some(mut windows) = before.and_then(|p| p.windows.lock().ok()) {
@@ -264,12 +335,12 @@ impl Split {
     /// Walks piece `k` from the record at `start`, or from where its first
     /// record seems to be, into `frames` (emptied first; it then shares the
     /// window), and hands each record to `each` as it goes (with its number
-    /// in the piece), while its header is in the cache. Its records are
-    /// those starting before the piece's end (the last may reach into the
-    /// next piece).
-    pub fn walk<F>(&self, k: u64, start: Option<u64>, frames: &mut FrameBatch, each: F) -> Piece
+    /// in the piece and its offset), while its header is in the cache. Its
+    /// records are those starting before the piece's end (the last may
+    /// reach into the next piece).
+    pub fn walk<F>(&self, k: u64, start: Option<u64>, frames: &mut FrameBatch, mut each: F) -> Piece
     where
-        F: FnMut(usize, &RawPacket<'_>),
+        F: FnMut(usize, u64, &RawPacket<'_>),
     {
         let unread = |start: u64| Piece {
             start,
@@ -288,7 +359,9 @@ impl Split {
             }
             None => None,
         };
-        let piece = part.walk(k - part.base, local, frames, each);
+        let piece = part.walk(k - part.base, local, frames, |i, at, raw| {
+            each(i, Split::offset(j, at), raw);
+        });
         let global = |at: u64| {
             if at == u64::MAX {
                 at
@@ -310,10 +383,10 @@ impl Part {
         (self.end - self.first).div_ceil(self.piece)
     }
 
-    /// [`Split::walk`] in this part, `k` and `start` its own.
+    /// [`Split::walk`] in this part, `k`, `start` and the offsets its own.
     fn walk<F>(&self, k: u64, start: Option<u64>, frames: &mut FrameBatch, mut each: F) -> Piece
     where
-        F: FnMut(usize, &RawPacket<'_>),
+        F: FnMut(usize, u64, &RawPacket<'_>),
     {
         let span = k.saturating_mul(self.piece);
         let nominal = self.first.saturating_add(span);
@@ -367,7 +440,7 @@ impl Part {
                 orig_len: found.orig_len,
                 data: data.unwrap_or_default(),
             };
-            each(frames.frames.len(), &raw);
+            each(frames.frames.len(), base + at as u64, &raw);
             frames.frames.push(Frame {
                 ts: found.ts,
                 link: found.link,

@@ -24,8 +24,12 @@ impl Reader<'_> {
         sink: &mut dyn RecordSink,
         progress: &mut dyn FnMut(&crate::Reading),
     ) -> Result<(), Error> {
-        if let Some(split) = &self.shared.split {
-            self.read_pieces(split, source, sink, progress)?;
+        match &self.shared.split {
+            Some(split) if split.is_side_by_side() => {
+                self.read_side_by_side(split, source, sink, progress)?;
+            }
+            Some(split) => self.read_pieces(split, source, sink, progress)?,
+            None => {}
         }
         let mut failed = None;
         loop {

@@ -40,14 +40,22 @@ fn by_pieces(path: &Path, piece: usize) -> (Run, Stitched) {
     batch.data.extend_from_slice(b"left over");
     for k in 0..split.pieces() {
         let mut seen = 0;
-        let mut p = split.walk(k, None, &mut batch, |i, _| {
+        let mut records = Vec::new();
+        let mut p = split.walk(k, None, &mut batch, |i, record, _| {
             assert_eq!(i, seen);
             seen += 1;
+            records.push(record);
         });
         assert_eq!(seen, batch.frames.len(), "each record is handed out once");
+        // Each record's offset: the first where the walk started (or after
+        // pcapng blocks passed over), then rising, all before where it
+        // ended.
+        assert!(records.first().is_none_or(|&r| r >= p.start));
+        assert!(records.windows(2).all(|w| w[0] < w[1]));
+        assert!(records.last().is_none_or(|&r| r < p.end));
         if p.start != at {
             stitched.wrong += 1;
-            p = split.walk(k, Some(at), &mut batch, |_, _| {});
+            p = split.walk(k, Some(at), &mut batch, |_, _, _| {});
         }
         assert!(p.end >= at);
         frames.extend(batch.frames.iter().map(|f| Got::of(&batch.packet(f, 0))));
