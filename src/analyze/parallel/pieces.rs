@@ -157,14 +157,14 @@ impl Shared {
         let (by_shard, records) = (&mut batch.by_shard, &mut batch.records);
         let side_by_side = split.is_side_by_side();
         let piece = split.walk(k, start, &mut batch.frames, |i, at, raw| {
-            let Ok(i) = u32::try_from(i) else {
-                return;
-            };
             let shard = whole_shard_hash(raw, &self.udp).map(|h| shard_of(h, shards));
             if side_by_side {
                 records.push((at, shard.and_then(|s| u32::try_from(s).ok())));
                 return;
             }
+            let Ok(i) = u32::try_from(i) else {
+                return;
+            };
             let Some(shard) = shard else {
                 fragments = true;
                 return;
