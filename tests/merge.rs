@@ -50,8 +50,9 @@ fn same_time(record: &[u8], from: &[u8]) -> Vec<u8> {
     r
 }
 
-/// Records (as JSON, in the order they came) and summary of `paths` merged.
-fn merged(paths: &[PathBuf], threads: usize) -> (Vec<String>, String) {
+/// Records (as JSON, in the order they came) and summary of `paths` merged
+/// on `threads` threads, in pieces of `piece` bytes.
+fn merged(paths: &[PathBuf], threads: usize, piece: usize) -> (Vec<String>, String) {
     let sources = paths
         .iter()
         .map(|p| FileSource::open(p).unwrap_or_else(|e| panic!("{e}")))
@@ -59,9 +60,7 @@ fn merged(paths: &[PathBuf], threads: usize) -> (Vec<String>, String) {
     let mut source = MergedSource::new(sources);
     let config = Config {
         threads,
-        // Pieces far smaller than the files: many per file, records
-        // straddling them.
-        split_piece: Some(20_000),
+        split_piece: Some(piece),
         ..Config::default()
     };
     let mut records = Vec::new();
@@ -118,9 +117,16 @@ fn side_by_side(paths: &[PathBuf]) -> bool {
 }
 
 fn same_on_threads(name: &str, paths: &[PathBuf]) -> usize {
-    let one = merged(paths, 1);
+    // Pieces far smaller than the files: many per file, records
+    // straddling them.
+    same_in_pieces(name, paths, 20_000)
+}
+
+/// [`same_on_threads`] with pieces of `piece` bytes.
+fn same_in_pieces(name: &str, paths: &[PathBuf], piece: usize) -> usize {
+    let one = merged(paths, 1, piece);
     for threads in [2, 3] {
-        let many = merged(paths, threads);
+        let many = merged(paths, threads, piece);
         assert_eq!(one.0.len(), many.0.len(), "{name}: -j {threads}: records");
         for (k, (a, b)) in one.0.iter().zip(&many.0).enumerate() {
             assert_eq!(a, b, "{name}: -j {threads}: record #{k}");
@@ -274,4 +280,21 @@ fn every_capture_merged_at_once_is_the_same_on_any_number_of_threads() {
             "every capture merged: JSON Lines differ with -j {threads}"
         );
     }
+}
+
+#[test]
+fn every_capture_merged_with_itself_side_by_side_is_the_same_on_any_number_of_threads() {
+    // Every packet of one file ties with the other's: walked side by side
+    // (pcap and pcapng, with the blocks the pieces pass over), in pieces
+    // of 1 500 bytes so that guesses go wrong and records straddle them.
+    let mut side = 0;
+    for (name, path) in all_captures() {
+        if path.extension().is_some_and(|e| e == "gz") {
+            continue;
+        }
+        let twice = [path.clone(), path];
+        side += usize::from(side_by_side(&twice));
+        same_in_pieces(&name, &twice, 1_500);
+    }
+    assert!(side > 60, "only {side} captures split side by side");
 }
