@@ -480,6 +480,50 @@ fn take_error(slot: &Arc<Mutex<Option<io::Error>>>) -> Option<io::Error> {
 mod tests {
     use super::*;
 
+    /// A capture followed by a block that claims 1.9 GB, then 256 KiB of
+    /// anything: read through windows of 4 KiB, the mapped blocks refill
+    /// until the buffer `Blocks` would grow holds the block, and must do so
+    /// in a few maps, not one a byte (a quarter of a million here before),
+    /// and stop where the stream reader stops.
+    #[test]
+    fn a_block_claiming_gigabytes_after_a_capture_costs_a_few_maps() {
+        let path = crate::testutil::every_capture()
+            .into_iter()
+            .find(|p| p.extension().is_some_and(|e| e == "pcapng"))
+            .expect("a pcapng capture");
+        let mut bytes = std::fs::read(&path).expect("read");
+        let end = bytes.len();
+        for word in [0x0045_0005u32, 1_952_064_006] {
+            bytes.extend_from_slice(&word.to_le_bytes());
+        }
+        bytes.resize(bytes.len() + (256 << 10), 0x11);
+        let mut file = tempfile::tempfile().expect("temp file");
+        std::io::Write::write_all(&mut file, &bytes).expect("write");
+        let mapped = MappedFile::with_window(file, 4096).expect("map");
+        let mut blocks = Blocks::mapped(mapped, None);
+        let mut info = SourceInfo::default();
+        let (mut packets, mut steps) = (0, 0);
+        let stop = loop {
+            steps += 1;
+            assert!(steps < 100_000, "no end");
+            match blocks.next(&mut info, &path, "junk") {
+                Event::Packet(_) => packets += 1,
+                Event::End => break None,
+                Event::Stop(warning) => break Some(warning),
+                Event::Failed(e) => panic!("{e}"),
+            }
+        };
+        assert!(packets > 10, "{packets} packets");
+        assert!(
+            stop.as_ref().is_some_and(|w| w.contains(&end.to_string())),
+            "{stop:?}"
+        );
+        let Reader::Mapped(reader) = &blocks.reader else {
+            panic!("not mapped");
+        };
+        assert!(reader.maps() < 200, "{} maps", reader.maps());
+    }
+
     #[test]
     fn binary_and_decimal_tsresol() {
         assert_eq!(units_per_sec(6), Some(1_000_000));
