@@ -305,14 +305,21 @@ impl Split {
     /// The timestamp of the last record, as far as walking the last piece
     /// from its first record's guess finds it (or the piece before, if the
     /// last starts none); `None` if it finds none. Only a hint: a wrong
-    /// guess gives a wrong time.
+    /// guess gives a wrong time. The windows it mapped are let go: the
+    /// pieces' walk starts from the first.
     pub(super) fn last_ts(&self) -> Option<Timestamp> {
         let mut frames = FrameBatch::default();
         let last = self.pieces().checked_sub(1)?;
-        (last.saturating_sub(1)..=last).rev().find_map(|k| {
+        let ts = (last.saturating_sub(1)..=last).rev().find_map(|k| {
             self.walk(k, None, &mut frames, |_, _, _| {});
             frames.frames.last().map(|f| f.ts)
-        })
+        });
+        for part in &self.parts {
+            if let Ok(mut windows) = part.windows.lock() {
+                windows.recent.clear();
+            }
+        }
+        ts
     }
 
     /// Notes that the records up to `offset` have been taken, for progress;
