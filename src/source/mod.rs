@@ -291,8 +291,8 @@ pub trait PacketSource {
     }
 
     /// Reads on after `frames` records were taken from a split of files
-    /// side by side: each file from its record at
-    /// `offsets` (one per file, as the split numbers them).
+    /// side by side: each file from its record at `offsets` (one per
+    /// file, as the split numbers them).
     fn resume_parts(&mut self, offsets: &[u64], frames: u64) {
         if let [offset] = offsets {
             self.resume(*offset, frames);
