@@ -263,6 +263,19 @@ impl Shared {
         Ok(())
     }
 
+    /// Puts a batch done with back in the pool the walkers and readers
+    /// take from, emptied outside the lock (a batch of a mapped file may
+    /// hold the last reference to its window), unless the pool holds
+    /// enough.
+    fn recycle(&self, mut batch: Batch) -> Result<(), Error> {
+        batch.clear(self.cells.len());
+        let mut queue = self.queue()?;
+        if queue.spare.len() <= 2 * DEPTH {
+            queue.spare.push(batch);
+        }
+        Ok(())
+    }
+
     /// Batch number `seq`, if read and not yet gathered.
     fn batch(&self, seq: u64) -> Result<Option<Arc<Batch>>, Error> {
         let queue = self.queue()?;

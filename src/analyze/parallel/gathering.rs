@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::{worker_lost, Reader, DEPTH};
+use super::{worker_lost, Reader};
 use crate::analyze::shard::{Event, Order, ShardCounts};
 use crate::analyze::RecordSink;
 use crate::error::Error;
@@ -92,14 +92,8 @@ impl Reader<'_> {
             queue.first += 1;
             queue.batches.pop_front()
         };
-        if let Some(mut batch) = batch.and_then(|b| Arc::try_unwrap(b).ok()) {
-            // Emptied now, outside the lock: a batch of a mapped file may
-            // hold the last reference to its window.
-            batch.clear(self.shared.cells.len());
-            let mut queue = self.shared.queue()?;
-            if queue.spare.len() <= 2 * DEPTH {
-                queue.spare.push(batch);
-            }
+        if let Some(batch) = batch.and_then(|b| Arc::try_unwrap(b).ok()) {
+            self.shared.recycle(batch)?;
         }
         self.apply_upto(&mut events, None, sink)
     }

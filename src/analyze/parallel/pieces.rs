@@ -51,7 +51,7 @@ struct LaneState {
 
 /// A piece walked, its frames listed per shard.
 pub(super) struct Walked {
-    pub(super) start: u64,
+    start: u64,
     pub(super) end: u64,
     pub(super) complete: bool,
     pub(super) batch: Batch,
@@ -144,13 +144,7 @@ impl Shared {
     /// Walks piece `k` (from `start` if known) into `batch` (a spare one,
     /// emptied) and lists its frames per shard — or, for files side by
     /// side, notes each frame's record and shard ([`Batch::records`]).
-    pub(super) fn walk(
-        &self,
-        split: &Split,
-        k: u64,
-        start: Option<u64>,
-        mut batch: Batch,
-    ) -> Walked {
+    fn walk(&self, split: &Split, k: u64, start: Option<u64>, mut batch: Batch) -> Walked {
         let shards = self.cells.len();
         batch.clear(shards);
         let mut fragments = false;

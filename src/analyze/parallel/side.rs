@@ -116,7 +116,7 @@ impl Reader<'_> {
         for (lane, &offset) in lanes.iter_mut().zip(&at) {
             split.taken(offset);
             if let Some((walked, _)) = lane.piece.take() {
-                self.shared.queue()?.spare.push(walked.batch);
+                self.shared.recycle(walked.batch)?;
             }
         }
         source.resume_parts(&at, frames);
@@ -143,7 +143,7 @@ impl Reader<'_> {
                     }
                     lane.at = split.next_start(lane.next - 1, walked.end);
                     split.taken(lane.at);
-                    self.shared.queue()?.spare.push(walked.batch);
+                    self.shared.recycle(walked.batch)?;
                 }
                 if lane.next >= lane.end {
                     break;
