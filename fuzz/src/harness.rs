@@ -19,7 +19,7 @@ use handshakes::flow::reassembly::{Reassembler, StreamSink};
 use handshakes::record::{Instant, Side, TlsInfo};
 use handshakes::source::file::{Access, FileSource};
 use handshakes::source::merge::MergedSource;
-use handshakes::source::{FrameBatch, PacketSource, Split};
+use handshakes::source::{FrameBatch, PacketSource, Piece, Split};
 use handshakes::time::Timestamp;
 use handshakes::RecordSink;
 
@@ -125,11 +125,7 @@ fn stitched(src: &mut dyn PacketSource, piece: usize) -> Read {
         let mut at = split.first();
         let mut batch = FrameBatch::default();
         for k in 0..split.pieces() {
-            let mut p = split.walk(k, None, &mut batch, |_, _, _| {});
-            if p.start != at {
-                p = split.walk(k, Some(at), &mut batch, |_, _, _| {});
-            }
-            assert!(p.end >= at, "a piece ends before it starts");
+            let (p, _) = piece_at(&split, k, at, &mut batch);
             for f in &batch.frames {
                 let raw = batch.packet(f, 0);
                 frames.push(got(&raw));
@@ -146,6 +142,20 @@ fn stitched(src: &mut dyn PacketSource, piece: usize) -> Read {
     read_on(src, frames)
 }
 
+/// Piece `k` walked into `batch` as `--threads` walks it, starting where
+/// the last one ended at `at`: from its guessed first record, and again
+/// from `at` if the guess was not that; its records' offsets.
+fn piece_at(split: &Split, k: u64, at: u64, batch: &mut FrameBatch) -> (Piece, Vec<u64>) {
+    let mut records = Vec::new();
+    let mut p = split.walk(k, None, batch, |_, r, _| records.push(r));
+    if p.start != at {
+        records.clear();
+        p = split.walk(k, Some(at), batch, |_, r, _| records.push(r));
+    }
+    assert!(p.end >= at, "a piece ends before it starts");
+    (p, records)
+}
+
 /// `src` split side by side: each file's pieces walked in order (a piece
 /// kept if it starts where the last ended, walked again from there if
 /// not) up to the first that stops early, the files' frames then taken
@@ -160,13 +170,7 @@ fn interleaved(src: &mut dyn PacketSource, split: &Split) -> Read {
     for lane in split.lanes() {
         let (mut at, mut walked, mut stopped) = (lane.start, Vec::new(), false);
         for k in lane.first..lane.end {
-            let mut records = Vec::new();
-            let mut p = split.walk(k, None, &mut batch, |_, r, _| records.push(r));
-            if p.start != at {
-                records.clear();
-                p = split.walk(k, Some(at), &mut batch, |_, r, _| records.push(r));
-            }
-            assert!(p.end >= at, "a piece ends before it starts");
+            let (p, records) = piece_at(split, k, at, &mut batch);
             for (f, r) in batch.frames.iter().zip(records) {
                 walked.push((got(&batch.packet(f, 0)), r));
             }
