@@ -34,17 +34,29 @@ pub(super) struct Connection {
     pub(super) start: Timestamp,
     pub(super) last: Timestamp,
     pub(super) tcp: TcpConn,
-    /// Reassembly and stream analyzers: made with the first payload byte
-    /// (so half-open connections stay small), dropped once none wants more.
-    pub(super) streams: Option<Box<Streams>>,
-    /// Kept when `streams` is dropped early (boxed: most connections never need one).
-    pub(super) analyzers: Option<Box<Analyzers>>,
-    /// What the analyzers found, taken when the connection closed so the
-    /// analyzers need not linger with it.
-    pub(super) facts: Option<Box<Facts>>,
+    /// What its payload has been given to, if it had any.
+    stage: Stage,
     /// Counted among the open connections (until it closes or is finalised).
     pub(super) counted_open: bool,
-    pub(super) anomalies: Anomalies,
+    /// Boxed, made with the first: most connections have none, and a
+    /// connection is then 16 bytes smaller (352 → 320 bytes with `stage`
+    /// and the handshake's packed stamps: an allocation size class less).
+    anomalies: Option<Box<Anomalies>>,
+}
+
+/// Where a connection's payload goes, each boxed so that a connection
+/// without payload (half-open, a SYN flood) stays small.
+enum Stage {
+    /// No payload yet.
+    Quiet,
+    /// Reassembly and stream analyzers: made with the first payload byte,
+    /// dropped once none wants more.
+    Streams(Box<Streams>),
+    /// The analyzers alone, once their streams were dropped early.
+    Analyzers(Box<Analyzers>),
+    /// What the analyzers found, taken when the connection closed so that
+    /// the analyzers need not linger with it.
+    Facts(Box<Facts>),
 }
 
 impl Connection {
@@ -80,24 +92,21 @@ impl Connection {
             start: ts,
             last: ts,
             tcp: TcpConn::new(),
-            streams: None,
-            analyzers: None,
-            facts: None,
+            stage: Stage::Quiet,
             counted_open: true,
-            anomalies: Anomalies::default(),
+            anomalies: None,
         }
     }
 
     /// Takes a packet of this connection captured at `ts`: its TCP state,
     /// its streams, its anomalies; at the close, drops the analyzers
-    /// (keeping their findings, with `origin` the capture's first packet).
+    /// (keeping their findings).
     pub(super) fn packet(
         &mut self,
         ts: Timestamp,
         (seg, src_first): (&TcpSegment<'_>, bool),
         anomaly: Option<AnomalyKind>,
         config: &Config,
-        origin: Option<Timestamp>,
     ) -> Touched {
         self.last = self.last.max(ts);
         self.start = self.start.min(ts);
@@ -113,10 +122,10 @@ impl Connection {
         let notes = self.tcp.on_segment(side, ts, seg);
         self.stream(side, ts, seg, config);
         if let Some(kind) = anomaly {
-            self.anomalies.add(kind, 1);
+            self.note(kind);
         }
         if notes.invalid_flags {
-            self.anomalies.add(AnomalyKind::InvalidTcpFlags, 1);
+            self.note(AnomalyKind::InvalidTcpFlags);
         }
         let closed_now = notes.closed_now && self.counted_open;
         if closed_now {
@@ -124,7 +133,7 @@ impl Connection {
         }
         if notes.closed_now {
             // The buffers and analyzers can go now rather than after the linger.
-            self.settle(origin.unwrap_or(self.start));
+            self.settle();
         }
         Touched {
             id: self.id,
@@ -141,16 +150,13 @@ impl Connection {
         seg: &TcpSegment<'_>,
         config: &Config,
     ) {
-        if self.facts.is_some() {
-            return;
-        }
-        if self.streams.is_none() && self.analyzers.is_none() && seg.payload_len > 0 {
+        if matches!(self.stage, Stage::Quiet) && seg.payload_len > 0 {
             let mut streams = Streams::new(config.stream_cap(), config.requests_listed());
             let (client_isn, server_isn) = self.tcp.isns();
             streams.start_at(client_isn, server_isn);
-            self.streams = Some(Box::new(streams));
+            self.stage = Stage::Streams(Box::new(streams));
         }
-        let Some(streams) = self.streams.as_mut() else {
+        let Stage::Streams(streams) = &mut self.stage else {
             return;
         };
         streams.segment(side, ts, seg);
@@ -159,10 +165,28 @@ impl Connection {
         }
     }
 
-    pub(super) fn stop_streams(&mut self) {
-        if let Some(streams) = self.streams.take() {
-            self.analyzers = Some(streams.finish(&mut self.anomalies));
+    /// Drops the streams, keeping their analyzers.
+    fn stop_streams(&mut self) {
+        if !matches!(self.stage, Stage::Streams(_)) {
+            return;
         }
+        let Stage::Streams(streams) = std::mem::replace(&mut self.stage, Stage::Quiet) else {
+            return;
+        };
+        let mut found = Anomalies::default();
+        self.stage = Stage::Analyzers(streams.finish(&mut found));
+        if !found.is_empty() {
+            self.anomalies_mut().merge(&found);
+        }
+    }
+
+    /// Counts one anomaly of `kind`.
+    fn note(&mut self, kind: AnomalyKind) {
+        self.anomalies_mut().add(kind, 1);
+    }
+
+    fn anomalies_mut(&mut self) -> &mut Anomalies {
+        self.anomalies.get_or_insert_with(Box::default)
     }
 
     /// Its tuple (the table's key).
@@ -181,35 +205,37 @@ impl Connection {
     }
 
     /// The analyzers' findings, final once their streams have ended.
-    pub(super) fn facts(&mut self, capture_start: Timestamp) -> Facts {
-        if let Some(facts) = self.facts.take() {
-            return *facts;
-        }
+    fn facts(&mut self) -> Facts {
         self.stop_streams();
-        let origin = self.tcp.syn_time().unwrap_or(self.start);
-        let tls = self
-            .analyzers
-            .as_mut()
-            .and_then(|a| a.tls_findings(origin))
-            .map(Box::new);
-        let http = match self.analyzers.as_mut() {
-            Some(a) => a.http_facts(),
-            None => Analyzers::new(0, 0).http_facts(),
+        let analyzers = match std::mem::replace(&mut self.stage, Stage::Quiet) {
+            Stage::Facts(facts) => return *facts,
+            Stage::Analyzers(analyzers) => Some(analyzers),
+            Stage::Quiet | Stage::Streams(_) => None,
         };
-        Facts {
-            tls,
-            http,
-            capture_start,
+        let origin = self.tcp.syn_time().unwrap_or(self.start);
+        match analyzers {
+            Some(mut a) => Facts {
+                tls: a.tls_findings(origin).map(Box::new),
+                http: a.http_facts(),
+            },
+            None => Facts {
+                tls: None,
+                http: Analyzers::new(0, 0).http_facts(),
+            },
         }
     }
 
     /// Closed with nothing left to put in order: keeps the findings and
     /// drops the analyzers, so a connection waiting out its linger is small.
-    pub(super) fn settle(&mut self, capture_start: Timestamp) {
-        if self.facts.is_none() && self.streams.as_ref().is_none_or(|s| s.settled()) {
-            let facts = self.facts(capture_start);
-            self.analyzers = None;
-            self.facts = Some(Box::new(facts));
+    pub(super) fn settle(&mut self) {
+        let ready = match &self.stage {
+            Stage::Facts(_) => false,
+            Stage::Streams(streams) => streams.settled(),
+            Stage::Quiet | Stage::Analyzers(_) => true,
+        };
+        if ready {
+            let facts = self.facts();
+            self.stage = Stage::Facts(Box::new(facts));
         }
     }
 
@@ -219,10 +245,7 @@ impl Connection {
         unclosed: CloseKind,
     ) -> ConnectionRecord {
         let at = |t: Timestamp| instant(t, capture_start);
-        let facts = self.facts(capture_start);
-        // The clock the findings' times count from (the capture's start
-        // when they were taken).
-        let found_at = |t: Timestamp| instant(t, facts.capture_start);
+        let facts = self.facts();
         let tcp = &self.tcp;
         let (first, second) = self.key.endpoints();
         let (client, server) = if self.client_first {
@@ -248,10 +271,10 @@ impl Connection {
                 state: tcp.state().into(),
                 history: tcp.history(self.flipped),
             },
-            tls: facts.tls.map(|findings| findings.into_info(&found_at)),
-            http: facts.http.into_info(&found_at),
+            tls: facts.tls.map(|findings| findings.into_info(&at)),
+            http: facts.http.into_info(&at),
             close: tcp.close(unclosed, at),
-            anomalies: self.anomalies,
+            anomalies: self.anomalies.map(|a| *a).unwrap_or_default(),
         }
     }
 }
@@ -270,8 +293,6 @@ pub(super) struct Facts {
     /// of short ones) then lingers with 8 bytes for it, not 256.
     tls: Option<Box<Findings>>,
     http: HttpFacts,
-    /// The capture's start, which their times count from.
-    capture_start: Timestamp,
 }
 
 /// `addr` as text, in one allocation: `to_string` grew an empty string two

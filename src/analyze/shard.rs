@@ -367,10 +367,9 @@ impl Shard {
             }
         }
         self.make_room(index);
-        let origin = self.origin;
         let conn = Box::new(Connection::new(index, ts, seg, (key, src_first)));
         let conn = self.table.insert(hash, conn);
-        Some(conn.packet(ts, (seg, src_first), anomaly, &self.config, origin))
+        Some(conn.packet(ts, (seg, src_first), anomaly, &self.config))
     }
 
     fn segment(
@@ -384,7 +383,6 @@ impl Shard {
         let (key, src_first) = FlowKey::ordered(seg.src, seg.dst);
         let key = key.within(seg.overlay);
         let idle_ns = self.idle_ns();
-        let origin = self.origin;
         // One lookup for the usual packet of a known connection.
         let hash = self.table.hash(&key);
         let found = match self.table.get_mut(hash, &key) {
@@ -394,9 +392,7 @@ impl Shard {
             Some(conn) if conn.tcp.starts_new(conn.side(src_first), seg) => {
                 Found::Stale(CloseKind::Open)
             }
-            Some(conn) => {
-                Found::Known(conn.packet(ts, (seg, src_first), anomaly, &self.config, origin))
-            }
+            Some(conn) => Found::Known(conn.packet(ts, (seg, src_first), anomaly, &self.config)),
             None => Found::Absent,
         };
         let known = match found {

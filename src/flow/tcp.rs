@@ -79,15 +79,31 @@ impl History {
     }
 }
 
+/// A SYN or SYN-ACK: when the first was seen, its sequence number, and how
+/// many times it was sent again (with the same number). One struct, not a
+/// pair and a count beside it: the count fills the pair's padding.
+#[derive(Clone, Copy, Debug)]
+struct Opening {
+    at: Timestamp,
+    isn: Seq,
+    again: u32,
+}
+
+impl Opening {
+    fn at(at: Timestamp, isn: Seq) -> Opening {
+        Opening { at, isn, again: 0 }
+    }
+}
+
 /// TCP state of one connection.
 #[derive(Clone, Debug, Default)]
 pub struct TcpConn {
     client: Direction,
     server: Direction,
-    syn: Option<(Timestamp, Seq)>,
-    syn_retransmissions: u32,
-    synack: Option<(Timestamp, Seq)>,
-    synack_retransmissions: u32,
+    /// The client's first SYN.
+    syn: Option<Opening>,
+    /// The server's first SYN-ACK.
+    synack: Option<Opening>,
     /// The acknowledgment number of the first SYN-ACK: the client's ISN + 1.
     synack_ack: Option<Seq>,
     /// The sequence number of the latest SYN-ACK.
@@ -146,12 +162,12 @@ impl TcpConn {
 
     /// The client's ISN (from its SYN) and the server's (from its latest SYN-ACK).
     pub fn isns(&self) -> (Option<Seq>, Option<Seq>) {
-        (self.syn.map(|(_, isn)| isn), self.server_isn)
+        (self.syn.map(|o| o.isn), self.server_isn)
     }
 
     /// When the client's first SYN was seen.
     pub fn syn_time(&self) -> Option<Timestamp> {
-        self.syn.map(|(t, _)| t)
+        self.syn.map(|o| o.at)
     }
 
     /// Whether this segment, arriving on this connection's tuple, opens a new
@@ -169,7 +185,7 @@ impl TcpConn {
             return false;
         }
         match self.syn {
-            Some((_, first)) => !(side == Side::Client && first == isn && !self.is_closed()),
+            Some(first) => !(side == Side::Client && first.isn == isn && !self.is_closed()),
             None => match self.synack {
                 // The SYN-ACK was captured first; its ACK number names this SYN.
                 Some(_) if side == Side::Client && !self.is_closed() => {
@@ -195,7 +211,7 @@ impl TcpConn {
         // With TCP Fast Open the SYN carried data, so the ACK's sequence
         // number is past ISN + 1; it can never be past what the client sent.
         let seq = Seq(seg.seq);
-        let seq_ok = self.syn.is_none_or(|(_, isn)| {
+        let seq_ok = self.syn.is_none_or(|Opening { isn, .. }| {
             let client_next = self.client.next_seq.unwrap_or(isn.plus(1));
             !seq.is_before(isn.plus(1)) && !seq.is_after(client_next)
         });
@@ -219,8 +235,8 @@ impl TcpConn {
             self.history.push('S', side);
             if side == Side::Client {
                 match self.syn {
-                    None => self.syn = Some((ts, seq)),
-                    Some((_, isn)) if isn == seq => self.syn_retransmissions += 1,
+                    None => self.syn = Some(Opening::at(ts, seq)),
+                    Some(ref mut first) if first.isn == seq => first.again += 1,
                     Some(_) => {}
                 }
             }
@@ -229,10 +245,10 @@ impl TcpConn {
             if side == Side::Server {
                 match self.synack {
                     None => {
-                        self.synack = Some((ts, seq));
+                        self.synack = Some(Opening::at(ts, seq));
                         self.synack_ack = Some(Seq(seg.ack));
                     }
-                    Some((_, isn)) if isn == seq => self.synack_retransmissions += 1,
+                    Some(ref mut first) if first.isn == seq => first.again += 1,
                     Some(_) => {}
                 }
                 // The client answers the latest SYN-ACK when they differ.
@@ -305,17 +321,17 @@ impl TcpConn {
 
     /// The handshake section of the record; `at` converts a timestamp.
     pub fn handshake(&self, at: impl Fn(Timestamp) -> Instant) -> TcpHandshake {
-        let syn = self.syn.map(|(t, _)| t);
-        let synack = self.synack.map(|(t, _)| t);
+        let syn = self.syn.map(|o| o.at);
+        let synack = self.synack.map(|o| o.at);
         let between = |a: Option<Timestamp>, b: Option<Timestamp>| match (a, b) {
             (Some(a), Some(b)) => Some(b.secs_since(a)),
             _ => None,
         };
         TcpHandshake {
             syn: syn.map(&at),
-            syn_retransmissions: self.syn_retransmissions,
+            syn_retransmissions: self.syn.map_or(0, |o| o.again),
             synack: synack.map(&at),
-            synack_retransmissions: self.synack_retransmissions,
+            synack_retransmissions: self.synack.map_or(0, |o| o.again),
             ack: self.ack.map(&at),
             syn_to_synack: between(syn, synack),
             synack_to_ack: between(synack, self.ack),

@@ -120,9 +120,12 @@ fn a_handle_finds_its_connection_and_no_other() {
 /// A SYN flood fills the table with half-open connections: each must stay
 /// small (streams and analyzers are boxed and made only with payload).
 /// 448 with its 48-byte tuple, which the table's slot no longer holds;
-/// 352 since the tuple is the only copy of the endpoints.
+/// 352 since the tuple is the only copy of the endpoints; 320 (an
+/// allocation size class less) since the stages of its payload are one
+/// enum, its anomalies are boxed and the SYN's retransmission count sits
+/// in its stamp's padding.
 #[test]
 fn half_open_connections_are_small() {
     let size = std::mem::size_of::<Connection>();
-    assert!(size <= 352, "Connection is {size} bytes");
+    assert!(size <= 320, "Connection is {size} bytes");
 }
