@@ -49,6 +49,9 @@ pub(super) struct Connection {
 enum Stage {
     /// No payload yet.
     Quiet,
+    /// Closed without payload: nothing to analyse, and nothing boxed for
+    /// the linger (a rejected or scanned port's SYN and RST).
+    Silent,
     /// Reassembly and stream analyzers: made with the first payload byte,
     /// dropped once none wants more.
     Streams(Box<Streams>),
@@ -210,7 +213,7 @@ impl Connection {
         let analyzers = match std::mem::replace(&mut self.stage, Stage::Quiet) {
             Stage::Facts(facts) => return *facts,
             Stage::Analyzers(analyzers) => Some(analyzers),
-            Stage::Quiet | Stage::Streams(_) => None,
+            Stage::Quiet | Stage::Silent | Stage::Streams(_) => None,
         };
         let origin = self.tcp.syn_time().unwrap_or(self.start);
         match analyzers {
@@ -229,9 +232,13 @@ impl Connection {
     /// drops the analyzers, so a connection waiting out its linger is small.
     pub(super) fn settle(&mut self) {
         let ready = match &self.stage {
-            Stage::Facts(_) => false,
+            Stage::Facts(_) | Stage::Silent => false,
+            Stage::Quiet => {
+                self.stage = Stage::Silent;
+                false
+            }
             Stage::Streams(streams) => streams.settled(),
-            Stage::Quiet | Stage::Analyzers(_) => true,
+            Stage::Analyzers(_) => true,
         };
         if ready {
             let facts = self.facts();
@@ -305,4 +312,66 @@ fn addr_text(addr: SocketAddr) -> String {
     // Writing to a `String` cannot fail.
     let _ = write!(text, "{addr}");
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::TcpFlags;
+
+    fn seg<'a>(
+        from_client: bool,
+        flags: u8,
+        seq: u32,
+        ack: u32,
+        payload: &'a [u8],
+    ) -> TcpSegment<'a> {
+        let client = "10.0.0.1:40000".parse().expect("addr");
+        let server = "10.0.0.2:443".parse().expect("addr");
+        let (src, dst) = if from_client {
+            (client, server)
+        } else {
+            (server, client)
+        };
+        TcpSegment {
+            src,
+            dst,
+            seq,
+            ack,
+            flags: TcpFlags(flags),
+            window: 100,
+            payload,
+            payload_len: u32::try_from(payload.len()).unwrap_or(u32::MAX),
+            overlay: None,
+        }
+    }
+
+    /// A connection refused (SYN, then RST) lingers with nothing boxed,
+    /// and payload after its close starts no analysis.
+    #[test]
+    fn a_connection_closed_without_payload_lingers_with_nothing_boxed() {
+        let config = Config::default();
+        let syn = seg(true, TcpFlags::SYN, 1000, 0, &[]);
+        let key = FlowKey::ordered(syn.src, syn.dst);
+        let mut conn = Connection::new(1, Timestamp(0), &syn, key);
+        conn.packet(Timestamp(0), (&syn, key.1), None, &config);
+        assert!(matches!(conn.stage, Stage::Quiet));
+        let rst = seg(false, TcpFlags::RST | TcpFlags::ACK, 0, 1001, &[]);
+        let touched = conn.packet(Timestamp(1_000), (&rst, !key.1), None, &config);
+        assert!(touched.notes.closed_now);
+        assert!(matches!(conn.stage, Stage::Silent));
+        let late = seg(
+            true,
+            TcpFlags::ACK | TcpFlags::PSH,
+            1001,
+            1,
+            b"GET / HTTP/1.1\r\n\r\n",
+        );
+        conn.packet(Timestamp(2_000), (&late, key.1), None, &config);
+        assert!(matches!(conn.stage, Stage::Silent));
+        let rec = conn.into_record(Timestamp(0), CloseKind::Open);
+        assert!(rec.tls.is_none());
+        assert_eq!(rec.http.requests, 0);
+        assert_eq!(rec.tcp.packets.client, 2);
+    }
 }
