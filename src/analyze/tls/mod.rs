@@ -35,8 +35,6 @@ pub const DEFAULT_HANDSHAKE_CAP: usize = 256 * 1024;
 const LATE_START_WATCH: u64 = 64 * 1024;
 /// Bytes looked at to decide whether a stream is TLS: a record header.
 const PROBE: usize = 5;
-/// At most this many events are kept per connection.
-const MAX_EVENTS: usize = 64;
 const TLS13: u16 = 0x0304;
 
 /// TLS 1.3, its drafts (0x7fxx) and Facebook's Fizz variants (0xfbxx).
@@ -178,10 +176,9 @@ impl TlsAnalyzer {
         }
     }
 
+    /// A step of the handshake (at most [`steps::MAX_STEPS`] are kept).
     fn event(&mut self, name: StepName, side: Side, ts: Timestamp, alert: Option<Alert>) {
-        if self.events.len() < MAX_EVENTS {
-            self.events.push(name, side, ts, alert);
-        }
+        self.events.push(name, side, ts, alert);
     }
 
     /// Stream bytes `bytes` from `side`, carried by a packet captured at `ts`.
