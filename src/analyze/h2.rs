@@ -325,8 +325,8 @@ impl H2 {
         match role {
             Role::Request(i) => {
                 if let Some(ex) = self.exchanges.get_mut(i) {
-                    ex.method = fields.method.unwrap_or_default();
-                    ex.target = fields.path.unwrap_or_default();
+                    ex.method = fields.method.unwrap_or_default().into_boxed_str();
+                    ex.target = fields.path.unwrap_or_default().into_boxed_str();
                 }
             }
             Role::Response(i) => {

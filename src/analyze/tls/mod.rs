@@ -20,7 +20,7 @@ use crate::analyze::http::Exchange;
 use crate::record::{Side, TlsOutcome};
 use crate::time::Timestamp;
 use alerts::Alert;
-pub use findings::Findings;
+pub use findings::{Findings, Resumption};
 use flights::Flights;
 use hello::{ClientHelloFacts, ServerHelloFacts};
 use records::{
@@ -474,8 +474,10 @@ impl TlsAnalyzer {
             offered: ch.map(ClientHelloFacts::max_version).or(self.sslv2_version),
             cipher: sh.map(|(_, s)| s.cipher),
             sni: None,
-            alpn: sh.and_then(|(_, s)| s.alpn.clone()),
-            alpn_offered: ch.map(|c| c.alpn.clone()).unwrap_or_default(),
+            alpn: sh.and_then(|(_, s)| s.alpn.as_deref()).map(Box::from),
+            alpn_offered: ch
+                .map(|c| c.alpn.clone().into_boxed_slice())
+                .unwrap_or_default(),
             resumed,
             resumption,
             hello_retry: self.hello_retry,
@@ -497,7 +499,11 @@ impl TlsAnalyzer {
             gap_bytes: self.gap_bytes,
             start,
         };
-        findings.sni = self.client_hello.as_mut().and_then(|(_, c)| c.sni.take());
+        findings.sni = self
+            .client_hello
+            .as_mut()
+            .and_then(|(_, c)| c.sni.take())
+            .map(String::into_boxed_str);
         findings.steps = std::mem::take(&mut self.events);
         Some(findings)
     }
@@ -553,13 +559,13 @@ fn resumption(
     sh: Option<&ServerHelloFacts>,
     server_certificate: bool,
     server_changed_cipher: bool,
-) -> (bool, Option<&'static str>) {
+) -> (bool, Option<Resumption>) {
     let Some(sh) = sh else {
         return (false, None);
     };
     if is_tls13(sh.version()) {
         return if sh.psk {
-            (true, Some("psk"))
+            (true, Some(Resumption::Psk))
         } else {
             (false, None)
         };
@@ -570,7 +576,14 @@ fn resumption(
     if (echoed || abbreviated) && !server_certificate {
         // With a ticket offered, the echoed id only signals the ticket's acceptance.
         let ticket = ch.is_some_and(|c| c.session_ticket);
-        return (true, Some(if ticket { "ticket" } else { "session_id" }));
+        return (
+            true,
+            Some(if ticket {
+                Resumption::Ticket
+            } else {
+                Resumption::SessionId
+            }),
+        );
     }
     (false, None)
 }
