@@ -123,6 +123,8 @@ const SERVER: u8 = 1 << 5;
 const ALERT_NONE: u8 = 1 << 6;
 const ALERT_BYTES: u8 = 1 << 7;
 const NAME: u8 = SERVER - 1;
+// Every name's code fits in the bits for it.
+const _: () = assert!(StepName::ALL.len() <= NAME as usize + 1);
 
 /// The steps of one connection's handshake, in the order seen: their count
 /// (a byte), the last one's time (eight bytes, which the next one's is
