@@ -20,7 +20,8 @@ use crate::analyze::http::Exchange;
 use crate::record::{Side, TlsOutcome};
 use crate::time::Timestamp;
 use alerts::Alert;
-pub use findings::{Findings, Resumption};
+pub use findings::Findings;
+use findings::Resumption;
 use flights::Flights;
 use hello::{ClientHelloFacts, ServerHelloFacts};
 use records::{
