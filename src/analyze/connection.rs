@@ -170,16 +170,15 @@ impl Connection {
 
     /// Drops the streams, keeping their analyzers.
     fn stop_streams(&mut self) {
-        if !matches!(self.stage, Stage::Streams(_)) {
-            return;
-        }
-        let Stage::Streams(streams) = std::mem::replace(&mut self.stage, Stage::Quiet) else {
-            return;
-        };
-        let mut found = Anomalies::default();
-        self.stage = Stage::Analyzers(streams.finish(&mut found));
-        if !found.is_empty() {
-            self.anomalies_mut().merge(&found);
+        match std::mem::replace(&mut self.stage, Stage::Quiet) {
+            Stage::Streams(streams) => {
+                let mut found = Anomalies::default();
+                self.stage = Stage::Analyzers(streams.finish(&mut found));
+                if !found.is_empty() {
+                    self.anomalies_mut().merge(&found);
+                }
+            }
+            other => self.stage = other,
         }
     }
 
@@ -231,18 +230,14 @@ impl Connection {
     /// Closed with nothing left to put in order: keeps the findings and
     /// drops the analyzers, so a connection waiting out its linger is small.
     pub(super) fn settle(&mut self) {
-        let ready = match &self.stage {
-            Stage::Facts(_) | Stage::Silent => false,
-            Stage::Quiet => {
-                self.stage = Stage::Silent;
-                false
+        match &self.stage {
+            Stage::Quiet => self.stage = Stage::Silent,
+            Stage::Streams(streams) if !streams.settled() => {}
+            Stage::Streams(_) | Stage::Analyzers(_) => {
+                let facts = self.facts();
+                self.stage = Stage::Facts(Box::new(facts));
             }
-            Stage::Streams(streams) => streams.settled(),
-            Stage::Analyzers(_) => true,
-        };
-        if ready {
-            let facts = self.facts();
-            self.stage = Stage::Facts(Box::new(facts));
+            Stage::Silent | Stage::Facts(_) => {}
         }
     }
 
