@@ -222,7 +222,7 @@ impl Connection {
             },
             None => Facts {
                 tls: None,
-                http: Analyzers::new(0, 0).http_facts(),
+                http: HttpFacts::none(),
             },
         }
     }

@@ -207,7 +207,7 @@ impl Analyzers {
                     confidence,
                 )
             }
-            _ => (HttpMethod::None, 0, 0, 0, false, Confidence::Exact),
+            _ => return HttpFacts::none(),
         };
         let (lost_sync, connection_close, upgrade, resets, goaway) = match &self.app {
             App::Http1(h) => (h.lost_sync, h.connection_close, h.upgrade.clone(), 0, false),
@@ -268,6 +268,24 @@ pub struct HttpFacts {
 }
 
 impl HttpFacts {
+    /// The section of a connection that carried no payload: no HTTP seen.
+    pub fn none() -> HttpFacts {
+        HttpFacts {
+            method: HttpMethod::None,
+            estimated: false,
+            confidence: Confidence::Exact,
+            lost_sync: false,
+            connection_close: false,
+            goaway: false,
+            list_truncated: false,
+            requests: 0,
+            responses: 0,
+            resets: 0,
+            upgrade: None,
+            exchanges: Vec::new(),
+        }
+    }
+
     /// The record's `http` section, its times made with `at`.
     pub fn into_info(self, at: &dyn Fn(Timestamp) -> Instant) -> HttpInfo {
         HttpInfo {
