@@ -268,7 +268,8 @@ pub struct HttpFacts {
 }
 
 impl HttpFacts {
-    /// The section of a connection that carried no payload: no HTTP seen.
+    /// The section of a connection on which no HTTP was seen: one that
+    /// carried no payload, or whose bytes were neither HTTP nor TLS.
     pub fn none() -> HttpFacts {
         HttpFacts {
             method: HttpMethod::None,
