@@ -79,6 +79,9 @@ pub struct CompareArgs {
     #[command(flatten)]
     pub decode: DecodeArgs,
 
+    #[command(flatten)]
+    pub tls: TlsArgs,
+
     /// Read files with read() instead of memory maps (same output)
     #[arg(long)]
     pub no_mmap: bool,
@@ -138,6 +141,9 @@ pub struct TimelineArgs {
     #[command(flatten)]
     pub decode: DecodeArgs,
 
+    #[command(flatten)]
+    pub tls: TlsArgs,
+
     /// Read files with read() instead of memory maps (same output)
     #[arg(long)]
     pub no_mmap: bool,
@@ -190,6 +196,9 @@ pub struct LiveArgs {
 
     #[command(flatten)]
     pub decode: DecodeArgs,
+
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 impl LiveArgs {
@@ -208,6 +217,7 @@ impl LiveArgs {
             udp_tunnels: self.decode.udp_tunnels()?,
             split_piece: None,
             slice: None,
+            keylog: None,
         })
     }
 }
@@ -239,6 +249,14 @@ impl DecodeArgs {
         }
         Ok(ports)
     }
+}
+
+/// `--keylog`, tshark's `tls.keylog_file`.
+#[derive(Debug, Args)]
+pub struct TlsArgs {
+    /// Open TLS records with the secrets in this key log (the NSS format SSLKEYLOGFILE writes), so requests over HTTPS are read, not estimated
+    #[arg(long, value_name = "FILE")]
+    pub keylog: Option<PathBuf>,
 }
 
 fn parse_overlay(s: &str) -> Result<Overlay, String> {
@@ -343,6 +361,9 @@ pub struct AnalyzeArgs {
 
     #[command(flatten)]
     pub decode: DecodeArgs,
+
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 impl AnalyzeArgs {
@@ -423,6 +444,7 @@ impl AnalyzeArgs {
             udp_tunnels: self.decode.udp_tunnels().unwrap_or_default(),
             split_piece: None,
             slice: None,
+            keylog: None,
         }
     }
 }

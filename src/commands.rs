@@ -9,13 +9,16 @@ use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use handshakes::report::compare::{self, CompareOpts, Labeled};
 use handshakes::report::drawn::{Drawn, DrawnSink};
 use handshakes::report::html;
 use handshakes::report::timeline::{self, Rows, TimelineOpts};
 use handshakes::source::file::{Access, FileSource};
-use handshakes::{analyze_with_progress, Config, ConnectionRecord, Error, RecordSink, Summary};
+use handshakes::{
+    analyze_with_progress, Config, ConnectionRecord, Error, KeyLog, RecordSink, Summary,
+};
 
 use crate::cli::{self, CompareArgs, CompareFormat, TimelineArgs};
 use crate::status;
@@ -95,7 +98,7 @@ fn fail(e: Error) -> ExitCode {
 }
 
 pub fn run_compare(args: &CompareArgs) -> ExitCode {
-    let config = match decode_config(&args.decode) {
+    let config = match decode_config(&args.decode, &args.tls) {
         Ok(config) => config,
         Err(code) => return code,
     };
@@ -144,11 +147,14 @@ pub fn run_compare(args: &CompareArgs) -> ExitCode {
     }
 }
 
-/// The default analysis with `-d`'s tunnel ports; a bad `-d` is reported.
-fn decode_config(decode: &cli::DecodeArgs) -> Result<Config, ExitCode> {
+/// The default analysis with `-d`'s tunnel ports and `--keylog`'s
+/// secrets; a bad `-d` or key log is reported.
+fn decode_config(decode: &cli::DecodeArgs, tls: &cli::TlsArgs) -> Result<Config, ExitCode> {
+    let keylog = load_keylog(tls, false)?;
     match decode.udp_tunnels() {
         Ok(udp_tunnels) => Ok(Config {
             udp_tunnels,
+            keylog,
             ..Config::default()
         }),
         Err(msg) => {
@@ -158,8 +164,23 @@ fn decode_config(decode: &cli::DecodeArgs) -> Result<Config, ExitCode> {
     }
 }
 
+/// `--keylog`'s file, read (`follow`: and followed, for a live capture);
+/// a file that cannot be used is reported.
+pub fn load_keylog(tls: &cli::TlsArgs, follow: bool) -> Result<Option<Arc<KeyLog>>, ExitCode> {
+    let Some(path) = &tls.keylog else {
+        return Ok(None);
+    };
+    match KeyLog::open(path, follow) {
+        Ok(log) => Ok(Some(Arc::new(log))),
+        Err(e) => {
+            eprintln!("handshakes: {e}");
+            Err(ExitCode::from(EXIT_INPUT))
+        }
+    }
+}
+
 pub fn run_timeline(args: &TimelineArgs) -> ExitCode {
-    let config = match decode_config(&args.decode) {
+    let config = match decode_config(&args.decode, &args.tls) {
         Ok(config) => config,
         Err(code) => return code,
     };

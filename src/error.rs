@@ -1,4 +1,5 @@
-//! Errors that stop a run: a file that cannot be opened or is not a capture.
+//! Errors that stop a run: a file that cannot be opened or is not a capture,
+//! a key log that cannot be used, a live capture that cannot start.
 //!
 //! Does not cover bad packets: those are data (`record::Anomaly`), counted and
 //! reported, never errors.
@@ -52,6 +53,25 @@ pub enum LiveError {
     Write { path: PathBuf, message: String },
     #[error("this build has no live capture: rebuild with `cargo build --release --features live` (needs libpcap: `apt-get install libpcap-dev`, or `brew install libpcap` on macOS)")]
     NotBuilt,
+}
+
+/// A `--keylog` file that cannot be used; always names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyLogError {
+    #[error("{path}: cannot open the key log: {source}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: cannot read the key log: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: no TLS secrets found; --keylog wants the NSS key log format that SSLKEYLOGFILE writes (lines such as `CLIENT_RANDOM <64 hex digits> <96 hex digits>` or `CLIENT_TRAFFIC_SECRET_0 …`)")]
+    NoSecrets { path: PathBuf },
 }
 
 impl SourceError {

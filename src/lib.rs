@@ -24,6 +24,7 @@ pub mod source;
 mod testutil;
 pub mod time;
 
+pub use analyze::tls::keylog::KeyLog;
 pub use analyze::{Analyzer, Config, Reading, RecordSink};
 pub use error::{Error, LiveError, SourceError};
 pub use record::{ConnectionRecord, Summary};

@@ -142,6 +142,7 @@ mod imp {
                 eprintln!("handshakes: {msg}");
                 ExitCode::from(EXIT_INPUT)
             }
+            Err(Failure::Exit(code)) => code,
             Err(Failure::Input(e)) => {
                 eprintln!("handshakes: {e}");
                 ExitCode::from(EXIT_INPUT)
@@ -156,6 +157,8 @@ mod imp {
 
     enum Failure {
         Usage(String),
+        /// Reported already.
+        Exit(ExitCode),
         Input(LiveError),
         Output(io::Error),
     }
@@ -173,7 +176,9 @@ mod imp {
     }
 
     fn live(args: &LiveArgs) -> Result<(), Failure> {
-        let config = args.config().map_err(Failure::Usage)?;
+        let mut config = args.config().map_err(Failure::Usage)?;
+        // The client appends its secrets as it connects: the log is followed.
+        config.keylog = crate::commands::load_keylog(&args.tls, true).map_err(Failure::Exit)?;
         let stop = Arc::new(AtomicBool::new(false));
         {
             let stop = Arc::clone(&stop);

@@ -20,6 +20,7 @@ use std::borrow::Cow;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::Parser;
 
@@ -34,8 +35,8 @@ use handshakes::report::{csv::CsvReport, table::TableSink, Format, Opts};
 use handshakes::source::file::FileSource;
 use handshakes::source::merge::MergedSource;
 use handshakes::{
-    analyze_with_progress, Config, ConnectionRecord, Error, PacketSource, Reading, RecordSink,
-    Summary,
+    analyze_with_progress, Config, ConnectionRecord, Error, KeyLog, PacketSource, Reading,
+    RecordSink, Summary,
 };
 
 use cli::{AnalyzeArgs, Cli, Command};
@@ -65,6 +66,10 @@ fn run_analyze(args: &AnalyzeArgs) -> ExitCode {
         eprintln!("handshakes: {msg}");
         return ExitCode::from(EXIT_INPUT);
     }
+    let keylog = match commands::load_keylog(&args.tls, false) {
+        Ok(keylog) => keylog,
+        Err(code) => return code,
+    };
     let stdout = io::stdout();
     let fit_terminal = stdout.is_terminal();
     // Records come in lines of 2–6 KB (JSON Lines): a larger buffer than
@@ -77,6 +82,7 @@ fn run_analyze(args: &AnalyzeArgs) -> ExitCode {
     };
     let mut run = Run {
         args,
+        keylog,
         opts,
         csv: CsvReport::new(),
         first: true,
@@ -133,6 +139,8 @@ fn run_analyze(args: &AnalyzeArgs) -> ExitCode {
 
 struct Run<'a> {
     args: &'a AnalyzeArgs,
+    /// `--keylog`'s secrets, read once for every input.
+    keylog: Option<Arc<KeyLog>>,
     opts: Opts,
     csv: CsvReport,
     first: bool,
@@ -196,7 +204,10 @@ impl Run<'_> {
         } else {
             Box::new(MergedSource::new(sources))
         };
-        let config = self.args.config();
+        let config = Config {
+            keylog: self.keylog.clone(),
+            ..self.args.config()
+        };
         let mut bar = status::Progress::new(&source.info().name, self.args.progress.quiet);
         // What `--html` draws, gathered as the records go by.
         let mut drawn = self.args.html.is_some().then(DrawnSink::new);

@@ -321,6 +321,31 @@ pub enum TlsOutcome {
     NotTls,
 }
 
+/// How far a key log (`--keylog`) opened a connection's records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecryptionOutcome {
+    /// Every sealed record opened.
+    Complete,
+    /// Some did not (a gap, wrong or missing secrets, 0-RTT data,
+    /// renegotiation): what was read from the plaintext is a lower bound.
+    Partial,
+    /// The key log has no secrets for this ClientHello's random.
+    NoSecrets,
+    /// The cipher suite is not an AEAD suite this tool opens (CBC, RC4).
+    Unsupported,
+}
+
+/// What a key log opened of a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Decryption {
+    pub outcome: DecryptionOutcome,
+    /// Sealed records opened, both directions.
+    pub records_opened: u64,
+    /// Sealed records that would not open, both directions.
+    pub records_failed: u64,
+}
+
 /// The TLS handshake of one connection.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TlsInfo {
@@ -369,6 +394,9 @@ pub struct TlsInfo {
     pub events: Vec<TlsEvent>,
     /// Stream bytes missing from the capture in this connection.
     pub gap_bytes: u64,
+    /// With `--keylog`: how far its secrets opened the records; null
+    /// without a key log, or before a ServerHello.
+    pub decryption: Option<Decryption>,
 }
 
 /// One HTTP request and what is known of its response.
@@ -402,6 +430,12 @@ pub enum HttpMethod {
     /// Estimated from TLS record flights.
     #[serde(rename = "tls-flights")]
     TlsFlights,
+    /// HTTP/1.x read from TLS records opened with `--keylog`.
+    #[serde(rename = "tls-http1")]
+    TlsHttp1,
+    /// HTTP/2 read from TLS records opened with `--keylog`.
+    #[serde(rename = "tls-h2")]
+    TlsH2,
     /// No HTTP seen.
     #[serde(rename = "none")]
     None,

@@ -83,6 +83,9 @@ fn pointer(column: &str) -> &'static str {
         "http_upgrade" => "/http/upgrade",
         "http_resets" => "/http/resets",
         "http_goaway" => "/http/goaway",
+        "tls_decryption" => "/tls/decryption/outcome",
+        "tls_records_opened" => "/tls/decryption/records_opened",
+        "tls_records_failed" => "/tls/decryption/records_failed",
         other => panic!("column {other} has no JSON field in this test: add it"),
     }
 }

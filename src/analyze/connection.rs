@@ -154,7 +154,11 @@ impl Connection {
         config: &Config,
     ) {
         if matches!(self.stage, Stage::Quiet) && seg.payload_len > 0 {
-            let mut streams = Streams::new(config.stream_cap(), config.requests_listed());
+            let mut streams = Streams::new(
+                config.stream_cap(),
+                config.requests_listed(),
+                config.keylog.as_ref(),
+            );
             let (client_isn, server_isn) = self.tcp.isns();
             streams.start_at(client_isn, server_isn);
             self.stage = Stage::Streams(Box::new(streams));

@@ -7,6 +7,7 @@
 //! Does not read files or write output: sources feed it, sinks receive its
 //! records.
 
+mod cleartext;
 mod connection;
 pub mod gather;
 pub mod h2;
@@ -20,6 +21,7 @@ pub mod tls;
 
 use std::io;
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::decode::defrag::{may_be_fragment, Defragmenter, Verdict};
@@ -29,6 +31,7 @@ use crate::source::{RawPacket, SourceInfo};
 use crate::time::Timestamp;
 use gather::Gather;
 use shard::{Clock, Event, Shard};
+use tls::keylog::KeyLog;
 
 /// How long a connection with both FINs sent stays in the table to collect
 /// the last one's ACK before it is finalised, unless its close is over
@@ -82,6 +85,8 @@ pub struct Config {
     /// Records a shard holds for the gatherer at once,
     /// about; `None` means the default, [`SLICE`]. Tests use one or two.
     pub slice: Option<usize>,
+    /// TLS secrets (`--keylog`): the records they open are read as HTTP.
+    pub keylog: Option<Arc<KeyLog>>,
 }
 
 /// Default cap on connections tracked at once.

@@ -5,153 +5,86 @@
 //!
 //! Does not track TCP state or decide connection boundaries (`flow`).
 
-use super::h2::H2;
-use super::http::{Exchange, Http1};
-use super::tls::{Findings, TlsAnalyzer};
+use std::sync::Arc;
+
+use super::cleartext::{App, Cleartext};
+use super::http::Exchange;
+use super::tls::keylog::KeyLog;
+use super::tls::{Findings, Plaintext, TlsAnalyzer};
 use crate::decode::TcpSegment;
 use crate::flow::reassembly::{Reassembler, StreamSink};
 use crate::flow::seq::Seq;
-use crate::record::{Anomalies, AnomalyKind, HttpInfo, HttpMethod, HttpRequest, Instant, Side};
+use crate::record::{
+    Anomalies, AnomalyKind, DecryptionOutcome, HttpInfo, HttpMethod, HttpRequest, Instant, Side,
+};
 use crate::time::Timestamp;
-
-/// The cleartext application protocol, once the first bytes decided it.
-#[derive(Debug)]
-enum App {
-    Undecided,
-    Http1(Http1),
-    H2(H2),
-    Other,
-}
 
 /// The stream analyzers of one connection.
 #[derive(Debug)]
 pub struct Analyzers {
     tls: TlsAnalyzer,
-    app: App,
+    /// The protocol on the TCP stream, when it is not TLS.
+    clear: Cleartext,
+    /// With a key log: the protocol inside the TLS records it opened.
+    inner: Option<Box<Cleartext>>,
     keep: usize,
-    last_server_data: Option<Timestamp>,
-    /// The client's first bytes, held back until the first line is whole,
-    /// and when the last of them arrived.
-    probe: Vec<u8>,
-    probe_ts: Timestamp,
 }
 
-/// Client bytes looked at to decide the cleartext protocol (the HTTP/2
-/// preface is 24 bytes; an HTTP/1 request line ends earlier or later).
-const APP_PROBE: usize = 24;
-
 impl Analyzers {
-    pub fn new(cap: usize, keep: usize) -> Analyzers {
+    /// `cap` bounds buffered handshake bytes per direction, `keep` the
+    /// requests listed; with `keylog`, TLS records are opened with its
+    /// secrets.
+    pub fn new(cap: usize, keep: usize, keylog: Option<&Arc<KeyLog>>) -> Analyzers {
+        let tls = TlsAnalyzer::new(cap, keep);
         Analyzers {
-            tls: TlsAnalyzer::new(cap, keep),
-            app: App::Undecided,
+            tls: match keylog {
+                Some(log) => tls.decrypting(Arc::clone(log)),
+                None => tls,
+            },
+            clear: Cleartext::new(keep),
+            inner: None,
             keep,
-            last_server_data: None,
-            probe: Vec::new(),
-            probe_ts: Timestamp::default(),
         }
     }
 
     pub fn wants_data(&self) -> bool {
-        let app = match &self.app {
-            App::Undecided => true,
-            App::Http1(h) => h.wants_data(),
-            App::H2(h) => h.wants_data(),
-            App::Other => false,
-        };
-        app || self.tls.wants_data()
+        self.clear.wants_data() || self.tls.wants_data()
     }
 
     fn data(&mut self, side: Side, ts: Timestamp, bytes: &[u8]) {
-        if side == Side::Server {
-            self.last_server_data = Some(ts);
-        }
-        self.tls.data(side, ts, bytes);
-        if let App::Undecided = self.app {
-            if side == Side::Client {
-                // Decide on the first line, however it was segmented.
-                self.probe.extend_from_slice(bytes);
-                self.probe_ts = ts;
-                if self.probe.len() < APP_PROBE && !self.probe.contains(&b'\n') {
-                    return;
-                }
-                let probe = std::mem::take(&mut self.probe);
-                self.app = self.decide(&probe);
-                return self.feed(side, ts, &probe);
+        let Analyzers {
+            tls,
+            clear,
+            inner,
+            keep,
+        } = self;
+        tls.data_to(side, ts, bytes, &mut |side, ts, plain| {
+            let inner = inner.get_or_insert_with(|| Box::new(Cleartext::new(*keep)));
+            match plain {
+                Plaintext::Data(text) => inner.data(side, ts, text, false),
+                Plaintext::Lost(len) => inner.gap(side, len, false),
             }
-            if !self.probe.is_empty() {
-                // The server answered before the client's first line was whole.
-                self.decide_now();
-            } else if !self.tls.is_tls() && H2::starts_with_settings(bytes) {
-                // Servers speak first only in HTTP/2 with prior knowledge
-                // (SETTINGS before the client's preface arrives).
-                self.app = App::H2(H2::prior_knowledge(self.keep));
-            }
-        }
-        self.feed(side, ts, bytes);
-    }
-
-    /// Decides on the client bytes held so far (a gap, the server speaking,
-    /// or the end came before the first line was whole) and feeds them.
-    fn decide_now(&mut self) {
-        if matches!(self.app, App::Undecided) && !self.probe.is_empty() {
-            let probe = std::mem::take(&mut self.probe);
-            self.app = self.decide(&probe);
-            self.feed(Side::Client, self.probe_ts, &probe);
-        }
-    }
-
-    /// What the client's first bytes say the cleartext protocol is.
-    fn decide(&self, first: &[u8]) -> App {
-        if self.tls.is_tls() {
-            App::Other
-        } else if H2::looks_like_preface(first) {
-            App::H2(H2::prior_knowledge(self.keep))
-        } else if Http1::looks_like_request(first) {
-            App::Http1(Http1::new(self.keep))
-        } else {
-            App::Other
-        }
-    }
-
-    /// Hands stream bytes to the cleartext protocol's parser.
-    fn feed(&mut self, side: Side, ts: Timestamp, bytes: &[u8]) {
-        match &mut self.app {
-            App::Http1(h) => {
-                let used = h.data(side, ts, bytes);
-                if h.switched()
-                    && h.upgrade
-                        .as_deref()
-                        .is_some_and(|u| u.eq_ignore_ascii_case("h2c"))
-                {
-                    let upgraded = h.exchanges.last().cloned();
-                    let mut h2 = H2::after_upgrade(self.keep, upgraded);
-                    h2.data(side, ts, bytes.get(used..).unwrap_or(&[]));
-                    // Keep HTTP/1's count of the upgrade request; HTTP/2 adds the rest.
-                    self.app = App::H2(carry_over(h, h2));
-                }
-            }
-            App::H2(h) => h.data(side, ts, bytes),
-            App::Undecided | App::Other => {}
-        }
+        });
+        clear.data(side, ts, bytes, tls.is_tls());
     }
 
     fn gap(&mut self, side: Side, len: u64) {
         self.tls.gap(side, len);
-        self.decide_now();
-        match &mut self.app {
-            App::Http1(h) => h.gap(side, len),
-            App::H2(h) => h.gap(side, len),
-            App::Undecided | App::Other => {}
+        if let Some(inner) = self.inner.as_deref_mut() {
+            // The records the gap held are lost, and with them their plaintext.
+            inner.gap(side, len, false);
         }
+        self.clear.gap(side, len, self.tls.is_tls());
     }
 
     /// The streams ended.
     pub fn end(&mut self) {
-        self.decide_now();
+        let tls = self.tls.is_tls();
+        self.clear.decide_now(tls);
         self.tls.end_of_streams();
-        if let App::Http1(h) = &mut self.app {
-            h.finish(self.last_server_data);
+        self.clear.end(tls);
+        if let Some(inner) = self.inner.as_deref_mut() {
+            inner.end(false);
         }
     }
 
@@ -167,80 +100,88 @@ impl Analyzers {
     /// exchanges — moved out, not copied: the analyzers go with the
     /// connection's close or record.
     pub fn http_facts(&mut self) -> HttpFacts {
-        let (method, requests, responses, listed, estimated, confidence) = match &self.app {
-            App::Http1(h) if !(h.tunnel && self.tls.is_tls()) => (
-                HttpMethod::Http1,
-                h.requests,
-                h.responses,
-                h.exchanges.len(),
-                false,
-                Confidence::Exact,
-            ),
-            App::H2(h) => (
-                HttpMethod::H2c,
-                h.requests,
-                h.responses,
-                h.exchanges.len(),
-                false,
-                Confidence::Exact,
-            ),
+        let tls = self.tls.is_tls();
+        match &self.clear.app {
+            App::Http1(h) if !(h.tunnel && tls) => return messages(&mut self.clear.app, false),
+            App::H2(_) => return messages(&mut self.clear.app, false),
             // TLS after STARTTLS carries other protocols; after CONNECT or
             // from the first byte, HTTP.
-            _ if self.tls.is_tls() && !(self.tls.late_start && matches!(self.app, App::Other)) => {
-                let f = self.tls.flights();
-                let confidence = if self.tls.alpn_h2() {
-                    Confidence::Low
-                } else {
-                    Confidence::Estimate
-                };
-                let responses = f
-                    .exchanges
-                    .iter()
-                    .filter(|e| e.response_first.is_some())
-                    .count() as u64;
-                (
-                    HttpMethod::TlsFlights,
-                    f.requests,
-                    responses,
-                    f.exchanges.len(),
-                    true,
-                    confidence,
-                )
+            _ if !tls || (self.tls.late_start && matches!(self.clear.app, App::Other)) => {
+                return HttpFacts::none()
             }
-            _ => return HttpFacts::none(),
+            _ => {}
+        }
+        let opened = self.tls.decryption().map(|d| d.outcome);
+        if let Some(DecryptionOutcome::Complete | DecryptionOutcome::Partial) = opened {
+            match self.inner.as_deref_mut().map(|c| &mut c.app) {
+                Some(app @ (App::Http1(_) | App::H2(_))) => return messages(app, true),
+                // The records opened, and held something else, or nothing.
+                Some(App::Other) => return HttpFacts::none(),
+                _ if opened == Some(DecryptionOutcome::Complete) => return HttpFacts::none(),
+                _ => {}
+            }
+        }
+        let f = self.tls.flights();
+        let confidence = if self.tls.alpn_h2() {
+            Confidence::Low
+        } else {
+            Confidence::Estimate
         };
-        let (lost_sync, connection_close, upgrade, resets, goaway) = match &self.app {
-            App::Http1(h) => (h.lost_sync, h.connection_close, h.upgrade.clone(), 0, false),
-            App::H2(h) => (
-                h.lost_sync,
-                false,
-                h.upgraded.then(|| "h2c".to_string()),
-                h.resets,
-                h.goaway,
-            ),
-            _ => (false, false, None, 0, false),
-        };
-        // The list the counts above came from.
-        let exchanges = match (method, &mut self.app) {
-            (HttpMethod::Http1, App::Http1(h)) => std::mem::take(&mut h.exchanges),
-            (HttpMethod::H2c, App::H2(h)) => std::mem::take(&mut h.exchanges),
-            (HttpMethod::TlsFlights, _) => self.tls.take_exchanges(),
-            _ => Vec::new(),
-        };
+        let responses = f
+            .exchanges
+            .iter()
+            .filter(|e| e.response_first.is_some())
+            .count() as u64;
+        let requests = f.requests;
+        let listed = f.exchanges.len();
         HttpFacts {
-            method,
-            estimated,
+            method: HttpMethod::TlsFlights,
+            estimated: true,
             confidence,
-            lost_sync,
-            connection_close,
-            goaway,
             list_truncated: (listed as u64) < requests,
             requests,
             responses,
-            resets,
-            upgrade: upgrade.map(String::into_boxed_str),
-            exchanges,
+            exchanges: self.tls.take_exchanges(),
+            ..HttpFacts::none()
         }
+    }
+}
+
+/// The `http` section read from messages: HTTP/1 or HTTP/2 on cleartext,
+/// or (`decrypted`) inside TLS records opened with a key log.
+fn messages(app: &mut App, decrypted: bool) -> HttpFacts {
+    let method = |cleartext, inside_tls| {
+        if decrypted {
+            inside_tls
+        } else {
+            cleartext
+        }
+    };
+    match app {
+        App::Http1(h) => HttpFacts {
+            method: method(HttpMethod::Http1, HttpMethod::TlsHttp1),
+            lost_sync: h.lost_sync,
+            connection_close: h.connection_close,
+            upgrade: h.upgrade.clone().map(String::into_boxed_str),
+            list_truncated: (h.exchanges.len() as u64) < h.requests,
+            requests: h.requests,
+            responses: h.responses,
+            exchanges: std::mem::take(&mut h.exchanges),
+            ..HttpFacts::none()
+        },
+        App::H2(h) => HttpFacts {
+            method: method(HttpMethod::H2c, HttpMethod::TlsH2),
+            lost_sync: h.lost_sync,
+            upgrade: h.upgraded.then(|| Box::from("h2c")),
+            resets: h.resets,
+            goaway: h.goaway,
+            list_truncated: (h.exchanges.len() as u64) < h.requests,
+            requests: h.requests,
+            responses: h.responses,
+            exchanges: std::mem::take(&mut h.exchanges),
+            ..HttpFacts::none()
+        },
+        App::Undecided | App::Other => HttpFacts::none(),
     }
 }
 
@@ -327,13 +268,6 @@ impl Confidence {
     }
 }
 
-/// HTTP/2 after an h2c upgrade keeps the HTTP/1 request that asked for it
-/// (its `101` was interim, so no response is carried over).
-fn carry_over(h1: &Http1, mut h2: H2) -> H2 {
-    h2.requests += h1.requests;
-    h2
-}
-
 fn request(e: &Exchange, at: &dyn Fn(Timestamp) -> Instant) -> HttpRequest {
     let text = |s: &str| (!s.is_empty()).then(|| s.to_string());
     HttpRequest {
@@ -375,11 +309,11 @@ pub struct Streams {
 }
 
 impl Streams {
-    pub fn new(cap: usize, keep: usize) -> Streams {
+    pub fn new(cap: usize, keep: usize, keylog: Option<&Arc<KeyLog>>) -> Streams {
         Streams {
             client: Reassembler::new(cap),
             server: Reassembler::new(cap),
-            analyzers: Box::new(Analyzers::new(cap, keep)),
+            analyzers: Box::new(Analyzers::new(cap, keep, keylog)),
         }
     }
 

@@ -78,6 +78,9 @@ pub const COLUMNS: &[&str] = &[
     "http_upgrade",
     "http_resets",
     "http_goaway",
+    "tls_decryption",
+    "tls_records_opened",
+    "tls_records_failed",
 ];
 
 /// Writes the header once: several files make one table, told apart by
@@ -200,6 +203,13 @@ fn row(file: &str, r: &ConnectionRecord) -> Vec<String> {
     ];
     row.extend(tls_cells(r.tls.as_ref()));
     row.extend(http_cells(&r.http));
+    // Added later: at the end, where new columns go.
+    let decryption = r.tls.as_ref().and_then(|t| t.decryption);
+    row.extend([
+        decryption.map_or(String::new(), |d| serde_plain(&d.outcome)),
+        decryption.map_or(String::new(), |d| d.records_opened.to_string()),
+        decryption.map_or(String::new(), |d| d.records_failed.to_string()),
+    ]);
     row
 }
 

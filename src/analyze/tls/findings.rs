@@ -13,9 +13,10 @@
 use std::sync::Arc;
 
 use super::alerts::Alert;
-use super::hello::{cipher_name, version_name, ClientPrints};
+use super::hello::{cipher_name, version_name, ClientHelloFacts, ClientPrints, ServerHelloFacts};
 use super::steps::Steps;
-use crate::record::{EarlyData, Instant, Name, Side, TlsAlert, TlsInfo, TlsOutcome};
+use super::{is_tls13, TlsAnalyzer};
+use crate::record::{Decryption, EarlyData, Instant, Name, Side, TlsAlert, TlsInfo, TlsOutcome};
 use crate::time::Timestamp;
 
 /// A connection's TLS section, before its names and clocks are made.
@@ -49,6 +50,9 @@ pub struct Findings {
     pub(super) ja3s: Option<Arc<str>>,
     pub(super) steps: Steps,
     pub(super) gap_bytes: u64,
+    /// Boxed: only runs with a key log have it, and the findings a closed
+    /// connection keeps stay in their size class.
+    pub(super) decryption: Option<Box<Decryption>>,
     /// The connection's SYN (or first packet): the times since the start
     /// count from it.
     pub(super) start: Timestamp,
@@ -120,8 +124,116 @@ impl Findings {
             ja3s: self.ja3s,
             events: self.steps.into_events(start, at),
             gap_bytes: self.gap_bytes,
+            decryption: self.decryption.map(|d| *d),
         }
     }
+}
+
+impl TlsAnalyzer {
+    /// The TLS section, its steps still compact, or `None` when the
+    /// connection was not TLS. `start` is the connection's SYN (or first
+    /// packet). The steps and the server name are moved out, not copied
+    /// (the analyzer goes with the connection's close or record); the
+    /// ALPN lists are copied, as [`TlsAnalyzer::alpn_h2`] still reads them
+    /// for the HTTP section.
+    pub fn take_findings(&mut self, start: Timestamp) -> Option<Findings> {
+        if self.detected != Some(true) {
+            return None;
+        }
+        let ch = self.client_hello.as_ref().map(|(_, c)| c);
+        let sh = self.server_hello.as_ref();
+        let tls13 = sh.is_some_and(|(_, s)| is_tls13(s.version()));
+        let (resumed, resumption) = resumption(
+            ch,
+            sh.map(|(_, s)| s),
+            self.certificate_from_server,
+            self.server.finished.is_some() || self.server.encrypted,
+        );
+        let outcome = if self.not_tls_after_all {
+            TlsOutcome::NotTls
+        } else if self.complete.is_some() {
+            TlsOutcome::Complete
+        } else if self.alert.is_some() {
+            TlsOutcome::Failed
+        } else if ch.is_none() && sh.is_none() && self.sslv2_version.is_none() {
+            TlsOutcome::Midstream
+        } else {
+            TlsOutcome::Incomplete
+        };
+        let mut findings = Findings {
+            version: sh.map(|(_, s)| s.version()),
+            offered: ch.map(ClientHelloFacts::max_version).or(self.sslv2_version),
+            cipher: sh.map(|(_, s)| s.cipher),
+            sni: None,
+            alpn: sh.and_then(|(_, s)| s.alpn.as_deref()).map(Box::from),
+            alpn_offered: ch
+                .map(|c| c.alpn.clone().into_boxed_slice())
+                .unwrap_or_default(),
+            resumed,
+            resumption,
+            hello_retry: self.hello_retry,
+            early_data_offered: ch.is_some_and(|c| c.early_data),
+            client_certificate_requested: if tls13 {
+                None
+            } else {
+                Some(self.certificate_requested)
+            },
+            outcome,
+            alert: self.alert,
+            client_hello: self.first_hello,
+            server_hello: sh.map(|(t, _)| *t),
+            complete: self.complete,
+            first_app_data: self.first_app_data,
+            ja3_ja4: ch.map(ClientHelloFacts::ja3_ja4),
+            ja3s: sh.map(|(_, s)| s.ja3s_remembered()),
+            steps: Steps::default(),
+            gap_bytes: self.gap_bytes,
+            decryption: self.decryption().map(Box::new),
+            start,
+        };
+        findings.sni = self
+            .client_hello
+            .as_mut()
+            .and_then(|(_, c)| c.sni.take())
+            .map(String::into_boxed_str);
+        findings.steps = std::mem::take(&mut self.events);
+        Some(findings)
+    }
+}
+
+/// Full or resumed, and how.
+fn resumption(
+    ch: Option<&ClientHelloFacts>,
+    sh: Option<&ServerHelloFacts>,
+    server_certificate: bool,
+    server_changed_cipher: bool,
+) -> (bool, Option<Resumption>) {
+    let Some(sh) = sh else {
+        return (false, None);
+    };
+    if is_tls13(sh.version()) {
+        return if sh.psk {
+            (true, Some(Resumption::Psk))
+        } else {
+            (false, None)
+        };
+    }
+    let offered_id = ch.map(|c| c.session_id.as_slice()).unwrap_or(&[]);
+    let echoed = !sh.session_id.is_empty() && sh.session_id == offered_id;
+    let abbreviated = server_changed_cipher && !server_certificate;
+    if (echoed || abbreviated) && !server_certificate {
+        // With a ticket offered, the echoed id only signals the ticket's acceptance.
+        let ticket = ch.is_some_and(|c| c.session_ticket);
+        return (
+            true,
+            Some(if ticket {
+                Resumption::Ticket
+            } else {
+                Resumption::SessionId
+            }),
+        );
+    }
+    (false, None)
 }
 
 #[cfg(test)]

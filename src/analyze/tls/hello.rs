@@ -16,11 +16,10 @@ mod memo;
 
 pub use memo::ClientPrints;
 
-use md5::{Digest, Md5};
-use sha2::Sha256;
 use tls_parser::{parse_tls_client_hello_extension, parse_tls_server_hello_extension};
 use tls_parser::{TlsCipherSuite, TlsExtension};
 
+use super::crypto;
 use crate::record::Name;
 
 /// The ServerHello random that marks a HelloRetryRequest (RFC 8446 §4.1.3).
@@ -248,7 +247,7 @@ impl ClientHelloFacts {
 
     /// MD5 (lower-case hex) of [`ClientHelloFacts::ja3_string`].
     pub fn ja3(&self) -> String {
-        hex(&Md5::digest(self.ja3_string().as_bytes()))
+        hex(&crypto::md5(self.ja3_string().as_bytes()))
     }
 }
 
@@ -313,7 +312,7 @@ impl ServerHelloFacts {
 
     /// MD5 (lower-case hex) of [`ServerHelloFacts::ja3s_string`].
     pub fn ja3s(&self) -> String {
-        hex(&Md5::digest(self.ja3s_string().as_bytes()))
+        hex(&crypto::md5(self.ja3s_string().as_bytes()))
     }
 }
 
@@ -367,7 +366,7 @@ fn hash12(s: &str) -> String {
     if s.is_empty() {
         return "0".repeat(12);
     }
-    hex(Sha256::digest(s.as_bytes()).get(..6).unwrap_or_default())
+    hex(crypto::sha256(s.as_bytes()).get(..6).unwrap_or_default())
 }
 
 // The lists below are built digit by digit: `write!` per value cost more

@@ -6,7 +6,7 @@
 
 use super::hello::{ClientHelloFacts, ServerHelloFacts};
 use super::steps::StepName;
-use super::TlsAnalyzer;
+use super::{is_tls13, TlsAnalyzer};
 use crate::record::Side;
 use crate::time::Timestamp;
 
@@ -154,6 +154,9 @@ impl TlsAnalyzer {
             1 => {
                 self.client_hellos += 1;
                 self.first_hello.get_or_insert(ts);
+                if let Some(decrypter) = self.decrypter.as_mut() {
+                    decrypter.client_hello(body);
+                }
                 match ClientHelloFacts::parse(body) {
                     Some(facts) => {
                         if self.client_hello.is_none() {
@@ -172,6 +175,9 @@ impl TlsAnalyzer {
                 Some(facts) => {
                     if self.server_hello.is_none() {
                         self.flights.h2_selected = facts.alpn.as_deref() == Some("h2");
+                        if let Some(decrypter) = self.decrypter.as_mut() {
+                            decrypter.server_hello(&facts, is_tls13(facts.version()));
+                        }
                         self.server_hello = Some((ts, facts));
                     }
                     StepName::ServerHello

@@ -7,23 +7,28 @@
 //! packets, only stream bytes and gaps.
 
 mod alerts;
+mod crypto;
+mod decrypt;
 mod findings;
 pub mod flights;
 pub mod hello;
+pub mod keylog;
 mod messages;
 pub mod records;
 mod steps;
 
 use std::cell::Cell;
+use std::sync::Arc;
 
 use crate::analyze::http::Exchange;
-use crate::record::{Side, TlsOutcome};
+use crate::record::Side;
 use crate::time::Timestamp;
 use alerts::Alert;
+use decrypt::{Decrypter, Opened};
 pub use findings::Findings;
-use findings::Resumption;
 use flights::Flights;
 use hello::{ClientHelloFacts, ServerHelloFacts};
+use keylog::KeyLog;
 use records::{
     Item, RecordReader, ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, HANDSHAKE, MAX_RECORD,
 };
@@ -113,6 +118,16 @@ pub struct TlsAnalyzer {
     events: Steps,
     gap_bytes: u64,
     malformed: u64,
+    /// With a key log: opens the sealed records.
+    decrypter: Option<Box<Decrypter>>,
+}
+
+/// What opening a sealed record gave: application-data plaintext, or
+/// the length of a record that would not open.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Plaintext<'a> {
+    Data(&'a [u8]),
+    Lost(u64),
 }
 
 impl TlsAnalyzer {
@@ -148,7 +163,15 @@ impl TlsAnalyzer {
             events: Steps::default(),
             gap_bytes: 0,
             malformed: 0,
+            decrypter: None,
         }
+    }
+
+    /// Opens sealed records with `keylog`'s secrets; their plaintext goes
+    /// to [`TlsAnalyzer::data_to`]'s receiver.
+    pub fn decrypting(mut self, keylog: Arc<KeyLog>) -> TlsAnalyzer {
+        self.decrypter = Some(Box::new(Decrypter::new(keylog)));
+        self
     }
 
     /// Whether more stream bytes are of use.
@@ -184,6 +207,18 @@ impl TlsAnalyzer {
 
     /// Stream bytes `bytes` from `side`, carried by a packet captured at `ts`.
     pub fn data(&mut self, side: Side, ts: Timestamp, bytes: &[u8]) {
+        self.data_to(side, ts, bytes, &mut |_, _, _| {});
+    }
+
+    /// [`TlsAnalyzer::data`], handing what sealed records opened to
+    /// `plain` (with the time of each record's last byte).
+    pub fn data_to(
+        &mut self,
+        side: Side,
+        ts: Timestamp,
+        bytes: &[u8],
+        plain: &mut dyn FnMut(Side, Timestamp, Plaintext<'_>),
+    ) {
         if self.detected.is_none() {
             // Decide on the first few bytes, however they were segmented: hold
             // them back until there are enough, or the other side speaks.
@@ -200,7 +235,7 @@ impl TlsAnalyzer {
             let tls = looks_like_tls(&probe);
             self.detected = Some(tls);
             if tls {
-                self.feed(probe_side, ts, &probe);
+                self.feed(probe_side, ts, &probe, plain);
             } else {
                 self.watch_left = LATE_START_WATCH;
                 if probe_side == Side::Client {
@@ -223,11 +258,17 @@ impl TlsAnalyzer {
             self.late_start = true;
             self.watch_left = 0;
         }
-        self.feed(side, ts, bytes);
+        self.feed(side, ts, bytes, plain);
     }
 
     /// Hands stream bytes to the record reader and handles what it finds.
-    fn feed(&mut self, side: Side, ts: Timestamp, bytes: &[u8]) {
+    fn feed(
+        &mut self,
+        side: Side,
+        ts: Timestamp,
+        bytes: &[u8],
+        plain: &mut dyn FnMut(Side, Timestamp, Plaintext<'_>),
+    ) {
         let mut input = bytes;
         loop {
             let dir = match side {
@@ -235,26 +276,36 @@ impl TlsAnalyzer {
                 Side::Server => &mut self.server,
             };
             let encrypted = dir.encrypted;
+            let opening = self.decrypter.as_ref().is_some_and(|d| d.active());
             let want = |t: u8| match t {
-                HANDSHAKE => !encrypted,
+                HANDSHAKE => !encrypted || opening,
                 ALERT | CHANGE_CIPHER_SPEC => true,
+                APPLICATION_DATA => opening,
                 _ => false,
             };
             let item = match dir.reader.next(&mut input, ts, &want) {
                 Some(Item::Record {
                     content_type,
+                    version,
                     len,
                     body,
                     ts,
-                    ..
-                }) => Owned::Record(content_type, len, body.map(copied), ts),
+                }) => Owned::Record(content_type, version, len, body.map(copied), ts),
                 Some(Item::SslV2 { body, ts }) => Owned::SslV2(copied(body), ts),
                 Some(Item::NotARecord) => Owned::NotARecord,
                 None => break,
             };
             match item {
-                Owned::Record(content_type, len, body, ts) => {
-                    self.record(side, content_type, len, body.as_deref(), ts);
+                Owned::Record(content_type, version, len, mut body, ts) => {
+                    let sealed = content_type == APPLICATION_DATA
+                        || (encrypted && matches!(content_type, HANDSHAKE | ALERT));
+                    if let (true, Some(body)) = (sealed, body.as_mut()) {
+                        self.open(side, content_type, version, body, ts, plain);
+                    }
+                    // The handshake analysis sees sealed bodies as before:
+                    // not at all (a plaintext alert's, still).
+                    let seen = body.as_deref().filter(|_| !sealed || content_type == ALERT);
+                    self.record(side, content_type, len, seen, ts);
                     if let Some(body) = body {
                         give_back(body);
                     }
@@ -279,9 +330,36 @@ impl TlsAnalyzer {
         }
     }
 
+    /// Opens a sealed record's `body` in place and hands on what it held.
+    fn open(
+        &mut self,
+        side: Side,
+        content_type: u8,
+        version: u16,
+        body: &mut [u8],
+        ts: Timestamp,
+        plain: &mut dyn FnMut(Side, Timestamp, Plaintext<'_>),
+    ) {
+        let Some(decrypter) = self.decrypter.as_mut() else {
+            return;
+        };
+        match decrypter.open(side, content_type, version, body) {
+            Opened::Data(range) => {
+                if let Some(text) = body.get(range) {
+                    plain(side, ts, Plaintext::Data(text));
+                }
+            }
+            Opened::Other => {}
+            Opened::Lost => plain(side, ts, Plaintext::Lost(body.len() as u64)),
+        }
+    }
+
     /// `len` bytes of `side`'s stream were not captured.
     pub fn gap(&mut self, side: Side, len: u64) {
         self.gap_bytes += len;
+        if let Some(decrypter) = self.decrypter.as_mut() {
+            decrypter.gap(side);
+        }
         if self.detected == Some(true) {
             let dir = self.dir(side);
             dir.reader.gap(len);
@@ -317,6 +395,9 @@ impl TlsAnalyzer {
                 // TLS 1.3 (or after a HelloRetryRequest) it is middlebox padding.
                 if self.server_hello.is_some() && !self.negotiated_13() {
                     self.dir(side).encrypted = true;
+                    if let Some(decrypter) = self.decrypter.as_mut() {
+                        decrypter.change_cipher_spec(side);
+                    }
                 }
             }
             ALERT => {
@@ -422,6 +503,11 @@ impl TlsAnalyzer {
         std::mem::take(&mut self.flights.exchanges)
     }
 
+    /// How far the key log opened the records, if one was given.
+    pub fn decryption(&self) -> Option<crate::record::Decryption> {
+        self.decrypter.as_ref().and_then(|d| d.outcome())
+    }
+
     /// Whether the connection turned out to be TLS.
     pub fn is_tls(&self) -> bool {
         self.detected == Some(true)
@@ -438,75 +524,6 @@ impl TlsAnalyzer {
         self.server.shrink();
         self.probe = Vec::new();
         self.events.shrink_to_fit();
-    }
-
-    /// The TLS section, its steps still compact, or `None` when the
-    /// connection was not TLS. `start` is the connection's SYN (or first
-    /// packet). The steps and the server name are moved out, not copied
-    /// (the analyzer goes with the connection's close or record); the
-    /// ALPN lists are copied, as [`TlsAnalyzer::alpn_h2`] still reads them
-    /// for the HTTP section.
-    pub fn take_findings(&mut self, start: Timestamp) -> Option<Findings> {
-        if self.detected != Some(true) {
-            return None;
-        }
-        let ch = self.client_hello.as_ref().map(|(_, c)| c);
-        let sh = self.server_hello.as_ref();
-        let tls13 = sh.is_some_and(|(_, s)| is_tls13(s.version()));
-        let (resumed, resumption) = resumption(
-            ch,
-            sh.map(|(_, s)| s),
-            self.certificate_from_server,
-            self.server.finished.is_some() || self.server.encrypted,
-        );
-        let outcome = if self.not_tls_after_all {
-            TlsOutcome::NotTls
-        } else if self.complete.is_some() {
-            TlsOutcome::Complete
-        } else if self.alert.is_some() {
-            TlsOutcome::Failed
-        } else if ch.is_none() && sh.is_none() && self.sslv2_version.is_none() {
-            TlsOutcome::Midstream
-        } else {
-            TlsOutcome::Incomplete
-        };
-        let mut findings = Findings {
-            version: sh.map(|(_, s)| s.version()),
-            offered: ch.map(ClientHelloFacts::max_version).or(self.sslv2_version),
-            cipher: sh.map(|(_, s)| s.cipher),
-            sni: None,
-            alpn: sh.and_then(|(_, s)| s.alpn.as_deref()).map(Box::from),
-            alpn_offered: ch
-                .map(|c| c.alpn.clone().into_boxed_slice())
-                .unwrap_or_default(),
-            resumed,
-            resumption,
-            hello_retry: self.hello_retry,
-            early_data_offered: ch.is_some_and(|c| c.early_data),
-            client_certificate_requested: if tls13 {
-                None
-            } else {
-                Some(self.certificate_requested)
-            },
-            outcome,
-            alert: self.alert,
-            client_hello: self.first_hello,
-            server_hello: sh.map(|(t, _)| *t),
-            complete: self.complete,
-            first_app_data: self.first_app_data,
-            ja3_ja4: ch.map(ClientHelloFacts::ja3_ja4),
-            ja3s: sh.map(|(_, s)| s.ja3s_remembered()),
-            steps: Steps::default(),
-            gap_bytes: self.gap_bytes,
-            start,
-        };
-        findings.sni = self
-            .client_hello
-            .as_mut()
-            .and_then(|(_, c)| c.sni.take())
-            .map(String::into_boxed_str);
-        findings.steps = std::mem::take(&mut self.events);
-        Some(findings)
     }
 }
 
@@ -535,7 +552,7 @@ fn give_back(buffer: Vec<u8>) {
 
 /// Owned copy of a reader item, so the reader's borrow ends before handling.
 enum Owned {
-    Record(u8, usize, Option<Vec<u8>>, Timestamp),
+    Record(u8, u16, usize, Option<Vec<u8>>, Timestamp),
     SslV2(Vec<u8>, Timestamp),
     NotARecord,
 }
@@ -552,39 +569,4 @@ fn looks_like_tls(bytes: &[u8]) -> bool {
 /// Whether a chunk begins with a TLS record holding a ClientHello.
 fn starts_client_hello(bytes: &[u8]) -> bool {
     matches!(bytes, [22, 3, minor, _, _, 1, ..] if *minor <= 4)
-}
-
-/// Full or resumed, and how.
-fn resumption(
-    ch: Option<&ClientHelloFacts>,
-    sh: Option<&ServerHelloFacts>,
-    server_certificate: bool,
-    server_changed_cipher: bool,
-) -> (bool, Option<Resumption>) {
-    let Some(sh) = sh else {
-        return (false, None);
-    };
-    if is_tls13(sh.version()) {
-        return if sh.psk {
-            (true, Some(Resumption::Psk))
-        } else {
-            (false, None)
-        };
-    }
-    let offered_id = ch.map(|c| c.session_id.as_slice()).unwrap_or(&[]);
-    let echoed = !sh.session_id.is_empty() && sh.session_id == offered_id;
-    let abbreviated = server_changed_cipher && !server_certificate;
-    if (echoed || abbreviated) && !server_certificate {
-        // With a ticket offered, the echoed id only signals the ticket's acceptance.
-        let ticket = ch.is_some_and(|c| c.session_ticket);
-        return (
-            true,
-            Some(if ticket {
-                Resumption::Ticket
-            } else {
-                Resumption::SessionId
-            }),
-        );
-    }
-    (false, None)
 }

@@ -1,0 +1,429 @@
+//! Opening one connection's encrypted TLS records with the secrets of a key
+//! log: the keys of each direction (TLS 1.2 from the master secret's key
+//! block; TLS 1.3 from the traffic secrets, through the handshake, the
+//! application keys and each KeyUpdate), the record sequence numbers, and
+//! how far the opening got.
+//!
+//! Does not read records from the stream (`records`), parse handshake
+//! messages, or interpret the plaintext (the HTTP parsers do). Only AEAD
+//! suites are opened (AES-GCM, ChaCha20-Poly1305: every TLS 1.3 suite and
+//! what TLS 1.2 clients negotiate today); CBC suites, 0-RTT early data and
+//! renegotiation are not.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use super::crypto::{expand_label, prf12, Aead, Cipher, Hash, TAG};
+use super::hello::ServerHelloFacts;
+use super::keylog::{KeyLog, Secrets};
+use super::records::APPLICATION_DATA;
+use crate::record::{Decryption, DecryptionOutcome, Side};
+
+/// Failures in a row after which a direction stops trying (wrong secrets
+/// must not cost two cipher passes per record for the rest of a capture).
+const GIVE_UP: u32 = 8;
+
+/// A cipher suite this module can open.
+#[derive(Clone, Copy, Debug)]
+struct Suite {
+    cipher: Cipher,
+    hash: Hash,
+}
+
+/// The AEAD suites by their id: TLS 1.3's three, and TLS 1.2's GCM and
+/// ChaCha20-Poly1305 suites (RFC 5288, 5289, 7905).
+fn suite(id: u16) -> Option<Suite> {
+    let (cipher, hash) = match id {
+        0x1301 | 0x009c | 0x009e | 0xc02b | 0xc02f => (Cipher::Aes128Gcm, Hash::Sha256),
+        0x1302 | 0x009d | 0x009f | 0xc02c | 0xc030 => (Cipher::Aes256Gcm, Hash::Sha384),
+        0x1303 | 0xcca8 | 0xcca9 | 0xccaa => (Cipher::ChaCha20Poly1305, Hash::Sha256),
+        _ => return None,
+    };
+    Some(Suite { cipher, hash })
+}
+
+/// A key and its IV (TLS 1.2 GCM: the 4-byte salt, zero-padded).
+struct Key {
+    aead: Aead,
+    iv: [u8; 12],
+    /// TLS 1.3: the traffic secret it came from (the next KeyUpdate's input).
+    secret: Option<Box<[u8]>>,
+}
+
+impl Key {
+    /// TLS 1.3: the key and IV of a traffic secret (RFC 8446 §7.3).
+    fn from_secret(suite: Suite, secret: &[u8]) -> Option<Key> {
+        if secret.len() != suite.hash.len() {
+            return None;
+        }
+        let key = expand_label(suite.hash, secret, "key", suite.cipher.key_len())?;
+        let iv = expand_label(suite.hash, secret, "iv", 12)?;
+        Some(Key {
+            aead: Aead::new(suite.cipher, &key)?,
+            iv: iv.try_into().ok()?,
+            secret: Some(secret.into()),
+        })
+    }
+
+    /// TLS 1.3: the key after a KeyUpdate (RFC 8446 §7.2).
+    fn updated(&self, suite: Suite) -> Option<Key> {
+        let secret = self.secret.as_deref()?;
+        let next = expand_label(suite.hash, secret, "traffic upd", suite.hash.len())?;
+        Key::from_secret(suite, &next)
+    }
+
+    /// The per-record nonce: the IV XOR the sequence number.
+    fn nonce(&self, seq: u64) -> [u8; 12] {
+        let mut nonce = self.iv;
+        for (n, s) in nonce.iter_mut().skip(4).zip(seq.to_be_bytes()) {
+            *n ^= s;
+        }
+        nonce
+    }
+}
+
+/// One direction's keys and sequence number.
+#[derive(Default)]
+struct Direction {
+    current: Option<Key>,
+    /// TLS 1.3: the key tried when `current` fails (the application key
+    /// during the handshake, then the next KeyUpdate's).
+    next: Option<Key>,
+    /// TLS 1.3: still under the handshake keys.
+    handshake: bool,
+    seq: u64,
+    /// TLS 1.2: ChangeCipherSpec seen (a second one is renegotiation).
+    changed: bool,
+    opened: u64,
+    failed: u64,
+    in_a_row: u32,
+    /// A gap, renegotiation or too many failures: no more opening.
+    lost: bool,
+}
+
+impl Direction {
+    fn failed(&mut self) {
+        self.failed += 1;
+        self.in_a_row += 1;
+        if self.in_a_row >= GIVE_UP {
+            self.lost = true;
+        }
+    }
+
+    fn opened(&mut self) {
+        self.opened += 1;
+        self.in_a_row = 0;
+    }
+
+    /// TLS 1.3: opens `body` (after its 5-byte `header`) with the current
+    /// key or, failing that, the next; the inner content type and the
+    /// plaintext's range.
+    fn open13(&mut self, suite: Suite, header: &[u8; 5], body: &mut [u8]) -> Option<(u8, usize)> {
+        let seq = self.seq;
+        let current = self.current.as_ref();
+        let mut len = current.and_then(|k| k.aead.open(&k.nonce(seq), header, body));
+        if len.is_none() {
+            if self.next.is_none() && !self.handshake {
+                self.next = self.current.as_ref().and_then(|k| k.updated(suite));
+            }
+            len = self
+                .next
+                .as_ref()
+                .and_then(|k| k.aead.open(&k.nonce(0), header, body));
+            if len.is_some() {
+                self.current = self.next.take();
+                self.handshake = false;
+                self.seq = 0;
+            }
+        }
+        let Some(len) = len else {
+            // Handshake records without the handshake secrets in the log
+            // are expected to stay closed; the application's must open.
+            if !(self.handshake && self.current.is_none()) {
+                self.failed();
+            }
+            return None;
+        };
+        self.seq += 1;
+        self.opened();
+        // TLSInnerPlaintext: content, the type, then zero padding.
+        let text = body.get(..len)?;
+        let end = text.iter().rposition(|&b| b != 0)?;
+        Some((*text.get(end)?, end))
+    }
+
+    /// TLS 1.2: opens `body` as record `seq` of this direction.
+    fn open12(
+        &mut self,
+        suite: Suite,
+        content_type: u8,
+        version: u16,
+        body: &mut [u8],
+    ) -> Option<Range<usize>> {
+        let seq = self.seq;
+        self.seq += 1;
+        let key = self.current.as_ref()?;
+        // GCM carries an 8-byte explicit nonce before the ciphertext;
+        // ChaCha20-Poly1305 XORs the sequence number into its IV.
+        let (nonce, skip) = match suite.cipher {
+            Cipher::ChaCha20Poly1305 => (key.nonce(seq), 0),
+            Cipher::Aes128Gcm | Cipher::Aes256Gcm => {
+                let explicit = body.get(..8)?;
+                let mut nonce = key.iv;
+                nonce.get_mut(4..)?.copy_from_slice(explicit);
+                (nonce, 8)
+            }
+        };
+        let sealed = body.get_mut(skip..)?;
+        let text_len = u16::try_from(sealed.len().checked_sub(TAG)?).ok()?;
+        let mut aad = [0u8; 13];
+        aad[..8].copy_from_slice(&seq.to_be_bytes());
+        aad[8] = content_type;
+        aad[9..11].copy_from_slice(&version.to_be_bytes());
+        aad[11..].copy_from_slice(&text_len.to_be_bytes());
+        let len = key.aead.open(&nonce, &aad, sealed)?;
+        Some(skip..skip + len)
+    }
+}
+
+/// A connection's keys once its ServerHello is known.
+struct Keys {
+    suite: Suite,
+    tls13: bool,
+    client: Direction,
+    server: Direction,
+}
+
+impl Keys {
+    fn new(
+        secrets: &Secrets,
+        client_random: &[u8; 32],
+        server: &ServerHelloFacts,
+        tls13: bool,
+    ) -> Option<Keys> {
+        let suite = suite(server.cipher)?;
+        let (client, server) = if tls13 {
+            let dir = |handshake: Option<&[u8]>, traffic: Option<&[u8]>| Direction {
+                current: handshake.and_then(|s| Key::from_secret(suite, s)),
+                next: traffic.and_then(|s| Key::from_secret(suite, s)),
+                handshake: true,
+                ..Direction::default()
+            };
+            (
+                dir(
+                    secrets.client_handshake.as_deref(),
+                    secrets.client_traffic.as_deref(),
+                ),
+                dir(
+                    secrets.server_handshake.as_deref(),
+                    secrets.server_traffic.as_deref(),
+                ),
+            )
+        } else {
+            let master = secrets.master.as_deref()?;
+            // key_block = client key, server key, client IV, server IV
+            // (AEAD suites have no MAC keys); the seed is the server random,
+            // then the client random.
+            let (key_len, iv_len) = match suite.cipher {
+                Cipher::ChaCha20Poly1305 => (32, 12),
+                cipher => (cipher.key_len(), 4),
+            };
+            let seed = [server.random.as_slice(), client_random].concat();
+            let block = prf12(
+                suite.hash,
+                master,
+                b"key expansion",
+                &seed,
+                2 * (key_len + iv_len),
+            )?;
+            let (keys, ivs) = block.split_at_checked(2 * key_len)?;
+            let (client_key, server_key) = keys.split_at_checked(key_len)?;
+            let (client_iv, server_iv) = ivs.split_at_checked(iv_len)?;
+            let dir = |key: &[u8], salt: &[u8]| -> Option<Direction> {
+                let mut iv = [0u8; 12];
+                iv.get_mut(..salt.len())?.copy_from_slice(salt);
+                Some(Direction {
+                    current: Some(Key {
+                        aead: Aead::new(suite.cipher, key)?,
+                        iv,
+                        secret: None,
+                    }),
+                    ..Direction::default()
+                })
+            };
+            (dir(client_key, client_iv)?, dir(server_key, server_iv)?)
+        };
+        Some(Keys {
+            suite,
+            tls13,
+            client,
+            server,
+        })
+    }
+
+    fn dir(&mut self, side: Side) -> &mut Direction {
+        match side {
+            Side::Client => &mut self.client,
+            Side::Server => &mut self.server,
+        }
+    }
+}
+
+/// What was opened of a record.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Opened {
+    /// Application data: the plaintext's range in the body.
+    Data(Range<usize>),
+    /// Opened; not application data (a handshake message, an alert).
+    Other,
+    /// Not opened; the record carried application data, or might have.
+    Lost,
+}
+
+/// Where a connection's decryption stands.
+enum State {
+    /// A key log, and no ClientHello yet.
+    Waiting(Arc<KeyLog>),
+    /// The log has this ClientHello's secrets; the ServerHello is to come.
+    Secrets(Box<(Secrets, [u8; 32])>),
+    NoSecrets,
+    Unsupported,
+    Keys(Box<Keys>),
+}
+
+/// A connection's decryption, from its ClientHello on.
+pub struct Decrypter {
+    state: State,
+}
+
+impl std::fmt::Debug for Decrypter {
+    // Never prints key material.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Decrypter")
+    }
+}
+
+impl Decrypter {
+    pub fn new(keylog: Arc<KeyLog>) -> Decrypter {
+        Decrypter {
+            state: State::Waiting(keylog),
+        }
+    }
+
+    /// The first ClientHello's body (after the handshake header).
+    pub fn client_hello(&mut self, body: &[u8]) {
+        let State::Waiting(log) = &self.state else {
+            return;
+        };
+        let random = body.get(2..34).and_then(|r| <[u8; 32]>::try_from(r).ok());
+        self.state = match random.and_then(|r| Some((log.get(&r)?, r))) {
+            Some(found) => State::Secrets(Box::new(found)),
+            None => State::NoSecrets,
+        };
+    }
+
+    /// The ServerHello (not a HelloRetryRequest) chose `server`'s suite.
+    pub fn server_hello(&mut self, server: &ServerHelloFacts, tls13: bool) {
+        let State::Secrets(found) = &self.state else {
+            return;
+        };
+        let (secrets, random) = &**found;
+        self.state = match Keys::new(secrets, random, server, tls13) {
+            Some(keys) => State::Keys(Box::new(keys)),
+            None => State::Unsupported,
+        };
+    }
+
+    /// Whether records are being opened (their bodies are wanted).
+    pub fn active(&self) -> bool {
+        matches!(&self.state, State::Keys(k) if !(k.client.lost && k.server.lost))
+    }
+
+    /// A TLS 1.2 ChangeCipherSpec from `side`: a second one would bring
+    /// keys this log does not have (renegotiation).
+    pub fn change_cipher_spec(&mut self, side: Side) {
+        if let State::Keys(k) = &mut self.state {
+            if !k.tls13 {
+                let dir = k.dir(side);
+                dir.lost |= dir.changed;
+                dir.changed = true;
+            }
+        }
+    }
+
+    /// Bytes of `side`'s stream went missing: records, and with them the
+    /// sequence numbers, are lost.
+    pub fn gap(&mut self, side: Side) {
+        if let State::Keys(k) = &mut self.state {
+            k.dir(side).lost = true;
+        }
+    }
+
+    /// Opens a sealed record from `side` in place.
+    pub fn open(&mut self, side: Side, content_type: u8, version: u16, body: &mut [u8]) -> Opened {
+        let State::Keys(keys) = &mut self.state else {
+            return Opened::Lost;
+        };
+        let suite = keys.suite;
+        let tls13 = keys.tls13;
+        let dir = keys.dir(side);
+        if dir.lost {
+            return Opened::Lost;
+        }
+        if tls13 {
+            let Ok(len) = u16::try_from(body.len()) else {
+                dir.failed();
+                return Opened::Lost;
+            };
+            let [hi, lo] = len.to_be_bytes();
+            let [vhi, vlo] = version.to_be_bytes();
+            let header = [content_type, vhi, vlo, hi, lo];
+            return match dir.open13(suite, &header, body) {
+                Some((APPLICATION_DATA, end)) => Opened::Data(0..end),
+                Some(_) => Opened::Other,
+                None => Opened::Lost,
+            };
+        }
+        match dir.open12(suite, content_type, version, body) {
+            Some(range) => {
+                dir.opened();
+                if content_type == APPLICATION_DATA {
+                    Opened::Data(range)
+                } else {
+                    Opened::Other
+                }
+            }
+            None => {
+                dir.failed();
+                Opened::Lost
+            }
+        }
+    }
+
+    /// The record's account of it: `None` without a ServerHello.
+    pub fn outcome(&self) -> Option<Decryption> {
+        let (outcome, opened, failed) = match &self.state {
+            State::Waiting(_) | State::Secrets(_) => return None,
+            State::NoSecrets => (DecryptionOutcome::NoSecrets, 0, 0),
+            State::Unsupported => (DecryptionOutcome::Unsupported, 0, 0),
+            State::Keys(k) => {
+                let whole = |d: &Direction| !d.lost && d.failed == 0;
+                let outcome = if whole(&k.client) && whole(&k.server) {
+                    DecryptionOutcome::Complete
+                } else {
+                    DecryptionOutcome::Partial
+                };
+                (
+                    outcome,
+                    k.client.opened + k.server.opened,
+                    k.client.failed + k.server.failed,
+                )
+            }
+        };
+        Some(Decryption {
+            outcome,
+            records_opened: opened,
+            records_failed: failed,
+        })
+    }
+}
