@@ -254,9 +254,9 @@ impl DecodeArgs {
 /// `--keylog`, tshark's `tls.keylog_file`.
 #[derive(Debug, Args)]
 pub struct TlsArgs {
-    /// Open TLS records with the secrets in this key log (the NSS format SSLKEYLOGFILE writes), so requests over HTTPS are read, not estimated
+    /// Open TLS records with the secrets in this key log (the NSS format SSLKEYLOGFILE writes), so requests over HTTPS are read, not estimated; repeat for several
     #[arg(long, value_name = "FILE")]
-    pub keylog: Option<PathBuf>,
+    pub keylog: Vec<PathBuf>,
 }
 
 fn parse_overlay(s: &str) -> Result<Overlay, String> {

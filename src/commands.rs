@@ -164,13 +164,13 @@ fn decode_config(decode: &cli::DecodeArgs, tls: &cli::TlsArgs) -> Result<Config,
     }
 }
 
-/// `--keylog`'s file, read (`follow`: and followed, for a live capture);
+/// `--keylog`'s files, read (`follow`: and followed, for a live capture);
 /// a file that cannot be used is reported.
 pub fn load_keylog(tls: &cli::TlsArgs, follow: bool) -> Result<Option<Arc<KeyLog>>, ExitCode> {
-    let Some(path) = &tls.keylog else {
+    if tls.keylog.is_empty() {
         return Ok(None);
-    };
-    match KeyLog::open(path, follow) {
+    }
+    match KeyLog::open(&tls.keylog, follow) {
         Ok(log) => Ok(Some(Arc::new(log))),
         Err(e) => {
             eprintln!("handshakes: {e}");

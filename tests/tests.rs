@@ -9,6 +9,7 @@ mod docs;
 mod fragments;
 mod fuzz_regressions;
 mod http;
+mod keylog;
 #[cfg(feature = "live")]
 mod live;
 mod malformed;

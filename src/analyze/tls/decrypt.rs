@@ -116,9 +116,16 @@ impl Direction {
     }
 
     /// TLS 1.3: opens `body` (after its 5-byte `header`) with the current
-    /// key or, failing that, the next; the inner content type and the
-    /// plaintext's range.
-    fn open13(&mut self, suite: Suite, header: &[u8; 5], body: &mut [u8]) -> Option<(u8, usize)> {
+    /// key or, failing that, the next: the inner content type and the
+    /// plaintext's length. `Err(true)` is a record that should have
+    /// opened; `Err(false)` one of the handshake's when the log has no
+    /// handshake secrets (the application's are what count).
+    fn open13(
+        &mut self,
+        suite: Suite,
+        header: &[u8; 5],
+        body: &mut [u8],
+    ) -> Result<(u8, usize), bool> {
         let seq = self.seq;
         let current = self.current.as_ref();
         let mut len = current.and_then(|k| k.aead.open(&k.nonce(seq), header, body));
@@ -137,19 +144,22 @@ impl Direction {
             }
         }
         let Some(len) = len else {
-            // Handshake records without the handshake secrets in the log
-            // are expected to stay closed; the application's must open.
-            if !(self.handshake && self.current.is_none()) {
+            let counts = !(self.handshake && self.current.is_none());
+            if counts {
                 self.failed();
             }
-            return None;
+            return Err(counts);
         };
         self.seq += 1;
         self.opened();
         // TLSInnerPlaintext: content, the type, then zero padding.
-        let text = body.get(..len)?;
-        let end = text.iter().rposition(|&b| b != 0)?;
-        Some((*text.get(end)?, end))
+        let text = body.get(..len).unwrap_or_default();
+        match text.iter().rposition(|&b| b != 0) {
+            Some(end) => Ok((text.get(end).copied().unwrap_or_default(), end)),
+            // All padding: no content type (RFC 8446 §5.4 makes it an
+            // error); nothing to hand on.
+            None => Ok((0, 0)),
+        }
     }
 
     /// TLS 1.2: opens `body` as record `seq` of this direction.
@@ -186,6 +196,32 @@ impl Direction {
     }
 }
 
+/// TLS 1.2's key block for an AEAD suite (RFC 5246 §6.3; such suites
+/// have no MAC keys): the client's write key and IV (GCM: the 4-byte
+/// salt), then the server's. The seed is the server random, then the
+/// client's.
+fn key_block12(
+    suite: Suite,
+    master: &[u8],
+    server_random: &[u8],
+    client_random: &[u8],
+) -> Option<[(Vec<u8>, Vec<u8>); 2]> {
+    let (key_len, iv_len) = match suite.cipher {
+        Cipher::ChaCha20Poly1305 => (32, 12),
+        cipher => (cipher.key_len(), 4),
+    };
+    let seed = [server_random, client_random].concat();
+    let len = 2 * (key_len + iv_len);
+    let block = prf12(suite.hash, master, b"key expansion", &seed, len)?;
+    let (keys, ivs) = block.split_at_checked(2 * key_len)?;
+    let (client_key, server_key) = keys.split_at_checked(key_len)?;
+    let (client_iv, server_iv) = ivs.split_at_checked(iv_len)?;
+    Some([
+        (client_key.to_vec(), client_iv.to_vec()),
+        (server_key.to_vec(), server_iv.to_vec()),
+    ])
+}
+
 /// A connection's keys once its ServerHello is known.
 struct Keys {
     suite: Suite,
@@ -195,13 +231,26 @@ struct Keys {
 }
 
 impl Keys {
+    /// The keys of both directions; `Err` says why there are none.
     fn new(
         secrets: &Secrets,
         client_random: &[u8; 32],
         server: &ServerHelloFacts,
         tls13: bool,
+    ) -> Result<Keys, DecryptionOutcome> {
+        let suite = suite(server.cipher).ok_or(DecryptionOutcome::Unsupported)?;
+        let keys = Keys::derive(suite, secrets, client_random, server, tls13);
+        keys.ok_or(DecryptionOutcome::NoSecrets)
+    }
+
+    /// The keys, if the log has the secrets this version and hash need.
+    fn derive(
+        suite: Suite,
+        secrets: &Secrets,
+        client_random: &[u8; 32],
+        server: &ServerHelloFacts,
+        tls13: bool,
     ) -> Option<Keys> {
-        let suite = suite(server.cipher)?;
         let (client, server) = if tls13 {
             let dir = |handshake: Option<&[u8]>, traffic: Option<&[u8]>| Direction {
                 current: handshake.and_then(|s| Key::from_secret(suite, s)),
@@ -209,36 +258,24 @@ impl Keys {
                 handshake: true,
                 ..Direction::default()
             };
-            (
-                dir(
-                    secrets.client_handshake.as_deref(),
-                    secrets.client_traffic.as_deref(),
-                ),
-                dir(
-                    secrets.server_handshake.as_deref(),
-                    secrets.server_traffic.as_deref(),
-                ),
-            )
+            let client = dir(
+                secrets.client_handshake.as_deref(),
+                secrets.client_traffic.as_deref(),
+            );
+            let server = dir(
+                secrets.server_handshake.as_deref(),
+                secrets.server_traffic.as_deref(),
+            );
+            // Without the application secrets (or with secrets of another
+            // hash's length) there is nothing to read.
+            if client.next.is_none() || server.next.is_none() {
+                return None;
+            }
+            (client, server)
         } else {
             let master = secrets.master.as_deref()?;
-            // key_block = client key, server key, client IV, server IV
-            // (AEAD suites have no MAC keys); the seed is the server random,
-            // then the client random.
-            let (key_len, iv_len) = match suite.cipher {
-                Cipher::ChaCha20Poly1305 => (32, 12),
-                cipher => (cipher.key_len(), 4),
-            };
-            let seed = [server.random.as_slice(), client_random].concat();
-            let block = prf12(
-                suite.hash,
-                master,
-                b"key expansion",
-                &seed,
-                2 * (key_len + iv_len),
-            )?;
-            let (keys, ivs) = block.split_at_checked(2 * key_len)?;
-            let (client_key, server_key) = keys.split_at_checked(key_len)?;
-            let (client_iv, server_iv) = ivs.split_at_checked(iv_len)?;
+            let [(client_key, client_iv), (server_key, server_iv)] =
+                key_block12(suite, master, &server.random, client_random)?;
             let dir = |key: &[u8], salt: &[u8]| -> Option<Direction> {
                 let mut iv = [0u8; 12];
                 iv.get_mut(..salt.len())?.copy_from_slice(salt);
@@ -251,7 +288,7 @@ impl Keys {
                     ..Direction::default()
                 })
             };
-            (dir(client_key, client_iv)?, dir(server_key, server_iv)?)
+            (dir(&client_key, &client_iv)?, dir(&server_key, &server_iv)?)
         };
         Some(Keys {
             suite,
@@ -329,8 +366,9 @@ impl Decrypter {
         };
         let (secrets, random) = &**found;
         self.state = match Keys::new(secrets, random, server, tls13) {
-            Some(keys) => State::Keys(Box::new(keys)),
-            None => State::Unsupported,
+            Ok(keys) => State::Keys(Box::new(keys)),
+            Err(DecryptionOutcome::Unsupported) => State::Unsupported,
+            Err(_) => State::NoSecrets,
         };
     }
 
@@ -379,9 +417,9 @@ impl Decrypter {
             let [vhi, vlo] = version.to_be_bytes();
             let header = [content_type, vhi, vlo, hi, lo];
             return match dir.open13(suite, &header, body) {
-                Some((APPLICATION_DATA, end)) => Opened::Data(0..end),
-                Some(_) => Opened::Other,
-                None => Opened::Lost,
+                Ok((APPLICATION_DATA, end)) => Opened::Data(0..end),
+                Ok(_) | Err(false) => Opened::Other,
+                Err(true) => Opened::Lost,
             };
         }
         match dir.open12(suite, content_type, version, body) {
@@ -427,3 +465,6 @@ impl Decrypter {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 use crate::error::KeyLogError;
@@ -35,20 +35,21 @@ impl std::fmt::Debug for Secrets {
     }
 }
 
-/// Lines in a key log, as read so far.
+/// Lines in the key logs, as read so far.
 #[derive(Default)]
 struct Table {
     secrets: HashMap<[u8; 32], Secrets>,
-    /// Bytes of the file read (a following log reads on from here).
-    read: u64,
+    /// Bytes of each file read (a following log reads on from there).
+    read: Vec<u64>,
     /// Lines with a label this tool uses whose values are not hex of the
     /// right length.
     malformed: u64,
 }
 
-/// A key log: secrets by ClientHello random.
+/// Key logs: secrets by ClientHello random, from one file or several (a
+/// comparison of two captures, each with its client's log).
 pub struct KeyLog {
-    path: PathBuf,
+    paths: Vec<PathBuf>,
     /// Read the file again when a random is not found (live capture).
     follow: bool,
     table: Mutex<Table>,
@@ -57,7 +58,7 @@ pub struct KeyLog {
 impl std::fmt::Debug for KeyLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KeyLog")
-            .field("path", &self.path)
+            .field("paths", &self.paths)
             .field("follow", &self.follow)
             .finish_non_exhaustive()
     }
@@ -68,25 +69,28 @@ impl std::fmt::Debug for KeyLog {
 const MAX_LINE: usize = 1024;
 
 impl KeyLog {
-    /// Reads the key log at `path`. A saved capture's log (`follow`
-    /// false) must hold at least one secret; a live capture's may still be
-    /// empty, and is read on from where it ended whenever a ClientHello's
-    /// random is not in it yet.
-    pub fn open(path: &Path, follow: bool) -> Result<KeyLog, KeyLogError> {
+    /// Reads the key logs at `paths`. A saved capture's logs (`follow`
+    /// false) must each hold at least one secret; a live capture's may
+    /// still be empty, and are read on from where they ended whenever a
+    /// ClientHello's random is not in them yet.
+    pub fn open(paths: &[PathBuf], follow: bool) -> Result<KeyLog, KeyLogError> {
         let log = KeyLog {
-            path: path.to_path_buf(),
+            paths: paths.to_vec(),
             follow,
-            table: Mutex::new(Table::default()),
+            table: Mutex::new(Table {
+                read: vec![0; paths.len()],
+                ..Table::default()
+            }),
         };
         let mut table = log.lock();
-        log.read_on(&mut table)?;
-        let empty = table.secrets.is_empty();
-        drop(table);
-        if empty && !follow {
-            return Err(KeyLogError::NoSecrets {
-                path: path.to_path_buf(),
-            });
+        for (k, path) in paths.iter().enumerate() {
+            let before = table.secrets.len();
+            log.read_on(k, &mut table)?;
+            if table.secrets.len() == before && !follow {
+                return Err(KeyLogError::NoSecrets { path: path.clone() });
+            }
         }
+        drop(table);
         Ok(log)
     }
 
@@ -95,7 +99,7 @@ impl KeyLog {
         let mut table = Table::default();
         parse(text.as_bytes(), &mut table);
         KeyLog {
-            path: PathBuf::new(),
+            paths: Vec::new(),
             follow: false,
             table: Mutex::new(table),
         }
@@ -109,24 +113,29 @@ impl KeyLog {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Reads the file from where the last read ended.
-    fn read_on(&self, table: &mut Table) -> Result<(), KeyLogError> {
+    /// Reads file `k` from where the last read ended.
+    fn read_on(&self, k: usize, table: &mut Table) -> Result<(), KeyLogError> {
+        let (Some(path), Some(&read)) = (self.paths.get(k), table.read.get(k)) else {
+            return Ok(());
+        };
         let err = |source| KeyLogError::Read {
-            path: self.path.clone(),
+            path: path.clone(),
             source,
         };
-        let mut file = File::open(&self.path).map_err(|source| KeyLogError::Open {
-            path: self.path.clone(),
+        let mut file = File::open(path).map_err(|source| KeyLogError::Open {
+            path: path.clone(),
             source,
         })?;
-        file.seek(SeekFrom::Start(table.read)).map_err(err)?;
+        file.seek(SeekFrom::Start(read)).map_err(err)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(err)?;
         // Only whole lines: the writer may be in the middle of one.
         let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         let whole = if self.follow { whole } else { bytes.len() };
         parse(bytes.get(..whole).unwrap_or_default(), table);
-        table.read += whole as u64;
+        if let Some(read) = table.read.get_mut(k) {
+            *read += whole as u64;
+        }
         Ok(())
     }
 
@@ -141,7 +150,9 @@ impl KeyLog {
         }
         // A file that went away or cannot be read mid-capture keeps what
         // was read; the connection goes without secrets.
-        self.read_on(&mut table).ok()?;
+        for k in 0..self.paths.len() {
+            let _ = self.read_on(k, &mut table);
+        }
         table.secrets.get(client_random).cloned()
     }
 
@@ -284,14 +295,28 @@ mod tests {
     fn files_are_named_in_errors_and_followed_when_live() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("keys.log");
-        let err = KeyLog::open(&path, false).unwrap_err().to_string();
+        let paths = [path.clone()];
+        let err = KeyLog::open(&paths, false).unwrap_err().to_string();
         assert!(err.starts_with(&path.display().to_string()), "{err}");
         std::fs::write(&path, "# nothing yet\n").unwrap();
-        let err = KeyLog::open(&path, false).unwrap_err().to_string();
+        let err = KeyLog::open(&paths, false).unwrap_err().to_string();
         assert!(err.contains("no TLS secrets"), "{err}");
+        // Several logs: each must hold secrets, and the error names the one
+        // that does not.
+        let other = dir.path().join("other.log");
+        std::fs::write(
+            &other,
+            format!("CLIENT_RANDOM {} {}\n", "33".repeat(32), "cd".repeat(48)),
+        )
+        .unwrap();
+        let err = KeyLog::open(&[other.clone(), path.clone()], false)
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with(&path.display().to_string()), "{err}");
         // Live: an empty log is fine, and lines appended later are found,
         // but not a line still being written.
-        let log = KeyLog::open(&path, true).unwrap();
+        let log = KeyLog::open(&[other, path.clone()], true).unwrap();
+        assert!(log.get(&[0x33; 32]).is_some());
         let line = format!("CLIENT_RANDOM {} {}", "11".repeat(32), "cd".repeat(48));
         std::fs::write(&path, format!("# nothing yet\n{line}")).unwrap();
         assert!(log.get(&[0x11; 32]).is_none());

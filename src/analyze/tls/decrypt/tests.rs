@@ -1,0 +1,364 @@
+//! Records sealed here with the keys a key log's secrets give, opened by
+//! the decrypter: sequence numbers, the order of TLS 1.3's keys, TLS 1.2's
+//! nonces and associated data, and how failures and gaps are told. (The
+//! key derivation itself is checked against OpenSSL and RFC 8448 in
+//! `crypto`, and the whole against real captures and tshark in
+//! tests/keylog.rs.)
+
+use super::*;
+use crate::analyze::tls::records::{ALERT, HANDSHAKE};
+
+const RANDOM: [u8; 32] = [0x5a; 32];
+const SERVER_RANDOM: [u8; 32] = [0xa5; 32];
+const AES128: u16 = 0x1301;
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn line(label: &str, secret: &[u8]) -> String {
+    format!("{label} {} {}\n", hex(&RANDOM), hex(secret))
+}
+
+/// A decrypter past the ClientHello (random [`RANDOM`]) and a ServerHello
+/// choosing `cipher`.
+fn decrypter(log: &str, cipher: u16, tls13: bool) -> Decrypter {
+    let mut d = Decrypter::new(Arc::new(KeyLog::from_text(log)));
+    let hello: Vec<u8> = [&[3, 3][..], &RANDOM, &[0]].concat();
+    d.client_hello(&hello);
+    let server = ServerHelloFacts {
+        cipher,
+        random: SERVER_RANDOM.to_vec(),
+        ..ServerHelloFacts::default()
+    };
+    d.server_hello(&server, tls13);
+    d
+}
+
+/// A TLS 1.3 record body: `text` and its inner type `ty`, padded, sealed
+/// with the key of `secret` as record `seq`.
+fn seal13(secret: &[u8], seq: u64, ty: u8, text: &[u8]) -> Vec<u8> {
+    let key = Key::from_secret(suite(AES128).unwrap(), secret).unwrap();
+    let mut inner = [text, &[ty, 0, 0, 0]].concat();
+    let [hi, lo] = u16::try_from(inner.len() + TAG).unwrap().to_be_bytes();
+    key.aead
+        .seal(&key.nonce(seq), &[23, 3, 3, hi, lo], &mut inner);
+    inner
+}
+
+fn open(d: &mut Decrypter, side: Side, ty: u8, mut body: Vec<u8>) -> (Opened, Vec<u8>) {
+    let opened = d.open(side, ty, 0x0303, &mut body);
+    let text = match &opened {
+        Opened::Data(r) => body[r.clone()].to_vec(),
+        _ => Vec::new(),
+    };
+    (opened, text)
+}
+
+fn data(d: &mut Decrypter, side: Side, body: Vec<u8>) -> Vec<u8> {
+    let (opened, text) = open(d, side, APPLICATION_DATA, body);
+    assert!(matches!(opened, Opened::Data(_)), "{opened:?}");
+    text
+}
+
+fn outcome(d: &Decrypter) -> (DecryptionOutcome, u64, u64) {
+    let o = d.outcome().unwrap();
+    (o.outcome, o.records_opened, o.records_failed)
+}
+
+const CLIENT_HS: [u8; 32] = [1; 32];
+const SERVER_HS: [u8; 32] = [2; 32];
+const CLIENT_APP: [u8; 32] = [3; 32];
+const SERVER_APP: [u8; 32] = [4; 32];
+
+fn tls13_log(handshake: bool) -> String {
+    let mut log = line("CLIENT_TRAFFIC_SECRET_0", &CLIENT_APP)
+        + &line("SERVER_TRAFFIC_SECRET_0", &SERVER_APP);
+    if handshake {
+        log += &line("CLIENT_HANDSHAKE_TRAFFIC_SECRET", &CLIENT_HS);
+        log += &line("SERVER_HANDSHAKE_TRAFFIC_SECRET", &SERVER_HS);
+    }
+    log
+}
+
+#[test]
+fn tls13_opens_handshake_then_application_then_updated_keys() {
+    let mut d = decrypter(&tls13_log(true), AES128, true);
+    let s = Side::Server;
+    let c = Side::Client;
+    // The server's flight under its handshake key, as records 0 and 1.
+    assert_eq!(
+        open(&mut d, s, 23, seal13(&SERVER_HS, 0, HANDSHAKE, b"EE")).0,
+        Opened::Other
+    );
+    assert_eq!(
+        open(&mut d, s, 23, seal13(&SERVER_HS, 1, HANDSHAKE, b"Fin")).0,
+        Opened::Other
+    );
+    // The client's Finished, then its requests under the application key.
+    assert_eq!(
+        open(&mut d, c, 23, seal13(&CLIENT_HS, 0, HANDSHAKE, b"Fin")).0,
+        Opened::Other
+    );
+    assert_eq!(
+        data(
+            &mut d,
+            c,
+            seal13(&CLIENT_APP, 0, APPLICATION_DATA, b"GET /a")
+        ),
+        b"GET /a"
+    );
+    assert_eq!(
+        data(
+            &mut d,
+            c,
+            seal13(&CLIENT_APP, 1, APPLICATION_DATA, b"GET /b")
+        ),
+        b"GET /b"
+    );
+    // The server's ticket and response, then a KeyUpdate: the next record
+    // is under the updated secret, from sequence number 0.
+    assert_eq!(
+        open(&mut d, s, 23, seal13(&SERVER_APP, 0, HANDSHAKE, b"NST")).0,
+        Opened::Other
+    );
+    assert_eq!(
+        data(&mut d, s, seal13(&SERVER_APP, 1, APPLICATION_DATA, b"200")),
+        b"200"
+    );
+    let suite = suite(AES128).unwrap();
+    let updated = expand_label(suite.hash, &SERVER_APP, "traffic upd", 32).unwrap();
+    assert_eq!(
+        data(&mut d, s, seal13(&updated, 0, APPLICATION_DATA, b"two")),
+        b"two"
+    );
+    assert_eq!(
+        data(&mut d, s, seal13(&updated, 1, APPLICATION_DATA, b"three")),
+        b"three"
+    );
+    // A closing alert opens and is not data.
+    assert_eq!(
+        open(&mut d, c, 23, seal13(&CLIENT_APP, 2, ALERT, &[1, 0])).0,
+        Opened::Other
+    );
+    assert_eq!(outcome(&d), (DecryptionOutcome::Complete, 10, 0));
+}
+
+#[test]
+fn tls13_without_handshake_secrets_still_reads_the_application() {
+    let mut d = decrypter(&tls13_log(false), AES128, true);
+    // The handshake's records stay closed, and that is no failure.
+    assert_eq!(
+        open(
+            &mut d,
+            Side::Server,
+            23,
+            seal13(&SERVER_HS, 0, HANDSHAKE, b"EE")
+        )
+        .0,
+        Opened::Other
+    );
+    assert_eq!(
+        open(
+            &mut d,
+            Side::Client,
+            23,
+            seal13(&CLIENT_HS, 0, HANDSHAKE, b"Fin")
+        )
+        .0,
+        Opened::Other
+    );
+    assert_eq!(
+        data(
+            &mut d,
+            Side::Client,
+            seal13(&CLIENT_APP, 0, APPLICATION_DATA, b"GET")
+        ),
+        b"GET"
+    );
+    assert_eq!(
+        data(
+            &mut d,
+            Side::Server,
+            seal13(&SERVER_APP, 0, APPLICATION_DATA, b"200")
+        ),
+        b"200"
+    );
+    assert_eq!(outcome(&d), (DecryptionOutcome::Complete, 2, 0));
+}
+
+#[test]
+fn wrong_secrets_fail_then_give_up_and_say_partial() {
+    let mut d = decrypter(&tls13_log(true), AES128, true);
+    let wrong = [9u8; 32];
+    for seq in 0..u64::from(GIVE_UP) {
+        let (opened, _) = open(
+            &mut d,
+            Side::Client,
+            23,
+            seal13(&wrong, seq, APPLICATION_DATA, b"x"),
+        );
+        assert_eq!(opened, Opened::Lost);
+    }
+    // Given up: even a record the right key sealed is not tried.
+    let right = seal13(&CLIENT_HS, 0, HANDSHAKE, b"Fin");
+    assert_eq!(open(&mut d, Side::Client, 23, right).0, Opened::Lost);
+    assert!(d.active(), "the server's direction is still read");
+    assert_eq!(
+        data(
+            &mut d,
+            Side::Server,
+            seal13(&SERVER_APP, 0, APPLICATION_DATA, b"ok")
+        ),
+        b"ok"
+    );
+    assert_eq!(
+        outcome(&d),
+        (DecryptionOutcome::Partial, 1, u64::from(GIVE_UP))
+    );
+}
+
+#[test]
+fn a_gap_loses_the_sequence_numbers() {
+    let mut d = decrypter(&tls13_log(true), AES128, true);
+    assert_eq!(
+        data(
+            &mut d,
+            Side::Client,
+            seal13(&CLIENT_APP, 0, APPLICATION_DATA, b"a")
+        ),
+        b"a"
+    );
+    d.gap(Side::Client);
+    let after = seal13(&CLIENT_APP, 1, APPLICATION_DATA, b"b");
+    assert_eq!(open(&mut d, Side::Client, 23, after).0, Opened::Lost);
+    assert_eq!(outcome(&d).0, DecryptionOutcome::Partial);
+}
+
+/// TLS 1.2: the client's and server's keys and IVs from the key block.
+fn key_block(cipher: u16, master: &[u8]) -> [(Aead, Vec<u8>); 2] {
+    let suite = suite(cipher).unwrap();
+    let block = key_block12(suite, master, &SERVER_RANDOM, &RANDOM).unwrap();
+    block.map(|(key, iv)| (Aead::new(suite.cipher, &key).unwrap(), iv))
+}
+
+/// A TLS 1.2 record body sealed as record `seq` of type `ty`.
+fn seal12(cipher: u16, (key, iv): &(Aead, Vec<u8>), seq: u64, ty: u8, text: &[u8]) -> Vec<u8> {
+    let mut aad = seq.to_be_bytes().to_vec();
+    aad.push(ty);
+    aad.extend([3, 3]);
+    aad.extend(u16::try_from(text.len()).unwrap().to_be_bytes());
+    let mut sealed = text.to_vec();
+    if suite(cipher).unwrap().cipher == Cipher::ChaCha20Poly1305 {
+        let mut nonce: [u8; 12] = iv.as_slice().try_into().unwrap();
+        for (n, s) in nonce[4..].iter_mut().zip(seq.to_be_bytes()) {
+            *n ^= s;
+        }
+        key.seal(&nonce, &aad, &mut sealed);
+        return sealed;
+    }
+    // GCM: the 4-byte salt, then an explicit nonce sent before the text.
+    let explicit = (seq ^ 0x0102_0304_0506_0708).to_be_bytes();
+    let nonce: [u8; 12] = [iv.as_slice(), &explicit].concat().try_into().unwrap();
+    key.seal(&nonce, &aad, &mut sealed);
+    [&explicit[..], &sealed].concat()
+}
+
+#[test]
+fn tls12_aead_suites_open_from_the_master_secret() {
+    let master = [7u8; 48];
+    for cipher in [0xc02f, 0xc030, 0xcca8, 0x009c] {
+        let mut d = decrypter(&line("CLIENT_RANDOM", &master), cipher, false);
+        let [client, server] = key_block(cipher, &master);
+        d.change_cipher_spec(Side::Client);
+        d.change_cipher_spec(Side::Server);
+        // Finished is record 0 of each side, the data follows.
+        let fin = seal12(cipher, &client, 0, HANDSHAKE, b"finished");
+        assert_eq!(
+            open(&mut d, Side::Client, HANDSHAKE, fin).0,
+            Opened::Other,
+            "{cipher:#x}"
+        );
+        let get = seal12(cipher, &client, 1, APPLICATION_DATA, b"GET / HTTP/1.1");
+        assert_eq!(data(&mut d, Side::Client, get), b"GET / HTTP/1.1");
+        let fin = seal12(cipher, &server, 0, HANDSHAKE, b"finished");
+        assert_eq!(open(&mut d, Side::Server, HANDSHAKE, fin).0, Opened::Other);
+        let ok = seal12(cipher, &server, 1, APPLICATION_DATA, b"HTTP/1.1 200");
+        assert_eq!(data(&mut d, Side::Server, ok), b"HTTP/1.1 200");
+        // A record under the other side's key does not open.
+        let crossed = seal12(cipher, &server, 2, APPLICATION_DATA, b"x");
+        assert_eq!(
+            open(&mut d, Side::Client, APPLICATION_DATA, crossed).0,
+            Opened::Lost
+        );
+        assert_eq!(outcome(&d), (DecryptionOutcome::Partial, 4, 1));
+    }
+}
+
+#[test]
+fn tls12_renegotiation_stops_the_opening() {
+    let master = [7u8; 48];
+    let mut d = decrypter(&line("CLIENT_RANDOM", &master), 0xc02f, false);
+    d.change_cipher_spec(Side::Client);
+    d.change_cipher_spec(Side::Client);
+    let [client, _] = key_block(0xc02f, &master);
+    let get = seal12(0xc02f, &client, 0, APPLICATION_DATA, b"GET");
+    assert_eq!(
+        open(&mut d, Side::Client, APPLICATION_DATA, get).0,
+        Opened::Lost
+    );
+    assert_eq!(outcome(&d).0, DecryptionOutcome::Partial);
+}
+
+#[test]
+fn what_cannot_be_opened_is_told_apart() {
+    // Before a ClientHello: nothing to say.
+    let d = Decrypter::new(Arc::new(KeyLog::from_text("")));
+    assert!(d.outcome().is_none());
+    // A random the log does not have.
+    let d = decrypter(
+        &line("CLIENT_RANDOM", &[7; 48]).replace("5a5a", "5b5a"),
+        0xc02f,
+        false,
+    );
+    assert_eq!(outcome(&d).0, DecryptionOutcome::NoSecrets);
+    // A CBC suite.
+    let d = decrypter(&line("CLIENT_RANDOM", &[7; 48]), 0xc013, false);
+    assert_eq!(outcome(&d).0, DecryptionOutcome::Unsupported);
+    // Secrets the session cannot use: TLS 1.3's for a TLS 1.2 session, a
+    // master secret for TLS 1.3, SHA-256-length secrets for a SHA-384
+    // suite, handshake secrets without the application's.
+    for (log, cipher, tls13) in [
+        (tls13_log(true), 0xc02f, false),
+        (line("CLIENT_RANDOM", &[7; 48]), AES128, true),
+        (tls13_log(true), 0x1302, true),
+        (
+            line("CLIENT_HANDSHAKE_TRAFFIC_SECRET", &CLIENT_HS),
+            AES128,
+            true,
+        ),
+    ] {
+        let mut d = decrypter(&log, cipher, tls13);
+        assert_eq!(outcome(&d).0, DecryptionOutcome::NoSecrets, "{cipher:#x}");
+        assert!(!d.active());
+        let (opened, _) = open(&mut d, Side::Client, 23, vec![0; 40]);
+        assert_eq!(opened, Opened::Lost);
+    }
+}
+
+#[test]
+fn short_and_hostile_bodies_are_lost_not_panics() {
+    let master = [7u8; 48];
+    for (cipher, tls13, log) in [
+        (0xc02f, false, line("CLIENT_RANDOM", &master)),
+        (0xcca8, false, line("CLIENT_RANDOM", &master)),
+        (AES128, true, tls13_log(true)),
+    ] {
+        let mut d = decrypter(&log, cipher, tls13);
+        d.change_cipher_spec(Side::Client);
+        for len in [0, 1, 7, 8, 15, 16, 17, 24, 100, 70_000] {
+            let (opened, _) = open(&mut d, Side::Client, APPLICATION_DATA, vec![0xee; len]);
+            assert_eq!(opened, Opened::Lost, "{cipher:#x} {len}");
+        }
+    }
+}
