@@ -259,8 +259,10 @@ fn prior_knowledge_h2c(r: &ConnectionRecord) -> bool {
         && r.http.upgrade.is_none()
 }
 
-/// Our plaintext handshake message types, as tshark numbers them.
-fn our_types(r: &ConnectionRecord, client: bool) -> Vec<u8> {
+/// Our plaintext handshake message types, as tshark numbers them; with
+/// `sealed`, also those read only when records were opened with a key log
+/// (Finished, KeyUpdate, EndOfEarlyData).
+pub(crate) fn our_types(r: &ConnectionRecord, client: bool, sealed: bool) -> Vec<u8> {
     let Some(tls) = &r.tls else {
         return Vec::new();
     };
@@ -285,6 +287,9 @@ fn our_types(r: &ConnectionRecord, client: bool) -> Vec<u8> {
             "certificate_verify" => Some(15),
             "client_key_exchange" => Some(16),
             "certificate_status" => Some(22),
+            "finished" if sealed => Some(20),
+            "key_update" if sealed => Some(24),
+            "end_of_early_data" if sealed => Some(5),
             _ => None,
         })
         .collect()
@@ -337,7 +342,7 @@ fn differences(records: &[ConnectionRecord], streams: &[Stream]) -> Vec<(String,
             let (addr, port) = endpoint.rsplit_once(':').unwrap_or((endpoint, "0"));
             let key = (addr.replace(['[', ']'], ""), port.parse().unwrap_or(0));
             let theirs = s.types.get(&key).cloned().unwrap_or_default();
-            let ours = our_types(r, client);
+            let ours = our_types(r, client, false);
             if theirs != ours {
                 d.push((
                     "tls_types".into(),

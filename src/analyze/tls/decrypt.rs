@@ -16,7 +16,7 @@ use std::sync::Arc;
 use super::crypto::{expand_label, prf12, Aead, Cipher, Hash, TAG};
 use super::hello::ServerHelloFacts;
 use super::keylog::{KeyLog, Secrets};
-use super::records::APPLICATION_DATA;
+use super::records::{ALERT, APPLICATION_DATA, HANDSHAKE};
 use crate::record::{Decryption, DecryptionOutcome, Side};
 
 /// Failures in a row after which a direction stops trying (wrong secrets
@@ -306,15 +306,31 @@ impl Keys {
     }
 }
 
-/// What was opened of a record.
+/// What was opened of a record: the plaintext's range in the body, by
+/// its content type.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Opened {
-    /// Application data: the plaintext's range in the body.
     Data(Range<usize>),
-    /// Opened; not application data (a handshake message, an alert).
-    Other,
+    /// Handshake messages (TLS 1.3's after the ServerHello, TLS 1.2's
+    /// Finished and renegotiation).
+    Handshake(Range<usize>),
+    Alert(Range<usize>),
+    /// Not opened, and not to be: TLS 1.3's handshake records when the log
+    /// has no handshake secrets; or opened and of no other type here.
+    Closed,
     /// Not opened; the record carried application data, or might have.
     Lost,
+}
+
+impl Opened {
+    fn of(content_type: u8, range: Range<usize>) -> Opened {
+        match content_type {
+            APPLICATION_DATA => Opened::Data(range),
+            HANDSHAKE => Opened::Handshake(range),
+            ALERT => Opened::Alert(range),
+            _ => Opened::Closed,
+        }
+    }
 }
 
 /// Where a connection's decryption stands.
@@ -417,19 +433,15 @@ impl Decrypter {
             let [vhi, vlo] = version.to_be_bytes();
             let header = [content_type, vhi, vlo, hi, lo];
             return match dir.open13(suite, &header, body) {
-                Ok((APPLICATION_DATA, end)) => Opened::Data(0..end),
-                Ok(_) | Err(false) => Opened::Other,
+                Ok((inner, end)) => Opened::of(inner, 0..end),
+                Err(false) => Opened::Closed,
                 Err(true) => Opened::Lost,
             };
         }
         match dir.open12(suite, content_type, version, body) {
             Some(range) => {
                 dir.opened();
-                if content_type == APPLICATION_DATA {
-                    Opened::Data(range)
-                } else {
-                    Opened::Other
-                }
+                Opened::of(content_type, range)
             }
             None => {
                 dir.failed();

@@ -37,6 +37,7 @@ pub struct Findings {
     pub(super) resumption: Option<Resumption>,
     pub(super) hello_retry: bool,
     pub(super) early_data_offered: bool,
+    pub(super) early_data_accepted: Option<bool>,
     pub(super) client_certificate_requested: Option<bool>,
     pub(super) outcome: TlsOutcome,
     /// The first alert: its side, bytes and time.
@@ -100,7 +101,7 @@ impl Findings {
             hello_retry: self.hello_retry,
             early_data: EarlyData {
                 offered: self.early_data_offered,
-                accepted: None,
+                accepted: self.early_data_accepted,
             },
             client_certificate_requested: self.client_certificate_requested,
             outcome: self.outcome,
@@ -173,8 +174,11 @@ impl TlsAnalyzer {
             resumption,
             hello_retry: self.hello_retry,
             early_data_offered: ch.is_some_and(|c| c.early_data),
+            early_data_accepted: self.early_data_accepted,
+            // TLS 1.3's request is encrypted: known when a key log opened
+            // the server's flight.
             client_certificate_requested: if tls13 {
-                None
+                self.early_data_accepted.map(|_| self.certificate_requested)
             } else {
                 Some(self.certificate_requested)
             },

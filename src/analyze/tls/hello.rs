@@ -316,6 +316,27 @@ impl ServerHelloFacts {
     }
 }
 
+/// What a TLS 1.3 EncryptedExtensions says (read with a key log): the
+/// protocol the server chose (ALPN) and whether it accepted 0-RTT data.
+/// `None` when an extension overruns the block.
+pub fn encrypted_extensions(body: &[u8]) -> Option<(Option<String>, bool)> {
+    let mut exts = Reader(Reader(body).vec16()?);
+    let (mut alpn, mut early_data) = (None, false);
+    while !exts.0.is_empty() {
+        let (ty, whole, _) = exts.extension()?;
+        match ty {
+            42 => early_data = true,
+            16 => {
+                if let Ok((_, TlsExtension::ALPN(p))) = parse_tls_server_hello_extension(whole) {
+                    alpn = p.first().map(|p| lossy(p));
+                }
+            }
+            _ => {}
+        }
+    }
+    Some((alpn, early_data))
+}
+
 /// GREASE (RFC 8701): 0x0a0a, 0x1a1a, … 0xfafa.
 pub fn is_grease(v: u16) -> bool {
     v & 0x0f0f == 0x0a0a && v >> 8 == v & 0xff

@@ -4,11 +4,17 @@
 //!
 //! Does not read records (`records`) or decide completion (`mod.rs`).
 
-use super::hello::{ClientHelloFacts, ServerHelloFacts};
+use super::hello::{self, ClientHelloFacts, ServerHelloFacts};
 use super::steps::StepName;
 use super::{is_tls13, TlsAnalyzer};
 use crate::record::Side;
 use crate::time::Timestamp;
+
+/// Handshake messages whose bodies are read: the hellos, and TLS 1.3's
+/// EncryptedExtensions (with a key log). Others are skipped by length.
+fn kept(kind: u8) -> bool {
+    matches!(kind, 1 | 2 | 8)
+}
 
 impl TlsAnalyzer {
     pub(super) fn sslv2(&mut self, side: Side, body: &[u8], ts: Timestamp) {
@@ -28,7 +34,8 @@ impl TlsAnalyzer {
     }
 
     /// Plaintext handshake bytes: split into messages, which may span
-    /// records. Only the hellos are kept whole (to parse them); the bodies of
+    /// records. Only the hellos (and EncryptedExtensions) are kept whole
+    /// (to parse them); the bodies of
     /// other messages (a Certificate chain can be hundreds of kilobytes) are
     /// skipped by their length. Messages inside `body` are read in place;
     /// only a message split across records is copied, and only its own
@@ -65,7 +72,7 @@ impl TlsAnalyzer {
                     return;
                 };
                 let len = u32::from_be_bytes([0, a, b, c]) as usize;
-                if !matches!(kind, 1 | 2) {
+                if !kept(kind) {
                     // Not kept: skip the body, here or as it arrives.
                     let here = len.min(rest.len());
                     input = rest.get(here..).unwrap_or(&[]);
@@ -109,7 +116,7 @@ impl TlsAnalyzer {
                 return;
             };
             let len = u32::from_be_bytes([0, a, b, c]) as usize;
-            if !matches!(kind, 1 | 2) {
+            if !kept(kind) {
                 let here = len.min(rest.len());
                 dir.pending.clear();
                 if here < len {
@@ -193,7 +200,22 @@ impl TlsAnalyzer {
                 self.hello_retry = true;
                 StepName::HelloRetryRequest
             }
-            8 => StepName::EncryptedExtensions,
+            8 => {
+                // Readable only with a key log (TLS 1.3).
+                match hello::encrypted_extensions(body) {
+                    Some((alpn, early_data)) => {
+                        if let Some((_, sh)) = self.server_hello.as_mut() {
+                            if sh.alpn.is_none() {
+                                self.flights.h2_selected = alpn.as_deref() == Some("h2");
+                                sh.alpn = alpn;
+                            }
+                        }
+                        self.early_data_accepted = Some(early_data);
+                    }
+                    None => self.malformed += 1,
+                }
+                StepName::EncryptedExtensions
+            }
             11 => {
                 if side == Side::Server {
                     self.certificate_from_server = true;

@@ -15,6 +15,7 @@ pub mod hello;
 pub mod keylog;
 mod messages;
 pub mod records;
+mod sealed;
 mod steps;
 
 use std::cell::Cell;
@@ -120,6 +121,9 @@ pub struct TlsAnalyzer {
     malformed: u64,
     /// With a key log: opens the sealed records.
     decrypter: Option<Box<Decrypter>>,
+    /// TLS 1.3, with a key log: the EncryptedExtensions said whether 0-RTT
+    /// data was accepted (and the server's flight could be read).
+    early_data_accepted: Option<bool>,
 }
 
 /// What opening a sealed record gave: application-data plaintext, or
@@ -164,6 +168,7 @@ impl TlsAnalyzer {
             gap_bytes: 0,
             malformed: 0,
             decrypter: None,
+            early_data_accepted: None,
         }
     }
 
@@ -299,13 +304,28 @@ impl TlsAnalyzer {
                 Owned::Record(content_type, version, len, mut body, ts) => {
                     let sealed = content_type == APPLICATION_DATA
                         || (encrypted && matches!(content_type, HANDSHAKE | ALERT));
-                    if let (true, Some(body)) = (sealed, body.as_mut()) {
-                        self.open(side, content_type, version, body, ts, plain);
+                    let opened = match (sealed, body.as_mut()) {
+                        (true, Some(body)) => {
+                            self.open(side, content_type, version, body, ts, plain)
+                        }
+                        _ => Opened::Closed,
+                    };
+                    match (opened, body.as_deref()) {
+                        (Opened::Handshake(r), Some(body)) => {
+                            let text = body.get(r).unwrap_or_default();
+                            self.opened(side, content_type, false, text, ts);
+                        }
+                        (Opened::Alert(r), Some(body)) => {
+                            let text = body.get(r).unwrap_or_default();
+                            self.opened(side, content_type, true, text, ts);
+                        }
+                        (_, body) => {
+                            // Sealed bodies are not read as before: not at
+                            // all (a plaintext alert's, still).
+                            let seen = body.filter(|_| !sealed || content_type == ALERT);
+                            self.record(side, content_type, len, seen, ts);
+                        }
                     }
-                    // The handshake analysis sees sealed bodies as before:
-                    // not at all (a plaintext alert's, still).
-                    let seen = body.as_deref().filter(|_| !sealed || content_type == ALERT);
-                    self.record(side, content_type, len, seen, ts);
                     if let Some(body) = body {
                         give_back(body);
                     }
@@ -327,30 +347,6 @@ impl TlsAnalyzer {
             self.shrunk = true;
             self.client.shrink();
             self.server.shrink();
-        }
-    }
-
-    /// Opens a sealed record's `body` in place and hands on what it held.
-    fn open(
-        &mut self,
-        side: Side,
-        content_type: u8,
-        version: u16,
-        body: &mut [u8],
-        ts: Timestamp,
-        plain: &mut dyn FnMut(Side, Timestamp, Plaintext<'_>),
-    ) {
-        let Some(decrypter) = self.decrypter.as_mut() else {
-            return;
-        };
-        match decrypter.open(side, content_type, version, body) {
-            Opened::Data(range) => {
-                if let Some(text) = body.get(range) {
-                    plain(side, ts, Plaintext::Data(text));
-                }
-            }
-            Opened::Other => {}
-            Opened::Lost => plain(side, ts, Plaintext::Lost(body.len() as u64)),
         }
     }
 
@@ -402,26 +398,34 @@ impl TlsAnalyzer {
             }
             ALERT => {
                 let plaintext = !self.dir(side).encrypted;
-                let visible = body
-                    .and_then(|b| b.first_chunk::<2>())
-                    .filter(|_| plaintext && body.is_some_and(|b| b.len() == 2));
-                let alert = Alert(visible.copied());
-                self.event(StepName::Alert, side, ts, Some(alert));
-                if self.alert.is_none() {
-                    self.alert = Some((side, alert, ts));
-                }
+                self.alert_seen(side, body.filter(|_| plaintext), ts);
             }
             APPLICATION_DATA => self.application_data(side, len, ts),
             _ => {}
         }
     }
 
-    fn application_data(&mut self, side: Side, len: usize, ts: Timestamp) {
-        let first = self.dir(side).first_encrypted.is_none();
-        if first {
+    /// An alert; `body` when it can be read (two bytes: level and
+    /// description).
+    fn alert_seen(&mut self, side: Side, body: Option<&[u8]>, ts: Timestamp) {
+        let visible = body.and_then(|b| <[u8; 2]>::try_from(b).ok());
+        let alert = Alert(visible);
+        self.event(StepName::Alert, side, ts, Some(alert));
+        if self.alert.is_none() {
+            self.alert = Some((side, alert, ts));
+        }
+    }
+
+    /// The first application-data record (sealed) of `side`.
+    fn first_sealed(&mut self, side: Side, ts: Timestamp) {
+        if self.dir(side).first_encrypted.is_none() {
             self.dir(side).first_encrypted = Some(ts);
             self.event(StepName::EncryptedRecord, side, ts, None);
         }
+    }
+
+    fn application_data(&mut self, side: Side, len: usize, ts: Timestamp) {
+        self.first_sealed(side, ts);
         if self.negotiated_13() {
             match side {
                 Side::Server => {

@@ -6,7 +6,6 @@
 //! tests/keylog.rs.)
 
 use super::*;
-use crate::analyze::tls::records::{ALERT, HANDSHAKE};
 
 const RANDOM: [u8; 32] = [0x5a; 32];
 const SERVER_RANDOM: [u8; 32] = [0xa5; 32];
@@ -49,8 +48,8 @@ fn seal13(secret: &[u8], seq: u64, ty: u8, text: &[u8]) -> Vec<u8> {
 fn open(d: &mut Decrypter, side: Side, ty: u8, mut body: Vec<u8>) -> (Opened, Vec<u8>) {
     let opened = d.open(side, ty, 0x0303, &mut body);
     let text = match &opened {
-        Opened::Data(r) => body[r.clone()].to_vec(),
-        _ => Vec::new(),
+        Opened::Data(r) | Opened::Handshake(r) | Opened::Alert(r) => body[r.clone()].to_vec(),
+        Opened::Closed | Opened::Lost => Vec::new(),
     };
     (opened, text)
 }
@@ -88,17 +87,17 @@ fn tls13_opens_handshake_then_application_then_updated_keys() {
     let c = Side::Client;
     // The server's flight under its handshake key, as records 0 and 1.
     assert_eq!(
-        open(&mut d, s, 23, seal13(&SERVER_HS, 0, HANDSHAKE, b"EE")).0,
-        Opened::Other
+        open(&mut d, s, 23, seal13(&SERVER_HS, 0, HANDSHAKE, b"EE")),
+        (Opened::Handshake(0..2), b"EE".to_vec())
     );
     assert_eq!(
-        open(&mut d, s, 23, seal13(&SERVER_HS, 1, HANDSHAKE, b"Fin")).0,
-        Opened::Other
+        open(&mut d, s, 23, seal13(&SERVER_HS, 1, HANDSHAKE, b"Fin")),
+        (Opened::Handshake(0..3), b"Fin".to_vec())
     );
     // The client's Finished, then its requests under the application key.
     assert_eq!(
         open(&mut d, c, 23, seal13(&CLIENT_HS, 0, HANDSHAKE, b"Fin")).0,
-        Opened::Other
+        Opened::Handshake(0..3)
     );
     assert_eq!(
         data(
@@ -120,7 +119,7 @@ fn tls13_opens_handshake_then_application_then_updated_keys() {
     // is under the updated secret, from sequence number 0.
     assert_eq!(
         open(&mut d, s, 23, seal13(&SERVER_APP, 0, HANDSHAKE, b"NST")).0,
-        Opened::Other
+        Opened::Handshake(0..3)
     );
     assert_eq!(
         data(&mut d, s, seal13(&SERVER_APP, 1, APPLICATION_DATA, b"200")),
@@ -136,10 +135,10 @@ fn tls13_opens_handshake_then_application_then_updated_keys() {
         data(&mut d, s, seal13(&updated, 1, APPLICATION_DATA, b"three")),
         b"three"
     );
-    // A closing alert opens and is not data.
+    // A closing alert opens, and shows.
     assert_eq!(
-        open(&mut d, c, 23, seal13(&CLIENT_APP, 2, ALERT, &[1, 0])).0,
-        Opened::Other
+        open(&mut d, c, 23, seal13(&CLIENT_APP, 2, ALERT, &[1, 0])),
+        (Opened::Alert(0..2), vec![1, 0])
     );
     assert_eq!(outcome(&d), (DecryptionOutcome::Complete, 10, 0));
 }
@@ -156,7 +155,7 @@ fn tls13_without_handshake_secrets_still_reads_the_application() {
             seal13(&SERVER_HS, 0, HANDSHAKE, b"EE")
         )
         .0,
-        Opened::Other
+        Opened::Closed
     );
     assert_eq!(
         open(
@@ -166,7 +165,7 @@ fn tls13_without_handshake_secrets_still_reads_the_application() {
             seal13(&CLIENT_HS, 0, HANDSHAKE, b"Fin")
         )
         .0,
-        Opened::Other
+        Opened::Closed
     );
     assert_eq!(
         data(
@@ -274,15 +273,14 @@ fn tls12_aead_suites_open_from_the_master_secret() {
         d.change_cipher_spec(Side::Server);
         // Finished is record 0 of each side, the data follows.
         let fin = seal12(cipher, &client, 0, HANDSHAKE, b"finished");
-        assert_eq!(
-            open(&mut d, Side::Client, HANDSHAKE, fin).0,
-            Opened::Other,
-            "{cipher:#x}"
-        );
+        let (opened, text) = open(&mut d, Side::Client, HANDSHAKE, fin);
+        assert!(matches!(opened, Opened::Handshake(_)), "{cipher:#x}");
+        assert_eq!(text, b"finished");
         let get = seal12(cipher, &client, 1, APPLICATION_DATA, b"GET / HTTP/1.1");
         assert_eq!(data(&mut d, Side::Client, get), b"GET / HTTP/1.1");
         let fin = seal12(cipher, &server, 0, HANDSHAKE, b"finished");
-        assert_eq!(open(&mut d, Side::Server, HANDSHAKE, fin).0, Opened::Other);
+        let (opened, _) = open(&mut d, Side::Server, HANDSHAKE, fin);
+        assert!(matches!(opened, Opened::Handshake(_)));
         let ok = seal12(cipher, &server, 1, APPLICATION_DATA, b"HTTP/1.1 200");
         assert_eq!(data(&mut d, Side::Server, ok), b"HTTP/1.1 200");
         // A record under the other side's key does not open.
