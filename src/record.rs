@@ -336,6 +336,18 @@ pub enum DecryptionOutcome {
     Unsupported,
 }
 
+impl DecryptionOutcome {
+    /// The JSON name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecryptionOutcome::Complete => "complete",
+            DecryptionOutcome::Partial => "partial",
+            DecryptionOutcome::NoSecrets => "no_secrets",
+            DecryptionOutcome::Unsupported => "unsupported",
+        }
+    }
+}
+
 /// What a key log opened of a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Decryption {

@@ -427,6 +427,53 @@ fn the_binary_reads_key_logs_and_names_those_it_cannot_use() {
     assert_eq!(json["a"]["summary"]["requests_exact"], 10, "{json}");
     let out = run(["timeline", &capture, "--keylog", &keylog]);
     assert!(out.status.success(), "{}", stderr(&out));
+    // A key log of another run: the summary counts it and warns.
+    let (other, other_keys) = recorded("tls13-curl-keepalive");
+    let out = run([
+        "analyze",
+        &other.display().to_string(),
+        "--keylog",
+        &keylog,
+        "-T",
+        "json",
+    ]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        json["summary"]["tls_decryption"],
+        serde_json::json!({"no_secrets": 1})
+    );
+    let warning = "the key log has no secrets for any of the 1 TLS sessions here";
+    assert!(stderr(&out).contains(warning), "{}", stderr(&out));
+    let out = run([
+        "analyze",
+        &other.display().to_string(),
+        "--keylog",
+        &keylog,
+        "--keylog",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "--keylog wants a value");
+    // Both logs at once: each capture's sessions are found.
+    let other_keys = other_keys.display().to_string();
+    let both = [
+        "--keylog",
+        &keylog,
+        "--keylog",
+        &other_keys,
+        "-T",
+        "json",
+        "--merge",
+    ];
+    let out = run([
+        &["analyze", &capture, &other.display().to_string()][..],
+        &both[..],
+    ]
+    .concat());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        json["summary"]["tls_decryption"],
+        serde_json::json!({"complete": 2})
+    );
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
     // A missing file, and a file without secrets: one line naming it, exit 2.
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing.keylog");

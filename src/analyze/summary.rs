@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use super::stats::Samples;
 use crate::record::{
-    Anomalies, CloseKind, ConnectionRecord, HandshakeTime, MeanMax, Name, Overlay, PacketCounts,
-    Peak, PerRequest, Summary, TlsOutcome,
+    Anomalies, CloseKind, ConnectionRecord, DecryptionOutcome, HandshakeTime, MeanMax, Name,
+    Overlay, PacketCounts, Peak, PerRequest, Summary, TlsOutcome,
 };
 use crate::source::SourceInfo;
 use crate::time::Timestamp;
@@ -64,6 +64,7 @@ struct TlsTally {
     /// The ALPN protocol selected, or the first offered with " (offered)".
     alpn: Option<String>,
     handshake: Option<f64>,
+    decryption: Option<DecryptionOutcome>,
 }
 
 impl Tally {
@@ -88,6 +89,7 @@ impl Tally {
                     (None, None) => None,
                 },
                 handshake: tls.handshake,
+                decryption: tls.decryption.map(|d| d.outcome),
             }),
             estimated: http.estimated,
             low_confidence: http.confidence == "low",
@@ -153,6 +155,7 @@ pub struct SummaryBuilder {
     tls_failed: u64,
     tls_versions: BTreeMap<String, u64>,
     alpn: BTreeMap<String, u64>,
+    tls_decryption: BTreeMap<String, u64>,
     tls_handshake: Samples,
     requests_exact: u64,
     requests_estimated: u64,
@@ -245,6 +248,9 @@ impl SummaryBuilder {
             if let Some(h) = tls.handshake {
                 self.tls_handshake.push(h);
             }
+            if let Some(d) = tls.decryption {
+                count(&mut self.tls_decryption, d.as_str());
+            }
         }
         if t.estimated {
             self.requests_estimated += t.requests;
@@ -308,8 +314,17 @@ impl SummaryBuilder {
             tls_full: self.busy_tls_full,
             tls_resumed: self.busy_tls_resumed,
         });
+        let mut warnings = info.warnings.clone();
+        let tried: u64 = self.tls_decryption.values().sum();
+        let no_secrets = self.tls_decryption.get("no_secrets").copied();
+        if tried > 0 && no_secrets == Some(tried) {
+            warnings.push(format!(
+                "the key log has no secrets for any of the {tried} TLS sessions here; was it written by this capture's client, while it was captured?"
+            ));
+        }
         Summary {
             tls_connections: self.tls_connections,
+            tls_decryption: self.tls_decryption,
             tls_handshakes_full: self.tls_full,
             tls_handshakes_resumed: self.tls_resumed,
             tls_handshakes_failed: self.tls_failed,
@@ -350,7 +365,7 @@ impl SummaryBuilder {
             syn_retransmissions: self.syn_retransmissions,
             anomalies,
             truncated: info.truncated,
-            warnings: info.warnings.clone(),
+            warnings,
             capture_drops: None,
         }
     }

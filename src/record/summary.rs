@@ -115,6 +115,9 @@ pub struct Summary {
     pub tls_handshakes_failed: u64,
     pub tls_versions: BTreeMap<String, u64>,
     pub alpn: BTreeMap<String, u64>,
+    /// With `--keylog`: TLS connections by `tls.decryption.outcome`
+    /// (empty without a key log).
+    pub tls_decryption: BTreeMap<String, u64>,
     pub tls_handshake: Distribution,
     /// HTTP requests: all, counted exactly, and estimated from TLS records.
     pub requests: u64,

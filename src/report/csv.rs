@@ -206,7 +206,7 @@ fn row(file: &str, r: &ConnectionRecord) -> Vec<String> {
     // Added later: at the end, where new columns go.
     let decryption = r.tls.as_ref().and_then(|t| t.decryption);
     row.extend([
-        decryption.map_or(String::new(), |d| serde_plain(&d.outcome)),
+        decryption.map_or(String::new(), |d| d.outcome.as_str().to_string()),
         decryption.map_or(String::new(), |d| d.records_opened.to_string()),
         decryption.map_or(String::new(), |d| d.records_failed.to_string()),
     ]);

@@ -187,6 +187,21 @@ pub fn write_summary(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
         if !s.alpn.is_empty() {
             writeln!(out, "ALPN          {}", histogram(&s.alpn))?;
         }
+        if !s.tls_decryption.is_empty() {
+            // The outcomes in words.
+            let words = s.tls_decryption.iter().map(|(k, n)| {
+                let word = match k.as_str() {
+                    "complete" => "opened",
+                    "partial" => "partly opened",
+                    "no_secrets" => "no secrets",
+                    "unsupported" => "cipher not opened",
+                    other => other,
+                };
+                (word.to_string(), *n)
+            });
+            let words = words.collect();
+            writeln!(out, "key log       {}", histogram(&words))?;
+        }
     }
     if s.syn_retransmissions > 0 {
         writeln!(out, "SYN resent    {}", s.syn_retransmissions)?;
