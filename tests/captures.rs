@@ -108,6 +108,16 @@ const FACTS: &[Fact] = &[
         tls: Some((1, 0)),
         ..fact("tls13-curl-keepalive-5.pcap", 1, 5, TLS)
     },
+    // scripts/record-keylog-captures.sh: other suites, and KeyUpdates.
+    Fact {
+        tls: Some((4, 0)),
+        ..fact("tls-suites-curl-4.pcap", 4, 8, TLS)
+    },
+    Fact {
+        tls: Some((1, 0)),
+        close: Some((CloseKind::Rst, Side::Server)),
+        ..fact("tls13-openssl-keyupdate.pcap", 1, 3, TLS)
+    },
     // Inside VXLAN (scripts/record-tunnel-captures.sh): the connections are
     // the inner ones; the outer UDP and the kernel's ICMPv6 inside the
     // tunnel are skipped.

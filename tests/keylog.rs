@@ -43,8 +43,9 @@ fn analyze_with(capture: &Path, keylog: &Path, threads: usize) -> Vec<Connection
 
 /// The captures recorded with a key log, and the requests each connection
 /// carried (curl's, python's and s_client's own count: every one a
-/// `GET /index.html` answered 200).
-const RECORDED: [(&str, HttpMethod, &[u64]); 8] = [
+/// `GET /index.html` answered 200). Together they use every suite opened:
+/// TLS 1.3's three, TLS 1.2's AES-128/256-GCM and ChaCha20-Poly1305.
+const RECORDED: [(&str, HttpMethod, &[u64]); 10] = [
     ("tls13-curl-keepalive", HttpMethod::TlsHttp1, &[3]),
     ("tls13-curl-keepalive-5", HttpMethod::TlsHttp1, &[5]),
     (
@@ -61,6 +62,10 @@ const RECORDED: [(&str, HttpMethod, &[u64]); 8] = [
     ("h2-curl-10", HttpMethod::TlsH2, &[10]),
     ("tls12-openssl-resumption", HttpMethod::TlsHttp1, &[1, 1]),
     ("tls13-openssl-resumption", HttpMethod::TlsHttp1, &[1, 1]),
+    // TLS 1.3 AES-128-GCM and ChaCha20, TLS 1.2 AES-128-GCM and ChaCha20.
+    ("tls-suites-curl-4", HttpMethod::TlsHttp1, &[2, 2, 2, 2]),
+    // Two KeyUpdates from the client, one from the server.
+    ("tls13-openssl-keyupdate", HttpMethod::TlsHttp1, &[3]),
 ];
 
 fn recorded(name: &str) -> (PathBuf, PathBuf) {
