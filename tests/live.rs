@@ -6,7 +6,8 @@
 //! privileges) and `handshakes interfaces`. The tests capturing real
 //! loopback traffic between that server and those clients, checked exactly
 //! against what the clients did and against `live`'s own `-w` file read back
-//! offline, are in the submodule [`traffic`].
+//! offline, are in the submodule [`traffic`]; HTTPS read with the key log
+//! its client writes meanwhile, in [`keylog`].
 //!
 //! Capturing needs root; without it these tests print `!!! SKIPPED` (or fail
 //! with `HANDSHAKES_REQUIRE_ALL=1`). Every test uses its own port, so they
@@ -27,6 +28,7 @@ use serde_json::Value;
 use crate::support::{self, Scratch};
 use crate::tools::{analyze_path, skip_or_fail};
 
+mod keylog;
 mod traffic;
 
 /// How long a client may take; far more than any of them needs.
@@ -203,6 +205,23 @@ fn python_has_requests() -> bool {
 // ---------------------------------------------------------------------------
 // The HTTP server and the clients
 
+/// Starts server `what` (its standard streams closed) and waits until it
+/// listens on `port`.
+fn serve(what: &str, port: u16, cmd: &mut Command) -> Proc {
+    let cmd = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut proc = Proc::spawn(what, cmd);
+    wait_until(READY_LIMIT, &format!("{what} to listen"), || {
+        if let Some(status) = proc.exited() {
+            panic!("{what} on port {port} exited: {status}");
+        }
+        listening(port)
+    });
+    proc
+}
+
 /// `python3 -m http.server` on 127.0.0.1, HTTP/1.1 (keep-alive), serving a
 /// one-file directory.
 struct Server {
@@ -216,23 +235,15 @@ impl Server {
         let dir = Scratch::new();
         dir.file("index.html", b"<html><body>hello</body></html>\n");
         let port = free_port();
-        let mut proc = Proc::spawn(
+        let proc = serve(
             "python3 -m http.server",
+            port,
             Command::new("python3")
                 .args(["-m", "http.server", "--bind", "127.0.0.1"])
                 .args(["--protocol", "HTTP/1.1", "--directory"])
                 .arg(dir.path(""))
-                .arg(port.to_string())
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null()),
+                .arg(port.to_string()),
         );
-        wait_until(READY_LIMIT, "the HTTP server to listen", || {
-            if let Some(status) = proc.exited() {
-                panic!("python3 -m http.server on port {port} exited: {status}");
-            }
-            listening(port)
-        });
         Server {
             port,
             _proc: proc,

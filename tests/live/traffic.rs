@@ -11,8 +11,8 @@ use super::*;
 // `handshakes live`
 
 /// A running `handshakes live -i lo -f 'tcp port PORT' -w DIR/out.pcap ARGS…`.
-struct Live {
-    proc: Proc,
+pub(super) struct Live {
+    pub(super) proc: Proc,
     lines: Receiver<String>,
     stderr: Option<JoinHandle<String>>,
     pcap: PathBuf,
@@ -21,7 +21,7 @@ struct Live {
 }
 
 /// What `live` printed, after it exited.
-struct Finished {
+pub(super) struct Finished {
     status: ExitStatus,
     stdout: Vec<String>,
     stderr: String,
@@ -33,7 +33,7 @@ impl Live {
     /// Starts the capture and waits until it is capturing: the `-w` file is
     /// created only after the device is open and the filter is set, and the
     /// kernel buffers packets from then on.
-    fn start(port: u16, args: &[&str]) -> Live {
+    pub(super) fn start(port: u16, args: &[&str]) -> Live {
         let dir = Scratch::new();
         let pcap = dir.path("out.pcap");
         let filter = format!("tcp port {port}");
@@ -91,7 +91,7 @@ impl Live {
     }
 
     /// Waits (bounded) for the exit and collects the output.
-    fn finish(mut self, limit: Duration) -> Finished {
+    pub(super) fn finish(mut self, limit: Duration) -> Finished {
         let status = self.proc.wait_for(limit);
         let stderr = self
             .stderr
@@ -114,7 +114,7 @@ impl Live {
 }
 
 impl Finished {
-    fn assert_clean_exit(&self) {
+    pub(super) fn assert_clean_exit(&self) {
         assert!(
             self.status.success(),
             "handshakes live: {}, stderr: {}",
@@ -129,7 +129,7 @@ impl Finished {
 
     /// The JSON Lines output: connections in id order and the summary, which
     /// must be the one last line.
-    fn jsonl(&self) -> (Vec<Value>, Value) {
+    pub(super) fn jsonl(&self) -> (Vec<Value>, Value) {
         let all: Vec<Value> = self
             .stdout
             .iter()
@@ -151,13 +151,13 @@ impl Finished {
     }
 }
 
-fn u64_at(v: &Value, pointer: &str) -> u64 {
+pub(super) fn u64_at(v: &Value, pointer: &str) -> u64 {
     support::at(v, pointer)
         .as_u64()
         .unwrap_or_else(|| panic!("{pointer} is not an integer in {v}"))
 }
 
-fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
+pub(super) fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
     support::at(v, pointer)
         .as_str()
         .unwrap_or_else(|| panic!("{pointer} is not a string in {v}"))

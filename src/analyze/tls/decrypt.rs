@@ -19,6 +19,10 @@ use super::keylog::{KeyLog, Secrets};
 use super::records::{ALERT, APPLICATION_DATA, HANDSHAKE};
 use crate::record::{Decryption, DecryptionOutcome, Side};
 
+/// Sequence numbers tried for the next key's first record after records
+/// went by without keys.
+const MAX_SKIPPED: u64 = 16;
+
 /// Failures in a row after which a direction stops trying (wrong secrets
 /// must not cost two cipher passes per record for the rest of a capture).
 const GIVE_UP: u32 = 8;
@@ -92,6 +96,10 @@ struct Direction {
     /// TLS 1.3: still under the handshake keys.
     handshake: bool,
     seq: u64,
+    /// Records that went by before the keys came (a followed key log):
+    /// some may have been under the next key already, so its first record
+    /// is looked for at sequence numbers up to this many.
+    skipped: u64,
     /// TLS 1.2: ChangeCipherSpec seen (a second one is renegotiation).
     changed: bool,
     opened: u64,
@@ -133,14 +141,18 @@ impl Direction {
             if self.next.is_none() && !self.handshake {
                 self.next = self.current.as_ref().and_then(|k| k.updated(suite));
             }
-            len = self
-                .next
-                .as_ref()
-                .and_then(|k| k.aead.open(&k.nonce(0), header, body));
+            if let Some(next) = &self.next {
+                for seq in 0..=self.skipped.min(MAX_SKIPPED) {
+                    len = next.aead.open(&next.nonce(seq), header, body);
+                    if len.is_some() {
+                        self.seq = seq;
+                        break;
+                    }
+                }
+            }
             if len.is_some() {
                 self.current = self.next.take();
                 self.handshake = false;
-                self.seq = 0;
             }
         }
         let Some(len) = len else {
@@ -151,6 +163,7 @@ impl Direction {
             return Err(counts);
         };
         self.seq += 1;
+        self.skipped = 0;
         self.opened();
         // TLSInnerPlaintext: content, the type, then zero padding.
         let text = body.get(..len).unwrap_or_default();
@@ -231,26 +244,15 @@ struct Keys {
 }
 
 impl Keys {
-    /// The keys of both directions; `Err` says why there are none.
-    fn new(
-        secrets: &Secrets,
-        client_random: &[u8; 32],
-        server: &ServerHelloFacts,
-        tls13: bool,
-    ) -> Result<Keys, DecryptionOutcome> {
-        let suite = suite(server.cipher).ok_or(DecryptionOutcome::Unsupported)?;
-        let keys = Keys::derive(suite, secrets, client_random, server, tls13);
-        keys.ok_or(DecryptionOutcome::NoSecrets)
-    }
-
-    /// The keys, if the log has the secrets this version and hash need.
+    /// The keys of both directions, if the log has the secrets this
+    /// version and hash need.
     fn derive(
         suite: Suite,
         secrets: &Secrets,
         client_random: &[u8; 32],
-        server: &ServerHelloFacts,
-        tls13: bool,
+        chosen: &Chosen,
     ) -> Option<Keys> {
+        let tls13 = chosen.tls13;
         let (client, server) = if tls13 {
             let dir = |handshake: Option<&[u8]>, traffic: Option<&[u8]>| Direction {
                 current: handshake.and_then(|s| Key::from_secret(suite, s)),
@@ -275,7 +277,7 @@ impl Keys {
         } else {
             let master = secrets.master.as_deref()?;
             let [(client_key, client_iv), (server_key, server_iv)] =
-                key_block12(suite, master, &server.random, client_random)?;
+                key_block12(suite, master, &chosen.server_random, client_random)?;
             let dir = |key: &[u8], salt: &[u8]| -> Option<Direction> {
                 let mut iv = [0u8; 12];
                 iv.get_mut(..salt.len())?.copy_from_slice(salt);
@@ -333,12 +335,33 @@ impl Opened {
     }
 }
 
+/// What the ServerHello chose, as far as the keys need it.
+struct Chosen {
+    cipher: u16,
+    server_random: Vec<u8>,
+    tls13: bool,
+}
+
+/// A ClientHello whose secrets are not (yet) in the log.
+struct Looking {
+    log: Arc<KeyLog>,
+    random: [u8; 32],
+    chosen: Option<Chosen>,
+    /// Sealed records gone by each way (client, server) meanwhile, and
+    /// whether a gap came among them: a live capture sees the server's
+    /// first sealed records before the client has logged their secrets.
+    waited: [(u64, bool); 2],
+}
+
+/// Sealed records a connection may wait for its secrets before it is
+/// taken to have none (a followed log only).
+const LOOK_LIMIT: u64 = 64;
+
 /// Where a connection's decryption stands.
 enum State {
     /// A key log, and no ClientHello yet.
     Waiting(Arc<KeyLog>),
-    /// The log has this ClientHello's secrets; the ServerHello is to come.
-    Secrets(Box<(Secrets, [u8; 32])>),
+    Looking(Box<Looking>),
     NoSecrets,
     Unsupported,
     Keys(Box<Keys>),
@@ -356,6 +379,13 @@ impl std::fmt::Debug for Decrypter {
     }
 }
 
+fn index(side: Side) -> usize {
+    match side {
+        Side::Client => 0,
+        Side::Server => 1,
+    }
+}
+
 impl Decrypter {
     pub fn new(keylog: Arc<KeyLog>) -> Decrypter {
         Decrypter {
@@ -369,28 +399,80 @@ impl Decrypter {
             return;
         };
         let random = body.get(2..34).and_then(|r| <[u8; 32]>::try_from(r).ok());
-        self.state = match random.and_then(|r| Some((log.get(&r)?, r))) {
-            Some(found) => State::Secrets(Box::new(found)),
+        self.state = match random {
+            Some(random) => State::Looking(Box::new(Looking {
+                log: Arc::clone(log),
+                random,
+                chosen: None,
+                waited: [(0, false); 2],
+            })),
             None => State::NoSecrets,
         };
     }
 
     /// The ServerHello (not a HelloRetryRequest) chose `server`'s suite.
     pub fn server_hello(&mut self, server: &ServerHelloFacts, tls13: bool) {
-        let State::Secrets(found) = &self.state else {
+        let State::Looking(looking) = &mut self.state else {
             return;
         };
-        let (secrets, random) = &**found;
-        self.state = match Keys::new(secrets, random, server, tls13) {
-            Ok(keys) => State::Keys(Box::new(keys)),
-            Err(DecryptionOutcome::Unsupported) => State::Unsupported,
-            Err(_) => State::NoSecrets,
-        };
+        if looking.chosen.is_some() {
+            return;
+        }
+        if suite(server.cipher).is_none() {
+            self.state = State::Unsupported;
+            return;
+        }
+        looking.chosen = Some(Chosen {
+            cipher: server.cipher,
+            server_random: server.random.clone(),
+            tls13,
+        });
+        self.look();
     }
 
-    /// Whether records are being opened (their bodies are wanted).
+    /// Looks the secrets up (again): keys when they are there; no secrets
+    /// when they are not and will not come.
+    fn look(&mut self) {
+        let State::Looking(looking) = &self.state else {
+            return;
+        };
+        let Some(chosen) = &looking.chosen else {
+            return;
+        };
+        let Some(suite) = suite(chosen.cipher) else {
+            self.state = State::Unsupported;
+            return;
+        };
+        // A followed log may hold a session's handshake secrets before its
+        // application secrets: the session waits for all it needs.
+        let keys = looking
+            .log
+            .get(&looking.random)
+            .and_then(|secrets| Keys::derive(suite, &secrets, &looking.random, chosen));
+        match keys {
+            Some(mut keys) => {
+                for (side, (waited, gap)) in [Side::Client, Side::Server].iter().zip(looking.waited)
+                {
+                    let dir = keys.dir(*side);
+                    dir.seq = waited;
+                    dir.skipped = waited;
+                    dir.lost = gap;
+                }
+                self.state = State::Keys(Box::new(keys));
+            }
+            None if looking.log.follows() => {}
+            None => self.state = State::NoSecrets,
+        }
+    }
+
+    /// Whether records are being opened, or may be once the secrets come
+    /// (their bodies are wanted).
     pub fn active(&self) -> bool {
-        matches!(&self.state, State::Keys(k) if !(k.client.lost && k.server.lost))
+        match &self.state {
+            State::Keys(k) => !(k.client.lost && k.server.lost),
+            State::Looking(l) => l.chosen.is_some(),
+            _ => false,
+        }
     }
 
     /// A TLS 1.2 ChangeCipherSpec from `side`: a second one would bring
@@ -408,15 +490,34 @@ impl Decrypter {
     /// Bytes of `side`'s stream went missing: records, and with them the
     /// sequence numbers, are lost.
     pub fn gap(&mut self, side: Side) {
-        if let State::Keys(k) = &mut self.state {
-            k.dir(side).lost = true;
+        match &mut self.state {
+            State::Keys(k) => k.dir(side).lost = true,
+            State::Looking(l) => {
+                if let Some(waited) = l.waited.get_mut(index(side)) {
+                    waited.1 = true;
+                }
+            }
+            _ => {}
         }
     }
 
     /// Opens a sealed record from `side` in place.
     pub fn open(&mut self, side: Side, content_type: u8, version: u16, body: &mut [u8]) -> Opened {
+        if matches!(self.state, State::Looking(_)) {
+            self.look();
+            if let State::Looking(l) = &mut self.state {
+                // Still without secrets: the record goes by, counted.
+                if let Some(waited) = l.waited.get_mut(index(side)) {
+                    waited.0 += 1;
+                }
+                if l.waited.iter().map(|(n, _)| n).sum::<u64>() >= LOOK_LIMIT {
+                    self.state = State::NoSecrets;
+                }
+                return Opened::Closed;
+            }
+        }
         let State::Keys(keys) = &mut self.state else {
-            return Opened::Lost;
+            return Opened::Closed;
         };
         let suite = keys.suite;
         let tls13 = keys.tls13;
@@ -453,7 +554,9 @@ impl Decrypter {
     /// The record's account of it: `None` without a ServerHello.
     pub fn outcome(&self) -> Option<Decryption> {
         let (outcome, opened, failed) = match &self.state {
-            State::Waiting(_) | State::Secrets(_) => return None,
+            State::Waiting(_) => return None,
+            State::Looking(l) if l.chosen.is_none() => return None,
+            State::Looking(_) => (DecryptionOutcome::NoSecrets, 0, 0),
             State::NoSecrets => (DecryptionOutcome::NoSecrets, 0, 0),
             State::Unsupported => (DecryptionOutcome::Unsupported, 0, 0),
             State::Keys(k) => {

@@ -122,10 +122,17 @@ impl KeyLog {
             path: path.clone(),
             source,
         };
-        let mut file = File::open(path).map_err(|source| KeyLogError::Open {
-            path: path.clone(),
-            source,
-        })?;
+        let mut file = match File::open(path) {
+            Ok(file) => file,
+            // A live capture may start before the client creates its log.
+            Err(e) if self.follow && e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(source) => {
+                return Err(KeyLogError::Open {
+                    path: path.clone(),
+                    source,
+                })
+            }
+        };
         file.seek(SeekFrom::Start(read)).map_err(err)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(err)?;
@@ -139,19 +146,25 @@ impl KeyLog {
         Ok(())
     }
 
-    /// The secrets logged for a ClientHello random, if any.
+    /// Whether the files are read on as they grow (a live capture).
+    pub fn follows(&self) -> bool {
+        self.follow
+    }
+
+    /// The secrets logged for a ClientHello random, if any. A followed log
+    /// first reads what was appended to its files since (a session's
+    /// lines come one by one as its handshake runs).
     pub fn get(&self, client_random: &[u8; 32]) -> Option<Secrets> {
         let mut table = self.lock();
-        if let Some(found) = table.secrets.get(client_random) {
-            return Some(found.clone());
-        }
-        if !self.follow {
-            return None;
-        }
-        // A file that went away or cannot be read mid-capture keeps what
-        // was read; the connection goes without secrets.
-        for k in 0..self.paths.len() {
-            let _ = self.read_on(k, &mut table);
+        if self.follow {
+            for (k, path) in self.paths.iter().enumerate() {
+                // Only a file that grew is read (one `stat` otherwise). A
+                // file that went away or cannot be read keeps what was read.
+                let len = std::fs::metadata(path).map_or(0, |m| m.len());
+                if table.read.get(k).is_some_and(|&read| len > read) {
+                    let _ = self.read_on(k, &mut table);
+                }
+            }
         }
         table.secrets.get(client_random).cloned()
     }
@@ -313,10 +326,18 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.starts_with(&path.display().to_string()), "{err}");
-        // Live: an empty log is fine, and lines appended later are found,
-        // but not a line still being written.
-        let log = KeyLog::open(&[other, path.clone()], true).unwrap();
+        // Live: an empty log is fine, and so is one not created yet; lines
+        // appended later are found, but not a line still being written.
+        let later = dir.path().join("later.log");
+        let log = KeyLog::open(&[other, path.clone(), later.clone()], true).unwrap();
         assert!(log.get(&[0x33; 32]).is_some());
+        assert!(log.get(&[0x44; 32]).is_none());
+        std::fs::write(
+            &later,
+            format!("CLIENT_RANDOM {} {}\n", "44".repeat(32), "cd".repeat(48)),
+        )
+        .unwrap();
+        assert!(log.get(&[0x44; 32]).is_some());
         let line = format!("CLIENT_RANDOM {} {}", "11".repeat(32), "cd".repeat(48));
         std::fs::write(&path, format!("# nothing yet\n{line}")).unwrap();
         assert!(log.get(&[0x11; 32]).is_none());

@@ -340,7 +340,7 @@ fn what_cannot_be_opened_is_told_apart() {
         assert_eq!(outcome(&d).0, DecryptionOutcome::NoSecrets, "{cipher:#x}");
         assert!(!d.active());
         let (opened, _) = open(&mut d, Side::Client, 23, vec![0; 40]);
-        assert_eq!(opened, Opened::Lost);
+        assert_eq!(opened, Opened::Closed);
     }
 }
 
@@ -359,4 +359,66 @@ fn short_and_hostile_bodies_are_lost_not_panics() {
             assert_eq!(opened, Opened::Lost, "{cipher:#x} {len}");
         }
     }
+}
+
+#[test]
+fn a_followed_log_gives_secrets_that_come_late() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("keys.log");
+    let log = Arc::new(KeyLog::open(std::slice::from_ref(&path), true).unwrap());
+    let mut d = Decrypter::new(Arc::clone(&log));
+    d.client_hello(&[&[3, 3][..], &RANDOM, &[0]].concat());
+    let server = ServerHelloFacts {
+        cipher: AES128,
+        random: SERVER_RANDOM.to_vec(),
+        ..ServerHelloFacts::default()
+    };
+    d.server_hello(&server, true);
+    assert!(d.active(), "bodies are kept while the secrets may come");
+    // The server's first sealed record goes by before the client logs.
+    let ee = seal13(&SERVER_HS, 0, HANDSHAKE, b"EE");
+    assert_eq!(open(&mut d, Side::Server, 23, ee).0, Opened::Closed);
+    std::fs::write(&path, tls13_log(true)).unwrap();
+    // The next is record 1 of the server's, and opens.
+    let fin = seal13(&SERVER_HS, 1, HANDSHAKE, b"Fin");
+    assert_eq!(open(&mut d, Side::Server, 23, fin).1, b"Fin");
+    let get = seal13(&CLIENT_APP, 0, APPLICATION_DATA, b"GET");
+    assert_eq!(data(&mut d, Side::Client, get), b"GET");
+    assert_eq!(outcome(&d), (DecryptionOutcome::Complete, 2, 0));
+
+    // Records that went by may cross into the next key: the server's
+    // flight (2) and its first ticket under the application key go by;
+    // the second ticket is found at the application key's record 1.
+    let later = dir.path().join("later.log");
+    let mut d = Decrypter::new(Arc::new(
+        KeyLog::open(std::slice::from_ref(&later), true).unwrap(),
+    ));
+    d.client_hello(&[&[3, 3][..], &RANDOM, &[0]].concat());
+    d.server_hello(&server, true);
+    for body in [
+        seal13(&SERVER_HS, 0, HANDSHAKE, b"EE"),
+        seal13(&SERVER_HS, 1, HANDSHAKE, b"Fin"),
+        seal13(&SERVER_APP, 0, HANDSHAKE, b"NST"),
+    ] {
+        assert_eq!(open(&mut d, Side::Server, 23, body).0, Opened::Closed);
+    }
+    std::fs::write(&later, tls13_log(true)).unwrap();
+    let nst = seal13(&SERVER_APP, 1, HANDSHAKE, b"NST2");
+    assert_eq!(open(&mut d, Side::Server, 23, nst).1, b"NST2");
+    let ok = seal13(&SERVER_APP, 2, APPLICATION_DATA, b"200");
+    assert_eq!(data(&mut d, Side::Server, ok), b"200");
+    assert_eq!(outcome(&d), (DecryptionOutcome::Complete, 2, 0));
+
+    // Secrets that never come: no secrets, after a bounded wait.
+    let mut d = Decrypter::new(log);
+    d.client_hello(&[&[3, 3][..], &[0x77; 32], &[0]].concat());
+    d.server_hello(&server, true);
+    for _ in 0..LOOK_LIMIT {
+        assert_eq!(
+            open(&mut d, Side::Client, 23, vec![0; 40]).0,
+            Opened::Closed
+        );
+    }
+    assert!(!d.active());
+    assert_eq!(outcome(&d).0, DecryptionOutcome::NoSecrets);
 }
