@@ -8,6 +8,11 @@
 //!   flights; each run ends with the record's `tls` section (fingerprints);
 //! * `http1`: `Http1` over a long keep-alive conversation (Content-Length and
 //!   chunked responses);
+//! * `keylog`: opening 16 KiB records with each AEAD cipher `--keylog`
+//!   uses (the ceiling of decryption on bulk transfers), and the whole
+//!   analysis of the real key log captures (`tls-suites-curl-4`,
+//!   `tls13-openssl-keyupdate`: small connections, so mostly key
+//!   derivation) with and without their key logs;
 //! * `end_to_end`: `handshakes::analyze` over a ~20 MB capture from
 //!   `handshakes-synth`, held in memory (`FileSource::from_reader` on a
 //!   `Cursor`), so the figure excludes disk reads; on one and two threads.
@@ -24,6 +29,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use handshakes::analyze::http::Http1;
+use handshakes::analyze::tls::crypto::{Aead, Cipher};
 use handshakes::analyze::tls::TlsAnalyzer;
 use handshakes::decode::{decode, Decoded, TcpFlags, TcpSegment};
 use handshakes::flow::reassembly::{Reassembler, StreamSink};
@@ -32,7 +38,7 @@ use handshakes::record::{Instant, Side};
 use handshakes::source::file::FileSource;
 use handshakes::source::{LinkType, PacketSource, RawPacket};
 use handshakes::time::Timestamp;
-use handshakes::{Config, ConnectionRecord, RecordSink};
+use handshakes::{Config, ConnectionRecord, KeyLog, RecordSink};
 
 const MSS: usize = 1460;
 
@@ -341,6 +347,57 @@ impl RecordSink for Discard {
     }
 }
 
+fn bench_keylog(c: &mut Criterion) {
+    let mut group = c.benchmark_group("keylog");
+    const RECORD: usize = 16 * 1024;
+    group.throughput(Throughput::Bytes(RECORD as u64));
+    for (name, cipher) in [
+        ("AES-128-GCM", Cipher::Aes128Gcm),
+        ("AES-256-GCM", Cipher::Aes256Gcm),
+        ("ChaCha20-Poly1305", Cipher::ChaCha20Poly1305),
+    ] {
+        let aead = Aead::new(cipher, &vec![7; cipher.key_len()]).expect("a key");
+        let mut sealed: Vec<u8> = (0..RECORD).map(|i| i as u8).collect();
+        assert!(aead.seal(&[1; 12], b"header", &mut sealed));
+        group.bench_function(format!("open a 16 KiB record, {name}"), |b| {
+            let mut copy = sealed.clone();
+            b.iter(|| {
+                copy.copy_from_slice(&sealed);
+                black_box(aead.open(&[1; 12], b"header", &mut copy))
+            })
+        });
+    }
+    for name in ["tls-suites-curl-4", "tls13-openssl-keyupdate"] {
+        let pcap: &'static [u8] = Box::leak(
+            std::fs::read(capture(&format!("{name}.pcap")))
+                .expect("capture reads")
+                .into_boxed_slice(),
+        );
+        let path = capture(&format!("{name}.keylog"));
+        let keylog = std::sync::Arc::new(KeyLog::open(&[path], false).expect("key log reads"));
+        group.throughput(Throughput::Bytes(pcap.len() as u64));
+        for (with, keys) in [("without", None), ("with", Some(keylog))] {
+            let config = Config {
+                threads: 1,
+                keylog: keys,
+                ..Config::default()
+            };
+            group.bench_function(format!("analyze {name} {with} its key log"), |b| {
+                b.iter(|| {
+                    let mut source =
+                        FileSource::from_reader(Path::new(name), Box::new(Cursor::new(pcap)))
+                            .expect("capture opens");
+                    let mut sink = Discard(0);
+                    let summary = handshakes::analyze(&mut source, &config, &mut sink)
+                        .expect("analysis runs");
+                    black_box((summary.requests_exact, sink.0))
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
 fn bench_end_to_end(c: &mut Criterion) {
     let out = Command::new(env!("CARGO_BIN_EXE_handshakes-synth"))
         .args(["--out", "-", "--size", "20MB", "--seed", "7", "--quiet"])
@@ -389,6 +446,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = bench_decode, bench_reassembly, bench_tls, bench_http1, bench_end_to_end
+    targets = bench_decode, bench_reassembly, bench_tls, bench_http1, bench_keylog, bench_end_to_end
 }
 criterion_main!(benches);

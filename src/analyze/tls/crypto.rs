@@ -5,7 +5,7 @@
 //! a key log's secrets.
 //!
 //! Does not know about records, handshakes or key logs: `hello` and
-//! `decrypt` do.
+//! `decrypt` do. Public for the benchmarks, which seal records with it.
 
 use aes_gcm::aead::{AeadInPlace, KeyInit};
 use aes_gcm::{Aes128Gcm, Aes256Gcm};
@@ -34,7 +34,7 @@ pub enum Hash {
 
 impl Hash {
     /// Its output length in bytes: the length of a TLS 1.3 traffic secret.
-    pub fn len(self) -> usize {
+    pub fn output_len(self) -> usize {
         match self {
             Hash::Sha256 => 32,
             Hash::Sha384 => 48,
@@ -84,7 +84,7 @@ fn hmac(hash: Hash, key: &[u8], parts: &[&[u8]]) -> Option<Vec<u8>> {
 
 /// The TLS 1.2 PRF: `len` bytes of P_hash(`secret`, `label` + `seed`).
 pub fn prf12(hash: Hash, secret: &[u8], label: &[u8], seed: &[u8], len: usize) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(len + hash.len());
+    let mut out = Vec::with_capacity(len + hash.output_len());
     // A(1) = HMAC(secret, label + seed); A(i) = HMAC(secret, A(i-1)).
     let mut a = hmac(hash, secret, &[label, seed])?;
     while out.len() < len {
@@ -158,15 +158,21 @@ impl Aead {
         opened.ok().map(|()| len)
     }
 
-    /// Seals `text` in place and appends the tag (tests build records so).
-    #[cfg(test)]
-    pub fn seal(&self, nonce: &[u8; 12], aad: &[u8], text: &mut Vec<u8>) {
+    /// Seals `text` in place and appends the tag (tests and benchmarks
+    /// build records so); `false` if the text is too long for the cipher.
+    pub fn seal(&self, nonce: &[u8; 12], aad: &[u8], text: &mut Vec<u8>) -> bool {
         let tag = match self {
             Aead::Aes128Gcm(k) => k.encrypt_in_place_detached(nonce.into(), aad, text),
             Aead::Aes256Gcm(k) => k.encrypt_in_place_detached(nonce.into(), aad, text),
             Aead::ChaCha20Poly1305(k) => k.encrypt_in_place_detached(nonce.into(), aad, text),
         };
-        text.extend_from_slice(&tag.expect("sealing a test record"));
+        match tag {
+            Ok(tag) => {
+                text.extend_from_slice(&tag);
+                true
+            }
+            Err(_) => false,
+        }
     }
 }
 
@@ -224,7 +230,7 @@ mod tests {
             let aead = Aead::new(cipher, &key).unwrap();
             let nonce = [3u8; 12];
             let mut sealed = b"GET / HTTP/1.1\r\n\r\n".to_vec();
-            aead.seal(&nonce, b"aad", &mut sealed);
+            assert!(aead.seal(&nonce, b"aad", &mut sealed));
             let mut copy = sealed.clone();
             let n = aead.open(&nonce, b"aad", &mut copy).unwrap();
             assert_eq!(&copy[..n], b"GET / HTTP/1.1\r\n\r\n");

@@ -57,7 +57,7 @@ struct Key {
 impl Key {
     /// TLS 1.3: the key and IV of a traffic secret (RFC 8446 §7.3).
     fn from_secret(suite: Suite, secret: &[u8]) -> Option<Key> {
-        if secret.len() != suite.hash.len() {
+        if secret.len() != suite.hash.output_len() {
             return None;
         }
         let key = expand_label(suite.hash, secret, "key", suite.cipher.key_len())?;
@@ -72,7 +72,7 @@ impl Key {
     /// TLS 1.3: the key after a KeyUpdate (RFC 8446 §7.2).
     fn updated(&self, suite: Suite) -> Option<Key> {
         let secret = self.secret.as_deref()?;
-        let next = expand_label(suite.hash, secret, "traffic upd", suite.hash.len())?;
+        let next = expand_label(suite.hash, secret, "traffic upd", suite.hash.output_len())?;
         Key::from_secret(suite, &next)
     }
 

@@ -7,7 +7,7 @@
 //! packets, only stream bytes and gaps.
 
 mod alerts;
-mod crypto;
+pub mod crypto;
 mod decrypt;
 mod findings;
 pub mod flights;

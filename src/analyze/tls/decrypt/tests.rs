@@ -40,8 +40,8 @@ fn seal13(secret: &[u8], seq: u64, ty: u8, text: &[u8]) -> Vec<u8> {
     let key = Key::from_secret(suite(AES128).unwrap(), secret).unwrap();
     let mut inner = [text, &[ty, 0, 0, 0]].concat();
     let [hi, lo] = u16::try_from(inner.len() + TAG).unwrap().to_be_bytes();
-    key.aead
-        .seal(&key.nonce(seq), &[23, 3, 3, hi, lo], &mut inner);
+    let header = [23, 3, 3, hi, lo];
+    assert!(key.aead.seal(&key.nonce(seq), &header, &mut inner));
     inner
 }
 
@@ -253,13 +253,13 @@ fn seal12(cipher: u16, (key, iv): &(Aead, Vec<u8>), seq: u64, ty: u8, text: &[u8
         for (n, s) in nonce[4..].iter_mut().zip(seq.to_be_bytes()) {
             *n ^= s;
         }
-        key.seal(&nonce, &aad, &mut sealed);
+        assert!(key.seal(&nonce, &aad, &mut sealed));
         return sealed;
     }
     // GCM: the 4-byte salt, then an explicit nonce sent before the text.
     let explicit = (seq ^ 0x0102_0304_0506_0708).to_be_bytes();
     let nonce: [u8; 12] = [iv.as_slice(), &explicit].concat().try_into().unwrap();
-    key.seal(&nonce, &aad, &mut sealed);
+    assert!(key.seal(&nonce, &aad, &mut sealed));
     [&explicit[..], &sealed].concat()
 }
 
