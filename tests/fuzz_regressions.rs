@@ -6,12 +6,14 @@
 
 #[path = "../fuzz/src/harness.rs"]
 mod harness;
+#[path = "../fuzz/src/sealed.rs"]
+mod sealed;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use handshakes::record::TlsOutcome;
+use handshakes::record::{DecryptionOutcome, TlsOutcome};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
@@ -169,4 +171,28 @@ fn stream_corpora_reach_the_analyzers() {
             if h2 { "HTTP/2" } else { "HTTP/1" }
         );
     }
+}
+
+#[test]
+fn tls_sealed_regressions() {
+    replay("tls_sealed", |data| {
+        sealed::tls_sealed(data);
+    });
+}
+
+/// The sealed-record seeds (TLS 1.3's three suites with a KeyUpdate, TLS
+/// 1.2's AEAD suites) open completely and hand on their requests and
+/// responses: the harness seals as the analyzer opens.
+#[test]
+fn tls_sealed_seeds_open() {
+    let seeds = corpus("tls_sealed");
+    let mut opened = 0;
+    for seed in seeds.iter().filter(|s| s.len() > 100) {
+        let (decryption, plain) = sealed::tls_sealed(seed);
+        let d = decryption.expect("a decryption account");
+        if d.outcome == DecryptionOutcome::Complete && d.records_opened >= 6 && plain >= 120 {
+            opened += 1;
+        }
+    }
+    assert!(opened >= 6, "only {opened} sealed seeds open completely");
 }

@@ -1,3 +1,5 @@
-//! Shared bodies of the fuzz targets; see `harness`.
+//! Shared bodies of the fuzz targets; see `harness` (and `sealed`, the
+//! records that open with a key log).
 
 pub mod harness;
+pub mod sealed;

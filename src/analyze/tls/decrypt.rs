@@ -365,6 +365,8 @@ enum State {
     NoSecrets,
     Unsupported,
     Keys(Box<Keys>),
+    /// The streams ended: the account, the keys gone.
+    Done(Decryption),
 }
 
 /// A connection's decryption, from its ClientHello on.
@@ -551,9 +553,18 @@ impl Decrypter {
         }
     }
 
+    /// The streams ended: the keys are dropped (their memory, and the key
+    /// material, go at once), the account stays.
+    pub fn finish(&mut self) {
+        if let Some(done) = self.outcome() {
+            self.state = State::Done(done);
+        }
+    }
+
     /// The record's account of it: `None` without a ServerHello.
     pub fn outcome(&self) -> Option<Decryption> {
         let (outcome, opened, failed) = match &self.state {
+            State::Done(done) => return Some(*done),
             State::Waiting(_) => return None,
             State::Looking(l) if l.chosen.is_none() => return None,
             State::Looking(_) => (DecryptionOutcome::NoSecrets, 0, 0),

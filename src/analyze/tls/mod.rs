@@ -528,6 +528,9 @@ impl TlsAnalyzer {
         self.server.shrink();
         self.probe = Vec::new();
         self.events.shrink_to_fit();
+        if let Some(decrypter) = self.decrypter.as_mut() {
+            decrypter.finish();
+        }
     }
 }
 
