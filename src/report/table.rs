@@ -11,8 +11,9 @@ use std::io::{self, Write};
 
 pub use rows::TableSink;
 
+use super::timeline::requests_text;
 use super::{human_bytes, human_duration, sanitize, server_text, Opts};
-use crate::record::{CloseKind, ConnectionRecord, Distribution, HttpMethod, Summary};
+use crate::record::{CloseKind, ConnectionRecord, Distribution, Summary};
 
 /// Writes the summary block and the connection table of `records` (in any
 /// order; the table has the first `opts.limit` by id): what
@@ -261,15 +262,6 @@ fn tls_text(rec: &ConnectionRecord) -> (String, String, String, String) {
         t.sni.as_deref().map_or_else(|| "-".into(), sanitize),
         alpn,
     )
-}
-
-/// Requests on a connection; `~` marks an estimate from TLS records.
-fn requests_text(rec: &ConnectionRecord) -> String {
-    match rec.http.method {
-        HttpMethod::None => "-".to_string(),
-        _ if rec.http.estimated => format!("~{}", rec.http.requests),
-        _ => rec.http.requests.to_string(),
-    }
 }
 
 fn close_text(rec: &ConnectionRecord) -> String {
