@@ -347,6 +347,17 @@ impl RecordSink for Discard {
     }
 }
 
+/// `handshakes::analyze` over a capture held in memory: its connections,
+/// exact requests and records.
+fn analyze_in_memory(pcap: &'static [u8], config: &Config) -> (u64, u64, u64) {
+    let mut source =
+        FileSource::from_reader(Path::new("capture.pcap"), Box::new(Cursor::new(pcap)))
+            .expect("capture opens");
+    let mut sink = Discard(0);
+    let summary = handshakes::analyze(&mut source, config, &mut sink).expect("analysis runs");
+    (summary.connections, summary.requests_exact, sink.0)
+}
+
 fn bench_keylog(c: &mut Criterion) {
     let mut group = c.benchmark_group("keylog");
     const RECORD: usize = 16 * 1024;
@@ -383,15 +394,7 @@ fn bench_keylog(c: &mut Criterion) {
                 ..Config::default()
             };
             group.bench_function(format!("analyze {name} {with} its key log"), |b| {
-                b.iter(|| {
-                    let mut source =
-                        FileSource::from_reader(Path::new(name), Box::new(Cursor::new(pcap)))
-                            .expect("capture opens");
-                    let mut sink = Discard(0);
-                    let summary = handshakes::analyze(&mut source, &config, &mut sink)
-                        .expect("analysis runs");
-                    black_box((summary.requests_exact, sink.0))
-                })
+                b.iter(|| black_box(analyze_in_memory(pcap, &config)))
             });
         }
     }
@@ -418,19 +421,7 @@ fn bench_end_to_end(c: &mut Criterion) {
                 "analyze synth {} MB, {threads} thread(s)",
                 pcap.len() / 1_000_000
             ),
-            |b| {
-                b.iter(|| {
-                    let mut source = FileSource::from_reader(
-                        Path::new("synth.pcap"),
-                        Box::new(Cursor::new(pcap)),
-                    )
-                    .expect("capture opens");
-                    let mut sink = Discard(0);
-                    let summary = handshakes::analyze(&mut source, &config, &mut sink)
-                        .expect("analysis runs");
-                    black_box((summary.connections, sink.0))
-                })
-            },
+            |b| b.iter(|| black_box(analyze_in_memory(pcap, &config))),
         );
     }
     group.finish();
