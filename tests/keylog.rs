@@ -375,31 +375,36 @@ fn another_sessions_key_log_changes_nothing_but_says_so() {
     assert_eq!(r.http, without[0].http);
 }
 
-#[test]
-fn wrong_application_secrets_fall_back_to_the_estimate_and_say_partial() {
-    let (capture, keylog) = recorded("tls13-curl-keepalive");
-    let text = std::fs::read_to_string(&keylog).unwrap();
-    // Spoil the application secrets: the handshake's still open.
+/// `keylog` with the secrets labelled `labels` spoilt (a hex digit
+/// changed), written to a file in `dir`.
+fn spoil(keylog: &Path, labels: &[&str], dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(keylog).unwrap();
     let spoilt: String = text
         .lines()
-        .map(|l| {
-            match l
-                .strip_prefix("CLIENT_TRAFFIC_SECRET_0 ")
-                .or(l.strip_prefix("SERVER_TRAFFIC_SECRET_0 "))
-            {
+        .map(
+            |l| match labels.iter().find(|label| l.starts_with(*label)) {
                 Some(_) => {
                     let (head, secret) = l.rsplit_once(' ').unwrap();
                     let flipped = if secret.starts_with('0') { "1" } else { "0" };
                     format!("{head} {flipped}{}\n", &secret[1..])
                 }
                 None => format!("{l}\n"),
-            }
-        })
+            },
+        )
         .collect();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("spoilt.keylog");
+    let path = dir.join("spoilt.keylog");
     std::fs::write(&path, spoilt).unwrap();
-    let records = analyze_with(&capture, &path, 1);
+    path
+}
+
+#[test]
+fn wrong_application_secrets_fall_back_to_the_estimate_and_say_partial() {
+    let (capture, keylog) = recorded("tls13-curl-keepalive");
+    let dir = tempfile::tempdir().unwrap();
+    // Both application secrets spoilt: the handshake's still open, the
+    // requests do not.
+    let both = ["CLIENT_TRAFFIC_SECRET_0 ", "SERVER_TRAFFIC_SECRET_0 "];
+    let records = analyze_with(&capture, &spoil(&keylog, &both, dir.path()), 1);
     let r = &records[0];
     let d = r.tls.as_ref().and_then(|t| t.decryption).unwrap();
     assert_eq!(d.outcome, DecryptionOutcome::Partial);
@@ -409,6 +414,18 @@ fn wrong_application_secrets_fall_back_to_the_estimate_and_say_partial() {
         r.http.requests, 3,
         "the flight estimate, which is right here"
     );
+    // Only the server's spoilt: the requests are read, the responses are
+    // not, and the count says it is a lower bound.
+    let server = ["SERVER_TRAFFIC_SECRET_0 "];
+    let records = analyze_with(&capture, &spoil(&keylog, &server, dir.path()), 1);
+    let r = &records[0];
+    assert_eq!(
+        r.tls.as_ref().and_then(|t| t.decryption).unwrap().outcome,
+        DecryptionOutcome::Partial
+    );
+    assert_eq!(r.http.method, HttpMethod::TlsHttp1);
+    assert_eq!((r.http.requests, r.http.responses), (3, 0));
+    assert!(r.http.lost_sync);
 }
 
 #[test]

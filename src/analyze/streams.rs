@@ -115,8 +115,9 @@ impl Analyzers {
         if let Some(DecryptionOutcome::Complete | DecryptionOutcome::Partial) = opened {
             match self.inner.as_deref_mut().map(|c| &mut c.app) {
                 Some(app @ (App::Http1(_) | App::H2(_))) => return messages(app, true),
-                // The records opened, and held something else, or nothing.
-                Some(App::Other) => return HttpFacts::none(),
+                // Every record opened, and they held something else, or
+                // nothing. (When some did not, what did may have begun
+                // mid-message: the flights still estimate.)
                 _ if opened == Some(DecryptionOutcome::Complete) => return HttpFacts::none(),
                 _ => {}
             }

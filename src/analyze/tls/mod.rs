@@ -320,8 +320,9 @@ impl TlsAnalyzer {
                             self.opened(side, content_type, true, text, ts);
                         }
                         (_, body) => {
-                            // Sealed bodies are not read as before: not at
-                            // all (a plaintext alert's, still).
+                            // A sealed body that did not open is not read,
+                            // as without keys (an alert's body is kept: it
+                            // shows only when in the clear).
                             let seen = body.filter(|_| !sealed || content_type == ALERT);
                             self.record(side, content_type, len, seen, ts);
                         }
