@@ -5,10 +5,13 @@
 # key log written by the client (SSLKEYLOGFILE for curl, -keylogfile for
 # openssl s_client). See captures/README.md, section "Key log captures".
 #
+# Last, h2-curl-10.pcap (scripts/record-client-captures.sh) gets its key
+# log injected as a pcapng Decryption Secrets Block.
+#
 # Usage:  sudo scripts/record-keylog-captures.sh
 #
-# Requirements (Debian): tcpdump, nginx (nginx-light is enough), curl,
-# openssl, iproute2 (ss). Everything runs on 127.0.0.1 on fixed high ports;
+# Requirements (Debian): tcpdump, editcap (wireshark-common), nginx
+# (nginx-light is enough), curl, openssl, iproute2 (ss). Everything runs on 127.0.0.1 on fixed high ports;
 # nginx and tcpdump are stopped by PID on exit; the TLS key and certificate
 # are throw-away, in a temporary directory deleted at the end.
 set -euo pipefail
@@ -22,7 +25,7 @@ HTTPS_PORT=18447     # nginx, HTTPS (TLS 1.2 + 1.3, every AEAD suite)
 # shellcheck source=scripts/record-lib.sh
 source "$SCRIPT_DIR/record-lib.sh"
 require_root
-require_tools tcpdump nginx curl openssl ss
+require_tools tcpdump editcap nginx curl openssl ss
 setup_work record-keylog-captures
 
 log "setup in $WORK"
@@ -94,3 +97,11 @@ start_capture "$OUT_DIR/$NAME.pcap" "tcp port $HTTPS_PORT"
 stop_capture
 grep -c 'HTTP/1.1 200' "$WORK/$NAME.client.log" >&2
 grep -E 'KEYUPDATE|Cipher is' "$WORK/$NAME.client.log" >&2 || true
+
+# ---------------------------------------------------------------------------
+# h2-curl-10-secrets.pcapng: a capture that carries its own key log.
+# ---------------------------------------------------------------------------
+log "h2-curl-10-secrets.pcapng"
+rm -f "$OUT_DIR/h2-curl-10-secrets.pcapng"
+editcap --inject-secrets "tls,$OUT_DIR/h2-curl-10.keylog" \
+    "$OUT_DIR/h2-curl-10.pcap" "$OUT_DIR/h2-curl-10-secrets.pcapng"

@@ -41,8 +41,9 @@ fn analyse_into(
     sink: &mut dyn RecordSink,
 ) -> Result<Summary, Error> {
     let mut source = FileSource::open_with(path, access)?;
+    let config = config.with_secrets(source.secrets_at_head());
     let mut bar = status::Progress::new(name, quiet);
-    let summary = analyze_with_progress(&mut source, config, sink, &mut |r| bar.update(r));
+    let summary = analyze_with_progress(&mut source, &config, sink, &mut |r| bar.update(r));
     bar.finish();
     summary
 }

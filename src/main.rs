@@ -196,6 +196,7 @@ impl Run<'_> {
         for p in paths {
             sources.push(FileSource::open_with(p, self.args.access(paths.len()))?);
         }
+        let embedded = sources.iter().flat_map(|s| s.secrets_at_head()).collect();
         let mut source: Box<dyn PacketSource> = if sources.len() == 1 {
             match sources.pop() {
                 Some(s) => Box::new(s),
@@ -208,6 +209,7 @@ impl Run<'_> {
             keylog: self.keylog.clone(),
             ..self.args.config()
         };
+        let config = config.with_secrets(embedded);
         let mut bar = status::Progress::new(&source.info().name, self.args.progress.quiet);
         // What `--html` draws, gathered as the records go by.
         let mut drawn = self.args.html.is_some().then(DrawnSink::new);

@@ -515,3 +515,43 @@ fn the_binary_reads_key_logs_and_names_those_it_cannot_use() {
         );
     }
 }
+
+/// Secrets a capture carries in a pcapng Decryption Secrets Block are
+/// used without `--keylog`, as tshark uses them: our own capture with its
+/// key log injected by `editcap --inject-secrets`, and Chrome's HTTP/2 to
+/// Cloudflare from FoxIO's ja4 tests (tshark decrypts its one `GET /`).
+#[test]
+fn secrets_inside_the_capture_are_used_as_tshark_uses_them() {
+    let capture = root().join("captures/h2-curl-10-secrets.pcapng");
+    let json = crate::support::run_json(&capture);
+    let c = &json["connections"][0];
+    assert_eq!(c["http"]["method"], "tls-h2");
+    assert_eq!(c["http"]["requests"], 10);
+    assert_eq!(c["tls"]["decryption"]["outcome"], "complete");
+    assert_eq!(c["tls"]["alpn"], "h2");
+    // With the same key log given as well, nothing changes.
+    let (_, keylog) = recorded("h2-curl-10");
+    let both = analyze_with(&capture, &keylog, 1);
+    assert_eq!(both[0].http.requests, 10);
+
+    let chrome =
+        root().join("../shared/corpus/ja4/pcap/chrome-cloudflare-quic-with-secrets.pcapng");
+    if !chrome.is_file() {
+        skip_or_fail("the peer corpus", "../shared/corpus is not there");
+        return;
+    }
+    let json = crate::support::run_json(&chrome);
+    let tcp: Vec<&serde_json::Value> = json["connections"].as_array().unwrap().iter().collect();
+    assert_eq!(
+        tcp.len(),
+        1,
+        "one TCP connection (the QUIC ones are not TCP)"
+    );
+    let c = tcp[0];
+    assert_eq!(c["tls"]["sni"], "cloudflare-quic.com");
+    assert_eq!(c["tls"]["decryption"]["outcome"], "complete");
+    assert_eq!(c["http"]["method"], "tls-h2");
+    assert_eq!(c["http"]["requests"], 1);
+    assert_eq!(c["http"]["list"][0]["method"], "GET");
+    assert_eq!(c["http"]["list"][0]["target"], "/");
+}

@@ -18,10 +18,12 @@ pub fn analyze_path(path: &Path) -> (Summary, Vec<ConnectionRecord>) {
 pub fn analyze_path_on(path: &Path, threads: usize) -> (Summary, Vec<ConnectionRecord>) {
     let mut source = FileSource::open(path).unwrap_or_else(|e| panic!("{e}"));
     let mut records = Vec::new();
+    // As the binary does: the secrets a capture carries are used.
     let config = Config {
         threads,
         ..Config::default()
-    };
+    }
+    .with_secrets(source.secrets_at_head());
     let summary = analyze(&mut source, &config, &mut records).unwrap_or_else(|e| panic!("{e}"));
     records.sort_by_key(|r| r.id);
     (summary, records)

@@ -3,7 +3,8 @@
 //! (tshark's `tcp.stream` order is ours; inside a tunnel, the innermost
 //! addresses), the number of TCP connections, the
 //! SYN / SYN-ACK / ACK times, the sequence of plaintext TLS handshake message
-//! types each way, SNI, negotiated version and cipher, the HTTP/1 request
+//! types each way (and the sealed ones where the capture carries its
+//! secrets), SNI, negotiated version and cipher, the HTTP/1 request
 //! count on cleartext, and the `:method` and `:path` of every h2c request
 //! and the final `:status` values of its responses (prior knowledge;
 //! HPACK-decoded on both sides). Every difference fails
@@ -337,12 +338,19 @@ fn differences(records: &[ConnectionRecord], streams: &[Stream]) -> Vec<(String,
                 ),
             ));
         }
+        // A capture that carries its secrets (a pcapng Decryption Secrets
+        // Block) is opened by tshark and by us: the sealed messages count.
+        let opened = r
+            .tls
+            .as_ref()
+            .and_then(|t| t.decryption)
+            .is_some_and(|d| d.records_opened > 0);
         for client in [true, false] {
             let endpoint = if client { &r.client } else { &r.server };
             let (addr, port) = endpoint.rsplit_once(':').unwrap_or((endpoint, "0"));
             let key = (addr.replace(['[', ']'], ""), port.parse().unwrap_or(0));
             let theirs = s.types.get(&key).cloned().unwrap_or_default();
-            let ours = our_types(r, client, false);
+            let ours = our_types(r, client, opened);
             if theirs != ours {
                 d.push((
                     "tls_types".into(),
@@ -460,12 +468,10 @@ fn every_capture_matches_tshark_or_the_difference_is_known() {
                         .filter_map(|(name, path)| {
                             let mut src = handshakes::source::file::FileSource::open(path).ok()?;
                             let mut records = Vec::new();
-                            handshakes::analyze(
-                                &mut src,
-                                &handshakes::Config::default(),
-                                &mut records,
-                            )
-                            .ok()?;
+                            // The secrets a capture carries, as tshark uses them.
+                            let config =
+                                handshakes::Config::default().with_secrets(src.secrets_at_head());
+                            handshakes::analyze(&mut src, &config, &mut records).ok()?;
                             records.sort_by_key(|r| r.id);
                             let _ = analyze_path;
                             let streams = tshark(path, &records)?;

@@ -89,6 +89,20 @@ pub struct Config {
     pub keylog: Option<Arc<KeyLog>>,
 }
 
+impl Config {
+    /// This configuration with the key logs a capture carries (pcapng
+    /// Decryption Secrets Blocks: `FileSource::secrets_at_head`) added to
+    /// `--keylog`'s, as tshark uses them without being asked.
+    pub fn with_secrets(&self, texts: Vec<String>) -> Config {
+        let mut config = self.clone();
+        if !texts.is_empty() {
+            let keylog = KeyLog::with_texts(self.keylog.as_deref(), &texts);
+            config.keylog = Some(Arc::new(keylog));
+        }
+        config
+    }
+}
+
 /// Default cap on connections tracked at once.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 500_000;
 

@@ -143,8 +143,24 @@ impl FileSource {
         Self::start(path, input, classic::BUFFER, None)
     }
 
-    /// [`FileSource::from_reader`] with a classic-pcap buffer of `buffer`
-    /// bytes (tests use tiny ones to make records straddle refills).
+    /// The TLS key logs of the Decryption Secrets Blocks at the head of
+    /// an uncompressed pcapng file (read again from the start: at most its
+    /// first [`MAX_BLOCK`] bytes); none for classic pcap, a compressed
+    /// file or standard input, whose head has been read already.
+    pub fn secrets_at_head(&self) -> Vec<String> {
+        let regular = self.size.is_some() && self.info.compression.is_none();
+        if !regular || !matches!(self.kind, Kind::Pcapng(_)) {
+            return Vec::new();
+        }
+        let mut head = Vec::new();
+        let read =
+            File::open(&self.path).and_then(|f| f.take(MAX_BLOCK as u64).read_to_end(&mut head));
+        match read {
+            Ok(_) => pcapng::secrets_at_head(&head),
+            Err(_) => Vec::new(),
+        }
+    }
+
     /// The classic reader's buffer size (`None` for pcapng).
     #[cfg(test)]
     pub(super) fn classic_buffer(&self) -> Option<usize> {

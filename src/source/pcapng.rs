@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
-use pcap_parser::pcapng::{Block, EnhancedPacketBlock};
+use pcap_parser::pcapng::{Block, EnhancedPacketBlock, SecretsType};
 use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{PcapBlockOwned, PcapError};
 
@@ -24,6 +24,31 @@ use crate::error::SourceError;
 use crate::time::Timestamp;
 
 mod mapped;
+
+/// The TLS key logs in the Decryption Secrets Blocks at the head of a
+/// pcapng file (`head`: its first bytes), before its first packet, where
+/// `editcap --inject-secrets` puts them: NSS key log text, one string a
+/// block. Reading stops at the first packet or at what does not parse.
+pub fn secrets_at_head(head: &[u8]) -> Vec<String> {
+    let mut secrets = Vec::new();
+    let mut big_endian = false;
+    let mut rest = head;
+    while let Ok((after, block)) = mapped::parse_block(big_endian, rest) {
+        match block {
+            Block::SectionHeader(shb) => big_endian = shb.big_endian(),
+            Block::DecryptionSecrets(dsb) if dsb.secrets_type == SecretsType::TlsKeyLog => {
+                // The data is padded to 32 bits; its length says where it ends.
+                let len = usize::try_from(dsb.secrets_len).unwrap_or(usize::MAX);
+                let text = dsb.data.get(..len).unwrap_or(dsb.data);
+                secrets.push(String::from_utf8_lossy(text).into_owned());
+            }
+            block if block.is_data_block() => break,
+            _ => {}
+        }
+        rest = after;
+    }
+    secrets
+}
 
 /// Initial size of the parse buffer.
 pub const INITIAL_BUFFER: usize = 1 << 20;
@@ -479,6 +504,23 @@ fn take_error(slot: &Arc<Mutex<Option<io::Error>>>) -> Option<io::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The key log `editcap --inject-secrets` put at the head of a real
+    /// capture is found; a head cut short, or before it, gives what came.
+    #[test]
+    fn secrets_at_the_head_are_read_until_the_first_packet() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("captures");
+        let file = std::fs::read(root.join("h2-curl-10-secrets.pcapng")).unwrap();
+        let keylog = std::fs::read_to_string(root.join("h2-curl-10.keylog")).unwrap();
+        let found = secrets_at_head(&file);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].trim_end(), keylog.trim_end());
+        assert!(secrets_at_head(&file[..40]).is_empty());
+        assert!(secrets_at_head(&[]).is_empty());
+        // A capture without such a block has none.
+        let plain = std::fs::read(root.join("http-curl-5-keepalive.pcapng")).unwrap();
+        assert!(secrets_at_head(&plain).is_empty());
+    }
 
     /// A capture followed by a block that claims 1.9 GB, then 256 KiB of
     /// anything: read through windows of 4 KiB, the mapped blocks refill

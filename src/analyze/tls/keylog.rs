@@ -94,10 +94,21 @@ impl KeyLog {
         Ok(log)
     }
 
-    /// A key log from text (tests, and logs embedded in captures).
+    /// A key log from text.
     pub fn from_text(text: &str) -> KeyLog {
+        KeyLog::with_texts(None, &[text.to_string()])
+    }
+
+    /// `base`'s secrets (if any) and those in `texts` (key logs embedded in
+    /// a capture), read once.
+    pub fn with_texts(base: Option<&KeyLog>, texts: &[String]) -> KeyLog {
         let mut table = Table::default();
-        parse(text.as_bytes(), &mut table);
+        if let Some(base) = base {
+            table.secrets = base.lock().secrets.clone();
+        }
+        for text in texts {
+            parse(text.as_bytes(), &mut table);
+        }
         KeyLog {
             paths: Vec::new(),
             follow: false,
