@@ -144,20 +144,30 @@ impl FileSource {
     }
 
     /// The TLS key logs of the Decryption Secrets Blocks at the head of
-    /// an uncompressed pcapng file (read again from the start: at most its
-    /// first [`MAX_BLOCK`] bytes); none for classic pcap, a compressed
-    /// file or standard input, whose head has been read already.
+    /// an uncompressed pcapng file, read again from its start (64 KiB,
+    /// and more only while the blocks before the first packet need it, up
+    /// to [`MAX_BLOCK`]); none for classic pcap, a compressed file or
+    /// standard input, whose head has been read already.
     pub fn secrets_at_head(&self) -> Vec<String> {
         let regular = self.size.is_some() && self.info.compression.is_none();
         if !regular || !matches!(self.kind, Kind::Pcapng(_)) {
             return Vec::new();
         }
+        let Ok(mut file) = File::open(&self.path) else {
+            return Vec::new();
+        };
         let mut head = Vec::new();
-        let read =
-            File::open(&self.path).and_then(|f| f.take(MAX_BLOCK as u64).read_to_end(&mut head));
-        match read {
-            Ok(_) => pcapng::secrets_at_head(&head),
-            Err(_) => Vec::new(),
+        let mut want = 64 << 10;
+        loop {
+            let got = (&mut file)
+                .take((want - head.len()) as u64)
+                .read_to_end(&mut head);
+            let (secrets, whole) = pcapng::secrets_at_head(&head);
+            let ended = !matches!(got, Ok(n) if n > 0);
+            if whole || ended || want >= MAX_BLOCK {
+                return secrets;
+            }
+            want = (want * 4).min(MAX_BLOCK);
         }
     }
 

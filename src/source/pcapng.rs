@@ -13,6 +13,7 @@ use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
+use pcap_parser::nom;
 use pcap_parser::pcapng::{Block, EnhancedPacketBlock, SecretsType};
 use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{PcapBlockOwned, PcapError};
@@ -28,12 +29,23 @@ mod mapped;
 /// The TLS key logs in the Decryption Secrets Blocks at the head of a
 /// pcapng file (`head`: its first bytes), before its first packet, where
 /// `editcap --inject-secrets` puts them: NSS key log text, one string a
-/// block. Reading stops at the first packet or at what does not parse.
-pub fn secrets_at_head(head: &[u8]) -> Vec<String> {
+/// block; and whether the head was enough (it reached a packet, or bytes
+/// that are not a block), or more of the file may hold more.
+pub fn secrets_at_head(head: &[u8]) -> (Vec<String>, bool) {
     let mut secrets = Vec::new();
     let mut big_endian = false;
     let mut rest = head;
-    while let Ok((after, block)) = mapped::parse_block(big_endian, rest) {
+    loop {
+        let block = match mapped::parse_block(big_endian, rest) {
+            Ok((after, block)) => {
+                rest = after;
+                block
+            }
+            Err(nom::Err::Incomplete(_)) | Err(nom::Err::Error(PcapError::Incomplete(_))) => {
+                return (secrets, false)
+            }
+            Err(_) => return (secrets, true),
+        };
         match block {
             Block::SectionHeader(shb) => big_endian = shb.big_endian(),
             Block::DecryptionSecrets(dsb) if dsb.secrets_type == SecretsType::TlsKeyLog => {
@@ -42,12 +54,10 @@ pub fn secrets_at_head(head: &[u8]) -> Vec<String> {
                 let text = dsb.data.get(..len).unwrap_or(dsb.data);
                 secrets.push(String::from_utf8_lossy(text).into_owned());
             }
-            block if block.is_data_block() => break,
+            block if block.is_data_block() => return (secrets, true),
             _ => {}
         }
-        rest = after;
     }
-    secrets
 }
 
 /// Initial size of the parse buffer.
@@ -512,14 +522,16 @@ mod tests {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("captures");
         let file = std::fs::read(root.join("h2-curl-10-secrets.pcapng")).unwrap();
         let keylog = std::fs::read_to_string(root.join("h2-curl-10.keylog")).unwrap();
-        let found = secrets_at_head(&file);
+        let (found, whole) = secrets_at_head(&file);
+        assert!(whole);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].trim_end(), keylog.trim_end());
-        assert!(secrets_at_head(&file[..40]).is_empty());
-        assert!(secrets_at_head(&[]).is_empty());
+        // Cut short: more is needed.
+        assert_eq!(secrets_at_head(&file[..40]), (vec![], false));
+        assert_eq!(secrets_at_head(&[]), (vec![], false));
         // A capture without such a block has none.
         let plain = std::fs::read(root.join("http-curl-5-keepalive.pcapng")).unwrap();
-        assert!(secrets_at_head(&plain).is_empty());
+        assert_eq!(secrets_at_head(&plain), (vec![], true));
     }
 
     /// A capture followed by a block that claims 1.9 GB, then 256 KiB of
