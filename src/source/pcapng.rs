@@ -37,10 +37,12 @@ pub fn secrets_at_head(head: &[u8]) -> (Vec<String>, bool) {
     let mut rest = head;
     loop {
         let block = match mapped::parse_block(big_endian, rest) {
-            Ok((after, block)) => {
+            // (A block that took no bytes would never end the loop.)
+            Ok((after, block)) if after.len() < rest.len() => {
                 rest = after;
                 block
             }
+            Ok(_) => return (secrets, true),
             Err(nom::Err::Incomplete(_)) | Err(nom::Err::Error(PcapError::Incomplete(_))) => {
                 return (secrets, false)
             }
