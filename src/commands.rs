@@ -172,7 +172,15 @@ pub fn load_keylog(tls: &cli::TlsArgs, follow: bool) -> Result<Option<Arc<KeyLog
         return Ok(None);
     }
     match KeyLog::open(&tls.keylog, follow) {
-        Ok(log) => Ok(Some(Arc::new(log))),
+        Ok(log) => {
+            let bad = log.malformed();
+            if bad > 0 {
+                eprintln!(
+                    "handshakes: warning: --keylog: {bad} line(s) with a known label but not a 64-digit client random and a secret of the right length were skipped"
+                );
+            }
+            Ok(Some(Arc::new(log)))
+        }
         Err(e) => {
             eprintln!("handshakes: {e}");
             Err(ExitCode::from(EXIT_INPUT))

@@ -496,6 +496,24 @@ fn the_binary_reads_key_logs_and_names_those_it_cannot_use() {
         serde_json::json!({"complete": 2})
     );
     assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+    // Malformed lines are skipped, and said so.
+    let dir = tempfile::tempdir().unwrap();
+    let mixed = dir.path().join("mixed.keylog");
+    let text = std::fs::read_to_string(&keylog).unwrap() + "CLIENT_RANDOM 00 11\n";
+    std::fs::write(&mixed, text).unwrap();
+    let out = run([
+        "analyze",
+        &capture,
+        "--keylog",
+        &mixed.display().to_string(),
+    ]);
+    assert!(out.status.success());
+    assert!(
+        stderr(&out).contains("1 line(s) with a known label"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).contains("10 (10 exact, 0 estimated)"));
     // A missing file, and a file without secrets: one line naming it, exit 2.
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing.keylog");
