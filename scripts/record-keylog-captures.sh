@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Record the real captures that check `--keylog` beyond AES-256-GCM (which
 # every other TLS capture negotiated): each AEAD suite of TLS 1.3 and of
-# TLS 1.2, and TLS 1.3 KeyUpdates in both directions. Each capture gets a
+# TLS 1.2, TLS 1.3 KeyUpdates in both directions, and 0-RTT data accepted
+# and refused. Each capture gets a
 # key log written by the client (SSLKEYLOGFILE for curl, -keylogfile for
 # openssl s_client). See captures/README.md, section "Key log captures".
 #
@@ -105,3 +106,64 @@ log "h2-curl-10-secrets.pcapng"
 rm -f "$OUT_DIR/h2-curl-10-secrets.pcapng"
 editcap --inject-secrets "tls,$OUT_DIR/h2-curl-10.keylog" \
     "$OUT_DIR/h2-curl-10.pcap" "$OUT_DIR/h2-curl-10-secrets.pcapng"
+
+# ---------------------------------------------------------------------------
+# tls13-openssl-early-data: 0-RTT against nginx (`ssl_early_data on`), one
+# capture, three openssl s_client connections: a full handshake that saves
+# its session; the session resumed with the request as 0-RTT data
+# (accepted); then, after nginx restarted (new ticket keys), the same again:
+# the PSK and the 0-RTT data refused.
+# ---------------------------------------------------------------------------
+NAME=tls13-openssl-early-data
+ED_PORT=18448
+log "$NAME.pcap"
+rm -f "$OUT_DIR/$NAME.keylog"
+mkdir -p "$WORK/ed"
+write_ed_conf() {
+    cat >"$WORK/ed/nginx.conf" <<EOF2
+worker_processes 1;
+daemon off;
+pid $WORK/ed/nginx.pid;
+error_log $WORK/ed/error.log info;
+events { worker_connections 64; }
+http {
+    access_log $WORK/ed/access.log;
+    client_body_temp_path $WORK/ed/body;
+    proxy_temp_path $WORK/ed/proxy;
+    fastcgi_temp_path $WORK/ed/fastcgi;
+    uwsgi_temp_path $WORK/ed/uwsgi;
+    scgi_temp_path $WORK/ed/scgi;
+    server {
+        listen 127.0.0.1:$ED_PORT ssl;
+        ssl_certificate $WORK/cert.pem;
+        ssl_certificate_key $WORK/key.pem;
+        ssl_protocols TLSv1.3;
+        ssl_early_data on;
+        root $WORK/www;
+    }
+}
+EOF2
+}
+write_ed_conf
+start_ed() {
+    nginx -e "$WORK/ed/error.log" -p "$WORK/ed" -c "$WORK/ed/nginx.conf" &
+    ED_PID=$!
+    PIDS+=("$ED_PID")
+    wait_listen "$ED_PORT"
+}
+printf 'GET /index.html HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n' >"$WORK/ed/req.txt"
+S_CLIENT=(timeout 10 openssl s_client -connect "127.0.0.1:$ED_PORT" -servername localhost
+          -tls1_3 -keylogfile "$OUT_DIR/$NAME.keylog" -ign_eof)
+start_ed
+start_capture "$OUT_DIR/$NAME.pcap" "tcp port $ED_PORT"
+"${S_CLIENT[@]}" -sess_out "$WORK/ed/sess.pem" <"$WORK/ed/req.txt" >"$WORK/ed/c1.log" 2>&1 || true
+"${S_CLIENT[@]}" -sess_in "$WORK/ed/sess.pem" -early_data "$WORK/ed/req.txt" \
+    </dev/null >"$WORK/ed/c2.log" 2>&1 || true
+stop_server "$ED_PID"
+start_ed
+"${S_CLIENT[@]}" -sess_in "$WORK/ed/sess.pem" -early_data "$WORK/ed/req.txt" \
+    </dev/null >"$WORK/ed/c3.log" 2>&1 || true
+stop_capture
+stop_server "$ED_PID"
+grep -hE '^(New|Reused),|Early data' "$WORK/ed/c1.log" "$WORK/ed/c2.log" "$WORK/ed/c3.log" >&2
+cat "$WORK/ed/access.log" >&2

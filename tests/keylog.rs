@@ -573,3 +573,68 @@ fn secrets_inside_the_capture_are_used_as_tshark_uses_them() {
     assert_eq!(c["http"]["list"][0]["method"], "GET");
     assert_eq!(c["http"]["list"][0]["target"], "/");
 }
+
+/// 0-RTT, recorded against nginx with `ssl_early_data on`: a full
+/// handshake; the session resumed with its request as early data, which
+/// nginx accepted; and, after nginx restarted, the same refused (the client
+/// did not send it again). nginx logged two requests: ours are 1, 1 and 0.
+/// tshark decrypts the refused early data too and counts its request,
+/// which the server never served.
+#[test]
+fn zero_rtt_requests_count_when_the_server_took_them() {
+    let name = "tls13-openssl-early-data";
+    let (capture, keylog) = recorded(name);
+    let records = analyze_with(&capture, &keylog, 1);
+    let counts: Vec<u64> = records.iter().map(|r| r.http.requests).collect();
+    assert_eq!(counts, [1, 1, 0]);
+    let early: Vec<(bool, Option<bool>)> = records
+        .iter()
+        .map(|r| {
+            let e = &r.tls.as_ref().unwrap().early_data;
+            (e.offered, e.accepted)
+        })
+        .collect();
+    assert_eq!(
+        early,
+        [
+            (false, Some(false)),
+            (true, Some(true)),
+            (true, Some(false))
+        ]
+    );
+    for r in &records {
+        let d = r.tls.as_ref().and_then(|t| t.decryption).unwrap();
+        assert_eq!(
+            (d.outcome, d.records_failed),
+            (DecryptionOutcome::Complete, 0)
+        );
+    }
+    assert_eq!(records[1].http.list[0].status, Some(200));
+    assert_eq!(records[2].http.method, HttpMethod::None);
+    // The same with two threads.
+    let two = analyze_with(&capture, &keylog, 2);
+    assert_eq!(
+        serde_json::to_value(&records).unwrap(),
+        serde_json::to_value(&two).unwrap()
+    );
+    if Command::new("tshark").arg("--version").output().is_err() {
+        skip_or_fail("tshark", "not installed (apt-get install tshark)");
+        return;
+    }
+    let theirs = tshark_requests(&capture, &keylog, "18448").expect("tshark runs");
+    let methods: Vec<usize> = theirs.values().map(|(m, _)| m.len()).collect();
+    assert_eq!(
+        methods,
+        [1, 1, 1],
+        "tshark counts the refused early request too"
+    );
+    let handshakes = tshark_handshakes(&capture, &keylog, "18448").expect("tshark runs");
+    for (stream, r) in records.iter().enumerate() {
+        for (client, end) in [(true, &r.client), (false, &r.server)] {
+            let port: u16 = end.rsplit(':').next().unwrap().parse().unwrap();
+            let (types, _) = handshakes.get(&(stream, port)).cloned().unwrap_or_default();
+            let ours = crate::tshark::our_types(r, client, true);
+            assert_eq!(ours, types, "#{} client {client}", r.id);
+        }
+    }
+}

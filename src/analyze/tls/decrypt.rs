@@ -7,8 +7,8 @@
 //! Does not read records from the stream (`records`), parse handshake
 //! messages, or interpret the plaintext (the HTTP parsers do). Only AEAD
 //! suites are opened (AES-GCM, ChaCha20-Poly1305: every TLS 1.3 suite and
-//! what TLS 1.2 clients negotiate today); CBC suites, 0-RTT early data and
-//! renegotiation are not.
+//! what TLS 1.2 clients negotiate today, with TLS 1.3's 0-RTT data); CBC
+//! suites and renegotiation are not.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -91,10 +91,15 @@ impl Key {
 struct Direction {
     current: Option<Key>,
     /// TLS 1.3: the key tried when `current` fails (the application key
-    /// during the handshake, then the next KeyUpdate's).
+    /// during the handshake, then the next KeyUpdate's)…
     next: Option<Key>,
-    /// TLS 1.3: still under the handshake keys.
+    /// …and the one after it, when the client begins with 0-RTT data (its
+    /// keys: early, handshake, application).
+    after_next: Option<Key>,
+    /// TLS 1.3: still under the handshake keys (or the early ones).
     handshake: bool,
+    /// TLS 1.3: under the early (0-RTT) key.
+    early: bool,
     seq: u64,
     /// Records that went by before the keys came (a followed key log):
     /// some may have been under the next key already, so its first record
@@ -124,16 +129,17 @@ impl Direction {
     }
 
     /// TLS 1.3: opens `body` (after its 5-byte `header`) with the current
-    /// key or, failing that, the next: the inner content type and the
-    /// plaintext's length. `Err(true)` is a record that should have
-    /// opened; `Err(false)` one of the handshake's when the log has no
-    /// handshake secrets (the application's are what count).
+    /// key or, failing that, the next: the inner content type, the
+    /// plaintext's length, and whether it was 0-RTT data. `Err(true)` is
+    /// a record that should have opened; `Err(false)` one of the
+    /// handshake's when the log has no handshake secrets (the
+    /// application's are what count).
     fn open13(
         &mut self,
         suite: Suite,
         header: &[u8; 5],
         body: &mut [u8],
-    ) -> Result<(u8, usize), bool> {
+    ) -> Result<(u8, usize, bool), bool> {
         let seq = self.seq;
         let current = self.current.as_ref();
         let mut len = current.and_then(|k| k.aead.open(&k.nonce(seq), header, body));
@@ -152,7 +158,9 @@ impl Direction {
             }
             if len.is_some() {
                 self.current = self.next.take();
-                self.handshake = false;
+                self.next = self.after_next.take();
+                self.handshake = self.next.is_some();
+                self.early = false;
             }
         }
         let Some(len) = len else {
@@ -168,10 +176,10 @@ impl Direction {
         // TLSInnerPlaintext: content, the type, then zero padding.
         let text = body.get(..len).unwrap_or_default();
         match text.iter().rposition(|&b| b != 0) {
-            Some(end) => Ok((text.get(end).copied().unwrap_or_default(), end)),
+            Some(end) => Ok((text.get(end).copied().unwrap_or_default(), end, self.early)),
             // All padding: no content type (RFC 8446 §5.4 makes it an
             // error); nothing to hand on.
-            None => Ok((0, 0)),
+            None => Ok((0, 0, self.early)),
         }
     }
 
@@ -260,7 +268,7 @@ impl Keys {
                 handshake: true,
                 ..Direction::default()
             };
-            let client = dir(
+            let mut client = dir(
                 secrets.client_handshake.as_deref(),
                 secrets.client_traffic.as_deref(),
             );
@@ -272,6 +280,13 @@ impl Keys {
             // hash's length) there is nothing to read.
             if client.next.is_none() || server.next.is_none() {
                 return None;
+            }
+            // 0-RTT: the client's first records are under the early key.
+            let early = secrets.client_early.as_deref();
+            if let Some(key) = early.and_then(|s| Key::from_secret(suite, s)) {
+                client.after_next = client.next.take();
+                client.next = client.current.replace(key);
+                client.early = true;
             }
             (client, server)
         } else {
@@ -313,6 +328,8 @@ impl Keys {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Opened {
     Data(Range<usize>),
+    /// TLS 1.3 0-RTT application data: requests the server may yet refuse.
+    Early(Range<usize>),
     /// Handshake messages (TLS 1.3's after the ServerHello, TLS 1.2's
     /// Finished and renegotiation).
     Handshake(Range<usize>),
@@ -536,7 +553,8 @@ impl Decrypter {
             let [vhi, vlo] = version.to_be_bytes();
             let header = [content_type, vhi, vlo, hi, lo];
             return match dir.open13(suite, &header, body) {
-                Ok((inner, end)) => Opened::of(inner, 0..end),
+                Ok((APPLICATION_DATA, end, true)) => Opened::Early(0..end),
+                Ok((inner, end, _)) => Opened::of(inner, 0..end),
                 Err(false) => Opened::Closed,
                 Err(true) => Opened::Lost,
             };

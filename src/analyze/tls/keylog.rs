@@ -19,6 +19,8 @@ use crate::error::KeyLogError;
 pub struct Secrets {
     /// TLS ≤ 1.2: the master secret (`CLIENT_RANDOM`).
     pub master: Option<Box<[u8]>>,
+    /// TLS 1.3: `CLIENT_EARLY_TRAFFIC_SECRET` (0-RTT data).
+    pub client_early: Option<Box<[u8]>>,
     /// TLS 1.3: `CLIENT_HANDSHAKE_TRAFFIC_SECRET`.
     pub client_handshake: Option<Box<[u8]>>,
     /// TLS 1.3: `SERVER_HANDSHAKE_TRAFFIC_SECRET`.
@@ -193,8 +195,8 @@ impl KeyLog {
 }
 
 /// Adds the lines in `text` to `table`. Comments, blank lines and labels
-/// this tool does not use (`EXPORTER_SECRET`, `RSA`, early data) are
-/// skipped, as Wireshark skips them.
+/// this tool does not use (`EXPORTER_SECRET`, `RSA`) are skipped, as
+/// Wireshark skips them.
 fn parse(text: &[u8], table: &mut Table) {
     let mut reader = BufReader::new(text);
     let mut line = Vec::new();
@@ -224,7 +226,8 @@ fn parse(text: &[u8], table: &mut Table) {
         };
         let lengths: &[usize] = match label {
             "CLIENT_RANDOM" => &[48],
-            "CLIENT_HANDSHAKE_TRAFFIC_SECRET"
+            "CLIENT_EARLY_TRAFFIC_SECRET"
+            | "CLIENT_HANDSHAKE_TRAFFIC_SECRET"
             | "SERVER_HANDSHAKE_TRAFFIC_SECRET"
             | "CLIENT_TRAFFIC_SECRET_0"
             | "SERVER_TRAFFIC_SECRET_0" => &[32, 48],
@@ -239,6 +242,7 @@ fn parse(text: &[u8], table: &mut Table) {
         let entry = table.secrets.entry(random).or_default();
         let slot = match label {
             "CLIENT_RANDOM" => &mut entry.master,
+            "CLIENT_EARLY_TRAFFIC_SECRET" => &mut entry.client_early,
             "CLIENT_HANDSHAKE_TRAFFIC_SECRET" => &mut entry.client_handshake,
             "SERVER_HANDSHAKE_TRAFFIC_SECRET" => &mut entry.server_handshake,
             "CLIENT_TRAFFIC_SECRET_0" => &mut entry.client_traffic,

@@ -124,6 +124,8 @@ pub struct TlsAnalyzer {
     /// TLS 1.3, with a key log: the EncryptedExtensions said whether 0-RTT
     /// data was accepted (and the server's flight could be read).
     early_data_accepted: Option<bool>,
+    /// 0-RTT data waiting for the keys, or for the server's verdict.
+    early: sealed::Early,
 }
 
 /// What opening a sealed record gave: application-data plaintext, or
@@ -169,6 +171,7 @@ impl TlsAnalyzer {
             malformed: 0,
             decrypter: None,
             early_data_accepted: None,
+            early: sealed::Early::default(),
         }
     }
 
@@ -276,12 +279,12 @@ impl TlsAnalyzer {
     ) {
         let mut input = bytes;
         loop {
+            let opening = self.wants_sealed(side);
             let dir = match side {
                 Side::Client => &mut self.client,
                 Side::Server => &mut self.server,
             };
             let encrypted = dir.encrypted;
-            let opening = self.decrypter.as_ref().is_some_and(|d| d.active());
             let want = |t: u8| match t {
                 HANDSHAKE => !encrypted || opening,
                 ALERT | CHANGE_CIPHER_SPEC => true,
@@ -330,6 +333,7 @@ impl TlsAnalyzer {
                     if let Some(body) = body {
                         give_back(body);
                     }
+                    self.after_record(plain);
                 }
                 Owned::SslV2(body, ts) => {
                     self.sslv2(side, &body, ts);
@@ -532,6 +536,8 @@ impl TlsAnalyzer {
         if let Some(decrypter) = self.decrypter.as_mut() {
             decrypter.finish();
         }
+        // 0-RTT data whose verdict never came is not counted.
+        self.early = sealed::Early::default();
     }
 }
 

@@ -48,7 +48,9 @@ fn seal13(secret: &[u8], seq: u64, ty: u8, text: &[u8]) -> Vec<u8> {
 fn open(d: &mut Decrypter, side: Side, ty: u8, mut body: Vec<u8>) -> (Opened, Vec<u8>) {
     let opened = d.open(side, ty, 0x0303, &mut body);
     let text = match &opened {
-        Opened::Data(r) | Opened::Handshake(r) | Opened::Alert(r) => body[r.clone()].to_vec(),
+        Opened::Data(r) | Opened::Early(r) | Opened::Handshake(r) | Opened::Alert(r) => {
+            body[r.clone()].to_vec()
+        }
         Opened::Closed | Opened::Lost => Vec::new(),
     };
     (opened, text)
@@ -421,4 +423,30 @@ fn a_followed_log_gives_secrets_that_come_late() {
     }
     assert!(!d.active());
     assert_eq!(outcome(&d).0, DecryptionOutcome::NoSecrets);
+}
+
+#[test]
+fn tls13_client_keys_begin_with_the_early_key_when_logged() {
+    const CLIENT_EARLY: [u8; 32] = [5; 32];
+    let log = tls13_log(true) + &line("CLIENT_EARLY_TRAFFIC_SECRET", &CLIENT_EARLY);
+    let mut d = decrypter(&log, AES128, true);
+    let c = Side::Client;
+    // 0-RTT data and EndOfEarlyData under the early key, then Finished
+    // under the handshake key, then the application's.
+    let early = seal13(&CLIENT_EARLY, 0, APPLICATION_DATA, b"GET /early");
+    assert_eq!(
+        open(&mut d, c, 23, early),
+        (Opened::Early(0..10), b"GET /early".to_vec())
+    );
+    let eoed = seal13(&CLIENT_EARLY, 1, HANDSHAKE, &[5, 0, 0, 0]);
+    assert!(matches!(open(&mut d, c, 23, eoed).0, Opened::Handshake(_)));
+    let fin = seal13(&CLIENT_HS, 0, HANDSHAKE, b"Fin");
+    assert!(matches!(open(&mut d, c, 23, fin).0, Opened::Handshake(_)));
+    let get = seal13(&CLIENT_APP, 0, APPLICATION_DATA, b"GET /late");
+    assert_eq!(data(&mut d, c, get), b"GET /late");
+    // The application key is not updated away from by mistake: the next
+    // record is still the application key's.
+    let again = seal13(&CLIENT_APP, 1, APPLICATION_DATA, b"again");
+    assert_eq!(data(&mut d, c, again), b"again");
+    assert_eq!(outcome(&d), (DecryptionOutcome::Complete, 5, 0));
 }
