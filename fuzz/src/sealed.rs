@@ -59,6 +59,30 @@ fn hello(kind: u8, random: &[u8; 32], middle: &[u8], versions: &[u8], tls13: boo
     record(22, &handshake(kind, &body))
 }
 
+/// `client_hello` (a record built by [`hello`] with extensions) with the
+/// empty early_data extension (42) added, its lengths mended.
+fn with_early_data(client_hello: &[u8]) -> Vec<u8> {
+    let mut r = client_hello.to_vec();
+    r.extend([0, 42, 0, 0]);
+    let add = |r: &mut Vec<u8>, at: usize, width: usize| {
+        let mut n = 0usize;
+        for b in r.iter().skip(at).take(width) {
+            n = n << 8 | usize::from(*b);
+        }
+        let bytes = (n + 4).to_be_bytes();
+        for (k, slot) in r.iter_mut().skip(at).take(width).enumerate() {
+            *slot = bytes[bytes.len() - width + k];
+        }
+    };
+    // Record length (bytes 3–4), handshake length (6–8), extensions block
+    // length: after the header (5), type and length (4), version (2),
+    // random (32), session id (1), suites (4), compression (2).
+    add(&mut r, 3, 2);
+    add(&mut r, 6, 3);
+    add(&mut r, 5 + 4 + 2 + 32 + 1 + 4 + 2, 2);
+    r
+}
+
 /// One direction's sealing key and sequence number.
 struct Sealer {
     aead: Aead,
@@ -68,6 +92,8 @@ struct Sealer {
     /// stage's secret while in the handshake.
     secret: Vec<u8>,
     next: Option<Vec<u8>>,
+    /// The secret after `next` (0-RTT: early → handshake → application).
+    after: Option<Vec<u8>>,
 }
 
 impl Sealer {
@@ -80,6 +106,7 @@ impl Sealer {
             seq: 0,
             secret,
             next,
+            after: None,
         })
     }
 
@@ -101,7 +128,9 @@ struct Keys {
 }
 
 impl Keys {
-    fn new(suite: (u16, bool, Cipher, Hash)) -> Option<(Keys, String)> {
+    /// The keys, and the key log that gives them; `early`: the client
+    /// begins with 0-RTT data (TLS 1.3).
+    fn new(suite: (u16, bool, Cipher, Hash), early: bool) -> Option<(Keys, String)> {
         let (_, tls13, cipher, hash) = suite;
         let len = match hash {
             Hash::Sha256 => 32,
@@ -119,7 +148,14 @@ impl Keys {
             ] {
                 log += &format!("{label} {random} {}\n", hex(&secret(b)));
             }
-            let client = Sealer::tls13(cipher, hash, secret(1), Some(secret(3)))?;
+            let mut client = Sealer::tls13(cipher, hash, secret(1), Some(secret(3)))?;
+            if early {
+                log += &format!("CLIENT_EARLY_TRAFFIC_SECRET {random} {}\n", hex(&secret(6)));
+                // Early key, then the handshake's (the application's after).
+                let mut first = Sealer::tls13(cipher, hash, secret(6), Some(secret(1)))?;
+                first.after = Some(secret(3));
+                client = first;
+            }
             let server = Sealer::tls13(cipher, hash, secret(2), Some(secret(4)))?;
             let keys = Keys {
                 tls13,
@@ -154,6 +190,7 @@ impl Keys {
                 seq: 0,
                 secret: Vec::new(),
                 next: None,
+                after: None,
             })
         };
         let keys = Keys {
@@ -212,13 +249,17 @@ impl Keys {
                 None => return,
             },
         };
-        if let Some(sealer) = Sealer::tls13(cipher, hash, next, None) {
+        let after = s.after.take();
+        if let Some(sealer) = Sealer::tls13(cipher, hash, next, after) {
             *s = sealer;
         }
     }
 }
 
-/// Suite selector (1 byte), then steps. Each step: a control byte `c` —
+/// Suite selector (1 byte: the suite by value mod 6; with bit 7 set and a
+/// TLS 1.3 suite, the client offers 0-RTT, its key log has the early
+/// secret, its first key is the early one, and the ServerHello waits for
+/// the first server step), then steps. Each step: a control byte `c` —
 /// bit 0 the side; bits 1–2 the kind: 0 a record sealed with the side's
 /// key (its inner type 20 + `c >> 4`, e.g. 21 alert, 22 handshake, 23
 /// data; bit 3 flips a byte of it), 1 raw bytes, 2 the side's next key
@@ -228,11 +269,13 @@ impl Keys {
 /// handed on.
 pub fn tls_sealed(data: &[u8]) -> (Option<Decryption>, u64) {
     let mut b = Bytes::new(data);
-    let suite = SUITES[usize::from(b.u8()) % SUITES.len()];
-    let Some((mut keys, log)) = Keys::new(suite) else {
+    let selector = b.u8();
+    let suite = SUITES[usize::from(selector & 0x7f) % SUITES.len()];
+    let (id, tls13, ..) = suite;
+    let early = tls13 && selector & 0x80 != 0;
+    let Some((mut keys, log)) = Keys::new(suite, early) else {
         return (None, 0);
     };
-    let (id, tls13, ..) = suite;
     let mut tls = TlsAnalyzer::new(16 * 1024, 8).decrypting(Arc::new(KeyLog::from_text(&log)));
     let mut plain = 0u64;
     let mut ts = 1_700_000_000_000_000_000i64;
@@ -244,10 +287,19 @@ pub fn tls_sealed(data: &[u8]) -> (Option<Decryption>, u64) {
         });
     };
     let [hi, lo] = id.to_be_bytes();
-    let client_hello = hello(1, &CLIENT_RANDOM, &[0, 2, hi, lo, 1, 0], &[2, 3, 4], tls13);
+    let mut client_hello = hello(1, &CLIENT_RANDOM, &[0, 2, hi, lo, 1, 0], &[2, 3, 4], tls13);
+    if early {
+        // The early_data extension, appended to the extension block.
+        client_hello = with_early_data(&client_hello);
+    }
     let server_hello = hello(2, &SERVER_RANDOM, &[hi, lo, 0], &[3, 4], tls13);
     feed(&mut tls, Side::Client, ts, &client_hello);
-    feed(&mut tls, Side::Server, ts, &server_hello);
+    let mut server_hello = Some(server_hello);
+    if !early {
+        if let Some(sh) = server_hello.take() {
+            feed(&mut tls, Side::Server, ts, &sh);
+        }
+    }
     if !tls13 {
         // TLS 1.2 records are sealed after each side's ChangeCipherSpec.
         feed(&mut tls, Side::Client, ts, &record(20, &[1]));
@@ -261,6 +313,11 @@ pub fn tls_sealed(data: &[u8]) -> (Option<Decryption>, u64) {
             (Side::Server, 1)
         };
         ts += 1_000_000;
+        if side == Side::Server {
+            if let Some(sh) = server_hello.take() {
+                feed(&mut tls, Side::Server, ts, &sh);
+            }
+        }
         match (c >> 1) & 3 {
             0 => {
                 let len = usize::from(b.u16());
