@@ -70,7 +70,16 @@ impl TlsAnalyzer {
     pub(super) fn after_record(&mut self, plain: &mut dyn FnMut(Side, Timestamp, Plaintext<'_>)) {
         if !self.early.sealed.is_empty() && self.server_hello.is_some() {
             for (ts, content_type, version, mut body) in std::mem::take(&mut self.early.sealed) {
-                self.open(Side::Client, content_type, version, &mut body, ts, plain);
+                let opened = self.open(Side::Client, content_type, version, &mut body, ts, plain);
+                // An EndOfEarlyData (or an alert) among them, read as the
+                // record loop reads one.
+                let (alert, range) = match opened {
+                    Opened::Handshake(range) => (false, range),
+                    Opened::Alert(range) => (true, range),
+                    _ => continue,
+                };
+                let text = body.get(range).unwrap_or_default();
+                self.opened(Side::Client, content_type, alert, text, ts);
             }
         }
         let Some(accepted) = self.early_data_accepted else {
