@@ -4,6 +4,8 @@
 //! application keys and each KeyUpdate), the record sequence numbers, and
 //! how far the opening got.
 //!
+//! The key schedule itself (suites, keys, IVs, nonces) is `schedule`'s.
+//!
 //! Does not read records from the stream (`records`), parse handshake
 //! messages, or interpret the plaintext (the HTTP parsers do). Only AEAD
 //! suites are opened (AES-GCM, ChaCha20-Poly1305: every TLS 1.3 suite and
@@ -13,11 +15,14 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::crypto::{expand_label, prf12, Aead, Cipher, Hash, TAG};
+use super::crypto::{Aead, Cipher, TAG};
 use super::hello::ServerHelloFacts;
 use super::keylog::{KeyLog, Secrets};
 use super::records::{ALERT, APPLICATION_DATA, HANDSHAKE};
 use crate::record::{Decryption, DecryptionOutcome, Side};
+use schedule::{key_block12, suite, Key, Suite};
+
+mod schedule;
 
 /// Sequence numbers tried for the next key's first record after records
 /// went by without keys.
@@ -26,65 +31,6 @@ const MAX_SKIPPED: u64 = 16;
 /// Failures in a row after which a direction stops trying (wrong secrets
 /// must not cost two cipher passes per record for the rest of a capture).
 const GIVE_UP: u32 = 8;
-
-/// A cipher suite this module can open.
-#[derive(Clone, Copy, Debug)]
-struct Suite {
-    cipher: Cipher,
-    hash: Hash,
-}
-
-/// The AEAD suites by their id: TLS 1.3's three, and TLS 1.2's GCM and
-/// ChaCha20-Poly1305 suites (RFC 5288, 5289, 7905).
-fn suite(id: u16) -> Option<Suite> {
-    let (cipher, hash) = match id {
-        0x1301 | 0x009c | 0x009e | 0xc02b | 0xc02f => (Cipher::Aes128Gcm, Hash::Sha256),
-        0x1302 | 0x009d | 0x009f | 0xc02c | 0xc030 => (Cipher::Aes256Gcm, Hash::Sha384),
-        0x1303 | 0xcca8 | 0xcca9 | 0xccaa => (Cipher::ChaCha20Poly1305, Hash::Sha256),
-        _ => return None,
-    };
-    Some(Suite { cipher, hash })
-}
-
-/// A key and its IV (TLS 1.2 GCM: the 4-byte salt, zero-padded).
-struct Key {
-    aead: Aead,
-    iv: [u8; 12],
-    /// TLS 1.3: the traffic secret it came from (the next KeyUpdate's input).
-    secret: Option<Box<[u8]>>,
-}
-
-impl Key {
-    /// TLS 1.3: the key and IV of a traffic secret (RFC 8446 §7.3).
-    fn from_secret(suite: Suite, secret: &[u8]) -> Option<Key> {
-        if secret.len() != suite.hash.output_len() {
-            return None;
-        }
-        let key = expand_label(suite.hash, secret, "key", suite.cipher.key_len())?;
-        let iv = expand_label(suite.hash, secret, "iv", 12)?;
-        Some(Key {
-            aead: Aead::new(suite.cipher, &key)?,
-            iv: iv.try_into().ok()?,
-            secret: Some(secret.into()),
-        })
-    }
-
-    /// TLS 1.3: the key after a KeyUpdate (RFC 8446 §7.2).
-    fn updated(&self, suite: Suite) -> Option<Key> {
-        let secret = self.secret.as_deref()?;
-        let next = expand_label(suite.hash, secret, "traffic upd", suite.hash.output_len())?;
-        Key::from_secret(suite, &next)
-    }
-
-    /// The per-record nonce: the IV XOR the sequence number.
-    fn nonce(&self, seq: u64) -> [u8; 12] {
-        let mut nonce = self.iv;
-        for (n, s) in nonce.iter_mut().skip(4).zip(seq.to_be_bytes()) {
-            *n ^= s;
-        }
-        nonce
-    }
-}
 
 /// One direction's keys and sequence number.
 #[derive(Default)]
@@ -217,32 +163,6 @@ impl Direction {
     }
 }
 
-/// TLS 1.2's key block for an AEAD suite (RFC 5246 §6.3; such suites
-/// have no MAC keys): the client's write key and IV (GCM: the 4-byte
-/// salt), then the server's. The seed is the server random, then the
-/// client's.
-fn key_block12(
-    suite: Suite,
-    master: &[u8],
-    server_random: &[u8],
-    client_random: &[u8],
-) -> Option<[(Vec<u8>, Vec<u8>); 2]> {
-    let (key_len, iv_len) = match suite.cipher {
-        Cipher::ChaCha20Poly1305 => (32, 12),
-        cipher => (cipher.key_len(), 4),
-    };
-    let seed = [server_random, client_random].concat();
-    let len = 2 * (key_len + iv_len);
-    let block = prf12(suite.hash, master, b"key expansion", &seed, len)?;
-    let (keys, ivs) = block.split_at_checked(2 * key_len)?;
-    let (client_key, server_key) = keys.split_at_checked(key_len)?;
-    let (client_iv, server_iv) = ivs.split_at_checked(iv_len)?;
-    Some([
-        (client_key.to_vec(), client_iv.to_vec()),
-        (server_key.to_vec(), server_iv.to_vec()),
-    ])
-}
-
 /// A connection's keys once its ServerHello is known.
 struct Keys {
     suite: Suite,
@@ -254,13 +174,8 @@ struct Keys {
 impl Keys {
     /// The keys of both directions, if the log has the secrets this
     /// version and hash need.
-    fn derive(
-        suite: Suite,
-        secrets: &Secrets,
-        client_random: &[u8; 32],
-        chosen: &Chosen,
-    ) -> Option<Keys> {
-        let tls13 = chosen.tls13;
+    fn derive(secrets: &Secrets, client_random: &[u8; 32], chosen: &Chosen) -> Option<Keys> {
+        let (suite, tls13) = (chosen.suite, chosen.tls13);
         let (client, server) = if tls13 {
             let dir = |handshake: Option<&[u8]>, traffic: Option<&[u8]>| Direction {
                 current: handshake.and_then(|s| Key::from_secret(suite, s)),
@@ -354,7 +269,7 @@ impl Opened {
 
 /// What the ServerHello chose, as far as the keys need it.
 struct Chosen {
-    cipher: u16,
+    suite: Suite,
     server_random: Vec<u8>,
     tls13: bool,
 }
@@ -437,12 +352,12 @@ impl Decrypter {
         if looking.chosen.is_some() {
             return;
         }
-        if suite(server.cipher).is_none() {
+        let Some(suite) = suite(server.cipher) else {
             self.state = State::Unsupported;
             return;
-        }
+        };
         looking.chosen = Some(Chosen {
-            cipher: server.cipher,
+            suite,
             server_random: server.random.clone(),
             tls13,
         });
@@ -458,16 +373,12 @@ impl Decrypter {
         let Some(chosen) = &looking.chosen else {
             return;
         };
-        let Some(suite) = suite(chosen.cipher) else {
-            self.state = State::Unsupported;
-            return;
-        };
         // A followed log may hold a session's handshake secrets before its
         // application secrets: the session waits for all it needs.
         let keys = looking
             .log
             .get(&looking.random)
-            .and_then(|secrets| Keys::derive(suite, &secrets, &looking.random, chosen));
+            .and_then(|secrets| Keys::derive(&secrets, &looking.random, chosen));
         match keys {
             Some(mut keys) => {
                 for (side, (waited, gap)) in [Side::Client, Side::Server].iter().zip(looking.waited)

@@ -6,6 +6,7 @@
 //! tests/keylog.rs.)
 
 use super::*;
+use crate::analyze::tls::crypto::expand_label;
 
 const RANDOM: [u8; 32] = [0x5a; 32];
 const SERVER_RANDOM: [u8; 32] = [0xa5; 32];
