@@ -16,7 +16,7 @@ use handshakes::source::file::FileSource;
 use handshakes::{analyze, Config, ConnectionRecord, KeyLog};
 
 use crate::support::{run, stderr, stdout};
-use crate::tools::skip_or_fail;
+use crate::tools::{skip_or_fail, tshark_present};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -214,8 +214,7 @@ const TSHARK_NO_RESPONSE: [&str; 2] = ["tls12-openssl-resumption", "tls13-openss
 
 #[test]
 fn tshark_decrypting_with_the_same_key_log_reads_the_same_requests() {
-    if Command::new("tshark").arg("--version").output().is_err() {
-        skip_or_fail("tshark", "not installed (apt-get install tshark)");
+    if !tshark_present() {
         return;
     }
     let mut cases: Vec<(String, PathBuf, PathBuf)> = RECORDED
@@ -305,8 +304,7 @@ fn tshark_handshakes(capture: &Path, keylog: &Path, port: &str) -> Option<Handsh
 
 #[test]
 fn with_the_key_log_the_handshake_reads_as_tshark_reads_it() {
-    if Command::new("tshark").arg("--version").output().is_err() {
-        skip_or_fail("tshark", "not installed (apt-get install tshark)");
+    if !tshark_present() {
         return;
     }
     for (name, _, _) in RECORDED {
@@ -617,8 +615,7 @@ fn zero_rtt_requests_count_when_the_server_took_them() {
         serde_json::to_value(&records).unwrap(),
         serde_json::to_value(&two).unwrap()
     );
-    if Command::new("tshark").arg("--version").output().is_err() {
-        skip_or_fail("tshark", "not installed (apt-get install tshark)");
+    if !tshark_present() {
         return;
     }
     let theirs = tshark_requests(&capture, &keylog, "18448").expect("tshark runs");

@@ -52,6 +52,19 @@ pub fn skip_or_fail(what: &str, why: &str) {
     eprintln!();
 }
 
+/// Whether tshark runs here; when it does not, the test says it skipped
+/// (or fails, with `HANDSHAKES_REQUIRE_ALL`).
+pub fn tshark_present() -> bool {
+    let present = std::process::Command::new("tshark")
+        .arg("--version")
+        .output()
+        .is_ok();
+    if !present {
+        skip_or_fail("tshark", "not installed (apt-get install tshark)");
+    }
+    present
+}
+
 /// Every capture in captures/ and the peer corpus (../shared/corpus), named
 /// `captures/…` or `corpus/…`, in name order.
 pub fn all_captures() -> Vec<(String, PathBuf)> {

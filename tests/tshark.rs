@@ -21,7 +21,7 @@ use serde::Deserialize;
 use handshakes::analyze::tls::hello::{cipher_name, version_name};
 use handshakes::record::ConnectionRecord;
 
-use crate::tools::{all_captures, analyze_path, skip_or_fail};
+use crate::tools::{all_captures, analyze_path, tshark_present};
 
 #[derive(Deserialize)]
 struct Known {
@@ -449,8 +449,7 @@ fn differences(records: &[ConnectionRecord], streams: &[Stream]) -> Vec<(String,
 
 #[test]
 fn every_capture_matches_tshark_or_the_difference_is_known() {
-    if Command::new("tshark").arg("--version").output().is_err() {
-        skip_or_fail("tshark", "not installed (apt-get install tshark)");
+    if !tshark_present() {
         return;
     }
     let known: Known = toml::from_str(include_str!("tshark-known-differences.toml"))
