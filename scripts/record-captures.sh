@@ -56,12 +56,7 @@ write_nginx_conf 64 "$(cat <<EOF
     }
 EOF
 )"
-nginx -e "$WORK/nginx/error.log" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -t
-nginx -e "$WORK/nginx/error.log" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" &
-NGINX_PID=$!
-PIDS+=("$NGINX_PID")
-wait_listen "$HTTP_PORT"
-wait_listen "$HTTPS_PORT"
+start_nginx "$HTTP_PORT" "$HTTPS_PORT"
 
 URL="http://127.0.0.1:$HTTP_PORT/index.html"
 URL6="http://[::1]:$HTTP_PORT/index.html"

@@ -111,11 +111,7 @@ EOF
     access_log $WORK/nginx/access.log conn;
 EOF
 )"
-nginx -e "$WORK/nginx/error.log" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -t
-nginx -e "$WORK/nginx/error.log" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" &
-NGINX_PID=$!
-PIDS+=("$NGINX_PID")
-for p in "$HTTP_PORT" "$HTTPS_PORT" "$H2_PORT" "$H2C_PORT" "$CHUNK_PORT"; do wait_listen "$p"; done
+start_nginx "$HTTP_PORT" "$HTTPS_PORT" "$H2_PORT" "$H2C_PORT" "$CHUNK_PORT"
 touch "$WORK/nginx/access.log"
 mark_access_log
 

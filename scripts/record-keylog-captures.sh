@@ -43,10 +43,7 @@ write_nginx_conf 64 "$(cat <<EOF
     }
 EOF
 )"
-nginx -e "$WORK/nginx/error.log" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -t
-nginx -e "$WORK/nginx/error.log" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" &
-PIDS+=("$!")
-wait_listen "$HTTPS_PORT"
+start_nginx "$HTTPS_PORT"
 
 SURL="https://localhost:$HTTPS_PORT/index.html"
 CURL=(timeout 30 curl -sS -k --http1.1 --resolve "localhost:$HTTPS_PORT:127.0.0.1"

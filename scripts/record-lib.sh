@@ -7,7 +7,7 @@
 # The sourcing script sets OUT_DIR and calls, in order: require_root,
 # require_tools TOOL..., find_python, setup_work NAME; then uses PIDS,
 # start_capture / stop_capture, stop_server, wait_listen, log, make_docroot,
-# make_cert.
+# make_cert, write_nginx_conf and start_nginx.
 
 require_root() {
     if [[ $(id -u) -ne 0 ]]; then
@@ -191,4 +191,16 @@ $http_lines
 $servers
 }
 EOF
+}
+
+# start_nginx PORT... : checks $WORK/nginx/nginx.conf (write_nginx_conf),
+# starts nginx in the foreground with it (NGINX_PID, stopped on exit) and
+# waits until every PORT listens.
+start_nginx() {
+    nginx -e "$WORK/nginx/error.log" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -t
+    nginx -e "$WORK/nginx/error.log" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" &
+    NGINX_PID=$!
+    PIDS+=("$NGINX_PID")
+    local port
+    for port in "$@"; do wait_listen "$port"; done
 }

@@ -332,7 +332,8 @@ pub enum DecryptionOutcome {
     Partial,
     /// The key log has no secrets for this ClientHello's random.
     NoSecrets,
-    /// The cipher suite is not an AEAD suite this tool opens (CBC, RC4).
+    /// The cipher suite is not one this tool opens (neither AEAD nor
+    /// AES-CBC: RC4, 3DES, …), or the version is SSL 3.0.
     Unsupported,
 }
 

@@ -43,9 +43,10 @@ fn analyze_with(capture: &Path, keylog: &Path, threads: usize) -> Vec<Connection
 
 /// The captures recorded with a key log, and the requests each connection
 /// carried (curl's, python's and s_client's own count: every one a
-/// `GET /index.html` answered 200). Together they use every suite opened:
-/// TLS 1.3's three, TLS 1.2's AES-128/256-GCM and ChaCha20-Poly1305.
-const RECORDED: [(&str, HttpMethod, &[u64]); 10] = [
+/// `GET /index.html` answered 200). Together they use every cipher opened:
+/// TLS 1.3's three suites, TLS 1.2's AES-128/256-GCM and ChaCha20-Poly1305,
+/// and AES-CBC in TLS 1.0, 1.1 and 1.2 with each MAC and either MAC order.
+const RECORDED: [(&str, HttpMethod, &[u64]); 11] = [
     ("tls13-curl-keepalive", HttpMethod::TlsHttp1, &[3]),
     ("tls13-curl-keepalive-5", HttpMethod::TlsHttp1, &[5]),
     (
@@ -66,6 +67,9 @@ const RECORDED: [(&str, HttpMethod, &[u64]); 10] = [
     ("tls-suites-curl-4", HttpMethod::TlsHttp1, &[2, 2, 2, 2]),
     // Two KeyUpdates from the client, one from the server.
     ("tls13-openssl-keyupdate", HttpMethod::TlsHttp1, &[3]),
+    // AES-CBC: TLS 1.2 with HMAC-SHA-1, -SHA-256 and -SHA-384, TLS 1.1,
+    // TLS 1.0 (IVs chained); encrypt-then-MAC, then MAC-then-encrypt.
+    ("tls-cbc-7", HttpMethod::TlsHttp1, &[2; 7]),
 ];
 
 fn recorded(name: &str) -> (PathBuf, PathBuf) {

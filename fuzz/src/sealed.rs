@@ -132,10 +132,7 @@ impl Keys {
     /// begins with 0-RTT data (TLS 1.3).
     fn new(suite: (u16, bool, Cipher, Hash), early: bool) -> Option<(Keys, String)> {
         let (_, tls13, cipher, hash) = suite;
-        let len = match hash {
-            Hash::Sha256 => 32,
-            Hash::Sha384 => 48,
-        };
+        let len = hash.output_len();
         let secret = |b: u8| vec![b; len];
         let random = hex(&CLIENT_RANDOM);
         if tls13 {

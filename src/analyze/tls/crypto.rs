@@ -1,18 +1,23 @@
 //! Every hash and cipher the TLS analysis uses, and the only module that
 //! names their crates: MD5 and SHA-256 for the JA3/JA4 fingerprints;
-//! HKDF-Expand-Label (RFC 8446 §7.1), the TLS 1.2 PRF (RFC 5246 §5) and the
-//! AEAD ciphers (AES-128/256-GCM, ChaCha20-Poly1305) that open records with
-//! a key log's secrets.
+//! HKDF-Expand-Label (RFC 8446 §7.1), the PRFs of TLS 1.2 (RFC 5246 §5) and
+//! of TLS 1.0 and 1.1 (RFC 2246 §5), the AEAD ciphers (AES-128/256-GCM,
+//! ChaCha20-Poly1305), and AES-CBC with the HMACs of the CBC suites, that
+//! open records with a key log's secrets.
 //!
 //! Does not know about records, handshakes or key logs: `hello` and
 //! `decrypt` do. Public for the benchmarks, which seal records with it.
 
+use aes::{Aes128, Aes256};
 use aes_gcm::aead::{AeadInPlace, KeyInit};
 use aes_gcm::{Aes128Gcm, Aes256Gcm};
+use cbc::cipher::block_padding::NoPadding;
+use cbc::cipher::{BlockDecryptMut, BlockEncryptMut, InnerIvInit};
 use chacha20poly1305::ChaCha20Poly1305;
 use hkdf::Hkdf;
-use hmac::{Hmac, Mac};
+use hmac::Hmac;
 use md5::{Digest, Md5};
+use sha1::Sha1;
 use sha2::{Sha256, Sha384};
 
 /// The MD5 digest of `bytes` (JA3, JA3S).
@@ -25,17 +30,20 @@ pub fn sha256(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
 
-/// The hash of a cipher suite's key schedule.
+/// The hash of a cipher suite's key schedule, or of a CBC suite's HMAC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Hash {
+    Sha1,
     Sha256,
     Sha384,
 }
 
 impl Hash {
-    /// Its output length in bytes: the length of a TLS 1.3 traffic secret.
+    /// Its output length in bytes: the length of a TLS 1.3 traffic secret,
+    /// or of a CBC record's MAC.
     pub fn output_len(self) -> usize {
         match self {
+            Hash::Sha1 => 20,
             Hash::Sha256 => 32,
             Hash::Sha384 => 48,
         }
@@ -55,6 +63,10 @@ pub fn expand_label(hash: Hash, secret: &[u8], label: &str, len: usize) -> Optio
     info.push(0);
     let mut out = vec![0; len];
     match hash {
+        Hash::Sha1 => Hkdf::<Sha1>::from_prk(secret)
+            .ok()?
+            .expand(&info, &mut out)
+            .ok()?,
         Hash::Sha256 => Hkdf::<Sha256>::from_prk(secret)
             .ok()?
             .expand(&info, &mut out)
@@ -67,32 +79,181 @@ pub fn expand_label(hash: Hash, secret: &[u8], label: &str, len: usize) -> Optio
     Some(out)
 }
 
-/// HMAC of the concatenated `parts` under `key`.
-fn hmac(hash: Hash, key: &[u8], parts: &[&[u8]]) -> Option<Vec<u8>> {
-    fn run<M: Mac + KeyInit>(key: &[u8], parts: &[&[u8]]) -> Option<Vec<u8>> {
-        let mut mac = <M as Mac>::new_from_slice(key).ok()?;
-        for part in parts {
-            mac.update(part);
-        }
-        Some(mac.finalize().into_bytes().to_vec())
+/// P_hash(`secret`, `label` + `seed`) of RFC 5246 §5, `len` bytes.
+fn p_hash<M: hmac::Mac + KeyInit + Clone>(
+    secret: &[u8],
+    label: &[u8],
+    seed: &[u8],
+    len: usize,
+) -> Option<Vec<u8>> {
+    let keyed = <M as KeyInit>::new_from_slice(secret).ok()?;
+    let mut out = Vec::with_capacity(len + 64);
+    // A(1) = HMAC(secret, label + seed); A(i) = HMAC(secret, A(i-1)).
+    let mut mac = keyed.clone();
+    mac.update(label);
+    mac.update(seed);
+    let mut a = mac.finalize().into_bytes();
+    while out.len() < len {
+        let mut mac = keyed.clone();
+        mac.update(&a);
+        mac.update(label);
+        mac.update(seed);
+        out.extend_from_slice(&mac.finalize().into_bytes());
+        let mut mac = keyed.clone();
+        mac.update(&a);
+        a = mac.finalize().into_bytes();
     }
-    match hash {
-        Hash::Sha256 => run::<Hmac<Sha256>>(key, parts),
-        Hash::Sha384 => run::<Hmac<Sha384>>(key, parts),
-    }
+    out.truncate(len);
+    Some(out)
 }
 
 /// The TLS 1.2 PRF: `len` bytes of P_hash(`secret`, `label` + `seed`).
 pub fn prf12(hash: Hash, secret: &[u8], label: &[u8], seed: &[u8], len: usize) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(len + hash.output_len());
-    // A(1) = HMAC(secret, label + seed); A(i) = HMAC(secret, A(i-1)).
-    let mut a = hmac(hash, secret, &[label, seed])?;
-    while out.len() < len {
-        out.extend_from_slice(&hmac(hash, secret, &[&a, label, seed])?);
-        a = hmac(hash, secret, &[&a])?;
+    match hash {
+        Hash::Sha1 => p_hash::<Hmac<Sha1>>(secret, label, seed, len),
+        Hash::Sha256 => p_hash::<Hmac<Sha256>>(secret, label, seed, len),
+        Hash::Sha384 => p_hash::<Hmac<Sha384>>(secret, label, seed, len),
     }
-    out.truncate(len);
+}
+
+/// The PRF of TLS 1.0 and 1.1 (RFC 2246 §5): P_MD5 over the secret's first
+/// half XOR P_SHA-1 over its second (the halves share the middle byte
+/// when the length is odd).
+pub fn prf10(secret: &[u8], label: &[u8], seed: &[u8], len: usize) -> Option<Vec<u8>> {
+    let half = secret.len().div_ceil(2);
+    let first = secret.get(..half)?;
+    let second = secret.get(secret.len() - half..)?;
+    let mut out = p_hash::<Hmac<Md5>>(first, label, seed, len)?;
+    let sha = p_hash::<Hmac<Sha1>>(second, label, seed, len)?;
+    for (o, s) in out.iter_mut().zip(sha) {
+        *o ^= s;
+    }
     Some(out)
+}
+
+/// A CBC suite's record MAC key (HMAC-SHA-1, -SHA-256 or -SHA-384), keyed
+/// once, cloned for each record.
+#[derive(Clone)]
+pub enum Mac {
+    Sha1(Hmac<Sha1>),
+    Sha256(Hmac<Sha256>),
+    Sha384(Hmac<Sha384>),
+}
+
+impl std::fmt::Debug for Mac {
+    // Never prints key material.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Mac")
+    }
+}
+
+impl Mac {
+    pub fn new(hash: Hash, key: &[u8]) -> Option<Mac> {
+        Some(match hash {
+            Hash::Sha1 => Mac::Sha1(<Hmac<Sha1> as KeyInit>::new_from_slice(key).ok()?),
+            Hash::Sha256 => Mac::Sha256(<Hmac<Sha256> as KeyInit>::new_from_slice(key).ok()?),
+            Hash::Sha384 => Mac::Sha384(<Hmac<Sha384> as KeyInit>::new_from_slice(key).ok()?),
+        })
+    }
+
+    /// The MAC's length in bytes.
+    pub fn tag_len(&self) -> usize {
+        match self {
+            Mac::Sha1(_) => 20,
+            Mac::Sha256(_) => 32,
+            Mac::Sha384(_) => 48,
+        }
+    }
+
+    /// The MAC of the concatenated `parts`.
+    pub fn tag(&self, parts: &[&[u8]]) -> Vec<u8> {
+        fn run<M: hmac::Mac + Clone>(mac: &M, parts: &[&[u8]]) -> Vec<u8> {
+            let mut mac = mac.clone();
+            for part in parts {
+                mac.update(part);
+            }
+            mac.finalize().into_bytes().to_vec()
+        }
+        match self {
+            Mac::Sha1(m) => run(m, parts),
+            Mac::Sha256(m) => run(m, parts),
+            Mac::Sha384(m) => run(m, parts),
+        }
+    }
+
+    /// Whether `tag` is the MAC of the concatenated `parts` (compared
+    /// plainly: a capture's analysis has no timing to hide).
+    pub fn verify(&self, parts: &[&[u8]], tag: &[u8]) -> bool {
+        self.tag(parts) == tag
+    }
+}
+
+/// AES's block size: a CBC record's IV and the unit of its ciphertext.
+pub const BLOCK: usize = 16;
+
+/// An AES key for CBC records.
+#[derive(Clone)]
+pub enum Block {
+    Aes128(Box<Aes128>),
+    Aes256(Box<Aes256>),
+}
+
+impl std::fmt::Debug for Block {
+    // Never prints key material.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Block")
+    }
+}
+
+impl Block {
+    /// An AES-128 or AES-256 key, by its length.
+    pub fn new(key: &[u8]) -> Option<Block> {
+        Some(match key.len() {
+            16 => Block::Aes128(Box::new(Aes128::new_from_slice(key).ok()?)),
+            32 => Block::Aes256(Box::new(Aes256::new_from_slice(key).ok()?)),
+            _ => return None,
+        })
+    }
+
+    /// Decrypts `data` (whole blocks) in place in CBC mode from `iv`;
+    /// `None` if it is not whole blocks.
+    pub fn decrypt(&self, iv: &[u8; BLOCK], data: &mut [u8]) -> Option<()> {
+        fn run<C>(cipher: &C, iv: &[u8; BLOCK], data: &mut [u8]) -> Option<()>
+        where
+            C: Clone + cbc::cipher::BlockDecrypt + cbc::cipher::BlockCipher,
+            C: cbc::cipher::BlockSizeUser<BlockSize = cbc::cipher::consts::U16>,
+        {
+            cbc::Decryptor::<C>::inner_iv_init(cipher.clone(), iv.into())
+                .decrypt_padded_mut::<NoPadding>(data)
+                .ok()
+                .map(|_| ())
+        }
+        match self {
+            Block::Aes128(k) => run(k.as_ref(), iv, data),
+            Block::Aes256(k) => run(k.as_ref(), iv, data),
+        }
+    }
+
+    /// Encrypts `data` (whole blocks) in place in CBC mode from `iv`
+    /// (tests, benchmarks and fuzzing build records so); `None` if it is
+    /// not whole blocks.
+    pub fn encrypt(&self, iv: &[u8; BLOCK], data: &mut [u8]) -> Option<()> {
+        fn run<C>(cipher: &C, iv: &[u8; BLOCK], data: &mut [u8]) -> Option<()>
+        where
+            C: Clone + cbc::cipher::BlockEncrypt + cbc::cipher::BlockCipher,
+            C: cbc::cipher::BlockSizeUser<BlockSize = cbc::cipher::consts::U16>,
+        {
+            let len = data.len();
+            cbc::Encryptor::<C>::inner_iv_init(cipher.clone(), iv.into())
+                .encrypt_padded_mut::<NoPadding>(data, len)
+                .ok()
+                .map(|_| ())
+        }
+        match self {
+            Block::Aes128(k) => run(k.as_ref(), iv, data),
+            Block::Aes256(k) => run(k.as_ref(), iv, data),
+        }
+    }
 }
 
 /// An AEAD cipher of the record layer.
@@ -194,6 +355,8 @@ mod tests {
     const PRF_SECRET: &str = "414141414141414141414141414141414141414141414141414141414141414141414141414141414141414141414141";
     const PRF_SEED: &str = "0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f40";
     const OPENSSL_PRF_256: &str = "c3a8a109d060d7fb37129ea3e5bfcb4f9ae91d8e1b08321b8e9d133d773ab7db5d6c97e53c441356286a6a177550c1407df444c207ad24b5653dd02132a5225b3a1f1e608294db2a";
+    const OPENSSL_PRF_10: &str = "cdd3b9f7cd5ef9590a455d292d4e1351184de7e15f0de74fb3573b0c9846cce680b884dd8d16f68adb29346b848241b9f056bc851f136537bf409aa798308102e3f24b65c791e559";
+    const OPENSSL_PRF_10_ODD: &str = "e2318636ade2cc9f974e9fe5a1e06448f0da92f0af73cd19363f294510f77871ba4080e0b27e24b3cc924fc2e4576a7fd9d2000ca344e9347c3d3bdf650b5079850cfeba822a48ee";
     const OPENSSL_PRF_384: &str = "019586b192db46d0add28c93340630c4fb1b845bc804b1900ddc07022ec04d04a44d76ac43d2060bcc9d5a449c8463fd1401b01a08af32706513db16ff5499814c9ae10be5240a2e";
 
     /// Reference values computed with OpenSSL 3's own implementations
@@ -217,6 +380,49 @@ mod tests {
         assert_eq!(out, unhex(OPENSSL_PRF_256));
         let out = prf12(Hash::Sha384, &secret, b"key expansion", &seed, 72).unwrap();
         assert_eq!(out, unhex(OPENSSL_PRF_384));
+    }
+
+    #[test]
+    fn prf10_matches_openssl() {
+        let seed = unhex(PRF_SEED);
+        let secret = unhex(PRF_SECRET);
+        let out = prf10(&secret, b"key expansion", &seed, 72).unwrap();
+        assert_eq!(out, unhex(OPENSSL_PRF_10));
+        // An odd-length secret: the halves share the middle byte.
+        let odd = [secret, vec![0x42]].concat();
+        let out = prf10(&odd, b"key expansion", &seed, 72).unwrap();
+        assert_eq!(out, unhex(OPENSSL_PRF_10_ODD));
+    }
+
+    #[test]
+    fn cbc_and_mac_take_back_what_they_made() {
+        for len in [16, 32] {
+            let block = Block::new(&vec![9u8; len]).unwrap();
+            let iv = [5u8; BLOCK];
+            let text = *b"0123456789abcdef0123456789abcdef";
+            let mut data = text;
+            block.encrypt(&iv, &mut data).unwrap();
+            assert_ne!(data, text);
+            let mut back = data;
+            block.decrypt(&iv, &mut back).unwrap();
+            assert_eq!(back, text);
+            // Not whole blocks: refused, no panic.
+            assert!(block.decrypt(&iv, &mut back[..15]).is_none());
+        }
+        assert!(Block::new(&[0u8; 24]).is_none());
+        for (hash, len) in [(Hash::Sha1, 20), (Hash::Sha256, 32), (Hash::Sha384, 48)] {
+            let mac = Mac::new(hash, b"key").unwrap();
+            assert_eq!(mac.tag_len(), len);
+            let tag = mac.tag(&[b"ab", b"c"]);
+            assert_eq!(tag.len(), len);
+            assert!(mac.verify(&[b"a", b"bc"], &tag));
+            assert!(!mac.verify(&[b"a", b"bd"], &tag));
+            assert!(!mac.verify(&[b"abc"], &tag[1..]));
+        }
+        // HMAC-SHA-1 of RFC 2202's second test case.
+        let mac = Mac::new(Hash::Sha1, b"Jefe").unwrap();
+        let tag = mac.tag(&[b"what do ya want ", b"for nothing?"]);
+        assert_eq!(tag, unhex("effcdf6ae5eb2fa2d27416d5f184df9c259a7c79"));
     }
 
     #[test]

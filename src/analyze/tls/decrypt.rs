@@ -1,28 +1,34 @@
 //! Opening one connection's encrypted TLS records with the secrets of a key
-//! log: the keys of each direction (TLS 1.2 from the master secret's key
-//! block; TLS 1.3 from the traffic secrets, through the handshake, the
+//! log: the keys of each direction (TLS 1.0–1.2 from the master secret's
+//! key block; TLS 1.3 from the traffic secrets, through the handshake, the
 //! application keys and each KeyUpdate), the record sequence numbers, and
 //! how far the opening got.
 //!
-//! The key schedule itself (suites, keys, IVs, nonces) is `schedule`'s.
+//! The key schedule itself (suites, keys, IVs, nonces) is `schedule`'s;
+//! CBC records are opened by `cbc`.
 //!
 //! Does not read records from the stream (`records`), parse handshake
-//! messages, or interpret the plaintext (the HTTP parsers do). Only AEAD
-//! suites are opened (AES-GCM, ChaCha20-Poly1305: every TLS 1.3 suite and
-//! what TLS 1.2 clients negotiate today, with TLS 1.3's 0-RTT data); CBC
-//! suites and renegotiation are not.
+//! messages, or interpret the plaintext (the HTTP parsers do). AEAD suites
+//! (AES-GCM, ChaCha20-Poly1305: every TLS 1.3 suite, with TLS 1.3's 0-RTT
+//! data) and AES-CBC suites are opened; RC4, 3DES, SSL 3.0 and
+//! renegotiation are not.
 
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::crypto::{Aead, Cipher, TAG};
+use super::crypto::{Aead, Block, Cipher, Mac, TAG};
 use super::hello::ServerHelloFacts;
 use super::keylog::{KeyLog, Secrets};
 use super::records::{ALERT, APPLICATION_DATA, HANDSHAKE};
 use crate::record::{Decryption, DecryptionOutcome, Side};
-use schedule::{key_block12, suite, Key, Suite};
+use cbc::CbcKey;
+use schedule::{associated_data, key_block, suite, Key, Protection, Share, Suite};
 
+mod cbc;
 mod schedule;
+
+/// The extension that asks for encrypt-then-MAC (RFC 7366).
+const ENCRYPT_THEN_MAC: u16 = 22;
 
 /// Sequence numbers tried for the next key's first record after records
 /// went by without keys.
@@ -36,6 +42,8 @@ const GIVE_UP: u32 = 8;
 #[derive(Default)]
 struct Direction {
     current: Option<Key>,
+    /// TLS 1.0–1.2 CBC suites: the key (`current` is then `None`).
+    cbc: Option<CbcKey>,
     /// TLS 1.3: the key tried when `current` fails (the application key
     /// during the handshake, then the next KeyUpdate's)…
     next: Option<Key>,
@@ -129,7 +137,7 @@ impl Direction {
         }
     }
 
-    /// TLS 1.2: opens `body` as record `seq` of this direction.
+    /// TLS 1.0–1.2: opens `body` as record `seq` of this direction.
     fn open12(
         &mut self,
         suite: Suite,
@@ -139,10 +147,13 @@ impl Direction {
     ) -> Option<Range<usize>> {
         let seq = self.seq;
         self.seq += 1;
+        if let Some(cbc) = self.cbc.as_mut() {
+            return cbc.open(seq, content_type, version, body);
+        }
         let key = self.current.as_ref()?;
         // GCM carries an 8-byte explicit nonce before the ciphertext;
         // ChaCha20-Poly1305 XORs the sequence number into its IV.
-        let (nonce, skip) = match suite.cipher {
+        let (nonce, skip) = match suite.aead()? {
             Cipher::ChaCha20Poly1305 => (key.nonce(seq), 0),
             Cipher::Aes128Gcm | Cipher::Aes256Gcm => {
                 let explicit = body.get(..8)?;
@@ -152,12 +163,8 @@ impl Direction {
             }
         };
         let sealed = body.get_mut(skip..)?;
-        let text_len = u16::try_from(sealed.len().checked_sub(TAG)?).ok()?;
-        let mut aad = [0u8; 13];
-        aad[..8].copy_from_slice(&seq.to_be_bytes());
-        aad[8] = content_type;
-        aad[9..11].copy_from_slice(&version.to_be_bytes());
-        aad[11..].copy_from_slice(&text_len.to_be_bytes());
+        let text_len = sealed.len().checked_sub(TAG)?;
+        let aad = associated_data(seq, content_type, version, text_len)?;
         let len = key.aead.open(&nonce, &aad, sealed)?;
         Some(skip..skip + len)
     }
@@ -206,21 +213,44 @@ impl Keys {
             (client, server)
         } else {
             let master = secrets.master.as_deref()?;
-            let [(client_key, client_iv), (server_key, server_iv)] =
-                key_block12(suite, master, &chosen.server_random, client_random)?;
-            let dir = |key: &[u8], salt: &[u8]| -> Option<Direction> {
-                let mut iv = [0u8; 12];
-                iv.get_mut(..salt.len())?.copy_from_slice(salt);
+            let [client, server] = key_block(
+                suite,
+                chosen.version,
+                master,
+                &chosen.server_random,
+                client_random,
+            )?;
+            let dir = |share: Share| -> Option<Direction> {
+                let (current, cbc) = match suite.protection {
+                    Protection::Aead(cipher) => {
+                        let mut iv = [0u8; 12];
+                        iv.get_mut(..share.iv.len())?.copy_from_slice(&share.iv);
+                        let aead = Aead::new(cipher, &share.key)?;
+                        let key = Key {
+                            aead,
+                            iv,
+                            secret: None,
+                        };
+                        (Some(key), None)
+                    }
+                    Protection::Cbc { mac, .. } => {
+                        let key = CbcKey::new(
+                            Block::new(&share.key)?,
+                            Mac::new(mac, &share.mac)?,
+                            &share.iv,
+                            chosen.version == TLS10,
+                            chosen.etm,
+                        )?;
+                        (None, Some(key))
+                    }
+                };
                 Some(Direction {
-                    current: Some(Key {
-                        aead: Aead::new(suite.cipher, key)?,
-                        iv,
-                        secret: None,
-                    }),
+                    current,
+                    cbc,
                     ..Direction::default()
                 })
             };
-            (dir(&client_key, &client_iv)?, dir(&server_key, &server_iv)?)
+            (dir(client)?, dir(server)?)
         };
         Some(Keys {
             suite,
@@ -272,7 +302,13 @@ struct Chosen {
     suite: Suite,
     server_random: Vec<u8>,
     tls13: bool,
+    /// The negotiated version (TLS 1.0–1.2 derive their keys by it).
+    version: u16,
+    /// Encrypt-then-MAC (CBC suites).
+    etm: bool,
 }
+
+const TLS10: u16 = 0x0301;
 
 /// A ClientHello whose secrets are not (yet) in the log.
 struct Looking {
@@ -352,7 +388,14 @@ impl Decrypter {
         if looking.chosen.is_some() {
             return;
         }
-        let Some(suite) = suite(server.cipher) else {
+        let version = server.version();
+        // SSL 3.0 has a key schedule and MAC of its own; AEAD suites need
+        // TLS 1.2 at least, CBC ones come before TLS 1.3.
+        let suite = suite(server.cipher).filter(|s| match s.protection {
+            Protection::Aead(_) => tls13 || version == 0x0303,
+            Protection::Cbc { .. } => !tls13 && (TLS10..=0x0303).contains(&version),
+        });
+        let Some(suite) = suite else {
             self.state = State::Unsupported;
             return;
         };
@@ -360,6 +403,8 @@ impl Decrypter {
             suite,
             server_random: server.random.clone(),
             tls13,
+            version,
+            etm: server.extensions.contains(&ENCRYPT_THEN_MAC),
         });
         self.look();
     }

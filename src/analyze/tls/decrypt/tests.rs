@@ -21,14 +21,27 @@ fn line(label: &str, secret: &[u8]) -> String {
 }
 
 /// A decrypter past the ClientHello (random [`RANDOM`]) and a ServerHello
-/// choosing `cipher`.
+/// choosing `cipher` (TLS 1.2 unless `tls13`).
 fn decrypter(log: &str, cipher: u16, tls13: bool) -> Decrypter {
+    decrypter_with(log, cipher, tls13, 0x0303, &[])
+}
+
+/// The same with the ServerHello's `version` and `extensions`.
+fn decrypter_with(
+    log: &str,
+    cipher: u16,
+    tls13: bool,
+    version: u16,
+    extensions: &[u16],
+) -> Decrypter {
     let mut d = Decrypter::new(Arc::new(KeyLog::from_text(log)));
     let hello: Vec<u8> = [&[3, 3][..], &RANDOM, &[0]].concat();
     d.client_hello(&hello);
     let server = ServerHelloFacts {
         cipher,
+        legacy_version: version,
         random: SERVER_RANDOM.to_vec(),
+        extensions: extensions.to_vec(),
         ..ServerHelloFacts::default()
     };
     d.server_hello(&server, tls13);
@@ -238,10 +251,15 @@ fn a_gap_loses_the_sequence_numbers() {
 }
 
 /// TLS 1.2: the client's and server's keys and IVs from the key block.
-fn key_block(cipher: u16, master: &[u8]) -> [(Aead, Vec<u8>); 2] {
+fn key_block12(cipher: u16, master: &[u8]) -> [(Aead, Vec<u8>); 2] {
     let suite = suite(cipher).unwrap();
-    let block = key_block12(suite, master, &SERVER_RANDOM, &RANDOM).unwrap();
-    block.map(|(key, iv)| (Aead::new(suite.cipher, &key).unwrap(), iv))
+    let block = key_block(suite, 0x0303, master, &SERVER_RANDOM, &RANDOM).unwrap();
+    block.map(|share| {
+        (
+            Aead::new(suite.aead().unwrap(), &share.key).unwrap(),
+            share.iv,
+        )
+    })
 }
 
 /// A TLS 1.2 record body sealed as record `seq` of type `ty`.
@@ -251,7 +269,7 @@ fn seal12(cipher: u16, (key, iv): &(Aead, Vec<u8>), seq: u64, ty: u8, text: &[u8
     aad.extend([3, 3]);
     aad.extend(u16::try_from(text.len()).unwrap().to_be_bytes());
     let mut sealed = text.to_vec();
-    if suite(cipher).unwrap().cipher == Cipher::ChaCha20Poly1305 {
+    if suite(cipher).unwrap().aead() == Some(Cipher::ChaCha20Poly1305) {
         let mut nonce: [u8; 12] = iv.as_slice().try_into().unwrap();
         for (n, s) in nonce[4..].iter_mut().zip(seq.to_be_bytes()) {
             *n ^= s;
@@ -271,7 +289,7 @@ fn tls12_aead_suites_open_from_the_master_secret() {
     let master = [7u8; 48];
     for cipher in [0xc02f, 0xc030, 0xcca8, 0x009c] {
         let mut d = decrypter(&line("CLIENT_RANDOM", &master), cipher, false);
-        let [client, server] = key_block(cipher, &master);
+        let [client, server] = key_block12(cipher, &master);
         d.change_cipher_spec(Side::Client);
         d.change_cipher_spec(Side::Server);
         // Finished is record 0 of each side, the data follows.
@@ -302,7 +320,7 @@ fn tls12_renegotiation_stops_the_opening() {
     let mut d = decrypter(&line("CLIENT_RANDOM", &master), 0xc02f, false);
     d.change_cipher_spec(Side::Client);
     d.change_cipher_spec(Side::Client);
-    let [client, _] = key_block(0xc02f, &master);
+    let [client, _] = key_block12(0xc02f, &master);
     let get = seal12(0xc02f, &client, 0, APPLICATION_DATA, b"GET");
     assert_eq!(
         open(&mut d, Side::Client, APPLICATION_DATA, get).0,
@@ -323,9 +341,22 @@ fn what_cannot_be_opened_is_told_apart() {
         false,
     );
     assert_eq!(outcome(&d).0, DecryptionOutcome::NoSecrets);
-    // A CBC suite.
-    let d = decrypter(&line("CLIENT_RANDOM", &[7; 48]), 0xc013, false);
-    assert_eq!(outcome(&d).0, DecryptionOutcome::Unsupported);
+    // RC4, 3DES; a CBC suite in SSL 3.0, an AEAD suite in TLS 1.1.
+    for (cipher, version) in [
+        (0x0005, 0x0303),
+        (0x000a, 0x0303),
+        (0x002f, 0x0300),
+        (0xc02f, 0x0302),
+    ] {
+        let d = decrypter_with(
+            &line("CLIENT_RANDOM", &[7; 48]),
+            cipher,
+            false,
+            version,
+            &[],
+        );
+        assert_eq!(outcome(&d).0, DecryptionOutcome::Unsupported, "{cipher:#x}");
+    }
     // Secrets the session cannot use: TLS 1.3's for a TLS 1.2 session, a
     // master secret for TLS 1.3, SHA-256-length secrets for a SHA-384
     // suite, handshake secrets without the application's.
@@ -450,4 +481,64 @@ fn tls13_client_keys_begin_with_the_early_key_when_logged() {
     let again = seal13(&CLIENT_APP, 1, APPLICATION_DATA, b"again");
     assert_eq!(data(&mut d, c, again), b"again");
     assert_eq!(outcome(&d), (DecryptionOutcome::Complete, 5, 0));
+}
+
+#[test]
+fn cbc_suites_open_from_the_master_secret_in_every_version() {
+    use super::super::crypto::BLOCK;
+    let master = [7u8; 48];
+    for (cipher, version, etm) in [
+        (0xc013, 0x0301, false),
+        (0xc014, 0x0301, true),
+        (0x002f, 0x0302, false),
+        (0xc027, 0x0303, false),
+        (0xc028, 0x0303, true),
+        (0x0035, 0x0303, true),
+    ] {
+        let case = format!("{cipher:#x} {version:#x} etm {etm}");
+        let extensions: &[u16] = if etm { &[23, 22] } else { &[23] };
+        let log = line("CLIENT_RANDOM", &master);
+        let mut d = decrypter_with(&log, cipher, false, version, extensions);
+        let suite = suite(cipher).unwrap();
+        let Protection::Cbc { mac, .. } = suite.protection else {
+            panic!("{case}: not CBC")
+        };
+        let shares = key_block(suite, version, &master, &SERVER_RANDOM, &RANDOM).unwrap();
+        let chained = version == 0x0301;
+        for (side, share) in [Side::Client, Side::Server].into_iter().zip(shares) {
+            d.change_cipher_spec(side);
+            let block = Block::new(&share.key).unwrap();
+            let mac = Mac::new(mac, &share.mac).unwrap();
+            let mut iv: [u8; BLOCK] = share.iv.as_slice().try_into().unwrap();
+            for (seq, ty, text) in [
+                (0, HANDSHAKE, &b"finished"[..]),
+                (1, APPLICATION_DATA, b"GET / HTTP/1.1\r\n\r\n"),
+                (2, ALERT, &[1, 0]),
+            ] {
+                let ids = (seq, ty, version);
+                let body = cbc::seal((&block, &mac), ids, (&mut iv, chained, etm), text, 1);
+                let mut body = body;
+                let opened = d.open(side, ty, version, &mut body);
+                let range = match opened {
+                    Opened::Data(r) | Opened::Handshake(r) | Opened::Alert(r) => r,
+                    other => panic!("{case} {side:?} #{seq}: {other:?}"),
+                };
+                assert_eq!(&body[range], text, "{case} {side:?} #{seq}");
+            }
+        }
+        assert_eq!(outcome(&d), (DecryptionOutcome::Complete, 6, 0), "{case}");
+        // The other MAC order does not open.
+        let mut d = decrypter_with(&log, cipher, false, version, &[]);
+        if etm {
+            d.change_cipher_spec(Side::Client);
+            let [share, _] = key_block(suite, version, &master, &SERVER_RANDOM, &RANDOM).unwrap();
+            let block = Block::new(&share.key).unwrap();
+            let mac = Mac::new(mac, &share.mac).unwrap();
+            let mut iv: [u8; BLOCK] = share.iv.as_slice().try_into().unwrap();
+            let ids = (0, HANDSHAKE, version);
+            let mut body = cbc::seal((&block, &mac), ids, (&mut iv, chained, true), b"fin", 0);
+            let opened = d.open(Side::Client, HANDSHAKE, version, &mut body);
+            assert_eq!(opened, Opened::Lost, "{case}");
+        }
+    }
 }
