@@ -9,10 +9,11 @@
 //! * `http1`: `Http1` over a long keep-alive conversation (Content-Length and
 //!   chunked responses);
 //! * `keylog`: opening 16 KiB records with each AEAD cipher `--keylog`
-//!   uses (the ceiling of decryption on bulk transfers), and the whole
-//!   analysis of the real key log captures (`tls-suites-curl-4`,
-//!   `tls13-openssl-keyupdate`: small connections, so mostly key
-//!   derivation) with and without their key logs;
+//!   uses, and with AES-CBC and its HMAC (decrypting and checking the MAC:
+//!   the ceiling of decryption on bulk transfers), and the whole analysis
+//!   of the real key log captures (`tls-suites-curl-4`,
+//!   `tls13-openssl-keyupdate`, `tls-cbc-7`: small connections, so mostly
+//!   key derivation) with and without their key logs;
 //! * `end_to_end`: `handshakes::analyze` over a ~20 MB capture from
 //!   `handshakes-synth`, held in memory (`FileSource::from_reader` on a
 //!   `Cursor`), so the figure excludes disk reads; on one and two threads.
@@ -29,7 +30,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use handshakes::analyze::http::Http1;
-use handshakes::analyze::tls::crypto::{Aead, Cipher};
+use handshakes::analyze::tls::crypto::{Aead, Block, Cipher, Hash, Mac, BLOCK};
 use handshakes::analyze::tls::TlsAnalyzer;
 use handshakes::decode::{decode, Decoded, TcpFlags, TcpSegment};
 use handshakes::flow::reassembly::{Reassembler, StreamSink};
@@ -378,7 +379,25 @@ fn bench_keylog(c: &mut Criterion) {
             })
         });
     }
-    for name in ["tls-suites-curl-4", "tls13-openssl-keyupdate"] {
+    for (name, key_len, hash) in [
+        ("AES-128-CBC, HMAC-SHA-1", 16, Hash::Sha1),
+        ("AES-256-CBC, HMAC-SHA-384", 32, Hash::Sha384),
+    ] {
+        let block = Block::new(&vec![7; key_len]).expect("a key");
+        let mac = Mac::new(hash, &[9; 20]).expect("a MAC key");
+        let mut sealed: Vec<u8> = (0..RECORD).map(|i| i as u8).collect();
+        let tag = mac.tag(&[b"header", &sealed]);
+        assert!(block.encrypt(&[1; BLOCK], &mut sealed).is_some());
+        group.bench_function(format!("open a 16 KiB record, {name}"), |b| {
+            let mut copy = sealed.clone();
+            b.iter(|| {
+                copy.copy_from_slice(&sealed);
+                black_box(block.decrypt(&[1; BLOCK], &mut copy));
+                black_box(mac.verify(&[b"header", &copy], &tag))
+            })
+        });
+    }
+    for name in ["tls-suites-curl-4", "tls13-openssl-keyupdate", "tls-cbc-7"] {
         let pcap: &'static [u8] = Box::leak(
             std::fs::read(capture(&format!("{name}.pcap")))
                 .expect("capture reads")

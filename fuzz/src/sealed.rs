@@ -18,11 +18,15 @@ use handshakes::time::Timestamp;
 use handshakes::KeyLog;
 
 use super::harness::Bytes;
+use cbc::{cbc_sealers, CbcSealer, CBC_SUITES};
+
+#[path = "sealed_cbc.rs"]
+mod cbc;
 
 const CLIENT_RANDOM: [u8; 32] = [0x5a; 32];
 const SERVER_RANDOM: [u8; 32] = [0xa5; 32];
 
-/// The suites the input chooses from: id, TLS 1.3, cipher, hash.
+/// The AEAD suites the input chooses from: id, TLS 1.3, cipher, hash.
 const SUITES: [(u16, bool, Cipher, Hash); 6] = [
     (0x1301, true, Cipher::Aes128Gcm, Hash::Sha256),
     (0x1302, true, Cipher::Aes256Gcm, Hash::Sha384),
@@ -46,17 +50,22 @@ fn handshake(kind: u8, body: &[u8]) -> Vec<u8> {
     [&[kind][..], &len[1..], body].concat()
 }
 
-/// A minimal hello: version, random, empty session id, then `middle`
+/// A minimal hello: `version`, random, empty session id, then `middle`
 /// (the suites and compression methods, or the suite and method), then
-/// supported_versions saying TLS 1.3 when `tls13`.
-fn hello(kind: u8, random: &[u8; 32], middle: &[u8], versions: &[u8], tls13: bool) -> Vec<u8> {
-    let mut body = [&[3, 3][..], random, &[0], middle].concat();
-    if tls13 {
-        let ext = [&[0, 43][..], &[0, versions.len() as u8], versions].concat();
-        body.extend([0, ext.len() as u8]);
-        body.extend(ext);
+/// the `extensions` block unless it is empty.
+fn hello(kind: u8, random: &[u8; 32], middle: &[u8], version: u16, extensions: &[u8]) -> Vec<u8> {
+    let mut body = [&version.to_be_bytes()[..], random, &[0], middle].concat();
+    if !extensions.is_empty() {
+        body.extend(u16::try_from(extensions.len()).unwrap_or(0).to_be_bytes());
+        body.extend(extensions);
     }
     record(22, &handshake(kind, &body))
+}
+
+/// The supported_versions extension listing `versions` (TLS 1.3's
+/// ClientHello: a length byte first; its ServerHello: the one chosen).
+fn supported_versions(versions: &[u8]) -> Vec<u8> {
+    [&[0, 43][..], &[0, versions.len() as u8], versions].concat()
 }
 
 /// `client_hello` (a record built by [`hello`] with extensions) with the
@@ -253,10 +262,98 @@ impl Keys {
     }
 }
 
-/// Suite selector (1 byte: the suite by value mod 6; with bit 7 set and a
-/// TLS 1.3 suite, the client offers 0-RTT, its key log has the early
-/// secret, its first key is the early one, and the ServerHello waits for
-/// the first server step), then steps. Each step: a control byte `c` —
+/// The sealing of one conversation: AEAD keys, or CBC ones.
+enum Sealing {
+    Aead(Box<Keys>),
+    Cbc(Box<[CbcSealer; 2]>),
+}
+
+impl Sealing {
+    fn seal(&mut self, side: usize, inner: u8, text: &[u8]) -> Option<Vec<u8>> {
+        match self {
+            Sealing::Aead(keys) => keys.seal(side, inner, text),
+            Sealing::Cbc(sealers) => {
+                Some(record(inner, &sealers.get_mut(side)?.seal(inner, text)?))
+            }
+        }
+    }
+
+    fn advance(&mut self, side: usize) {
+        if let Sealing::Aead(keys) = self {
+            keys.advance(side);
+        }
+    }
+}
+
+/// The conversation a selector byte chooses.
+struct Conversation {
+    sealing: Sealing,
+    /// The key log that opens it.
+    log: String,
+    client_hello: Vec<u8>,
+    server_hello: Vec<u8>,
+    tls13: bool,
+    /// It begins with 0-RTT data.
+    early: bool,
+}
+
+fn conversation(selector: u8) -> Option<Conversation> {
+    if selector & 0x40 != 0 {
+        let suite = CBC_SUITES[usize::from(selector & 0x3f) % CBC_SUITES.len()];
+        let (id, version, .., etm) = suite;
+        let master = [5u8; 48];
+        let log = format!("CLIENT_RANDOM {} {}\n", hex(&CLIENT_RANDOM), hex(&master));
+        let sealers = cbc_sealers(suite, &master, &SERVER_RANDOM, &CLIENT_RANDOM)?;
+        // encrypt_then_mac (22), empty, in both hellos when agreed.
+        let ext: &[u8] = if etm { &[0, 22, 0, 0] } else { &[] };
+        let [hi, lo] = id.to_be_bytes();
+        let client_hello = hello(1, &CLIENT_RANDOM, &[0, 2, hi, lo, 1, 0], 0x0303, ext);
+        let server_hello = hello(2, &SERVER_RANDOM, &[hi, lo, 0], version, ext);
+        return Some(Conversation {
+            sealing: Sealing::Cbc(Box::new(sealers)),
+            log,
+            client_hello,
+            server_hello,
+            tls13: false,
+            early: false,
+        });
+    }
+    let suite = SUITES[usize::from(selector & 0x3f) % SUITES.len()];
+    let (id, tls13, ..) = suite;
+    let early = tls13 && selector & 0x80 != 0;
+    let (keys, log) = Keys::new(suite, early)?;
+    let [hi, lo] = id.to_be_bytes();
+    let (client_ext, server_ext) = match tls13 {
+        true => (supported_versions(&[2, 3, 4]), supported_versions(&[3, 4])),
+        false => (Vec::new(), Vec::new()),
+    };
+    let mut client_hello = hello(
+        1,
+        &CLIENT_RANDOM,
+        &[0, 2, hi, lo, 1, 0],
+        0x0303,
+        &client_ext,
+    );
+    if early {
+        // The early_data extension, appended to the extension block.
+        client_hello = with_early_data(&client_hello);
+    }
+    let server_hello = hello(2, &SERVER_RANDOM, &[hi, lo, 0], 0x0303, &server_ext);
+    Some(Conversation {
+        sealing: Sealing::Aead(Box::new(keys)),
+        log,
+        client_hello,
+        server_hello,
+        tls13,
+        early,
+    })
+}
+
+/// Suite selector (1 byte: with bit 6 set, a CBC suite of TLS 1.0–1.2 by
+/// the low six bits' value mod 6; otherwise an AEAD suite so; with bit 7
+/// set and a TLS 1.3 suite, the client offers 0-RTT, its key log has the
+/// early secret, its first key is the early one, and the ServerHello waits
+/// for the first server step), then steps. Each step: a control byte `c` —
 /// bit 0 the side; bits 1–2 the kind: 0 a record sealed with the side's
 /// key (its inner type 20 + `c >> 4`, e.g. 21 alert, 22 handshake, 23
 /// data; bit 3 flips a byte of it), 1 raw bytes, 2 the side's next key
@@ -266,11 +363,15 @@ impl Keys {
 /// handed on.
 pub fn tls_sealed(data: &[u8]) -> (Option<Decryption>, u64) {
     let mut b = Bytes::new(data);
-    let selector = b.u8();
-    let suite = SUITES[usize::from(selector & 0x7f) % SUITES.len()];
-    let (id, tls13, ..) = suite;
-    let early = tls13 && selector & 0x80 != 0;
-    let Some((mut keys, log)) = Keys::new(suite, early) else {
+    let Some(Conversation {
+        sealing: mut keys,
+        log,
+        client_hello,
+        server_hello,
+        tls13,
+        early,
+    }) = conversation(b.u8())
+    else {
         return (None, 0);
     };
     let mut tls = TlsAnalyzer::new(16 * 1024, 8).decrypting(Arc::new(KeyLog::from_text(&log)));
@@ -283,13 +384,6 @@ pub fn tls_sealed(data: &[u8]) -> (Option<Decryption>, u64) {
             }
         });
     };
-    let [hi, lo] = id.to_be_bytes();
-    let mut client_hello = hello(1, &CLIENT_RANDOM, &[0, 2, hi, lo, 1, 0], &[2, 3, 4], tls13);
-    if early {
-        // The early_data extension, appended to the extension block.
-        client_hello = with_early_data(&client_hello);
-    }
-    let server_hello = hello(2, &SERVER_RANDOM, &[hi, lo, 0], &[3, 4], tls13);
     feed(&mut tls, Side::Client, ts, &client_hello);
     let mut server_hello = Some(server_hello);
     if !early {
@@ -298,7 +392,7 @@ pub fn tls_sealed(data: &[u8]) -> (Option<Decryption>, u64) {
         }
     }
     if !tls13 {
-        // TLS 1.2 records are sealed after each side's ChangeCipherSpec.
+        // TLS 1.0–1.2 records are sealed after each side's ChangeCipherSpec.
         feed(&mut tls, Side::Client, ts, &record(20, &[1]));
         feed(&mut tls, Side::Server, ts, &record(20, &[1]));
     }
