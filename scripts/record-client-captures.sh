@@ -51,12 +51,6 @@ setup_work record-client-captures
 # save_access_log NAME : copy the access-log lines written since the last call
 # to $OUT_DIR/NAME.nginx-access.log
 ACCESS_LINES=0
-mark_access_log() { ACCESS_LINES=$(wc -l <"$WORK/nginx/access.log"); }
-save_access_log() {
-    local name=$1
-    tail -n +"$((ACCESS_LINES + 1))" "$WORK/nginx/access.log" >"$OUT_DIR/$name.nginx-access.log"
-    mark_access_log
-}
 
 CURL=(timeout 30 curl -sS -w '%{stderr}  -> %{http_code} http_version=%{http_version} num_connects=%{num_connects} %{url_effective}\n')
 
@@ -68,11 +62,7 @@ log "setup in $WORK"
 make_docroot
 make_cert
 
-keytool -importcert -noprompt -alias localhost -file "$WORK/cert.pem" \
-    -keystore "$WORK/truststore.p12" -storetype PKCS12 -storepass changeit >/dev/null 2>&1
-
-mkdir -p "$WORK/classes"
-javac -d "$WORK/classes" "$SCRIPT_DIR/java/UrlConnClient.java" "$SCRIPT_DIR/java/HttpClientPooled.java"
+make_java "$SCRIPT_DIR/java/UrlConnClient.java" "$SCRIPT_DIR/java/HttpClientPooled.java"
 
 write_nginx_conf 256 "$(cat <<EOF
     server {
@@ -103,16 +93,8 @@ write_nginx_conf 256 "$(cat <<EOF
         root $WORK/www;
     }
 EOF
-)" "$(cat <<EOF
-    log_format conn '\$remote_addr:\$remote_port conn=\$connection '
-                    'conn_req=\$connection_requests "\$request" \$status '
-                    'proto=\$server_protocol tls=\$ssl_protocol '
-                    'reused=\$ssl_session_reused ua="\$http_user_agent"';
-    access_log $WORK/nginx/access.log conn;
-EOF
-)"
+)" "$(conn_access_log)"
 start_nginx "$HTTP_PORT" "$HTTPS_PORT" "$H2_PORT" "$H2C_PORT" "$CHUNK_PORT"
-touch "$WORK/nginx/access.log"
 mark_access_log
 
 URL="http://127.0.0.1:$HTTP_PORT/index.html"
@@ -121,13 +103,6 @@ H2URL="https://localhost:$H2_PORT/index.html"
 H2CURL="http://127.0.0.1:$H2C_PORT/index.html"
 CHURL="http://127.0.0.1:$CHUNK_PORT/index.html"
 
-# Java: trust the throw-away cert via a truststore; IPv4 only so that
-# `localhost` can only mean 127.0.0.1 (nginx listens there only).
-JAVA=(timeout 120 java -cp "$WORK/classes"
-      -Djavax.net.ssl.trustStore="$WORK/truststore.p12"
-      -Djavax.net.ssl.trustStorePassword=changeit
-      -Djavax.net.ssl.trustStoreType=PKCS12
-      -Djava.net.preferIPv4Stack=true)
 
 # ---------------------------------------------------------------------------
 # 1. Java 17 over TLS (nginx :18443, HTTP/1.1)

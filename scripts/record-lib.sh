@@ -7,7 +7,8 @@
 # The sourcing script sets OUT_DIR and calls, in order: require_root,
 # require_tools TOOL..., find_python, setup_work NAME; then uses PIDS,
 # start_capture / stop_capture, stop_server, wait_listen, log, make_docroot,
-# make_cert, write_nginx_conf and start_nginx.
+# make_cert, make_java, write_nginx_conf, start_nginx, conn_access_log,
+# mark_access_log and save_access_log.
 
 require_root() {
     if [[ $(id -u) -ne 0 ]]; then
@@ -203,4 +204,48 @@ start_nginx() {
     PIDS+=("$NGINX_PID")
     local port
     for port in "$@"; do wait_listen "$port"; done
+}
+
+# conn_access_log : the lines for write_nginx_conf's HTTP_LINES that log
+# each request with the client's address and port, nginx's connection
+# number and its request count on it, the status, protocol and TLS version
+# (the `conn` format the captures' .nginx-access.log files are in).
+conn_access_log() {
+    cat <<EOF
+    log_format conn '\$remote_addr:\$remote_port conn=\$connection '
+                    'conn_req=\$connection_requests "\$request" \$status '
+                    'proto=\$server_protocol tls=\$ssl_protocol '
+                    'reused=\$ssl_session_reused ua="\$http_user_agent"';
+    access_log $WORK/nginx/access.log conn;
+EOF
+}
+
+# mark_access_log : remember how long nginx's access log is now (it is
+# created if it does not exist yet);
+# save_access_log NAME : write what it gained since then to
+# $OUT_DIR/NAME.nginx-access.log, and mark again.
+mark_access_log() {
+    touch "$WORK/nginx/access.log"
+    ACCESS_LINES=$(wc -l <"$WORK/nginx/access.log")
+}
+save_access_log() {
+    local name=$1
+    tail -n +"$((ACCESS_LINES + 1))" "$WORK/nginx/access.log" >"$OUT_DIR/$name.nginx-access.log"
+    mark_access_log
+}
+
+# make_java SOURCE... : a truststore in $WORK that trusts make_cert's
+# certificate, the Java SOURCEs (scripts/java) compiled into
+# $WORK/classes, and JAVA, the command that runs them trusting it, on IPv4
+# only (so that `localhost` can only mean 127.0.0.1, where nginx listens).
+make_java() {
+    keytool -importcert -noprompt -alias localhost -file "$WORK/cert.pem" \
+        -keystore "$WORK/truststore.p12" -storetype PKCS12 -storepass changeit >/dev/null 2>&1
+    mkdir -p "$WORK/classes"
+    javac -d "$WORK/classes" "$@"
+    JAVA=(timeout 120 java -cp "$WORK/classes"
+          -Djavax.net.ssl.trustStore="$WORK/truststore.p12"
+          -Djavax.net.ssl.trustStorePassword=changeit
+          -Djavax.net.ssl.trustStoreType=PKCS12
+          -Djava.net.preferIPv4Stack=true)
 }

@@ -374,6 +374,10 @@ pub struct TlsInfo {
     pub alpn: Option<String>,
     /// ALPN protocols offered by the client.
     pub alpn_offered: Vec<String>,
+    /// TLS 1.3 without keys: the protocol the length of the server's
+    /// EncryptedExtensions told it chose (docs/tls.md); null when `alpn` is
+    /// known, when the length told nothing, or that no protocol was chosen.
+    pub alpn_by_size: Option<String>,
     /// An abbreviated (resumed) handshake.
     pub resumed: bool,
     /// How it was resumed: `session_id`, `ticket` or `psk`.
@@ -410,6 +414,20 @@ pub struct TlsInfo {
     /// With `--keylog`: how far its secrets opened the records; null
     /// without a key log, or before a ServerHello.
     pub decryption: Option<Decryption>,
+}
+
+impl TlsInfo {
+    /// The ALPN protocol as the reports show it: the one selected; or the
+    /// one the EncryptedExtensions' size told, marked `(by size)`; or the
+    /// protocols offered, in parentheses.
+    pub fn alpn_shown(&self) -> Option<String> {
+        match (&self.alpn, &self.alpn_by_size) {
+            (Some(a), _) => Some(a.clone()),
+            (None, Some(a)) => Some(format!("{a} (by size)")),
+            (None, None) => (!self.alpn_offered.is_empty())
+                .then(|| format!("({})", self.alpn_offered.join(","))),
+        }
+    }
 }
 
 /// One HTTP request and what is known of its response.

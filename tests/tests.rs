@@ -8,6 +8,7 @@ mod csv_rows;
 mod docs;
 mod fragments;
 mod fuzz_regressions;
+mod h2_sizes;
 mod http;
 mod keylog;
 #[cfg(feature = "live")]

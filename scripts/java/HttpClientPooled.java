@@ -2,8 +2,9 @@
 //
 //   java HttpClientPooled URL N [THREADS]
 //
-// ONE HttpClient (forced to HTTP/1.1 with .version(HttpClient.Version.HTTP_1_1))
-// is shared by THREADS threads (default 1); each thread performs N
+// ONE HttpClient (forced to HTTP/1.1 with .version(HttpClient.Version.HTTP_1_1),
+// or, with -Dclient.version=HTTP_2, left to negotiate HTTP/2 by ALPN as it
+// does by default) is shared by THREADS threads (default 1); each thread performs N
 // sequential blocking GETs of URL and reads each body fully (BodyHandlers
 // .ofByteArray()). The client's built-in connection pool decides how many TCP
 // connections are used. TLS trust comes from -Djavax.net.ssl.trustStore=...
@@ -32,8 +33,10 @@ public class HttpClientPooled {
         if (n < 1 || n > 1000 || threads < 1 || threads > 64) {
             throw new IllegalArgumentException("N must be 1..1000, THREADS 1..64");
         }
+        final HttpClient.Version version =
+                HttpClient.Version.valueOf(System.getProperty("client.version", "HTTP_1_1"));
         final HttpClient client = HttpClient.newBuilder()
-                .version(HttpClient.Version.HTTP_1_1)
+                .version(version)
                 .connectTimeout(Duration.ofSeconds(10))
                 .build();
         final AtomicInteger failures = new AtomicInteger();

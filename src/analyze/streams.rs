@@ -123,7 +123,10 @@ impl Analyzers {
             }
         }
         let f = self.tls.flights();
-        let confidence = if self.tls.alpn_h2() {
+        // HTTP/2 counted a record each is an estimate like HTTP/1's
+        // flights; flights of HTTP/2 (lengths unknown, or h2 only offered)
+        // are not requests.
+        let confidence = if self.tls.alpn_h2() && !f.per_record() {
             Confidence::Low
         } else {
             Confidence::Estimate

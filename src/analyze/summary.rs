@@ -61,7 +61,8 @@ struct TlsTally {
     outcome: TlsOutcome,
     resumed: bool,
     version: Option<Name>,
-    /// The ALPN protocol selected, or the first offered with " (offered)".
+    /// The ALPN protocol selected, or told by size with " (by size)", or
+    /// the first offered with " (offered)".
     alpn: Option<String>,
     handshake: Option<f64>,
     decryption: Option<DecryptionOutcome>,
@@ -83,10 +84,11 @@ impl Tally {
                 outcome: tls.outcome,
                 resumed: tls.resumed,
                 version: tls.version.clone(),
-                alpn: match (&tls.alpn, tls.alpn_offered.first()) {
-                    (Some(a), _) => Some(a.clone()),
-                    (None, Some(a)) => Some(format!("{a} (offered)")),
-                    (None, None) => None,
+                alpn: match (&tls.alpn, &tls.alpn_by_size, tls.alpn_offered.first()) {
+                    (Some(a), ..) => Some(a.clone()),
+                    (None, Some(a), _) => Some(format!("{a} (by size)")),
+                    (None, None, Some(a)) => Some(format!("{a} (offered)")),
+                    (None, None, None) => None,
                 },
                 handshake: tls.handshake,
                 decryption: tls.decryption.map(|d| d.outcome),

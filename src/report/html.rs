@@ -15,7 +15,7 @@ use std::io::{self, Write};
 use super::compare::{self, Labeled};
 use super::timeline::{close_text, requests_text, tls_kind, Phase};
 use super::{human_bytes, human_duration, server_text};
-use crate::record::{ConnectionRecord, Distribution, Summary};
+use crate::record::{ConnectionRecord, Distribution, Summary, TlsInfo};
 
 mod charts;
 use charts::{histogram, waterfall};
@@ -262,11 +262,7 @@ fn table(h: &mut String, records: &[ConnectionRecord], total: u64) {
     );
     for rec in records.iter().take(MAX_ROWS) {
         let tls = rec.tls.as_ref();
-        let alpn = tls.and_then(|t| {
-            let offered =
-                || (!t.alpn_offered.is_empty()).then(|| format!("({})", t.alpn_offered.join(",")));
-            t.alpn.clone().or_else(offered)
-        });
+        let alpn = tls.and_then(TlsInfo::alpn_shown);
         let connect = match rec.tcp.handshake.connect {
             Some(c) => human_duration(c),
             None if rec.partial => "no SYN".into(),

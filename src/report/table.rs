@@ -247,15 +247,7 @@ fn tls_text(rec: &ConnectionRecord) -> (String, String, String, String) {
         .trim_start_matches("TLS ");
     let kind = super::handshake_kind(t);
     // The server name and protocols are the capture's bytes: sanitised.
-    let alpn = t
-        .alpn
-        .as_deref()
-        .map(sanitize)
-        .or_else(|| {
-            (!t.alpn_offered.is_empty())
-                .then(|| sanitize(&format!("({})", t.alpn_offered.join(","))))
-        })
-        .unwrap_or_else(|| "-".into());
+    let alpn = t.alpn_shown().map_or_else(|| "-".into(), |a| sanitize(&a));
     (
         format!("{version} {kind}"),
         t.handshake.map_or("-".into(), human_duration),

@@ -33,6 +33,8 @@ pub struct Findings {
     pub(super) sni: Option<Box<str>>,
     pub(super) alpn: Option<Box<str>>,
     pub(super) alpn_offered: Box<[String]>,
+    /// TLS 1.3: which of `alpn_offered` the EncryptedExtensions' size told.
+    pub(super) alpn_by_size: Option<u8>,
     pub(super) resumed: bool,
     pub(super) resumption: Option<Resumption>,
     pub(super) hello_retry: bool,
@@ -95,6 +97,9 @@ impl Findings {
             cipher: self.cipher.map(cipher_name),
             sni: self.sni.map(String::from),
             alpn: self.alpn.map(String::from),
+            alpn_by_size: self
+                .alpn_by_size
+                .and_then(|i| self.alpn_offered.get(usize::from(i)).cloned()),
             alpn_offered: self.alpn_offered.into_vec(),
             resumed: self.resumed,
             resumption: self.resumption.map(|r| Name::Borrowed(r.as_str())),
@@ -170,6 +175,10 @@ impl TlsAnalyzer {
             alpn_offered: ch
                 .map(|c| c.alpn.clone().into_boxed_slice())
                 .unwrap_or_default(),
+            alpn_by_size: match sh.and_then(|(_, s)| s.alpn.as_ref()) {
+                Some(_) => None,
+                None => self.alpn_sized.flatten(),
+            },
             resumed,
             resumption,
             hello_retry: self.hello_retry,

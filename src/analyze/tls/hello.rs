@@ -17,7 +17,7 @@ mod memo;
 pub use memo::ClientPrints;
 
 use tls_parser::{parse_tls_client_hello_extension, parse_tls_server_hello_extension};
-use tls_parser::{TlsCipherSuite, TlsExtension};
+use tls_parser::{TlsCipherEnc, TlsCipherEncMode, TlsCipherSuite, TlsExtension};
 
 use super::crypto;
 use crate::record::Name;
@@ -335,6 +335,30 @@ pub fn encrypted_extensions(body: &[u8]) -> Option<(Option<String>, bool)> {
         }
     }
     Some((alpn, early_data))
+}
+
+/// The bytes a TLS 1.2 record of an AEAD suite adds to its plaintext: the
+/// 8-byte explicit nonce and the tag of GCM and CCM (16 bytes; CCM_8's 8),
+/// ChaCha20-Poly1305's tag alone; `None` for the other suites (a CBC
+/// record's padding hides its plaintext's length).
+pub fn aead_overhead_12(id: u16) -> Option<usize> {
+    let suite = TlsCipherSuite::from_id(id)?;
+    match (suite.enc, suite.enc_mode) {
+        (TlsCipherEnc::Chacha20_Poly1305, _) => Some(16),
+        (_, TlsCipherEncMode::Ccm) if suite.name.ends_with("CCM_8") => Some(16),
+        (_, TlsCipherEncMode::Gcm | TlsCipherEncMode::Ccm) => Some(24),
+        _ => None,
+    }
+}
+
+/// TLS 1.3: the length of a Finished message (its header and the
+/// suite's hash), by the suite.
+pub fn finished_len_13(id: u16) -> Option<usize> {
+    match id {
+        0x1302 => Some(4 + 48),
+        0x1301 | 0x1303 | 0x1304 | 0x1305 => Some(4 + 32),
+        _ => None,
+    }
 }
 
 /// GREASE (RFC 8701): 0x0a0a, 0x1a1a, … 0xfafa.

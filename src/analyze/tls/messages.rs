@@ -181,7 +181,12 @@ impl TlsAnalyzer {
                 }
                 Some(facts) => {
                     if self.server_hello.is_none() {
-                        self.flights.h2_selected = facts.alpn.as_deref() == Some("h2");
+                        self.flights.h2 = facts.alpn.as_deref() == Some("h2");
+                        if !is_tls13(facts.version()) {
+                            if let Some(overhead) = hello::aead_overhead_12(facts.cipher) {
+                                self.flights.set_overhead(overhead, overhead);
+                            }
+                        }
                         if let Some(decrypter) = self.decrypter.as_mut() {
                             decrypter.server_hello(&facts, is_tls13(facts.version()));
                         }
@@ -206,7 +211,7 @@ impl TlsAnalyzer {
                     Some((alpn, early_data)) => {
                         if let Some((_, sh)) = self.server_hello.as_mut() {
                             if sh.alpn.is_none() {
-                                self.flights.h2_selected = alpn.as_deref() == Some("h2");
+                                self.flights.h2 = alpn.as_deref() == Some("h2");
                                 sh.alpn = alpn;
                             }
                         }

@@ -7,6 +7,7 @@
 //! packets, only stream bytes and gaps.
 
 mod alerts;
+mod appdata;
 pub mod crypto;
 mod decrypt;
 mod findings;
@@ -16,6 +17,7 @@ pub mod keylog;
 mod messages;
 pub mod records;
 mod sealed;
+mod sizes;
 mod steps;
 
 use std::cell::Cell;
@@ -110,9 +112,12 @@ pub struct TlsAnalyzer {
     server_flight: bool,
     /// TLS 1.3: the client's first and second encrypted records after the
     /// server flight (the Finished and, usually, the first request).
-    client_flight_first: Option<Timestamp>,
+    client_flight_first: Option<(Timestamp, usize)>,
     client_flight_second: Option<(Timestamp, usize)>,
     flights: Flights,
+    /// TLS 1.3 without keys: the ALPN choice the EncryptedExtensions' size
+    /// told, an index into the protocols offered (`Some(None)`: none).
+    alpn_sized: Option<Option<u8>>,
     complete: Option<Timestamp>,
     first_app_data: Option<Timestamp>,
     alert: Option<(Side, Alert, Timestamp)>,
@@ -163,6 +168,7 @@ impl TlsAnalyzer {
             client_flight_first: None,
             client_flight_second: None,
             flights: Flights::new(keep),
+            alpn_sized: None,
             complete: None,
             first_app_data: None,
             alert: None,
@@ -418,87 +424,6 @@ impl TlsAnalyzer {
         self.event(StepName::Alert, side, ts, Some(alert));
         if self.alert.is_none() {
             self.alert = Some((side, alert, ts));
-        }
-    }
-
-    /// The first application-data record (sealed) of `side`.
-    fn first_sealed(&mut self, side: Side, ts: Timestamp) {
-        if self.dir(side).first_encrypted.is_none() {
-            self.dir(side).first_encrypted = Some(ts);
-            self.event(StepName::EncryptedRecord, side, ts, None);
-        }
-    }
-
-    fn application_data(&mut self, side: Side, len: usize, ts: Timestamp) {
-        self.first_sealed(side, ts);
-        if self.negotiated_13() {
-            match side {
-                Side::Server => {
-                    self.server_flight = true;
-                    if self.client_flight_first.is_some() && self.complete.is_none() {
-                        // The server spoke again: the client's flight is over.
-                        self.complete_from_flight();
-                    }
-                }
-                Side::Client if self.server_flight && self.complete.is_none() => {
-                    if FINISHED_13_LENS.contains(&len) {
-                        self.complete = Some(ts);
-                        self.client.finished = Some(ts);
-                        self.event(StepName::Finished, side, ts, None);
-                    } else if self.client_flight_first.is_none() {
-                        self.client_flight_first = Some(ts);
-                    } else {
-                        self.client_flight_second.get_or_insert((ts, len));
-                    }
-                    return;
-                }
-                Side::Client => {}
-            }
-        }
-        // Application data proper: in TLS 1.3 after the handshake completed;
-        // in TLS ≤ 1.2 once the client sent its Finished (False Start sends
-        // the request before the server's Finished).
-        let tls13 = self.negotiated_13();
-        let started = if tls13 {
-            self.complete.is_some_and(|c| c <= ts)
-        } else {
-            self.client.finished.is_some_and(|c| c <= ts)
-        };
-        if started {
-            if side == Side::Client && self.first_app_data.is_none() {
-                self.first_app_data = Some(ts);
-            }
-            self.flights.record(side, len, ts, tls13);
-        }
-    }
-
-    /// TLS 1.3 without a Finished-sized record: the flight's first record
-    /// completed the handshake and its second, if any, was application data.
-    fn complete_from_flight(&mut self) {
-        self.complete = self.client_flight_first;
-        if let Some((ts, len)) = self.client_flight_second.take() {
-            self.first_app_data.get_or_insert(ts);
-            self.flights.record(Side::Client, len, ts, true);
-        }
-    }
-
-    fn check_complete_12(&mut self) {
-        if let (Some(c), Some(s)) = (self.client.finished, self.server.finished) {
-            if self.complete.is_none() {
-                self.complete = Some(c.max(s));
-            }
-        }
-    }
-
-    /// Whether ALPN says HTTP/2: selected (TLS ≤ 1.2), or offered when the
-    /// selection is encrypted (TLS 1.3).
-    pub fn alpn_h2(&self) -> bool {
-        match &self.server_hello {
-            Some((_, sh)) if sh.alpn.is_some() => sh.alpn.as_deref() == Some("h2"),
-            _ => self
-                .client_hello
-                .as_ref()
-                .is_some_and(|(_, ch)| ch.alpn.iter().any(|p| p == "h2")),
         }
     }
 

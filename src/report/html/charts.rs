@@ -87,12 +87,16 @@ fn segment_title(rec: &ConnectionRecord, seg: &Segment, origin: f64) -> String {
             if let Some(r) = &tls.resumption {
                 lines.push(format!("resumed by {r}"));
             }
-            match (&tls.alpn, tls.alpn_offered.is_empty()) {
-                (Some(a), _) => lines.push(format!("ALPN {a}")),
-                (None, false) => {
+            match (&tls.alpn, &tls.alpn_by_size, tls.alpn_offered.is_empty()) {
+                (Some(a), ..) => lines.push(format!("ALPN {a}")),
+                (None, Some(a), _) => lines.push(format!(
+                    "ALPN {a} (told by the size of the EncryptedExtensions; offered {})",
+                    tls.alpn_offered.join(", ")
+                )),
+                (None, None, false) => {
                     lines.push(format!("ALPN offered {}", tls.alpn_offered.join(", ")))
                 }
-                (None, true) => {}
+                (None, None, true) => {}
             }
             if let Some(a) = &tls.alert {
                 let side = a.side.as_str();

@@ -1,0 +1,156 @@
+//! HTTP/2 over TLS without keys: requests counted a record each from the
+//! records' sizes (and, in TLS 1.3, the ALPN told by the size of the
+//! EncryptedExtensions), checked connection by connection against what
+//! the server logged (nginx's access log beside each capture, which names
+//! the client's port) and against the requests read with the key log where
+//! the client wrote one. The captures are real: Java 17's HttpClient
+//! (HTTP/2 as it negotiates by default, one thread and ten threads
+//! multiplexing), curl with ten streams at once, curl POSTing small and
+//! large bodies, and headless Chromium loading a page of twenty images
+//! over TLS 1.2 and TLS 1.3 (scripts/record-h2-captures.sh;
+//! captures/README.md, section z).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use handshakes::record::HttpMethod;
+use handshakes::source::file::FileSource;
+use handshakes::{analyze, Config, ConnectionRecord, KeyLog};
+
+fn capture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("captures")
+        .join(name)
+}
+
+fn records(name: &str, keylog: Option<&str>) -> Vec<ConnectionRecord> {
+    let mut source = FileSource::open(&capture(name)).unwrap_or_else(|e| panic!("{e}"));
+    let keylog = keylog.map(|k| {
+        let log = KeyLog::open(&[capture(k)], false).unwrap_or_else(|e| panic!("{e}"));
+        Arc::new(log)
+    });
+    let config = Config {
+        keylog,
+        ..Config::default()
+    };
+    let mut records = Vec::new();
+    analyze(&mut source, &config, &mut records).unwrap_or_else(|e| panic!("{e}"));
+    records.sort_by_key(|r| r.id);
+    records
+}
+
+/// Requests by client port, from nginx's access log in the `conn` format
+/// (`127.0.0.1:PORT conn=N conn_req=M "GET …" 200 …`).
+fn nginx_requests(log: &str) -> BTreeMap<u16, u64> {
+    let text = std::fs::read_to_string(capture(log)).unwrap_or_else(|e| panic!("{log}: {e}"));
+    let mut by_port = BTreeMap::new();
+    for line in text.lines() {
+        let client = line.split_whitespace().next().expect("a client");
+        let port = client.rsplit(':').next().expect("a port");
+        *by_port.entry(port.parse().expect("a port")).or_default() += 1;
+    }
+    by_port
+}
+
+fn client_port(r: &ConnectionRecord) -> u16 {
+    r.client.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+/// The captures and their key logs.
+const CAPTURES: [(&str, Option<&str>); 5] = [
+    ("java-httpclient-h2-10", None),
+    ("java-httpclient-h2-10x10", None),
+    ("h2-curl-parallel-20", Some("h2-curl-parallel-20.keylog")),
+    ("h2-curl-post-5", Some("h2-curl-post-5.keylog")),
+    (
+        "h2-chromium-page-2x21",
+        Some("h2-chromium-page-2x21.keylog"),
+    ),
+];
+
+#[test]
+fn h2_requests_from_record_sizes_match_the_server_log_connection_by_connection() {
+    for (name, keylog) in CAPTURES {
+        let logged = nginx_requests(&format!("{name}.nginx-access.log"));
+        let estimated = records(&format!("{name}.pcap"), None);
+        let mut seen = BTreeMap::new();
+        for r in &estimated {
+            let Some(tls) = &r.tls else { continue };
+            let h = &r.http;
+            let port = client_port(r);
+            assert_eq!(h.method, HttpMethod::TlsFlights, "{name} #{}", r.id);
+            assert!(h.estimated, "{name} #{}", r.id);
+            // Counted a record each: an estimate, not a low-confidence one.
+            assert_eq!(h.confidence, "estimate", "{name} #{}", r.id);
+            assert_eq!(
+                h.requests,
+                logged.get(&port).copied().unwrap_or(0),
+                "{name} #{} (port {port}): nginx logged {logged:?}",
+                r.id
+            );
+            // Responses are matched to requests in order once requests are
+            // seen multiplexed, so some may go unmatched; never more.
+            assert!(h.responses <= h.requests, "{name} #{}", r.id);
+            // TLS 1.3 hides the ALPN choice; its EncryptedExtensions'
+            // length tells it.
+            if tls.version.as_deref() == Some("TLS 1.3") {
+                assert_eq!(tls.alpn, None, "{name} #{}", r.id);
+                assert_eq!(tls.alpn_by_size.as_deref(), Some("h2"), "{name} #{}", r.id);
+            } else {
+                assert_eq!(tls.alpn.as_deref(), Some("h2"), "{name} #{}", r.id);
+                assert_eq!(tls.alpn_by_size, None, "{name} #{}", r.id);
+            }
+            seen.insert(port, h.requests);
+        }
+        // Every connection nginx logged was found.
+        for (port, n) in &logged {
+            assert_eq!(seen.get(port), Some(n), "{name}: port {port}");
+        }
+        // With the key log, the requests read equal the estimate.
+        if let Some(keylog) = keylog {
+            let exact = records(&format!("{name}.pcap"), Some(keylog));
+            let read: Vec<u64> = exact.iter().map(|r| r.http.requests).collect();
+            let guessed: Vec<u64> = estimated.iter().map(|r| r.http.requests).collect();
+            assert_eq!(read, guessed, "{name}");
+            assert!(exact
+                .iter()
+                .filter(|r| r.http.requests > 0)
+                .all(|r| r.http.method == HttpMethod::TlsH2 && !r.http.estimated));
+        }
+    }
+}
+
+#[test]
+fn h2_curl_sequential_estimate_equals_the_key_log() {
+    // The older capture with a key log and no server log: 10 requests.
+    let estimated = records("h2-curl-10.pcap", None);
+    let exact = records("h2-curl-10.pcap", Some("h2-curl-10.keylog"));
+    assert_eq!(estimated[0].http.requests, 10);
+    assert_eq!(exact[0].http.requests, 10);
+    let tls = estimated[0].tls.as_ref().unwrap();
+    assert_eq!(tls.alpn_by_size.as_deref(), Some("h2"));
+    // With the key log the EncryptedExtensions are read: the ALPN is
+    // known, not told by size.
+    let tls = exact[0].tls.as_ref().unwrap();
+    assert_eq!(
+        (tls.alpn.as_deref(), tls.alpn_by_size.as_deref()),
+        (Some("h2"), None)
+    );
+}
+
+#[test]
+fn http1_over_tls13_is_told_apart_by_size() {
+    // curl offered only http/1.1; python requests too: the size says
+    // http/1.1, and the HTTP/1 flight estimate stays.
+    for name in [
+        "tls13-curl-keepalive-5.pcap",
+        "tls-python-requests-session-5.pcap",
+    ] {
+        let r = &records(name, None)[0];
+        let tls = r.tls.as_ref().unwrap();
+        assert_eq!(tls.alpn_by_size.as_deref(), Some("http/1.1"), "{name}");
+        assert_eq!(r.http.requests, 5, "{name}");
+        assert_eq!(r.http.confidence, "estimate", "{name}");
+    }
+}
