@@ -86,6 +86,7 @@ fn pointer(column: &str) -> &'static str {
         "tls_decryption" => "/tls/decryption/outcome",
         "tls_records_opened" => "/tls/decryption/records_opened",
         "tls_records_failed" => "/tls/decryption/records_failed",
+        "tls_alpn_by_size" => "/tls/alpn_by_size",
         other => panic!("column {other} has no JSON field in this test: add it"),
     }
 }

@@ -154,3 +154,32 @@ fn http1_over_tls13_is_told_apart_by_size() {
         assert_eq!(r.http.confidence, "estimate", "{name}");
     }
 }
+
+#[test]
+fn the_alpn_told_by_size_is_the_one_the_key_log_reads() {
+    // Every TLS 1.3 connection of every capture with a key log.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("captures");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("keylog") {
+            continue;
+        }
+        let stem = path.file_stem().unwrap().to_str().unwrap().to_string();
+        let keylog = format!("{stem}.keylog");
+        let by_size = records(&format!("{stem}.pcap"), None);
+        let read = records(&format!("{stem}.pcap"), Some(&keylog));
+        for (s, r) in by_size.iter().zip(&read) {
+            let (Some(s), Some(r)) = (&s.tls, &r.tls) else {
+                continue;
+            };
+            if r.version.as_deref() != Some("TLS 1.3") {
+                continue;
+            }
+            assert_eq!(s.alpn, None, "{stem}");
+            assert_eq!(s.alpn_by_size, r.alpn, "{stem}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "only {checked} TLS 1.3 connections checked");
+}

@@ -81,6 +81,7 @@ pub const COLUMNS: &[&str] = &[
     "tls_decryption",
     "tls_records_opened",
     "tls_records_failed",
+    "tls_alpn_by_size",
 ];
 
 /// Writes the header once: several files make one table, told apart by
@@ -209,6 +210,10 @@ fn row(file: &str, r: &ConnectionRecord) -> Vec<String> {
         decryption.map_or(String::new(), |d| d.outcome.as_str().to_string()),
         decryption.map_or(String::new(), |d| d.records_opened.to_string()),
         decryption.map_or(String::new(), |d| d.records_failed.to_string()),
+        r.tls
+            .as_ref()
+            .and_then(|t| t.alpn_by_size.clone())
+            .unwrap_or_default(),
     ]);
     row
 }
