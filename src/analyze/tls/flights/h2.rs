@@ -1,16 +1,18 @@
 //! What the sizes of HTTP/2's records say without the keys, once the
 //! client's plaintext lengths are known: which client records are the
 //! connection preface or control frames (not requests); which carry a
-//! request body (a long record after another in one client flight, and
-//! what follows it there); and which of the rest are requests. The first
-//! record of a client flight is one. A later one is one when its size is
-//! that of a request already seen (HPACK makes a client's repeated
-//! requests one size; a request's body seldom is) — and then requests are
-//! multiplexed, and every later record that can hold a HEADERS frame is
-//! one. Otherwise it may be the body of the flight's request, and is held
-//! as such until a request of its size shows it was one too. Also which
-//! server records can answer a request (not control frames, nor TLS 1.3
-//! tickets of the sizes seen before the first request).
+//! request body (a long record, and the shorter one that ends it; one of
+//! some length after another in a flight); and which of the rest are
+//! requests. The first record of a client flight is one. A later one is
+//! one when its size is that of the last request of an earlier flight, or
+//! of another later record of its flight (HPACK makes a client's repeated
+//! requests one size; the HEADERS of a request and its body are two
+//! records, seldom of one size) — and then requests are multiplexed, and
+//! every later record that can hold a HEADERS frame is one. Otherwise it
+//! is taken for the body of its flight's request, until the first request
+//! of the next flight has its size. Also which server records can answer
+//! a request (not control frames, nor TLS 1.3 tickets of the sizes seen
+//! before the first request).
 //!
 //! Does not count requests or keep their times (`flights` does).
 
@@ -24,11 +26,12 @@ const PREFACE: usize = 24;
 const MAX_PREFACE: usize = 100;
 /// Control frames, alone or two in a record: SETTINGS ACK (9),
 /// WINDOW_UPDATE and RST_STREAM (13), PRIORITY (14, which Chromium sends
-/// as it reorders the images of a page), PING (17), and the pairs of the
-/// others. A record of another size can hold a HEADERS frame (a GET whose
-/// fields are all in the HPACK table is 9 + 4–10 bytes; curl's repeated
-/// request is 15).
-const CONTROL: [usize; 9] = [9, 13, 14, 17, 18, 22, 26, 30, 34];
+/// as it reorders the images of a page), PING (17), and the pairs clients
+/// send together (two SETTINGS ACKs, an ACK and a WINDOW_UPDATE, the
+/// stream's and the connection's WINDOW_UPDATE). A record of another size
+/// can hold a HEADERS frame (a GET whose fields are all in the HPACK table
+/// is 9 + 4–10 bytes; curl's repeated request is 15).
+const CONTROL: [usize; 7] = [9, 13, 14, 17, 18, 22, 26];
 /// A record this long after another in a client flight is a request's
 /// body (DATA)…
 const BODY: usize = 2048;
@@ -42,7 +45,13 @@ const SAME: usize = 2;
 /// Client records this small after the server's last record are GOAWAY
 /// or RST_STREAM, not requests.
 const MAX_CLOSING: usize = 64;
-/// Sizes of requests, and records that may be bodies, remembered.
+/// A request whose fields HPACK finds in its table is at most this long
+/// (curl's 15 to 29 bytes, Chromium's 39, Java's 45): only so short a
+/// record is a request by the size of one in another flight — longer
+/// ones, first requests and bodies, vary too much for their sizes to
+/// meet by more than chance.
+const MAX_INDEXED: usize = 64;
+/// Records taken for bodies remembered (of this flight and the last).
 const KEEP: usize = 16;
 
 /// What a client record is.
@@ -64,13 +73,14 @@ pub(super) enum H2Record {
 #[derive(Debug, Default)]
 pub(super) struct H2 {
     multiplexed: bool,
-    /// Sizes of the requests seen.
-    sizes: Vec<usize>,
+    /// The client's flights so far.
+    flight: u32,
+    /// The last request's size, and the last before this flight's.
+    last_size: Option<usize>,
+    before_flight: Option<usize>,
     /// Records taken for bodies that may yet turn out to be requests:
     /// size, time and flight.
     maybe: Vec<(usize, Timestamp, u32)>,
-    /// The client's flights so far.
-    flight: u32,
     /// A long body is being sent: the next shorter record is its last…
     body: bool,
     /// …after which the next record begins a request, as at a new flight.
@@ -125,16 +135,17 @@ impl H2 {
         }
         let new_flight = std::mem::take(&mut self.after_body) || new_flight;
         if new_flight {
+            self.before_flight = self.last_size;
             self.flight = self.flight.wrapping_add(1);
+            let last = self.flight.wrapping_sub(1);
+            self.maybe.retain(|&(_, _, f)| f == last);
         } else if plain >= BODY {
             return H2Record::Continues;
         }
-        // A request's size, or in this flight a second record of one size
-        // (a request's body is one record of its size, or several long
-        // ones).
         let flight = self.flight;
         let same = |s: usize| s.abs_diff(plain) <= SAME;
-        let known = self.sizes.iter().any(|&s| same(s))
+        let indexed = plain <= MAX_INDEXED;
+        let known = (indexed && self.before_flight.is_some_and(same))
             || self.maybe.iter().any(|&(s, _, f)| f == flight && same(s));
         if !(new_flight || known || self.multiplexed) {
             if self.maybe.len() < KEEP {
@@ -144,18 +155,17 @@ impl H2 {
         }
         let multiplexed = !new_flight && !self.multiplexed;
         self.multiplexed |= multiplexed;
-        // Records of this size taken for bodies were requests too.
+        // Records of this size taken for bodies were requests too (in
+        // the last flight, only short ones).
         let mut earlier = Vec::new();
-        self.maybe.retain(|&(size, at, _)| {
-            let request = size.abs_diff(plain) <= SAME;
+        self.maybe.retain(|&(size, at, f)| {
+            let request = same(size) && (f == flight || indexed);
             if request {
                 earlier.push(at);
             }
             !request
         });
-        if !known && self.sizes.len() < KEEP {
-            self.sizes.push(plain);
-        }
+        self.last_size = Some(plain);
         if plain <= MAX_CLOSING {
             self.small_since_server += 1;
         } else {

@@ -1,0 +1,310 @@
+//! The request estimate from record sizes and times: HTTP/1 flights, and
+//! HTTP/2 read a record at a time, on conversations taken from the real
+//! captures (each test names its own).
+use super::*;
+
+fn t(n: i64) -> Timestamp {
+    Timestamp(n)
+}
+
+#[test]
+fn alternating_flights_are_requests() {
+    // The TLS 1.3 curl conversation from captures/tls13-curl-keepalive.pcap.
+    let mut f = Flights::new(10);
+    let records = [
+        (Side::Client, 106, 7419),
+        (Side::Server, 282, 7731),
+        (Side::Server, 282, 7959),
+        (Side::Server, 1598, 8210),
+        (Side::Client, 106, 8543),
+        (Side::Server, 1598, 8680),
+        (Side::Client, 106, 9023),
+        (Side::Server, 1598, 9130),
+        (Side::Client, 19, 9328),
+    ];
+    for (side, len, ts) in records {
+        f.record(side, len, t(ts), true);
+    }
+    f.finish();
+    assert_eq!(f.requests, 3);
+    assert_eq!(
+        f.exchanges[0].response_first,
+        Some(t(8210)),
+        "tickets are not the response"
+    );
+    assert_eq!(f.exchanges[0].response_last, Some(t(8210)));
+    assert_eq!(f.exchanges[2].start, t(9023));
+}
+
+#[test]
+fn closing_alerts_after_the_last_response_are_not_a_request() {
+    // JSSE with keep-alive off: request, response, then two 35-byte records.
+    let mut f = Flights::new(10);
+    for (side, len, ts) in [
+        (Side::Client, 183, 1),
+        (Side::Server, 1593, 2),
+        (Side::Client, 35, 3),
+        (Side::Client, 35, 4),
+        (Side::Server, 19, 5),
+    ] {
+        f.record(side, len, t(ts), true);
+    }
+    f.finish();
+    assert_eq!((f.requests, f.exchanges.len()), (1, 1));
+}
+
+#[test]
+fn h2_preface_and_settings_ack_are_not_requests() {
+    let mut f = Flights::new(10);
+    f.h2 = true;
+    for (side, len, ts) in [
+        (Side::Client, 81, 1),
+        (Side::Server, 150, 2),
+        (Side::Client, 57, 3),
+        (Side::Server, 60, 4),
+        (Side::Client, 25, 5),
+        (Side::Server, 1368, 6),
+        (Side::Client, 49, 7),
+        (Side::Server, 1486, 8),
+    ] {
+        f.record(side, len, t(ts), false);
+    }
+    f.finish();
+    assert_eq!(f.requests, 2);
+}
+
+#[test]
+fn tickets_before_the_first_request_and_multi_record_requests() {
+    let mut f = Flights::new(10);
+    f.record(Side::Server, 250, t(1), true);
+    f.record(Side::Client, 500, t(2), true);
+    f.record(Side::Client, 16000, t(3), true);
+    f.record(Side::Server, 90, t(4), true);
+    f.finish();
+    assert_eq!(f.requests, 1);
+    assert_eq!(f.exchanges[0].response_first, Some(t(4)));
+}
+
+use Side::{Client as C, Server as S};
+
+/// A TLS 1.3 HTTP/2 conversation with the client's lengths known
+/// (`pad` bytes of padding on each of its records): `(side,
+/// plaintext)`, a millisecond apart.
+fn h2(pad: usize, records: &[(Side, usize)]) -> Flights {
+    conversation(true, pad, records)
+}
+
+/// The same in TLS 1.2 with AES-GCM (24 bytes a record).
+fn h2_12(records: &[(Side, usize)]) -> Flights {
+    conversation(false, 0, records)
+}
+
+fn conversation(tls13: bool, pad: usize, records: &[(Side, usize)]) -> Flights {
+    let base = if tls13 { 17 } else { 24 };
+    let mut f = Flights::new(100);
+    f.h2 = true;
+    f.set_overhead(base + pad, base);
+    for (i, &(side, plain)) in records.iter().enumerate() {
+        let pad = if side == C { pad } else { 0 };
+        f.record(side, plain + base + pad, t(i as i64), tls13);
+    }
+    f.finish();
+    f
+}
+
+fn starts(f: &Flights) -> Vec<i64> {
+    f.exchanges.iter().map(|e| e.start.0).collect()
+}
+
+#[test]
+fn h2_multiplexed_requests_are_the_records_of_one_size() {
+    // Java's HttpClient, ten threads (captures/java-httpclient-h2-10x10,
+    // 16 bytes of padding a record): tickets and the server's SETTINGS
+    // before the first request, which shares a record with the preface;
+    // SETTINGS ACK; four requests at once, then their responses; a
+    // GOAWAY after the server's last record.
+    let f = h2(
+        16,
+        &[
+            (S, 248),
+            (S, 248),
+            (S, 40),
+            (C, 128),
+            (S, 127),
+            (S, 1351),
+            (C, 9),
+            (C, 45),
+            (C, 45),
+            (C, 45),
+            (C, 45),
+            (S, 1468),
+            (S, 1468),
+            (S, 1468),
+            (S, 1468),
+            (C, 34),
+        ],
+    );
+    assert_eq!(f.requests, 5);
+    assert_eq!(starts(&f), [3, 7, 8, 9, 10]);
+    // Answered in order once they are seen to be multiplexed.
+    let firsts: Vec<_> = f.exchanges.iter().map(|e| e.response_first).collect();
+    assert_eq!(firsts, [4, 11, 12, 13, 14].map(|n| Some(t(n))));
+    assert_eq!(f.exchanges[0].response_last, Some(t(5)));
+}
+
+#[test]
+fn h2_bodies_are_not_requests() {
+    // curl POSTing a small body three times (captures/h2-curl-post-5):
+    // HEADERS then DATA, a ticket and the server's SETTINGS in between.
+    let f = h2(
+        0,
+        &[
+            (S, 248),
+            (C, 64),
+            (S, 248),
+            (C, 71),
+            (S, 49),
+            (C, 9),
+            (C, 50),
+            (S, 229),
+            (S, 13),
+            (C, 21),
+            (C, 50),
+            (S, 229),
+            (C, 21),
+            (C, 50),
+            (S, 229),
+        ],
+    );
+    assert_eq!(f.requests, 3);
+    assert_eq!(starts(&f), [3, 9, 12]);
+    // Two uploads of 40 000 bytes, the server answering before each
+    // body: the body's records, long and its last, are not requests.
+    let f = h2(
+        0,
+        &[
+            (C, 64),
+            (S, 40),
+            (C, 73),
+            (C, 9),
+            (S, 229),
+            (C, 16384),
+            (S, 13),
+            (C, 16384),
+            (C, 7241),
+            (C, 23),
+            (C, 16384),
+            (C, 16384),
+            (C, 7241),
+            (S, 229),
+        ],
+    );
+    assert_eq!(f.requests, 2);
+    assert_eq!(starts(&f), [2, 9]);
+}
+
+#[test]
+fn h2_a_record_taken_for_a_body_is_a_request_when_its_size_comes_again() {
+    // Chromium (captures/h2-chromium-page-2x21, TLS 1.2): the page,
+    // then two image requests in one flight — the second could be the
+    // first's body until a request of its size follows.
+    let f = h2_12(&[
+        (C, 70),
+        (C, 455),
+        (S, 149),
+        (S, 566),
+        (C, 9),
+        (C, 152),
+        (C, 39),
+        (S, 708),
+        (S, 808),
+        (C, 39),
+        (S, 908),
+    ]);
+    assert_eq!(f.requests, 4);
+    assert_eq!(starts(&f), [1, 5, 6, 9]);
+}
+
+#[test]
+fn h2_two_records_of_one_size_in_a_flight_are_requests() {
+    // Chromium sending the images' requests at once, with PRIORITY
+    // frames (14) among them, before any response.
+    let f = h2(
+        0,
+        &[
+            (C, 70),
+            (C, 455),
+            (S, 126),
+            (S, 584),
+            (C, 152),
+            (C, 39),
+            (C, 41),
+            (C, 14),
+            (C, 14),
+            (C, 39),
+            (S, 725),
+            (S, 825),
+            (S, 925),
+            (S, 1025),
+        ],
+    );
+    assert_eq!(f.requests, 5);
+    assert_eq!(starts(&f), [1, 4, 5, 6, 9]);
+}
+
+#[test]
+fn h2_a_body_the_size_of_its_own_headers_is_a_body() {
+    // A POST whose body happens to be as long as its HEADERS (within
+    // two bytes), then two requests sent together the size of the
+    // last one before them (curl --parallel's pairs).
+    let f = h2(
+        0,
+        &[
+            (C, 64),
+            (C, 154),
+            (C, 156),
+            (S, 500),
+            (C, 28),
+            (S, 1468),
+            (C, 28),
+            (C, 29),
+            (S, 1468),
+            (S, 1468),
+        ],
+    );
+    assert_eq!(f.requests, 4);
+    assert_eq!(starts(&f), [1, 4, 6, 7]);
+}
+
+#[test]
+fn h2_preface_alone_then_settings_in_a_record_of_their_own() {
+    // Chrome in the peer corpus (TLS 1.2): preface, SETTINGS and
+    // WINDOW_UPDATE each sealed alone, one request; the server PINGs.
+    let f = h2_12(&[
+        (C, 24),
+        (C, 27),
+        (C, 13),
+        (C, 40),
+        (S, 40),
+        (C, 9),
+        (S, 736),
+        (S, 17),
+        (C, 17),
+    ]);
+    assert_eq!(f.requests, 1);
+    assert_eq!(starts(&f), [3]);
+}
+
+#[test]
+fn h2_without_known_lengths_counts_flights() {
+    // A CBC suite hides the lengths: flights, as before.
+    let mut f = Flights::new(10);
+    f.h2 = true;
+    let records = [(C, 100), (C, 80), (C, 80), (S, 500), (C, 80), (S, 500)];
+    for (i, (side, len)) in records.into_iter().enumerate() {
+        f.record(side, len, t(i as i64), false);
+    }
+    f.finish();
+    assert!(!f.per_record());
+    assert_eq!(f.requests, 2);
+}
