@@ -4,15 +4,17 @@
 //! request body (a long record, and the shorter one that ends it; one of
 //! some length after another in a flight); and which of the rest are
 //! requests. The first record of a client flight is one. A later one is
-//! one when its size is that of the last request of an earlier flight, or
-//! of another later record of its flight (HPACK makes a client's repeated
-//! requests one size; the HEADERS of a request and its body are two
-//! records, seldom of one size) — and then requests are multiplexed, and
-//! every later record that can hold a HEADERS frame is one. Otherwise it
-//! is taken for the body of its flight's request, until the first request
-//! of the next flight has its size. Also which server records can answer
-//! a request (not control frames, nor TLS 1.3 tickets of the sizes seen
-//! before the first request).
+//! one when its size (within two bytes) is that of another later record of
+//! its flight, or — when it is short, as a request whose fields HPACK
+//! finds in its table is — that of the last request before its flight
+//! (HPACK makes a client's repeated requests one size; the HEADERS of a
+//! request and its body are two records, seldom of one size); then
+//! requests are multiplexed, and every later record that can hold a
+//! HEADERS frame is one. Otherwise it is taken for the body of its
+//! flight's request, unless a request of the flight, or a short one of the
+//! next, has its size. Also which server records can answer a request
+//! (not control frames, nor TLS 1.3 tickets of the sizes seen before the
+//! first request).
 //!
 //! Does not count requests or keep their times (`flights` does).
 
