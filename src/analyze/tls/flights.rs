@@ -216,7 +216,12 @@ impl Flights {
     fn answer_in_order(&mut self, ts: Timestamp) {
         self.answered = true;
         self.last = Some(Side::Server);
-        let next = self.h2s().next_answer;
+        // Requests answered before the connection was seen multiplexed
+        // (they may sit among the ones found later) are passed over.
+        let from = self.h2s().next_answer;
+        let answered = self.exchanges.iter().skip(from);
+        let next = from + answered.take_while(|e| e.response_first.is_some()).count();
+        self.h2s().next_answer = next;
         match self.exchanges.get_mut(next) {
             Some(ex) => {
                 ex.response_first = Some(ts);
