@@ -124,9 +124,9 @@ impl Analyzers {
         }
         let f = self.tls.flights();
         // HTTP/2 counted a record each is an estimate like HTTP/1's
-        // flights; flights of HTTP/2 (lengths unknown, or h2 only offered)
-        // are not requests.
-        let confidence = if self.tls.alpn_h2() && !f.per_record() {
+        // flights, unless bodies may be among the records counted; flights
+        // of HTTP/2 (lengths unknown, or h2 only offered) are not requests.
+        let confidence = if self.tls.alpn_h2() && (!f.per_record() || f.doubtful()) {
             Confidence::Low
         } else {
             Confidence::Estimate

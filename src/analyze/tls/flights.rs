@@ -94,6 +94,12 @@ impl Flights {
         self.h2 && self.overhead.is_some()
     }
 
+    /// HTTP/2 read a record each, where the records counted may be bodies
+    /// as well as requests (docs/accuracy.md).
+    pub fn doubtful(&self) -> bool {
+        self.h2s.as_ref().is_some_and(|h| h.doubtful())
+    }
+
     /// An application-data record after the handshake completed.
     pub fn record(&mut self, side: Side, len: usize, ts: Timestamp, tls13: bool) {
         self.tls13 = tls13;

@@ -308,3 +308,24 @@ fn h2_without_known_lengths_counts_flights() {
     assert!(!f.per_record());
     assert_eq!(f.requests, 2);
 }
+
+#[test]
+fn h2_multiplexed_requests_with_bodies_are_doubtful() {
+    // Java's HttpClient POSTing 200 bytes from ten threads on one
+    // connection (a recording not kept): HEADERS (50) and DATA (209)
+    // interleaved. Each counts, and the estimate says it may be double.
+    let mut records = vec![(C, 64), (S, 40), (C, 133), (C, 209), (S, 229)];
+    for _ in 0..6 {
+        records.extend([(C, 50), (C, 209), (C, 50), (C, 209), (S, 229), (S, 229)]);
+    }
+    let f = h2(16, &records);
+    assert!(f.doubtful());
+    // GETs multiplexed, one size: not doubtful.
+    let mut records = vec![(C, 64), (S, 40), (C, 133), (S, 229)];
+    for _ in 0..6 {
+        records.extend([(C, 45), (C, 45), (C, 45), (S, 229), (S, 229), (S, 229)]);
+    }
+    let f = h2(16, &records);
+    assert!(!f.doubtful());
+    assert_eq!(f.requests, 19);
+}
