@@ -47,13 +47,7 @@ write_nginx_conf 64 "$(cat <<EOF
         listen [::1]:$HTTP_PORT;
         root $WORK/www;
     }
-    server {
-        listen 127.0.0.1:$HTTPS_PORT ssl;
-        ssl_certificate $WORK/cert.pem;
-        ssl_certificate_key $WORK/key.pem;
-        ssl_protocols TLSv1.2 TLSv1.3;
-        root $WORK/www;
-    }
+$(tls_server "127.0.0.1:$HTTPS_PORT ssl" "TLSv1.2 TLSv1.3")
 EOF
 )"
 start_nginx "$HTTP_PORT" "$HTTPS_PORT"

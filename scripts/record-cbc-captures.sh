@@ -32,14 +32,7 @@ log "setup in $WORK"
 make_docroot
 make_cert
 write_nginx_conf 64 "$(cat <<EOF
-    server {
-        listen 127.0.0.1:$HTTPS_PORT ssl;
-        ssl_certificate $WORK/cert.pem;
-        ssl_certificate_key $WORK/key.pem;
-        ssl_protocols TLSv1 TLSv1.1 TLSv1.2;
-        ssl_ciphers ALL:@SECLEVEL=0;
-        root $WORK/www;
-    }
+$(tls_server "127.0.0.1:$HTTPS_PORT ssl" "TLSv1 TLSv1.1 TLSv1.2" "ssl_ciphers ALL:@SECLEVEL=0")
 EOF
 )"
 start_nginx "$HTTPS_PORT"

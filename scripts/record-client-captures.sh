@@ -69,20 +69,8 @@ write_nginx_conf 256 "$(cat <<EOF
         listen 127.0.0.1:$HTTP_PORT;
         root $WORK/www;
     }
-    server {
-        listen 127.0.0.1:$HTTPS_PORT ssl;
-        ssl_certificate $WORK/cert.pem;
-        ssl_certificate_key $WORK/key.pem;
-        ssl_protocols TLSv1.2 TLSv1.3;
-        root $WORK/www;
-    }
-    server {
-        listen 127.0.0.1:$H2_PORT ssl http2;
-        ssl_certificate $WORK/cert.pem;
-        ssl_certificate_key $WORK/key.pem;
-        ssl_protocols TLSv1.2 TLSv1.3;
-        root $WORK/www;
-    }
+$(tls_server "127.0.0.1:$HTTPS_PORT ssl" "TLSv1.2 TLSv1.3")
+$(tls_server "127.0.0.1:$H2_PORT ssl http2" "TLSv1.2 TLSv1.3")
     server {
         listen 127.0.0.1:$H2C_PORT http2;
         root $WORK/www;

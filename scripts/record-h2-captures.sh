@@ -48,13 +48,7 @@ chmod -R a+rX "$WORK/www"
 make_java "$SCRIPT_DIR/java/HttpClientPooled.java"
 
 write_nginx_conf 256 "$(cat <<EOF
-    server {
-        listen 127.0.0.1:$H2_PORT ssl http2;
-        ssl_certificate $WORK/cert.pem;
-        ssl_certificate_key $WORK/key.pem;
-        ssl_protocols TLSv1.2 TLSv1.3;
-        root $WORK/www;
-    }
+$(tls_server "127.0.0.1:$H2_PORT ssl http2" "TLSv1.2 TLSv1.3")
 EOF
 )" "$(conn_access_log)"
 start_nginx "$H2_PORT"

@@ -33,14 +33,7 @@ log "setup in $WORK"
 make_docroot
 make_cert
 write_nginx_conf 64 "$(cat <<EOF
-    server {
-        listen 127.0.0.1:$HTTPS_PORT ssl;
-        ssl_certificate $WORK/cert.pem;
-        ssl_certificate_key $WORK/key.pem;
-        ssl_protocols TLSv1.2 TLSv1.3;
-        ssl_ciphers ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-CHACHA20-POLY1305:ECDHE-RSA-AES256-GCM-SHA384;
-        root $WORK/www;
-    }
+$(tls_server "127.0.0.1:$HTTPS_PORT ssl" "TLSv1.2 TLSv1.3" "ssl_ciphers ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-CHACHA20-POLY1305:ECDHE-RSA-AES256-GCM-SHA384")
 EOF
 )"
 start_nginx "$HTTPS_PORT"
@@ -130,14 +123,7 @@ http {
     fastcgi_temp_path $WORK/ed/fastcgi;
     uwsgi_temp_path $WORK/ed/uwsgi;
     scgi_temp_path $WORK/ed/scgi;
-    server {
-        listen 127.0.0.1:$ED_PORT ssl;
-        ssl_certificate $WORK/cert.pem;
-        ssl_certificate_key $WORK/key.pem;
-        ssl_protocols TLSv1.3;
-        ssl_early_data on;
-        root $WORK/www;
-    }
+$(tls_server "127.0.0.1:$ED_PORT ssl" "TLSv1.3" "ssl_early_data on")
 }
 EOF2
 }

@@ -7,8 +7,8 @@
 # The sourcing script sets OUT_DIR and calls, in order: require_root,
 # require_tools TOOL..., find_python, setup_work NAME; then uses PIDS,
 # start_capture / stop_capture, stop_server, wait_listen, log, make_docroot,
-# make_cert, make_java, write_nginx_conf, start_nginx, conn_access_log,
-# mark_access_log and save_access_log.
+# make_cert, make_java, write_nginx_conf, tls_server, start_nginx,
+# conn_access_log, mark_access_log and save_access_log.
 
 require_root() {
     if [[ $(id -u) -ne 0 ]]; then
@@ -192,6 +192,23 @@ $http_lines
 $servers
 }
 EOF
+}
+
+# tls_server LISTEN PROTOCOLS [DIRECTIVE...] : an nginx `server` block for
+# write_nginx_conf that serves the test page over TLS with make_cert's
+# certificate on LISTEN (e.g. `127.0.0.1:PORT ssl http2`), ssl_protocols
+# PROTOCOLS, and each further DIRECTIVE (without its semicolon).
+tls_server() {
+    local listen=$1 protocols=$2 directive
+    shift 2
+    echo "    server {"
+    echo "        listen $listen;"
+    echo "        ssl_certificate $WORK/cert.pem;"
+    echo "        ssl_certificate_key $WORK/key.pem;"
+    echo "        ssl_protocols $protocols;"
+    for directive in "$@"; do echo "        $directive;"; done
+    echo "        root $WORK/www;"
+    echo "    }"
 }
 
 # start_nginx PORT... : checks $WORK/nginx/nginx.conf (write_nginx_conf),

@@ -101,13 +101,7 @@ write_nginx_conf 64 "$(cat <<EOF
         listen $OVER2_B:$HTTP_PORT;
         root $WORK/www;
     }
-    server {
-        listen $OVER_B:$HTTPS_PORT ssl;
-        ssl_certificate $WORK/cert.pem;
-        ssl_certificate_key $WORK/key.pem;
-        ssl_protocols TLSv1.3;
-        root $WORK/www;
-    }
+$(tls_server "$OVER_B:$HTTPS_PORT ssl" "TLSv1.3")
 EOF
 )"
 ip netns exec "$NS_B" nginx -e "$WORK/nginx/error.log" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" &
