@@ -12,11 +12,11 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use handshakes::record::HttpMethod;
-use handshakes::source::file::FileSource;
-use handshakes::{analyze, Config, ConnectionRecord, KeyLog};
+use handshakes::ConnectionRecord;
+
+use crate::keylog::analyze_file;
 
 fn capture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -25,19 +25,7 @@ fn capture(name: &str) -> PathBuf {
 }
 
 fn records(name: &str, keylog: Option<&str>) -> Vec<ConnectionRecord> {
-    let mut source = FileSource::open(&capture(name)).unwrap_or_else(|e| panic!("{e}"));
-    let keylog = keylog.map(|k| {
-        let log = KeyLog::open(&[capture(k)], false).unwrap_or_else(|e| panic!("{e}"));
-        Arc::new(log)
-    });
-    let config = Config {
-        keylog,
-        ..Config::default()
-    };
-    let mut records = Vec::new();
-    analyze(&mut source, &config, &mut records).unwrap_or_else(|e| panic!("{e}"));
-    records.sort_by_key(|r| r.id);
-    records
+    analyze_file(&capture(name), keylog.map(capture).as_deref(), 1)
 }
 
 /// Requests by client port, from nginx's access log in the `conn` format

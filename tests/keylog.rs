@@ -28,11 +28,24 @@ fn corpus() -> PathBuf {
 
 /// The pipeline on `capture` with the secrets of `keylog`.
 fn analyze_with(capture: &Path, keylog: &Path, threads: usize) -> Vec<ConnectionRecord> {
+    analyze_file(capture, Some(keylog), threads)
+}
+
+/// The pipeline on `capture`, with the secrets of `keylog` if given: its
+/// records in order of `id` (tests/h2_sizes.rs reads captures so too).
+pub(crate) fn analyze_file(
+    capture: &Path,
+    keylog: Option<&Path>,
+    threads: usize,
+) -> Vec<ConnectionRecord> {
     let mut source = FileSource::open(capture).unwrap_or_else(|e| panic!("{e}"));
-    let log = KeyLog::open(&[keylog.to_path_buf()], false).unwrap_or_else(|e| panic!("{e}"));
+    let keylog = keylog.map(|k| {
+        let log = KeyLog::open(&[k.to_path_buf()], false).unwrap_or_else(|e| panic!("{e}"));
+        Arc::new(log)
+    });
     let config = Config {
         threads,
-        keylog: Some(Arc::new(log)),
+        keylog,
         ..Config::default()
     };
     let mut records = Vec::new();
