@@ -417,16 +417,20 @@ pub struct TlsInfo {
 }
 
 impl TlsInfo {
-    /// The ALPN protocol as the reports show it: the one selected; or the
-    /// one the EncryptedExtensions' size told, marked `(by size)`; or the
-    /// protocols offered, in parentheses.
-    pub fn alpn_shown(&self) -> Option<String> {
+    /// The ALPN protocol selected, or told by size (marked `(by size)`).
+    pub fn alpn_chosen(&self) -> Option<String> {
         match (&self.alpn, &self.alpn_by_size) {
             (Some(a), _) => Some(a.clone()),
             (None, Some(a)) => Some(format!("{a} (by size)")),
-            (None, None) => (!self.alpn_offered.is_empty())
-                .then(|| format!("({})", self.alpn_offered.join(","))),
+            (None, None) => None,
         }
+    }
+
+    /// As the reports show it: chosen, or else the offered in parentheses.
+    pub fn alpn_shown(&self) -> Option<String> {
+        let offered = &self.alpn_offered;
+        let listed = || (!offered.is_empty()).then(|| format!("({})", offered.join(",")));
+        self.alpn_chosen().or_else(listed)
     }
 }
 

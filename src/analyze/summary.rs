@@ -84,12 +84,10 @@ impl Tally {
                 outcome: tls.outcome,
                 resumed: tls.resumed,
                 version: tls.version.clone(),
-                alpn: match (&tls.alpn, &tls.alpn_by_size, tls.alpn_offered.first()) {
-                    (Some(a), ..) => Some(a.clone()),
-                    (None, Some(a), _) => Some(format!("{a} (by size)")),
-                    (None, None, Some(a)) => Some(format!("{a} (offered)")),
-                    (None, None, None) => None,
-                },
+                alpn: tls.alpn_chosen().or_else(|| {
+                    let first = tls.alpn_offered.first();
+                    first.map(|a| format!("{a} (offered)"))
+                }),
                 handshake: tls.handshake,
                 decryption: tls.decryption.map(|d| d.outcome),
             }),
