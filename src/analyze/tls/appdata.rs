@@ -15,6 +15,9 @@ use super::*;
 const RECORD_OVERHEAD_13: usize = 1 + 16;
 /// Padding beyond this is not taken for a client's habit.
 const MAX_PADDING: usize = 255;
+/// Records of the client's TLS 1.3 flight after its first, kept until the
+/// flight ends and tells which was the Finished; later ones go unseen.
+const MAX_FLIGHT_REST: usize = 16;
 
 impl TlsAnalyzer {
     /// The first application-data record (sealed) of `side`.
@@ -47,8 +50,8 @@ impl TlsAnalyzer {
                         self.client_finished_sized(len);
                     } else if self.client_flight_first.is_none() {
                         self.client_flight_first = Some((ts, len));
-                    } else {
-                        self.client_flight_second.get_or_insert((ts, len));
+                    } else if self.client_flight_rest.len() < MAX_FLIGHT_REST {
+                        self.client_flight_rest.push((ts, len));
                     }
                     return;
                 }
@@ -73,13 +76,13 @@ impl TlsAnalyzer {
     }
 
     /// TLS 1.3 without a Finished-sized record: the flight's first record
-    /// completed the handshake and its second, if any, was application data.
+    /// completed the handshake and the rest, if any, were application data.
     pub(super) fn complete_from_flight(&mut self) {
         self.complete = self.client_flight_first.map(|(ts, _)| ts);
         if let Some((_, len)) = self.client_flight_first {
             self.client_finished_sized(len);
         }
-        if let Some((ts, len)) = self.client_flight_second.take() {
+        for (ts, len) in std::mem::take(&mut self.client_flight_rest) {
             self.first_app_data.get_or_insert(ts);
             self.flights.record(Side::Client, len, ts, true);
         }

@@ -110,10 +110,12 @@ pub struct TlsAnalyzer {
     certificate_requested: bool,
     /// TLS 1.3: the server's encrypted flight has begun.
     server_flight: bool,
-    /// TLS 1.3: the client's first and second encrypted records after the
-    /// server flight (the Finished and, usually, the first request).
+    /// TLS 1.3: the client's first encrypted record after the server
+    /// flight (the Finished) and, up to `MAX_FLIGHT_REST`, those after it
+    /// before the server speaks (usually the first request; Java's
+    /// HttpClient also its body).
     client_flight_first: Option<(Timestamp, usize)>,
-    client_flight_second: Option<(Timestamp, usize)>,
+    client_flight_rest: Vec<(Timestamp, usize)>,
     flights: Flights,
     /// TLS 1.3 without keys: the ALPN choice the EncryptedExtensions' size
     /// told, an index into the protocols offered (`Some(None)`: none).
@@ -166,7 +168,7 @@ impl TlsAnalyzer {
             certificate_requested: false,
             server_flight: false,
             client_flight_first: None,
-            client_flight_second: None,
+            client_flight_rest: Vec::new(),
             flights: Flights::new(keep),
             alpn_sized: None,
             complete: None,
