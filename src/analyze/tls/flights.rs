@@ -106,6 +106,9 @@ impl Flights {
         match side {
             Side::Client => {
                 if len <= control_size(tls13) {
+                    if self.per_record() {
+                        self.h2s().small_record();
+                    }
                     return;
                 }
                 self.client_records += 1;
@@ -152,12 +155,18 @@ impl Flights {
             Side::Server => {
                 if self.per_record() {
                     let early = self.requests == 0 && tls13;
-                    self.h2s().server_spoke(early, len);
                     // Control frames and tickets answer nothing, and the
                     // client's flight goes on across them.
                     let plain = len.saturating_sub(self.base_overhead);
-                    if self.requests == 0 || !self.h2s().answers(plain, len) {
+                    self.h2s().server_spoke(early, tls13, len, plain);
+                    if self.requests == 0 {
                         return;
+                    }
+                    if !self.h2s().answers(plain, len) {
+                        return;
+                    }
+                    if let Some(at) = self.h2s().answered_body() {
+                        self.start_request(at);
                     }
                     if self.h2s().multiplexed() {
                         self.answer_in_order(ts);

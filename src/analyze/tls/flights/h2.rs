@@ -12,9 +12,36 @@
 //! requests are multiplexed, and every later record that can hold a
 //! HEADERS frame is one. Otherwise it is taken for the body of its
 //! flight's request, unless a request of the flight, or a short one of the
-//! next, has its size. Also which server records can answer a request
-//! (not control frames, nor TLS 1.3 tickets of the sizes seen before the
-//! first request).
+//! next, has its size. Also which server records can answer a request:
+//! not control frames; before the first answer, not TLS 1.3 tickets (the
+//! sizes seen before the first request, and the server's first record
+//! after the handshake when it is a ticket's size: OpenSSL sends them once
+//! it reads the client's Finished, which may be after the first request)
+//! nor the server's SETTINGS (once).
+//!
+//! Bodies' sizes. A client sends one API the same body, so a body's size,
+//! once known, marks the connection's later bodies wherever they come —
+//! also at a flight's start (after the answer to another request; the next
+//! record then begins a request) and among multiplexed requests, where a
+//! record of the last request's size is then the next request. A size is
+//! learned from a record taken for the body of a flight the server
+//! answered (longer than an indexed request, and not the request's size),
+//! and from a body sent after an early answer: a server that responds
+//! while the client's half of the stream is still open (a rate limiter's
+//! 429, a 405 or 413 before the body is read) follows the response with
+//! RST_STREAM (NO_ERROR, 13 bytes: RFC 9113 §8.1), and a client that had
+//! not sent the body yet (Java's HttpClient, which waits for the server's
+//! WINDOW_UPDATE; httpx) sends it all the same. So when a flight of one
+//! request is answered and the server's next record is 13 bytes, the
+//! client's next record, unless it is the request's size, is that body —
+//! until the server answers it before the client sends anything else
+//! (then it was a request, sealed with its body: the size is forgotten).
+//! A record of at most 9 bytes after the first (which is taken for the
+//! SETTINGS ACK) is an empty DATA frame that ends the stream instead
+//! (curl's, answered before it began the body): no body is awaited. Should
+//! the records taken for bodies by their size outnumber the requests by
+//! more than two, the sizes were requests' and are forgotten, and the
+//! estimate is doubtful.
 //!
 //! Does not count requests or keep their times (`flights` does).
 
@@ -57,6 +84,13 @@ const MAX_INDEXED: usize = 64;
 const KEEP: usize = 16;
 /// Size classes of the records counted once multiplexed.
 const CLASSES: usize = 8;
+/// RST_STREAM (and a stream's WINDOW_UPDATE): 9 + 4 bytes.
+const RST_STREAM: usize = 13;
+/// Body sizes learned at most.
+const BODY_SIZES: usize = 4;
+/// Records taken for bodies by their size beyond one a request (a body
+/// may come before the HEADERS after it, or be split in two records).
+const MORE_BODIES: u64 = 2;
 
 /// What a client record is.
 #[derive(Debug, PartialEq, Eq)]
@@ -105,6 +139,33 @@ pub(super) struct H2 {
     /// (tickets, SETTINGS), which are not answers when they come again
     /// before the first.
     before_first: [usize; 4],
+    /// The current flight is one record, a request.
+    flight_single: bool,
+    /// The last client record was taken for the body of a request
+    /// answered early (at this time; its size learned then, if it was
+    /// new): a request after all if the server answers it.
+    provisional: Option<(Timestamp, bool)>,
+    /// The server's last record answered a flight of one record, and the
+    /// client has not spoken since…
+    answered_single: bool,
+    /// …and then sent RST_STREAM: the client's next record is the rest of
+    /// that request's body.
+    body_pending: bool,
+    /// Sizes of request bodies learned so (0: none).
+    bodies: [usize; BODY_SIZES],
+    /// The server has sent a record after the handshake.
+    server_spoke: bool,
+    /// The client has sent a record of at most 9 bytes.
+    settings_acked: bool,
+    /// A server record could be its SETTINGS, and the last one could.
+    settings_seen: bool,
+    settings_now: bool,
+    /// Requests counted, and records taken for bodies by a size learned…
+    requests: u64,
+    bodies_taken: u64,
+    /// …and whether the sizes learned were forgotten, as there were more
+    /// such bodies than requests.
+    forgot: bool,
 }
 
 impl H2 {
@@ -129,16 +190,49 @@ impl H2 {
         } else {
             plain <= 9 || CONTROL.contains(&plain)
         };
+        if plain <= 9 {
+            self.small_record();
+            return H2Record::Control;
+        }
+        self.answered_single = false;
         if control {
             return H2Record::Control;
         }
+        self.flight_single = false;
+        self.provisional = None;
         if plain >= LONG_BODY {
             self.body = true;
+            self.body_pending = false;
             return H2Record::Continues;
         }
         if std::mem::take(&mut self.body) {
             self.after_body = true;
             return H2Record::Continues;
+        }
+        let same = |s: usize| s.abs_diff(plain) <= SAME;
+        // The body of a request answered early (not a repeat of it, as a
+        // client that seals a request and its body in one record sends).
+        if std::mem::take(&mut self.body_pending) && new_flight && !self.last_size.is_some_and(same)
+        {
+            let learned = self.learn_body(plain);
+            self.provisional = Some((ts, learned));
+            self.after_body = true;
+            return H2Record::Continues;
+        }
+        // A body of a size learned, wherever it comes; after one that
+        // began a flight (sent after an answer to another request), the
+        // next record begins a request.
+        if self.bodies.iter().any(|&b| b != 0 && same(b)) {
+            self.bodies_taken += 1;
+            if self.bodies_taken <= self.requests + MORE_BODIES {
+                self.after_body |= new_flight;
+                return H2Record::Continues;
+            }
+            // More bodies than requests: a size learned was a request's
+            // (a client that seals HEADERS and body in one record, its
+            // requests sent at once): forget them.
+            self.bodies = [0; BODY_SIZES];
+            self.forgot = true;
         }
         let new_flight = std::mem::take(&mut self.after_body) || new_flight;
         if new_flight {
@@ -150,9 +244,12 @@ impl H2 {
             return H2Record::Continues;
         }
         let flight = self.flight;
-        let same = |s: usize| s.abs_diff(plain) <= SAME;
         let indexed = plain <= MAX_INDEXED;
+        // (Once bodies are known, a record of the last request's size is
+        // the next request, sent with it.)
+        let bodies_known = self.bodies.iter().any(|&b| b != 0);
         let known = (indexed && self.before_flight.is_some_and(same))
+            || (bodies_known && self.last_size.is_some_and(same))
             || self.maybe.iter().any(|&(s, _, f)| f == flight && same(s));
         if !(new_flight || known || self.multiplexed) {
             if self.maybe.len() < KEEP {
@@ -181,11 +278,13 @@ impl H2 {
             !request
         });
         self.last_size = Some(plain);
+        self.flight_single = new_flight;
         if plain <= MAX_CLOSING {
             self.small_since_server += 1;
         } else {
             self.small_since_server = 0;
         }
+        self.requests += 1 + earlier.len() as u64;
         H2Record::Request {
             earlier,
             multiplexed,
@@ -193,9 +292,17 @@ impl H2 {
     }
 
     /// The server sent a record of `len` bytes (`early`: in TLS 1.3,
-    /// before the first request).
-    pub(super) fn server_spoke(&mut self, early: bool, len: usize) {
+    /// before the first request — or its first record after the
+    /// handshake, of a ticket's size: OpenSSL sends its tickets once the
+    /// client's Finished is read, which may be after the client's first
+    /// request, between its HEADERS and its body).
+    pub(super) fn server_spoke(&mut self, early: bool, tls13: bool, len: usize, plain: usize) {
         self.small_since_server = 0;
+        // The server sends its SETTINGS once.
+        self.settings_now = !self.settings_seen && server_settings(plain);
+        self.settings_seen |= self.settings_now;
+        let first = !std::mem::replace(&mut self.server_spoke, true);
+        let early = early || (tls13 && first && super::TICKET_SIZES.contains(&len));
         if early && !self.before_first.contains(&len) {
             if let Some(slot) = self.before_first.iter_mut().find(|l| **l == 0) {
                 *slot = len;
@@ -208,25 +315,80 @@ impl H2 {
     /// a record of a size seen before the first request (TLS 1.3 tickets)
     /// nor the server's SETTINGS (with a WINDOW_UPDATE and the client's
     /// SETTINGS acknowledged).
+    /// A server record also tells (see the module's comment) whether the
+    /// request it follows was answered before its body came.
     pub(super) fn answers(&mut self, plain: usize, len: usize) -> bool {
-        let early = !self.answered && (self.before_first.contains(&len) || server_settings(plain));
+        let early = !self.answered && (self.before_first.contains(&len) || self.settings_now);
         let answers = !(plain <= 9 || CONTROL.contains(&plain) || early);
         self.answered |= answers;
+        if answers {
+            self.answered_single = self.flight_single && !self.multiplexed;
+            // What the flight sent besides its request, answered, was
+            // its body (when too long for a request HPACK indexed).
+            let (flight, request) = (self.flight, self.last_size.unwrap_or(0));
+            let body = |s: usize| s > MAX_INDEXED && s.abs_diff(request) > SAME;
+            let bodies = self
+                .maybe
+                .iter()
+                .filter(|&&(s, _, f)| f == flight && body(s));
+            let bodies: Vec<usize> = bodies.map(|&(s, _, _)| s).collect();
+            for size in bodies {
+                self.learn_body(size);
+            }
+        } else if std::mem::take(&mut self.answered_single) && plain == RST_STREAM {
+            self.body_pending = true;
+        }
         answers
+    }
+
+    /// A client record of at most 9 bytes: the first is taken for the
+    /// SETTINGS ACK (a client acknowledges the server's SETTINGS once, as
+    /// they come); a later one for an empty DATA frame that ends a body
+    /// early (curl's, when it had sent none of it): no body is awaited.
+    pub(super) fn small_record(&mut self) {
+        if std::mem::replace(&mut self.settings_acked, true) {
+            self.answered_single = false;
+            self.body_pending = false;
+        }
+    }
+
+    /// A request body of `plain` bytes; whether its size is new.
+    fn learn_body(&mut self, plain: usize) -> bool {
+        let known = self.bodies.iter().any(|b| b.abs_diff(plain) <= SAME);
+        let slot = self.bodies.iter_mut().find(|b| **b == 0).filter(|_| !known);
+        slot.map(|slot| *slot = plain).is_some()
+    }
+
+    /// After a server record that answers: the client's last record, taken
+    /// for the body of a request answered early, when it is answered
+    /// itself (it was a request: a client that seals a request's HEADERS
+    /// and its body in one record, the first request's longer with the
+    /// preface), at its time.
+    pub(super) fn answered_body(&mut self) -> Option<Timestamp> {
+        let (at, learned) = self.provisional.take()?;
+        if learned {
+            // The size learned last is the one to forget.
+            if let Some(slot) = self.bodies.iter_mut().rev().find(|b| **b != 0) {
+                *slot = 0;
+            }
+        }
+        Some(at)
     }
 
     /// Whether the count may be up to twice the truth: multiplexed, and
     /// the records counted fall in two sizes that each recur (four times
     /// at least, a quarter of them) — so look the HEADERS and the DATA of
-    /// requests with bodies sent at once (Java's HttpClient POSTing from
-    /// ten threads: 181 counted for 91), and so, too, two kinds of request.
+    /// requests with bodies sent at once before a body's size is known
+    /// (Java's HttpClient POSTing from ten threads counted 181 for 91 so),
+    /// and so, too, two kinds of request; or sizes learned for bodies were
+    /// forgotten.
     pub(super) fn doubtful(&self) -> bool {
         let total: u32 = self.classes.iter().map(|(_, n)| n).sum();
         let recurring = self
             .classes
             .iter()
             .filter(|(_, n)| *n >= 4 && *n * 4 >= total);
-        self.multiplexed && recurring.count() >= 2
+        (self.multiplexed && recurring.count() >= 2) || self.forgot
     }
 
     /// Requests counted after the server's last record that were small
@@ -253,7 +415,9 @@ fn settings(plain: usize) -> bool {
 
 /// Whether `plain` bytes can be a server's first frames: SETTINGS, with or
 /// without a WINDOW_UPDATE, with or without the acknowledgment of the
-/// client's (9).
+/// client's (9) — and then the WINDOW_UPDATE of the stream of a request
+/// that came with the client's preface (nginx's 62 bytes).
 fn server_settings(plain: usize) -> bool {
-    settings(plain) || plain.checked_sub(9).is_some_and(settings)
+    let acked = |p: usize| p.checked_sub(9).is_some_and(settings);
+    settings(plain) || acked(plain) || plain.checked_sub(RST_STREAM).is_some_and(acked)
 }

@@ -263,7 +263,7 @@ fn h2_a_body_the_size_of_its_own_headers_is_a_body() {
             (C, 64),
             (C, 154),
             (C, 156),
-            (S, 500),
+            (S, 700),
             (C, 28),
             (S, 1468),
             (C, 28),
@@ -312,12 +312,19 @@ fn h2_without_known_lengths_counts_flights() {
 #[test]
 fn h2_multiplexed_requests_with_bodies_are_doubtful() {
     // Java's HttpClient POSTing 200 bytes from ten threads on one
-    // connection (a recording not kept): HEADERS (50) and DATA (209)
-    // interleaved. Each counts, and the estimate says it may be double.
+    // connection: HEADERS (50) and DATA (209) interleaved. The first
+    // request's body, answered, tells the bodies' size: they are not
+    // requests.
     let mut records = vec![(C, 64), (S, 40), (C, 133), (C, 209), (S, 229)];
     for _ in 0..6 {
         records.extend([(C, 50), (C, 209), (C, 50), (C, 209), (S, 229), (S, 229)]);
     }
+    let f = h2(16, &records);
+    assert!(!f.doubtful());
+    assert_eq!(f.requests, 13);
+    // Without that first body, each counts, and the estimate says it may
+    // be double.
+    records.remove(3);
     let f = h2(16, &records);
     assert!(f.doubtful());
     // GETs multiplexed, one size: not doubtful.
@@ -328,4 +335,140 @@ fn h2_multiplexed_requests_with_bodies_are_doubtful() {
     let f = h2(16, &records);
     assert!(!f.doubtful());
     assert_eq!(f.requests, 19);
+}
+
+#[test]
+fn h2_a_body_after_an_early_answer_is_not_a_request() {
+    // Java's HttpClient POSTing 200 bytes to a rate-limited nginx
+    // (captures/java-httpclient-h2-post-429-30): HEADERS (68) alone;
+    // nginx's WINDOW_UPDATE (13) then the body (209) and a 200; or a 429
+    // and RST_STREAM (13) at once, and the body after them.
+    let f = h2(
+        16,
+        &[
+            (S, 265),
+            (S, 265),
+            (S, 40),
+            (C, 151),
+            (C, 209),
+            (S, 81),
+            (C, 9),
+            (C, 68),
+            (S, 13),
+            (C, 209),
+            (S, 80),
+            (C, 68),
+            (S, 241),
+            (S, 13),
+            (C, 209),
+            (C, 68),
+            (S, 241),
+            (S, 13),
+            (C, 209),
+            (C, 68),
+            (S, 80),
+        ],
+    );
+    assert_eq!(f.requests, 5);
+    assert_eq!(starts(&f), [3, 7, 11, 15, 19]);
+    let firsts: Vec<_> = f.exchanges.iter().map(|e| e.response_first).collect();
+    assert_eq!(firsts, [5, 10, 12, 16, 20].map(|n| Some(t(n))));
+}
+
+#[test]
+fn h2_an_empty_data_frame_ends_a_body_not_sent() {
+    // curl (captures/h2-curl-post-429-12): its first POST answered 429
+    // before it sent the 20 000-byte body; it acknowledges the server's
+    // SETTINGS and ends the stream with an empty DATA frame (9), then
+    // sends the next request.
+    let f = h2(
+        0,
+        &[
+            (S, 265),
+            (S, 265),
+            (S, 40),
+            (C, 64),
+            (C, 77),
+            (S, 241),
+            (S, 13),
+            (C, 9),
+            (C, 9),
+            (C, 27),
+            (S, 241),
+            (S, 13),
+            (C, 16384),
+            (C, 3625),
+            (C, 27),
+            (S, 241),
+        ],
+    );
+    assert_eq!(f.requests, 3);
+    assert_eq!(starts(&f), [4, 9, 14]);
+}
+
+#[test]
+fn h2_a_request_answered_after_an_early_answer_was_a_request() {
+    // A client that seals each request with its body in one record: its
+    // first (with the preface) answered early and reset; the next record
+    // is taken for that body until the server answers it.
+    let f = h2(
+        0,
+        &[
+            (S, 265),
+            (S, 265),
+            (S, 40),
+            (C, 300),
+            (S, 241),
+            (S, 13),
+            (C, 250),
+            (S, 241),
+            (S, 13),
+            (C, 250),
+            (S, 241),
+            (S, 13),
+            (C, 250),
+            (S, 241),
+        ],
+    );
+    assert_eq!(f.requests, 4);
+    assert_eq!(starts(&f), [3, 6, 9, 12]);
+    assert!(!f.doubtful());
+}
+
+#[test]
+fn h2_more_bodies_than_requests_forgets_their_size() {
+    // The same client sending its requests at once: the record taken for
+    // the first one's body is not answered before the next. Once there
+    // are more records of that size than requests, the size is forgotten
+    // and the estimate says it is doubtful.
+    let mut records = vec![(S, 265), (S, 265), (S, 40), (C, 300), (S, 241), (S, 13)];
+    records.extend([(C, 250); 8]);
+    records.extend([(S, 241); 8]);
+    let f = h2(0, &records);
+    assert!(f.doubtful());
+    // The first, then the four from the fifth record of that size on
+    // (bodies would then outnumber the requests counted by three): the
+    // four before stay uncounted.
+    assert_eq!(f.requests, 5);
+}
+
+#[test]
+fn h2_a_ticket_between_a_request_and_its_body() {
+    // OpenSSL's tickets, sent once the client's Finished is read, came
+    // between Java's first HEADERS (with the preface) and its body: the
+    // first is not an answer, and the body is not a request.
+    let f = h2(
+        16,
+        &[
+            (C, 151),
+            (S, 265),
+            (C, 209),
+            (S, 265),
+            (S, 62),
+            (S, 110),
+            (C, 9),
+        ],
+    );
+    assert_eq!(f.requests, 1);
+    assert_eq!(f.exchanges[0].response_first, Some(t(5)));
 }
