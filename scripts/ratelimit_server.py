@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Tiny HTTP/1.1 keep-alive server used by record-captures.sh.
+"""Tiny HTTP/1.1 keep-alive server used by record-captures.sh (and, behind
+nginx, by record-h2-ratelimit-captures.sh).
 
-Every 3rd request (counted globally across all connections, starting at 1)
+A POST's body (Content-Length bytes) is read in full before the answer, as
+an application that rate-limits per request does. Every 3rd request (counted globally across all connections, starting at 1)
 is answered with "429 Too Many Requests" + "Retry-After: 1"; all other
 requests get "200 OK". Every response carries Content-Length, so
 connections stay open (keep-alive) until the client closes them.
@@ -20,6 +22,11 @@ _count = 0
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "ratelimit-server/1.0"
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(min(length, 1 << 20))
+        self.do_GET()
 
     def do_GET(self):
         global _count

@@ -25,19 +25,21 @@ require_tools() {
     done
 }
 
-# find_python : sets PY to a python3 that has `requests` (sudo's secure_path
-# may hide pyenv and the like).
+# find_python [MODULE...] : sets PY to a python3 that has the modules
+# (default: `requests`; sudo's secure_path may hide pyenv and the like).
 find_python() {
-    local cand
+    local cand modules=("${@:-requests}")
+    local imports
+    imports="import $(IFS=,; echo "${modules[*]}")"
     PY=""
     for cand in "${PYTHON:-}" python3 /root/.pyenv/shims/python3 /usr/local/bin/python3 /usr/bin/python3; do
         [[ -n "$cand" ]] || continue
-        if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import requests' >/dev/null 2>&1; then
+        if command -v "$cand" >/dev/null 2>&1 && "$cand" -c "$imports" >/dev/null 2>&1; then
             PY="$cand"; return 0
         fi
     done
-    echo "error: no python3 with the 'requests' package; install it (pip install requests" \
-         "or apt-get install python3-requests) or set PYTHON=/path/to/python3" >&2
+    echo "error: no python3 with the module(s) ${modules[*]}; install them (pip install" \
+         "${modules[*]}, or apt-get install python3-<module>) or set PYTHON=/path/to/python3" >&2
     exit 1
 }
 
@@ -206,7 +208,12 @@ tls_server() {
     echo "        ssl_certificate $WORK/cert.pem;"
     echo "        ssl_certificate_key $WORK/key.pem;"
     echo "        ssl_protocols $protocols;"
-    for directive in "$@"; do echo "        $directive;"; done
+    for directive in "$@"; do
+        case $directive in
+            *\}) echo "        $directive" ;;   # a block (location { … })
+            *) echo "        $directive;" ;;
+        esac
+    done
     echo "        root $WORK/www;"
     echo "    }"
 }

@@ -228,6 +228,30 @@ const FACTS: &[Fact] = &[
         clean: false,
         ..fact("h2-chromium-page-2x21.pcap", 4, 42, TLS)
     },
+    // scripts/record-h2-ratelimit-captures.sh: POSTs over HTTP/2 to a
+    // rate-limited API (nginx answers 429 before it reads a body); Java's
+    // HttpClient with one thread and ten, python httpx with one task (ten
+    // tasks: a low estimate, tests/h2_sizes.rs), curl.
+    Fact {
+        close: FIN_CLIENT,
+        tls: Some((1, 0)),
+        ..fact("java-httpclient-h2-post-429-30.pcap", 1, 30, TLS)
+    },
+    Fact {
+        close: FIN_CLIENT,
+        tls: Some((10, 0)),
+        ..fact("java-httpclient-h2-post-429-10x10.pcap", 10, 100, TLS)
+    },
+    Fact {
+        close: FIN_CLIENT,
+        tls: Some((1, 0)),
+        ..fact("httpx-h2-post-429-20.pcap", 1, 20, TLS)
+    },
+    Fact {
+        close: Some((CloseKind::Rst, Side::Client)),
+        tls: Some((2, 0)),
+        ..fact("h2-curl-post-429-12.pcap", 2, 12, TLS)
+    },
 ];
 
 #[test]

@@ -8,7 +8,10 @@
 //! multiplexing), curl with ten streams at once, curl POSTing small and
 //! large bodies, and headless Chromium loading a page of twenty images
 //! over TLS 1.2 and TLS 1.3 (scripts/record-h2-captures.sh;
-//! captures/README.md, section z).
+//! captures/README.md, section z); and Java's HttpClient, python httpx and
+//! curl POSTing to a rate-limited API behind nginx, which answers 429
+//! before it reads a body (scripts/record-h2-ratelimit-captures.sh;
+//! section aa).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -46,7 +49,7 @@ fn client_port(r: &ConnectionRecord) -> u16 {
 }
 
 /// The captures and their key logs.
-const CAPTURES: [(&str, Option<&str>); 5] = [
+const CAPTURES: [(&str, Option<&str>); 9] = [
     ("java-httpclient-h2-10", None),
     ("java-httpclient-h2-10x10", None),
     ("h2-curl-parallel-20", Some("h2-curl-parallel-20.keylog")),
@@ -55,7 +58,37 @@ const CAPTURES: [(&str, Option<&str>); 5] = [
         "h2-chromium-page-2x21",
         Some("h2-chromium-page-2x21.keylog"),
     ),
+    ("java-httpclient-h2-post-429-30", None),
+    ("java-httpclient-h2-post-429-10x10", None),
+    ("httpx-h2-post-429-20", Some("httpx-h2-post-429-20.keylog")),
+    ("h2-curl-post-429-12", Some("h2-curl-post-429-12.keylog")),
 ];
+
+/// Statuses by client port, from the same log.
+fn nginx_statuses(log: &str) -> BTreeMap<u16, BTreeMap<u16, u64>> {
+    let text = std::fs::read_to_string(capture(log)).unwrap_or_else(|e| panic!("{log}: {e}"));
+    let mut by_port: BTreeMap<u16, BTreeMap<u16, u64>> = BTreeMap::new();
+    for line in text.lines() {
+        let port = line
+            .split_whitespace()
+            .next()
+            .and_then(|c| c.rsplit(':').next());
+        let status = line
+            .split('"')
+            .nth(2)
+            .and_then(|rest| rest.split_whitespace().next());
+        let (Some(port), Some(status)) = (port, status) else {
+            panic!("{log}: {line}");
+        };
+        let port = port.parse().expect("a port");
+        *by_port
+            .entry(port)
+            .or_default()
+            .entry(status.parse().expect("a status"))
+            .or_default() += 1;
+    }
+    by_port
+}
 
 #[test]
 fn h2_requests_from_record_sizes_match_the_server_log_connection_by_connection() {
@@ -170,4 +203,54 @@ fn the_alpn_told_by_size_is_the_one_the_key_log_reads() {
         }
     }
     assert!(checked >= 20, "only {checked} TLS 1.3 connections checked");
+}
+
+#[test]
+fn rate_limited_posts_read_with_keys_have_the_servers_statuses() {
+    // The 429s a rate limiter sent (early, before the body; or after it,
+    // from the application) and the 200s, connection by connection.
+    for name in [
+        "httpx-h2-post-429-20",
+        "httpx-h2-post-429-10x10",
+        "h2-curl-post-429-12",
+    ] {
+        let logged = nginx_statuses(&format!("{name}.nginx-access.log"));
+        let exact = records(&format!("{name}.pcap"), Some(&format!("{name}.keylog")));
+        let mut seen = 0;
+        for r in &exact {
+            let mut statuses: BTreeMap<u16, u64> = BTreeMap::new();
+            for request in &r.http.list {
+                *statuses
+                    .entry(request.status.expect("a status"))
+                    .or_default() += 1;
+            }
+            assert_eq!(
+                Some(&statuses),
+                logged.get(&client_port(r)),
+                "{name} #{}",
+                r.id
+            );
+            assert!(statuses.contains_key(&429), "{name} #{}", r.id);
+            seen += 1;
+        }
+        assert_eq!(seen, logged.len(), "{name}");
+    }
+}
+
+#[test]
+fn frames_of_several_streams_sealed_together_are_a_low_estimate() {
+    // python httpx (its h2 stack) POSTing from ten tasks on one
+    // connection seals whatever frames are pending in one record: HEADERS
+    // of one stream with the DATA of another and WINDOW_UPDATEs. A record
+    // is not a request, and the estimate says so.
+    let name = "httpx-h2-post-429-10x10";
+    let logged = nginx_requests(&format!("{name}.nginx-access.log"));
+    let estimated = records(&format!("{name}.pcap"), None);
+    let exact = records(&format!("{name}.pcap"), Some(&format!("{name}.keylog")));
+    assert_eq!(estimated.len(), 1);
+    let (guess, read) = (&estimated[0].http, &exact[0].http);
+    assert_eq!(Some(&read.requests), logged.get(&client_port(&exact[0])));
+    assert_eq!(read.requests, 100);
+    assert_eq!(guess.confidence, "low");
+    assert!(guess.requests > read.requests, "{}", guess.requests);
 }
