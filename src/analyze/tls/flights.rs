@@ -22,8 +22,10 @@
 use crate::analyze::http::Exchange;
 use crate::record::Side;
 use crate::time::Timestamp;
+use bodies::{Bodies, BodyRecord};
 use h2::{H2Record, H2};
 
+mod bodies;
 mod h2;
 
 /// Client records whose plaintext is at most 9 bytes cannot carry a request:
@@ -43,6 +45,9 @@ const MAX_H2_PREFACE_FLIGHT: usize = 128;
 const TICKET_SIZES: std::ops::RangeInclusive<usize> = 100..=600;
 /// At most this many leading records of the first response are looked at.
 const MAX_LEADING: usize = 8;
+/// A client record this long is a full one: 16 KiB of plaintext and at
+/// least the 16 bytes of an AEAD tag.
+const FULL_RECORD: usize = (1 << 14) + 16;
 
 #[derive(Debug, Default)]
 pub struct Flights {
@@ -70,6 +75,12 @@ pub struct Flights {
     answered: bool,
     /// Client records seen after the handshake.
     client_records: u64,
+    /// HTTP/1 (not h2): bodies by their size (`bodies.rs`).
+    bodies: Bodies,
+    /// The client's last record was a full one (16 KiB of plaintext): its
+    /// next continues the same message, whatever the server said between
+    /// (TLS 1.3 tickets; an early answer to an upload).
+    after_full: bool,
 }
 
 impl Flights {
@@ -144,13 +155,32 @@ impl Flights {
                 if self.h2 && self.client_records == 1 && len <= MAX_H2_PREFACE_FLIGHT {
                     return;
                 }
-                if self.last == Some(Side::Client) {
-                    self.flight_max = self.flight_max.max(len);
-                } else {
+                let continues = std::mem::replace(&mut self.after_full, len >= FULL_RECORD);
+                let new_flight = self.last != Some(Side::Client) && !continues;
+                self.last = Some(Side::Client);
+                if !self.h2 {
+                    match self.bodies.client(len, new_flight, self.requests) {
+                        BodyRecord::Body => return,
+                        BodyRecord::Request => {
+                            self.flight_max = len;
+                            self.start_request(ts);
+                            return;
+                        }
+                        BodyRecord::Retract => {
+                            self.drop_last_request();
+                            self.flight_max = len;
+                            self.start_request(ts);
+                            return;
+                        }
+                        BodyRecord::Flight => {}
+                    }
+                }
+                if new_flight {
                     self.flight_max = len;
                     self.start_request(ts);
+                } else {
+                    self.flight_max = self.flight_max.max(len);
                 }
-                self.last = Some(Side::Client);
             }
             Side::Server => {
                 if self.per_record() {

@@ -84,6 +84,9 @@ const MAX_INDEXED: usize = 64;
 const KEEP: usize = 16;
 /// Size classes of the records counted once multiplexed.
 const CLASSES: usize = 8;
+/// Server records after the handshake taken for TLS 1.3 tickets by their
+/// place and size.
+const MAX_TICKETS: u8 = 2;
 /// RST_STREAM (and a stream's WINDOW_UPDATE): 9 + 4 bytes.
 const RST_STREAM: usize = 13;
 /// Body sizes learned at most.
@@ -160,6 +163,12 @@ pub(super) struct H2 {
     /// A server record could be its SETTINGS, and the last one could.
     settings_seen: bool,
     settings_now: bool,
+    /// The last server record was taken for a ticket (its first after the
+    /// handshake, of a ticket's size, or one more as long), how many
+    /// were, and the last one's length.
+    ticket_now: bool,
+    tickets: u8,
+    ticket_len: usize,
     /// Requests counted, and records taken for bodies by a size learned…
     requests: u64,
     bodies_taken: u64,
@@ -301,8 +310,14 @@ impl H2 {
         // The server sends its SETTINGS once.
         self.settings_now = !self.settings_seen && server_settings(plain);
         self.settings_seen |= self.settings_now;
+        // (That first record, and one more as long after it — OpenSSL
+        // sends two — but no more: a server that sends no tickets may
+        // answer in records of that size.)
         let first = !std::mem::replace(&mut self.server_spoke, true);
-        let early = early || (tls13 && first && super::TICKET_SIZES.contains(&len));
+        let again = self.ticket_now && self.ticket_len == len && self.tickets < MAX_TICKETS;
+        self.ticket_now = (tls13 && first && super::TICKET_SIZES.contains(&len)) || again;
+        self.ticket_len = len;
+        self.tickets = if self.ticket_now { self.tickets + 1 } else { 0 };
         if early && !self.before_first.contains(&len) {
             if let Some(slot) = self.before_first.iter_mut().find(|l| **l == 0) {
                 *slot = len;
@@ -318,7 +333,8 @@ impl H2 {
     /// A server record also tells (see the module's comment) whether the
     /// request it follows was answered before its body came.
     pub(super) fn answers(&mut self, plain: usize, len: usize) -> bool {
-        let early = !self.answered && (self.before_first.contains(&len) || self.settings_now);
+        let early = !self.answered
+            && (self.before_first.contains(&len) || self.settings_now || self.ticket_now);
         let answers = !(plain <= 9 || CONTROL.contains(&plain) || early);
         self.answered |= answers;
         if answers {

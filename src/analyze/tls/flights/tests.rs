@@ -472,3 +472,91 @@ fn h2_a_ticket_between_a_request_and_its_body() {
     assert_eq!(f.requests, 1);
     assert_eq!(f.exchanges[0].response_first, Some(t(5)));
 }
+
+/// An HTTP/1 conversation over TLS 1.3 (`(side, record length)`, a
+/// millisecond apart).
+fn http1(records: &[(Side, usize)]) -> Flights {
+    let mut f = Flights::new(100);
+    for (i, &(side, len)) in records.iter().enumerate() {
+        f.record(side, len, t(i as i64), true);
+    }
+    f.finish();
+    f
+}
+
+#[test]
+fn http1_a_body_sent_after_an_early_answer_is_not_a_request() {
+    // Java's HttpURLConnection POSTing 200 bytes to a rate-limited nginx
+    // (captures/java-urlconnection-post-429-30): OpenSSL's tickets, then
+    // head (235) and body (233) in two records; a 429 (349) before the
+    // body is read, and the body
+    // after it, then the next head in the same flight; at the end a body
+    // after the last answer.
+    let f = http1(&[
+        (S, 282),
+        (S, 282),
+        (C, 235),
+        (C, 233),
+        (S, 180),
+        (C, 235),
+        (S, 349),
+        (C, 233),
+        (C, 235),
+        (C, 233),
+        (S, 180),
+        (C, 235),
+        (S, 349),
+        (C, 233),
+    ]);
+    assert_eq!(f.requests, 4);
+    assert_eq!(starts(&f), [2, 5, 8, 11]);
+}
+
+#[test]
+fn http1_a_flight_begun_by_a_body_is_retracted_when_a_head_follows() {
+    // Java's HttpClient over HTTP/1.1 (captures/java-httpclient-h1-post-
+    // 429-10x10): the first POST in one record, the next two answered 429
+    // before their bodies, which begin the next flights: the first such
+    // body is counted until the head after it shows what it was.
+    let f = http1(&[
+        (S, 282),
+        (S, 282),
+        (C, 369),
+        (S, 349),
+        (C, 169),
+        (S, 349),
+        (C, 233),
+        (C, 169),
+        (S, 349),
+        (C, 233),
+        (C, 169),
+        (C, 233),
+        (S, 195),
+    ]);
+    assert_eq!(f.requests, 4);
+    assert_eq!(starts(&f), [2, 4, 7, 10]);
+}
+
+#[test]
+fn the_record_after_a_full_one_continues_its_message() {
+    // curl POSTing 20 000 bytes over HTTP/1.1 and TLS 1.3
+    // (captures/curl-h1-post-429-12): OpenSSL's two tickets come between
+    // the first record (head and body, full) and the body's last; then an
+    // upload answered 429 before its last record.
+    let f = http1(&[
+        (C, 16401),
+        (S, 299),
+        (C, 3812),
+        (S, 299),
+        (S, 239),
+        (C, 16401),
+        (C, 3812),
+        (S, 366),
+        (C, 16401),
+        (S, 366),
+        (C, 3812),
+    ]);
+    assert_eq!(f.requests, 3);
+    assert_eq!(starts(&f), [0, 5, 8]);
+    assert_eq!(f.exchanges[0].response_first, Some(t(4)));
+}

@@ -1,0 +1,117 @@
+//! HTTP/1 over TLS without keys: request bodies told by their records'
+//! sizes, so that a body sent after its request was answered is not taken
+//! for a request. A server that answers before it reads the body (a rate
+//! limiter's 429, a 401, 405 or 413) leaves the client to send it anyway
+//! on a keep-alive connection: Java's HttpURLConnection and HttpClient
+//! write a POST's head and body as two records, and the body then begins a
+//! client flight of its own after the answer. A client sends one API the
+//! same request, so a flight whose first two records are a head and a body
+//! teaches the pair of sizes; after a flight of that head alone, a flight
+//! that begins with that body is the body, and a record after it in the
+//! flight begins the next request. Before the pair is known, the same order
+//! shows it: a flight begun by some record and then by a record the size
+//! of the lone head before it (the same call again) — the first was that
+//! head's body, counted as a request until then.
+//!
+//! Not learned: full-size records (16 KiB of plaintext: a large upload's).
+//! Should more flights begin with a body than there are requests and two,
+//! the pairs are forgotten.
+//!
+//! Does not count requests (`flights` does); HTTP/2 is `h2`'s.
+
+/// Pairs of sizes learned at most.
+const PAIRS: usize = 4;
+/// A record this long (on the wire) is a full one: not learned.
+const FULL: usize = 1 << 14;
+/// Flights begun by a body beyond the requests.
+const MORE_BODIES: u64 = 2;
+
+/// What a client record is, besides what flights make of it.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum BodyRecord {
+    /// The body of the last request, sent after its answer.
+    Body,
+    /// The next request, after such a body in the same flight.
+    Request,
+    /// The next request, and the record that began the flight, counted
+    /// as one, was the body of the request before.
+    Retract,
+    /// As flights say: a request if it begins a flight, else more of it.
+    Flight,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Bodies {
+    /// (head, body) record sizes on the wire (0: none). The same request
+    /// is sealed in records of the same sizes.
+    pairs: [(usize, usize); PAIRS],
+    /// The current request's first record, and how many records it has
+    /// had in its flight.
+    first: usize,
+    records: u32,
+    /// The request before was a lone record of this size.
+    lone: Option<usize>,
+    /// The current flight began with a body.
+    after_body: bool,
+    /// Flights begun by a body.
+    taken: u64,
+}
+
+impl Bodies {
+    /// A client record of `len` bytes; `new_flight` when the server spoke
+    /// last; `requests` counted so far.
+    pub(super) fn client(&mut self, len: usize, new_flight: bool, requests: u64) -> BodyRecord {
+        if new_flight {
+            self.after_body = false;
+            let lone = (self.records == 1).then_some(self.first);
+            let body = lone.is_some_and(|head| self.pairs.contains(&(head, len)));
+            if body && requests > 0 {
+                self.taken += 1;
+                if self.taken <= requests + MORE_BODIES {
+                    self.after_body = true;
+                    self.records = 0;
+                    return BodyRecord::Body;
+                }
+                self.pairs = [(0, 0); PAIRS];
+            }
+            self.lone = lone;
+            self.begin(len);
+            return BodyRecord::Flight;
+        }
+        if std::mem::take(&mut self.after_body) {
+            self.lone = None;
+            self.begin(len);
+            return BodyRecord::Request;
+        }
+        self.records = self.records.saturating_add(1);
+        if self.records != 2 {
+            return BodyRecord::Flight;
+        }
+        if self.lone == Some(len) && self.first != len && requests > 1 {
+            // The lone head's size again: the same call, after the body
+            // of the one before.
+            self.learn(len, self.first);
+            self.lone = None;
+            self.begin(len);
+            return BodyRecord::Retract;
+        }
+        self.learn(self.first, len);
+        BodyRecord::Flight
+    }
+
+    /// A record of `len` bytes begins a request.
+    fn begin(&mut self, len: usize) {
+        self.first = len;
+        self.records = 1;
+    }
+
+    /// The pair (`head`, `body`), if new and there is room.
+    fn learn(&mut self, head: usize, body: usize) {
+        if head == body || body >= FULL || self.pairs.contains(&(head, body)) {
+            return;
+        }
+        if let Some(slot) = self.pairs.iter_mut().find(|p| p.0 == 0) {
+            *slot = (head, body);
+        }
+    }
+}
