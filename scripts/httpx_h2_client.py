@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""HTTP/2 client used by record-h2-ratelimit-captures.sh: python httpx with
+"""HTTP/2 client used by record-ratelimit-captures.sh: python httpx with
 its `h2` stack (Debian: python3-httpx, python3-h2).
 
     httpx_h2_client.py URL N TASKS BODY_BYTES

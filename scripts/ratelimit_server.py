@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Tiny HTTP/1.1 keep-alive server used by record-captures.sh (and, behind
-nginx, by record-h2-ratelimit-captures.sh).
+nginx, by record-ratelimit-captures.sh).
 
 A POST's body (Content-Length bytes) is read in full before the answer, as
 an application that rate-limits per request does. Every 3rd request (counted globally across all connections, starting at 1)

@@ -228,7 +228,7 @@ const FACTS: &[Fact] = &[
         clean: false,
         ..fact("h2-chromium-page-2x21.pcap", 4, 42, TLS)
     },
-    // scripts/record-h2-ratelimit-captures.sh: POSTs over HTTP/2 to a
+    // scripts/record-ratelimit-captures.sh: POSTs over HTTP/2 to a
     // rate-limited API (nginx answers 429 before it reads a body); Java's
     // HttpClient with one thread and ten, python httpx with one task (ten
     // tasks: a low estimate, tests/h2_sizes.rs), curl.
@@ -251,6 +251,31 @@ const FACTS: &[Fact] = &[
         close: Some((CloseKind::Rst, Side::Client)),
         tls: Some((2, 0)),
         ..fact("h2-curl-post-429-12.pcap", 2, 12, TLS)
+    },
+    // The same API over HTTP/1.1 (tests/ratelimit.rs checks every
+    // connection against nginx's log): HttpURLConnection with one thread
+    // and ten (nine of its connections carry one request; the JDK resumed
+    // one TLS session), HttpClient with ten, curl.
+    Fact {
+        close: FIN_CLIENT,
+        tls: Some((1, 0)),
+        ..fact("java-urlconnection-post-429-30.pcap", 1, 30, TLS)
+    },
+    Fact {
+        close: FIN_CLIENT,
+        tls: Some((18, 1)),
+        // Nineteen connections at once on loopback: retransmissions.
+        clean: false,
+        ..fact("java-urlconnection-post-429-10x10.pcap", 19, 100, TLS)
+    },
+    Fact {
+        close: FIN_CLIENT,
+        tls: Some((10, 0)),
+        ..fact("java-httpclient-h1-post-429-10x10.pcap", 10, 100, TLS)
+    },
+    Fact {
+        tls: Some((2, 0)),
+        ..fact("curl-h1-post-429-12.pcap", 2, 12, TLS)
     },
 ];
 

@@ -10,7 +10,7 @@
 //! over TLS 1.2 and TLS 1.3 (scripts/record-h2-captures.sh;
 //! captures/README.md, section z); and Java's HttpClient, python httpx and
 //! curl POSTing to a rate-limited API behind nginx, which answers 429
-//! before it reads a body (scripts/record-h2-ratelimit-captures.sh;
+//! before it reads a body (scripts/record-ratelimit-captures.sh;
 //! section aa).
 
 use std::collections::BTreeMap;
@@ -21,19 +21,19 @@ use handshakes::ConnectionRecord;
 
 use crate::keylog::analyze_file;
 
-fn capture(name: &str) -> PathBuf {
+pub(crate) fn capture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("captures")
         .join(name)
 }
 
-fn records(name: &str, keylog: Option<&str>) -> Vec<ConnectionRecord> {
+pub(crate) fn records(name: &str, keylog: Option<&str>) -> Vec<ConnectionRecord> {
     analyze_file(&capture(name), keylog.map(capture).as_deref(), 1)
 }
 
 /// Requests by client port, from nginx's access log in the `conn` format
 /// (`127.0.0.1:PORT conn=N conn_req=M "GET …" 200 …`).
-fn nginx_requests(log: &str) -> BTreeMap<u16, u64> {
+pub(crate) fn nginx_requests(log: &str) -> BTreeMap<u16, u64> {
     let text = std::fs::read_to_string(capture(log)).unwrap_or_else(|e| panic!("{log}: {e}"));
     let mut by_port = BTreeMap::new();
     for line in text.lines() {
@@ -44,7 +44,7 @@ fn nginx_requests(log: &str) -> BTreeMap<u16, u64> {
     by_port
 }
 
-fn client_port(r: &ConnectionRecord) -> u16 {
+pub(crate) fn client_port(r: &ConnectionRecord) -> u16 {
     r.client.rsplit(':').next().unwrap().parse().unwrap()
 }
 
@@ -65,7 +65,7 @@ const CAPTURES: [(&str, Option<&str>); 9] = [
 ];
 
 /// Statuses by client port, from the same log.
-fn nginx_statuses(log: &str) -> BTreeMap<u16, BTreeMap<u16, u64>> {
+pub(crate) fn nginx_statuses(log: &str) -> BTreeMap<u16, BTreeMap<u16, u64>> {
     let text = std::fs::read_to_string(capture(log)).unwrap_or_else(|e| panic!("{log}: {e}"));
     let mut by_port: BTreeMap<u16, BTreeMap<u16, u64>> = BTreeMap::new();
     for line in text.lines() {

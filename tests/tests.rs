@@ -18,6 +18,7 @@ mod merge;
 mod overlays;
 mod progress;
 mod properties;
+mod ratelimit;
 mod report;
 mod support;
 mod synthetic;

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Record the real captures of clients POSTing over TLS to a rate-limited
+# API: nginx (TLS; HTTP/2 or HTTP/1.1 by ALPN) with `limit_req` answers 429
+# *before* it reads a request's body, and passes the rest to
+# scripts/ratelimit_server.py, which reads each body in full and then
+# answers 200, or 429 for every third request. So a connection carries both
+# early answers (the body still arrives afterwards, in records of its own)
+# and answers that come after the body — what the request estimate without
+# keys must tell apart. Over HTTP/2: java.net.http.HttpClient (Java 17)
+# with one thread and with ten, python httpx (its h2 stack) with one task
+# and with ten, and curl. Over HTTP/1.1: Java's HttpURLConnection (keep-alive,
+# the JDK default) with one thread and with ten, HttpClient with ten, and
+# curl. httpx and curl with a key log (the truth tshark can read). nginx's
+# per-connection access log is kept beside each capture.
+# See captures/README.md, sections "aa" and "ab".
+#
+# Usage:  sudo scripts/record-ratelimit-captures.sh
+#
+# Requirements (Debian): tcpdump, nginx (nginx-light is enough, with http2
+# and limit_req), curl with HTTP/2, openssl, iproute2 (ss), python3, a JDK
+# 17 (javac, java, keytool), python3 with httpx and h2 (python3-httpx,
+# python3-h2). Everything runs on 127.0.0.1 on fixed high
+# ports; nginx, the backend and tcpdump are stopped by PID on exit; the TLS
+# key, certificate and truststore are throw-away, in a temporary directory
+# deleted at the end.
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_DIR="$(cd "$SCRIPT_DIR/.." && pwd)"
+OUT_DIR="${OUT_DIR:-$REPO_DIR/captures}"
+
+H2_PORT=18451        # nginx, HTTPS + http2, rate-limited
+RL_PORT=18429        # scripts/ratelimit_server.py, behind nginx
+
+# shellcheck source=scripts/record-lib.sh
+source "$SCRIPT_DIR/record-lib.sh"
+require_root
+require_tools tcpdump nginx curl openssl ss java javac keytool
+find_python httpx h2
+setup_work record-ratelimit-captures
+
+log "setup in $WORK"
+make_docroot
+make_cert
+make_java "$SCRIPT_DIR/java/HttpClientPooled.java" "$SCRIPT_DIR/java/UrlConnClient.java"
+
+# /api: 300 requests a second, a burst of three beyond it served at once;
+# the rest answered 429 in nginx's preaccess phase, before the body is
+# read. /api-strict: one a second, so that all but the first are.
+LIMITED="limit_req_status 429; proxy_pass http://127.0.0.1:$RL_PORT;"
+write_nginx_conf 256 "$(tls_server "127.0.0.1:$H2_PORT ssl http2" "TLSv1.2 TLSv1.3" \
+    "location /api { limit_req zone=api burst=3 nodelay; $LIMITED }" \
+    "location /api-strict { limit_req zone=strict; $LIMITED }")" \
+    "$(conn_access_log)
+    limit_req_zone \$binary_remote_addr zone=api:1m rate=300r/s;
+    limit_req_zone \$binary_remote_addr zone=strict:1m rate=1r/s;"
+timeout 300 "$PY" "$SCRIPT_DIR/ratelimit_server.py" --host 127.0.0.1 --port "$RL_PORT" \
+    --max-seconds 280 2>"$WORK/ratelimit.log" &
+PIDS+=("$!")
+wait_listen "$RL_PORT"
+start_nginx "$H2_PORT"
+mark_access_log
+
+API="https://localhost:$H2_PORT/api"
+JAVA+=(-Dclient.expect=429)
+
+# java_posts NAME N THREADS CLASS VERSION: one Java client (CLASS, HTTP
+# VERSION) POSTing a 200-byte JSON body, THREADS threads × N requests.
+java_posts() {
+    local name=$1 n=$2 threads=$3 class=$4 version=$5
+    log "$name.pcap"
+    sleep 1.2   # the limiter's burst refills
+    start_capture "$OUT_DIR/$name.pcap" "tcp port $H2_PORT"
+    "${JAVA[@]}" -Dclient.version="$version" -Dclient.body=200 "$class" "$API" "$n" "$threads" \
+        2>"$WORK/$name.client.log" || { cat "$WORK/$name.client.log" >&2; exit 1; }
+    stop_capture
+    grep -c ' -> 429' "$WORK/$name.client.log" >&2 || true
+    save_access_log "$name"
+}
+
+# curl_posts NAME HTTP-FLAG: one curl with eight POSTs of a 41-byte JSON
+# body on one connection, then one with four POSTs of 20 000 bytes to
+# /api-strict (the first passes, the rest are answered 429 before their
+# bodies are read); with a key log.
+curl_posts() {
+    local name=$1 version=$2 post urls=()
+    post=(timeout 30 curl -sS -k "$version" --resolve "localhost:$H2_PORT:127.0.0.1"
+          -w '%{stderr}  -> %{http_code} http_version=%{http_version} num_connects=%{num_connects}\n')
+    for _ in $(seq 1 8); do urls+=(-o /dev/null "$API"); done
+    log "$name.pcap"
+    sleep 1.2
+    rm -f "$OUT_DIR/$name.keylog"
+    start_capture "$OUT_DIR/$name.pcap" "tcp port $H2_PORT"
+    SSLKEYLOGFILE="$OUT_DIR/$name.keylog" "${post[@]}" \
+        -d '{"small":"json body of some forty bytes"}' "${urls[@]}"
+    SSLKEYLOGFILE="$OUT_DIR/$name.keylog" "${post[@]}" \
+        --data-binary "@$WORK/upload.bin" -o /dev/null "$API-strict" -o /dev/null "$API-strict" \
+        -o /dev/null "$API-strict" -o /dev/null "$API-strict"
+    stop_capture
+    save_access_log "$name"
+}
+head -c 20000 /dev/zero | tr '\0' 'x' >"$WORK/upload.bin"
+
+# Over HTTP/2 (section "aa"). java-httpclient-h2-post-429-30 / -10x10: one
+# HttpClient, 1 thread × 30 requests, then 10 threads × 10 at once.
+java_posts java-httpclient-h2-post-429-30 30 1 HttpClientPooled HTTP_2
+java_posts java-httpclient-h2-post-429-10x10 10 10 HttpClientPooled HTTP_2
+
+# httpx-h2-post-429-20 / -10x10: one httpx.AsyncClient POSTing a 200-byte
+# JSON body, 1 task × 20 requests, then 10 tasks × 10 multiplexed on its
+# one connection; with a key log. (httpx 0.23's h2 stack failed once in
+# fourteen runs with ten tasks, LocalProtocolError: run the script again.)
+for case in "httpx-h2-post-429-20 20 1" "httpx-h2-post-429-10x10 10 10"; do
+    read -r name n tasks <<<"$case"
+    log "$name.pcap"
+    sleep 1.2
+    rm -f "$OUT_DIR/$name.keylog"
+    start_capture "$OUT_DIR/$name.pcap" "tcp port $H2_PORT"
+    SSLKEYLOGFILE="$OUT_DIR/$name.keylog" timeout 60 "$PY" "$SCRIPT_DIR/httpx_h2_client.py" \
+        "$API" "$n" "$tasks" 200 2>"$WORK/$name.client.log" \
+        || { cat "$WORK/$name.client.log" >&2; exit 1; }
+    stop_capture
+    grep -c ' -> 429 HTTP/2' "$WORK/$name.client.log" >&2 || true
+    save_access_log "$name"
+done
+
+# h2-curl-post-429-12: curl_posts over HTTP/2.
+curl_posts h2-curl-post-429-12 --http2
+
+# Over HTTP/1.1 (section "ab"): java-urlconnection-post-429-30 / -10x10:
+# HttpURLConnection (fixed-length streaming: the head and the body are two
+# records), 1 thread × 30, then 10 × 10; java-httpclient-h1-post-429-10x10:
+# HttpClient forced to HTTP/1.1, 10 × 10 (its pool: a connection per
+# thread at most); curl-h1-post-429-12: curl_posts over HTTP/1.1.
+java_posts java-urlconnection-post-429-30 30 1 UrlConnClient HTTP_1_1
+java_posts java-urlconnection-post-429-10x10 10 10 UrlConnClient HTTP_1_1
+java_posts java-httpclient-h1-post-429-10x10 10 10 HttpClientPooled HTTP_1_1
+curl_posts curl-h1-post-429-12 --http1.1
+wc -l "$OUT_DIR"/*-post-429-*.nginx-access.log >&2
