@@ -22,7 +22,7 @@
 /// Pairs of sizes learned at most.
 const PAIRS: usize = 4;
 /// A record this long (on the wire) is a full one: not learned.
-const FULL: usize = 1 << 14;
+const FULL: u16 = 1 << 14;
 /// Flights begun by a body beyond the requests.
 const MORE_BODIES: u64 = 2;
 
@@ -42,32 +42,34 @@ pub(super) enum BodyRecord {
 
 #[derive(Debug, Default)]
 pub(super) struct Bodies {
-    /// (head, body) record sizes on the wire (0: none). The same request
-    /// is sealed in records of the same sizes.
-    pairs: [(usize, usize); PAIRS],
+    /// (head, body) record sizes on the wire (0: none; a record's length
+    /// is 16 bits). The same request is sealed in records of the same
+    /// sizes.
+    pairs: [(u16, u16); PAIRS],
     /// The current request's first record, and how many records it has
     /// had in its flight.
-    first: usize,
-    records: u32,
-    /// The request before was a lone record of this size.
-    lone: Option<usize>,
+    first: u16,
+    records: u16,
+    /// The request before was a lone record of this size (0: it was not).
+    lone: u16,
     /// The current flight began with a body.
     after_body: bool,
     /// Flights begun by a body.
-    taken: u64,
+    taken: u32,
 }
 
 impl Bodies {
     /// A client record of `len` bytes; `new_flight` when the server spoke
     /// last; `requests` counted so far.
     pub(super) fn client(&mut self, len: usize, new_flight: bool, requests: u64) -> BodyRecord {
+        let len = u16::try_from(len).unwrap_or(u16::MAX);
         if new_flight {
             self.after_body = false;
-            let lone = (self.records == 1).then_some(self.first);
-            let body = lone.is_some_and(|head| self.pairs.contains(&(head, len)));
+            let lone = if self.records == 1 { self.first } else { 0 };
+            let body = lone != 0 && self.pairs.contains(&(lone, len));
             if body && requests > 0 {
-                self.taken += 1;
-                if self.taken <= requests + MORE_BODIES {
+                self.taken = self.taken.saturating_add(1);
+                if u64::from(self.taken) <= requests + MORE_BODIES {
                     self.after_body = true;
                     self.records = 0;
                     return BodyRecord::Body;
@@ -79,7 +81,7 @@ impl Bodies {
             return BodyRecord::Flight;
         }
         if std::mem::take(&mut self.after_body) {
-            self.lone = None;
+            self.lone = 0;
             self.begin(len);
             return BodyRecord::Request;
         }
@@ -87,11 +89,11 @@ impl Bodies {
         if self.records != 2 {
             return BodyRecord::Flight;
         }
-        if self.lone == Some(len) && self.first != len && requests > 1 {
+        if self.lone == len && self.first != len && requests > 1 {
             // The lone head's size again: the same call, after the body
             // of the one before.
             self.learn(len, self.first);
-            self.lone = None;
+            self.lone = 0;
             self.begin(len);
             return BodyRecord::Retract;
         }
@@ -100,13 +102,13 @@ impl Bodies {
     }
 
     /// A record of `len` bytes begins a request.
-    fn begin(&mut self, len: usize) {
+    fn begin(&mut self, len: u16) {
         self.first = len;
         self.records = 1;
     }
 
     /// The pair (`head`, `body`), if new and there is room.
-    fn learn(&mut self, head: usize, body: usize) {
+    fn learn(&mut self, head: u16, body: u16) {
         if head == body || body >= FULL || self.pairs.contains(&(head, body)) {
             return;
         }
