@@ -145,9 +145,9 @@ pub(super) struct H2 {
     /// The current flight is one record, a request.
     flight_single: bool,
     /// The last client record was taken for the body of a request
-    /// answered early (at this time; its size learned then, if it was
-    /// new): a request after all if the server answers it.
-    provisional: Option<(Timestamp, bool)>,
+    /// answered early (at this time; the slot of its size, if that was
+    /// learned then): a request after all if the server answers it.
+    provisional: Option<(Timestamp, Option<usize>)>,
     /// The server's last record answered a flight of one record, and the
     /// client has not spoken since…
     answered_single: bool,
@@ -223,7 +223,7 @@ impl H2 {
         // client that seals a request and its body in one record sends).
         if std::mem::take(&mut self.body_pending) && new_flight && !self.last_size.is_some_and(same)
         {
-            let learned = self.learn_body(plain);
+            let learned = learn_body(&mut self.bodies, plain);
             self.provisional = Some((ts, learned));
             self.after_body = true;
             return H2Record::Continues;
@@ -300,11 +300,12 @@ impl H2 {
         }
     }
 
-    /// The server sent a record of `len` bytes (`early`: in TLS 1.3,
-    /// before the first request — or its first record after the
-    /// handshake, of a ticket's size: OpenSSL sends its tickets once the
-    /// client's Finished is read, which may be after the client's first
-    /// request, between its HEADERS and its body).
+    /// The server sent a record of `len` bytes, `plain` of them its own
+    /// (`early`: in TLS 1.3, before the first request). Also whether it
+    /// is the server's SETTINGS, or a ticket by its place: the server's
+    /// first record after the handshake, of a ticket's size — OpenSSL
+    /// sends its tickets once it reads the client's Finished, which may be
+    /// after the client's first request, between its HEADERS and its body.
     pub(super) fn server_spoke(&mut self, early: bool, tls13: bool, len: usize, plain: usize) {
         self.small_since_server = 0;
         // The server sends its SETTINGS once.
@@ -327,11 +328,11 @@ impl H2 {
 
     /// Whether a server record of `plain` bytes (`len` on the wire) can
     /// answer a request: not control frames; before the first answer, not
-    /// a record of a size seen before the first request (TLS 1.3 tickets)
-    /// nor the server's SETTINGS (with a WINDOW_UPDATE and the client's
-    /// SETTINGS acknowledged).
-    /// A server record also tells (see the module's comment) whether the
-    /// request it follows was answered before its body came.
+    /// a record of a size seen before the first request, nor one
+    /// `server_spoke` took for a ticket or the server's SETTINGS. It also
+    /// tells (see the module's comment) what the flight it answers sent
+    /// besides its request, and whether that request was answered before
+    /// its body came.
     pub(super) fn answers(&mut self, plain: usize, len: usize) -> bool {
         let early = !self.answered
             && (self.before_first.contains(&len) || self.settings_now || self.ticket_now);
@@ -343,13 +344,10 @@ impl H2 {
             // its body (when too long for a request HPACK indexed).
             let (flight, request) = (self.flight, self.last_size.unwrap_or(0));
             let body = |s: usize| s > MAX_INDEXED && s.abs_diff(request) > SAME;
-            let bodies = self
-                .maybe
-                .iter()
-                .filter(|&&(s, _, f)| f == flight && body(s));
-            let bodies: Vec<usize> = bodies.map(|&(s, _, _)| s).collect();
-            for size in bodies {
-                self.learn_body(size);
+            for &(size, _, f) in &self.maybe {
+                if f == flight && body(size) {
+                    learn_body(&mut self.bodies, size);
+                }
             }
         } else if std::mem::take(&mut self.answered_single) && plain == RST_STREAM {
             self.body_pending = true;
@@ -368,13 +366,6 @@ impl H2 {
         }
     }
 
-    /// A request body of `plain` bytes; whether its size is new.
-    fn learn_body(&mut self, plain: usize) -> bool {
-        let known = self.bodies.iter().any(|b| b.abs_diff(plain) <= SAME);
-        let slot = self.bodies.iter_mut().find(|b| **b == 0).filter(|_| !known);
-        slot.map(|slot| *slot = plain).is_some()
-    }
-
     /// After a server record that answers: the client's last record, taken
     /// for the body of a request answered early, when it is answered
     /// itself (it was a request: a client that seals a request's HEADERS
@@ -382,11 +373,8 @@ impl H2 {
     /// preface), at its time.
     pub(super) fn answered_body(&mut self) -> Option<Timestamp> {
         let (at, learned) = self.provisional.take()?;
-        if learned {
-            // The size learned last is the one to forget.
-            if let Some(slot) = self.bodies.iter_mut().rev().find(|b| **b != 0) {
-                *slot = 0;
-            }
+        if let Some(slot) = learned.and_then(|i| self.bodies.get_mut(i)) {
+            *slot = 0;
         }
         Some(at)
     }
@@ -412,6 +400,18 @@ impl H2 {
     pub(super) fn closing_requests(&self) -> u64 {
         self.small_since_server
     }
+}
+
+/// Learns a request body of `plain` bytes: the slot of its size, if new.
+fn learn_body(bodies: &mut [usize; BODY_SIZES], plain: usize) -> Option<usize> {
+    if bodies.iter().any(|b| b.abs_diff(plain) <= SAME) {
+        return None;
+    }
+    let slot = bodies.iter().position(|&b| b == 0)?;
+    if let Some(b) = bodies.get_mut(slot) {
+        *b = plain;
+    }
+    Some(slot)
 }
 
 /// Settings in a SETTINGS frame at most (RFC 9113 defines six; clients
