@@ -3,10 +3,11 @@
 nginx, by record-ratelimit-captures.sh).
 
 A POST's body (Content-Length bytes) is read in full before the answer, as
-an application that rate-limits per request does. Every 3rd request (counted globally across all connections, starting at 1)
-is answered with "429 Too Many Requests" + "Retry-After: 1"; all other
-requests get "200 OK". Every response carries Content-Length, so
-connections stay open (keep-alive) until the client closes them.
+an application that rate-limits per request does. Every 3rd request
+(counted globally across all connections, starting at 1) is answered with
+"429 Too Many Requests" + "Retry-After: 1"; all other requests get "200 OK".
+Every response carries Content-Length, so connections stay open
+(keep-alive) until the client closes them.
 
 Usage: ratelimit_server.py [--host 127.0.0.1] [--port 18429] [--max-seconds 120]
 The server exits on its own after --max-seconds (safety bound).

@@ -199,7 +199,8 @@ EOF
 # tls_server LISTEN PROTOCOLS [DIRECTIVE...] : an nginx `server` block for
 # write_nginx_conf that serves the test page over TLS with make_cert's
 # certificate on LISTEN (e.g. `127.0.0.1:PORT ssl http2`), ssl_protocols
-# PROTOCOLS, and each further DIRECTIVE (without its semicolon).
+# PROTOCOLS, and each further DIRECTIVE (without its semicolon; a block such
+# as `location /x { … }` as it is).
 tls_server() {
     local listen=$1 protocols=$2 directive
     shift 2

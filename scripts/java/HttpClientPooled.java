@@ -8,8 +8,9 @@
 // sequential blocking GETs of URL — or, with -Dclient.body=BYTES, POSTs of a
 // JSON body of BYTES bytes — and reads each response body fully (BodyHandlers
 // .ofByteArray()). With -Dclient.expect=CODE a response with that status
-// (say 429 from a rate-limited API) is not a failure. The client's built-in connection pool decides how many TCP
-// connections are used. TLS trust comes from -Djavax.net.ssl.trustStore=...
+// (say 429 from a rate-limited API) is not a failure (UrlConnClient takes
+// the same two properties). The client's built-in connection pool decides
+// how many TCP connections are used. TLS trust comes from -Djavax.net.ssl.trustStore=...
 // (the default SSLContext). Connect timeout and per-request timeout are 10 s.
 // Java 17's HttpClient has no close(): pooled connections stay open until the
 // JVM exits.
@@ -37,12 +38,8 @@ public class HttpClientPooled {
         }
         final HttpClient.Version version =
                 HttpClient.Version.valueOf(System.getProperty("client.version", "HTTP_1_1"));
-        final int bodyBytes = Integer.getInteger("client.body", -1);
+        final byte[] body = requestBody();
         final int expected = Integer.getInteger("client.expect", 200);
-        if (bodyBytes > 1_000_000) {
-            throw new IllegalArgumentException("client.body must be at most 1000000");
-        }
-        final byte[] body = bodyBytes < 0 ? null : jsonBody(bodyBytes);
         final HttpClient client = HttpClient.newBuilder()
                 .version(version)
                 .connectTimeout(Duration.ofSeconds(10))
@@ -83,6 +80,15 @@ public class HttpClientPooled {
             System.exit(1);
         }
         System.exit(0);   // do not wait for JDK-internal (keep-alive/pool) threads
+    }
+
+    /** The body -Dclient.body=BYTES asks for, or null (GETs). */
+    static byte[] requestBody() {
+        final int bytes = Integer.getInteger("client.body", -1);
+        if (bytes > 1_000_000) {
+            throw new IllegalArgumentException("client.body must be at most 1000000");
+        }
+        return bytes < 0 ? null : jsonBody(bytes);
     }
 
     /** A JSON object of exactly `n` bytes (at least 12): {"pad":"xxx…"}. */

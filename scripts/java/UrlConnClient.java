@@ -35,12 +35,8 @@ public class UrlConnClient {
         if (n < 1 || n > 1000 || threads < 1 || threads > 64) {
             throw new IllegalArgumentException("N must be 1..1000, THREADS 1..64");
         }
-        final int bodyBytes = Integer.getInteger("client.body", -1);
+        final byte[] body = HttpClientPooled.requestBody();
         final int expected = Integer.getInteger("client.expect", 200);
-        if (bodyBytes > 1_000_000) {
-            throw new IllegalArgumentException("client.body must be at most 1000000");
-        }
-        final byte[] body = bodyBytes < 0 ? null : HttpClientPooled.jsonBody(bodyBytes);
         final AtomicInteger failures = new AtomicInteger();
         final CountDownLatch start = new CountDownLatch(1);
         List<Thread> ts = new ArrayList<>();
