@@ -261,14 +261,16 @@ save_access_log() {
 
 # make_java SOURCE... : a truststore in $WORK that trusts make_cert's
 # certificate, the Java SOURCEs (scripts/java) compiled into
-# $WORK/classes, and JAVA, the command that runs them trusting it, on IPv4
-# only (so that `localhost` can only mean 127.0.0.1, where nginx listens).
+# $WORK/classes (against the jars in JAVA_LIBS, a class path, if set), and
+# JAVA, the command that runs them trusting it, on IPv4 only (so that
+# `localhost` can only mean 127.0.0.1, where nginx listens).
 make_java() {
+    local classpath="$WORK/classes${JAVA_LIBS:+:$JAVA_LIBS}"
     keytool -importcert -noprompt -alias localhost -file "$WORK/cert.pem" \
         -keystore "$WORK/truststore.p12" -storetype PKCS12 -storepass changeit >/dev/null 2>&1
     mkdir -p "$WORK/classes"
-    javac -d "$WORK/classes" "$@"
-    JAVA=(timeout 120 java -cp "$WORK/classes"
+    javac -cp "$classpath" -d "$WORK/classes" "$@"
+    JAVA=(timeout 120 java -cp "$classpath"
           -Djavax.net.ssl.trustStore="$WORK/truststore.p12"
           -Djavax.net.ssl.trustStorePassword=changeit
           -Djavax.net.ssl.trustStoreType=PKCS12

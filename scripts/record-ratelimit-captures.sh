@@ -10,16 +10,18 @@
 # with one thread and with ten, python httpx (its h2 stack) with one task
 # and with ten, and curl. Over HTTP/1.1: Java's HttpURLConnection (keep-alive,
 # the JDK default) with one thread and with ten, HttpClient with ten, and
-# curl. httpx and curl with a key log (the truth tshark can read). nginx's
-# per-connection access log is kept beside each capture.
-# See captures/README.md, sections "aa" and "ab".
+# curl. And the pooled libraries: OkHttp 3 (HTTP/2) and Apache HttpClient 5
+# (HTTP/1.1), ten threads each. httpx and curl with a key log (the truth
+# tshark can read). nginx's per-connection access log is kept beside each
+# capture. See captures/README.md, sections "aa", "ab" and "ac".
 #
 # Usage:  sudo scripts/record-ratelimit-captures.sh
 #
 # Requirements (Debian): tcpdump, nginx (nginx-light is enough, with http2
 # and limit_req), curl with HTTP/2, openssl, iproute2 (ss), python3, a JDK
 # 17 (javac, java, keytool), python3 with httpx and h2 (python3-httpx,
-# python3-h2). Everything runs on 127.0.0.1 on fixed high
+# python3-h2), OkHttp 3 and Apache HttpClient 5 (libokhttp-java,
+# libhttpclient5-java). Everything runs on 127.0.0.1 on fixed high
 # ports; nginx, the backend and tcpdump are stopped by PID on exit; the TLS
 # key, certificate and truststore are throw-away, in a temporary directory
 # deleted at the end.
@@ -42,7 +44,13 @@ setup_work record-ratelimit-captures
 log "setup in $WORK"
 make_docroot
 make_cert
-make_java "$SCRIPT_DIR/java/HttpClientPooled.java" "$SCRIPT_DIR/java/UrlConnClient.java"
+JAVA_LIBS=$(printf '/usr/share/java/%s.jar:' okhttp okio httpclient5 httpcore5 httpcore5-h2 slf4j-api)
+JAVA_LIBS=${JAVA_LIBS%:}
+for jar in ${JAVA_LIBS//:/ }; do
+    [[ -r "$jar" ]] || { echo "error: $jar missing: apt-get install libokhttp-java libhttpclient5-java" >&2; exit 1; }
+done
+make_java "$SCRIPT_DIR/java/HttpClientPooled.java" "$SCRIPT_DIR/java/UrlConnClient.java" \
+    "$SCRIPT_DIR/java/PooledLibClient.java"
 
 # /api: 300 requests a second, a burst of three beyond it served at once;
 # the rest answered 429 in nginx's preaccess phase, before the body is
@@ -71,7 +79,8 @@ java_posts() {
     log "$name.pcap"
     sleep 1.2   # the limiter's burst refills
     start_capture "$OUT_DIR/$name.pcap" "tcp port $H2_PORT"
-    "${JAVA[@]}" -Dclient.version="$version" -Dclient.body=200 "$class" "$API" "$n" "$threads" \
+    # shellcheck disable=SC2086 # CLASS may carry its first argument
+    "${JAVA[@]}" -Dclient.version="$version" -Dclient.body=200 $class "$API" "$n" "$threads" \
         2>"$WORK/$name.client.log" || { cat "$WORK/$name.client.log" >&2; exit 1; }
     stop_capture
     grep -c ' -> 429' "$WORK/$name.client.log" >&2 || true
@@ -136,4 +145,9 @@ java_posts java-urlconnection-post-429-30 30 1 UrlConnClient HTTP_1_1
 java_posts java-urlconnection-post-429-10x10 10 10 UrlConnClient HTTP_1_1
 java_posts java-httpclient-h1-post-429-10x10 10 10 HttpClientPooled HTTP_1_1
 curl_posts curl-h1-post-429-12 --http1.1
+
+# The pooled libraries the brief names (section "ac"): OkHttp 3 (HTTP/2 by
+# ALPN) and Apache HttpClient 5 (HTTP/1.1, a pool of ten), 10 threads × 10.
+java_posts okhttp-post-429-10x10 10 10 "PooledLibClient okhttp" HTTP_2
+java_posts apache-httpclient5-post-429-10x10 10 10 "PooledLibClient apache" HTTP_1_1
 wc -l "$OUT_DIR"/*-post-429-*.nginx-access.log >&2

@@ -277,6 +277,21 @@ const FACTS: &[Fact] = &[
         tls: Some((2, 0)),
         ..fact("curl-h1-post-429-12.pcap", 2, 12, TLS)
     },
+    // The pooled libraries on the same API: OkHttp 3 (ten connections
+    // raced open, one carries all 100 requests over HTTP/2) and Apache
+    // HttpClient 5 (HTTP/1.1; it retries a 429 once, so nginx saw 175
+    // requests for 100 calls). Loopback under ten threads: retransmissions.
+    Fact {
+        close: FIN_CLIENT,
+        tls: Some((10, 0)),
+        clean: false,
+        ..fact("okhttp-post-429-10x10.pcap", 10, 100, TLS)
+    },
+    Fact {
+        tls: Some((10, 0)),
+        clean: false,
+        ..fact("apache-httpclient5-post-429-10x10.pcap", 10, 175, TLS)
+    },
 ];
 
 #[test]

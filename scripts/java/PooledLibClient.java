@@ -1,0 +1,144 @@
+// The pooled third-party clients the brief names, used by
+// scripts/record-ratelimit-captures.sh: OkHttp 3 and Apache HttpClient 5
+// (classic API), from Debian's libokhttp-java and libhttpclient5-java.
+//
+//   java PooledLibClient okhttp|apache URL N [THREADS]
+//
+// ONE client (OkHttp's, with its default connection pool, HTTP/2 by ALPN
+// when the server offers it; or Apache's, with a PoolingHttpClient-
+// ConnectionManager of at most THREADS connections to the route, HTTP/1.1)
+// is shared by THREADS threads (default 1); each performs N sequential
+// requests: GETs, or with -Dclient.body=BYTES POSTs of a JSON body of BYTES
+// bytes (HttpClientPooled.requestBody), reading each response body fully.
+// A status other than 200 and -Dclient.expect=CODE is a failure. An
+// exception from a request is printed and counted, and the thread goes on
+// (OkHttp 3.13 throws StreamResetException reading a 429 that nginx
+// follows with RST_STREAM NO_ERROR): the run fails only when -Dclient.errors
+// is false. TLS trust comes from -Djavax.net.ssl.trustStore=... (the
+// default SSLContext); timeouts are 10 s.
+import java.net.URI;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import okhttp3.MediaType;
+import okhttp3.OkHttpClient;
+import okhttp3.Request;
+import okhttp3.RequestBody;
+import okhttp3.Response;
+import org.apache.hc.client5.http.classic.methods.HttpGet;
+import org.apache.hc.client5.http.classic.methods.HttpPost;
+import org.apache.hc.client5.http.classic.methods.HttpUriRequestBase;
+import org.apache.hc.client5.http.impl.classic.CloseableHttpClient;
+import org.apache.hc.client5.http.impl.classic.HttpClients;
+import org.apache.hc.client5.http.impl.io.PoolingHttpClientConnectionManager;
+import org.apache.hc.core5.http.ContentType;
+import org.apache.hc.core5.http.io.entity.ByteArrayEntity;
+import org.apache.hc.core5.http.io.entity.EntityUtils;
+
+public class PooledLibClient {
+    /** One request; its status. */
+    interface Client {
+        int request() throws Exception;
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length < 3) {
+            System.err.println("usage: PooledLibClient okhttp|apache URL N [THREADS]");
+            System.exit(2);
+        }
+        final String url = args[1];
+        final int n = Integer.parseInt(args[2]);
+        final int threads = args.length > 3 ? Integer.parseInt(args[3]) : 1;
+        if (n < 1 || n > 1000 || threads < 1 || threads > 64) {
+            throw new IllegalArgumentException("N must be 1..1000, THREADS 1..64");
+        }
+        final byte[] body = HttpClientPooled.requestBody();
+        final int expected = Integer.getInteger("client.expect", 200);
+        final Client client;
+        final AutoCloseable closer;
+        switch (args[0]) {
+            case "okhttp": {
+                final OkHttpClient ok = new OkHttpClient.Builder()
+                        .connectTimeout(10, TimeUnit.SECONDS)
+                        .readTimeout(10, TimeUnit.SECONDS)
+                        .build();
+                final MediaType json = MediaType.get("application/json");
+                client = () -> {
+                    Request.Builder b = new Request.Builder().url(url);
+                    if (body != null) b.post(RequestBody.create(json, body));
+                    try (Response r = ok.newCall(b.build()).execute()) {
+                        r.body().bytes();
+                        System.err.printf("req -> %d %s%n", r.code(), r.protocol());
+                        return r.code();
+                    }
+                };
+                closer = () -> {
+                    ok.dispatcher().executorService().shutdown();
+                    ok.connectionPool().evictAll();
+                };
+                break;
+            }
+            case "apache": {
+                final PoolingHttpClientConnectionManager pool = new PoolingHttpClientConnectionManager();
+                pool.setMaxTotal(threads);
+                pool.setDefaultMaxPerRoute(threads);
+                final CloseableHttpClient ap = HttpClients.custom()
+                        .setConnectionManager(pool)
+                        .useSystemProperties()
+                        .build();
+                client = () -> {
+                    HttpUriRequestBase req = body == null ? new HttpGet(URI.create(url)) : new HttpPost(URI.create(url));
+                    if (body != null) req.setEntity(new ByteArrayEntity(body, ContentType.APPLICATION_JSON));
+                    return ap.execute(req, r -> {
+                        EntityUtils.consume(r.getEntity());
+                        System.err.printf("req -> %d %s%n", r.getCode(), r.getVersion());
+                        return r.getCode();
+                    });
+                };
+                closer = ap;
+                break;
+            }
+            default:
+                throw new IllegalArgumentException("client must be okhttp or apache");
+        }
+        final AtomicInteger failures = new AtomicInteger();
+        final AtomicInteger errors = new AtomicInteger();
+        final boolean errorsAllowed = Boolean.parseBoolean(System.getProperty("client.errors", "true"));
+        final CountDownLatch start = new CountDownLatch(1);
+        List<Thread> ts = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            Thread th = new Thread(() -> {
+                try {
+                    start.await();
+                    for (int i = 0; i < n; i++) {
+                        try {
+                            int code = client.request();
+                            if (code != 200 && code != expected) failures.incrementAndGet();
+                        } catch (java.io.IOException e) {
+                            errors.incrementAndGet();
+                            System.err.println("req -> error " + e);
+                        }
+                    }
+                } catch (Exception e) {
+                    failures.incrementAndGet();
+                    e.printStackTrace();
+                }
+            }, "client-" + t);
+            ts.add(th);
+            th.start();
+        }
+        start.countDown();
+        for (Thread th : ts) th.join(120_000);
+        closer.close();
+        System.err.println("errors: " + errors.get());
+        if (!errorsAllowed && errors.get() != 0) failures.addAndGet(errors.get());
+        if (failures.get() != 0) {
+            System.err.println("failures: " + failures.get());
+            System.exit(1);
+        }
+        System.exit(0);
+    }
+}
