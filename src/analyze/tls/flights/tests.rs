@@ -560,3 +560,44 @@ fn the_record_after_a_full_one_continues_its_message() {
     assert_eq!(starts(&f), [0, 5, 8]);
     assert_eq!(f.exchanges[0].response_first, Some(t(4)));
 }
+
+#[test]
+fn any_record_sequence_counts_at_most_one_request_a_client_record() {
+    // Random conversations (sizes drawn around the rules' thresholds),
+    // HTTP/2 read a record each and HTTP/1 flights: never more requests
+    // than client records, exchanges in order of time.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    const SIZES: [usize; 12] = [9, 13, 24, 31, 50, 64, 68, 151, 209, 265, 2048, 16401];
+    let mut counted = [0u64; 2];
+    for round in 0..4000 {
+        let h2 = round % 2 == 0;
+        let mut f = Flights::new(16);
+        f.h2 = h2;
+        f.set_overhead(17, 17);
+        let mut client = 0u64;
+        for i in 0..(next() % 60) {
+            let side = if next() % 2 == 0 { C } else { S };
+            let base = SIZES[(next() % SIZES.len() as u64) as usize];
+            let len = base + (next() % 3) as usize + 17;
+            client += u64::from(side == C);
+            f.record(side, len, t(i as i64), true);
+        }
+        f.finish();
+        assert!(
+            f.requests <= client,
+            "round {round}: {} > {client}",
+            f.requests
+        );
+        let starts = starts(&f);
+        assert!(starts.windows(2).all(|w| w[0] <= w[1]), "round {round}");
+        counted[usize::from(h2)] += f.requests;
+    }
+    // Both readings counted requests at all.
+    assert!(counted.iter().all(|&n| n > 10_000), "{counted:?}");
+}
