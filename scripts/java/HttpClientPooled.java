@@ -44,6 +44,33 @@ public class HttpClientPooled {
                 .version(version)
                 .connectTimeout(Duration.ofSeconds(10))
                 .build();
+        exit(run(threads, n, expected, null, (tid, i) -> {
+            HttpRequest.Builder b = HttpRequest.newBuilder(uri).timeout(Duration.ofSeconds(10));
+            HttpRequest req = body == null ? b.GET().build()
+                    : b.header("Content-Type", "application/json")
+                            .POST(HttpRequest.BodyPublishers.ofByteArray(body))
+                            .build();
+            HttpResponse<byte[]> resp = client.send(req, HttpResponse.BodyHandlers.ofByteArray());
+            System.err.printf("thread %d req %d -> %d %s (%d bytes)%n", tid, i + 1,
+                    resp.statusCode(), resp.version(), resp.body().length);
+            return resp.statusCode();
+        }));
+    }
+
+    /** The `i`th request of thread `tid`: its status. */
+    interface Call {
+        int request(int tid, int i) throws Exception;
+    }
+
+    /**
+     * THREADS threads, started at once, each making N calls in sequence; a
+     * status other than 200 and `expected` is a failure. An exception ends
+     * its thread as one failure — unless `errors` is given, where an
+     * IOException is counted there and the thread goes on. Returns the
+     * failures. (All three clients in scripts/java run their threads so.)
+     */
+    static int run(int threads, int n, int expected, AtomicInteger errors, Call call)
+            throws InterruptedException {
         final AtomicInteger failures = new AtomicInteger();
         final CountDownLatch start = new CountDownLatch(1);
         List<Thread> ts = new ArrayList<>();
@@ -53,17 +80,14 @@ public class HttpClientPooled {
                 try {
                     start.await();
                     for (int i = 0; i < n; i++) {
-                        HttpRequest.Builder b = HttpRequest.newBuilder(uri)
-                                .timeout(Duration.ofSeconds(10));
-                        HttpRequest req = body == null ? b.GET().build()
-                                : b.header("Content-Type", "application/json")
-                                        .POST(HttpRequest.BodyPublishers.ofByteArray(body))
-                                        .build();
-                        HttpResponse<byte[]> resp = client.send(req, HttpResponse.BodyHandlers.ofByteArray());
-                        System.err.printf("thread %d req %d -> %d %s (%d bytes)%n", tid, i + 1,
-                                resp.statusCode(), resp.version(), resp.body().length);
-                        int code = resp.statusCode();
-                        if (code != 200 && code != expected) failures.incrementAndGet();
+                        try {
+                            int code = call.request(tid, i);
+                            if (code != 200 && code != expected) failures.incrementAndGet();
+                        } catch (java.io.IOException e) {
+                            if (errors == null) throw e;
+                            errors.incrementAndGet();
+                            System.err.println("req -> error " + e);
+                        }
                     }
                 } catch (Exception e) {
                     failures.incrementAndGet();
@@ -75,8 +99,13 @@ public class HttpClientPooled {
         }
         start.countDown();
         for (Thread th : ts) th.join(120_000);
-        if (failures.get() != 0) {
-            System.err.println("failures: " + failures.get());
+        return failures.get();
+    }
+
+    /** Ends the run: status 1 after failures. */
+    static void exit(int failures) {
+        if (failures != 0) {
+            System.err.println("failures: " + failures);
             System.exit(1);
         }
         System.exit(0);   // do not wait for JDK-internal (keep-alive/pool) threads

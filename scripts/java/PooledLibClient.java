@@ -17,9 +17,6 @@
 // is false. TLS trust comes from -Djavax.net.ssl.trustStore=... (the
 // default SSLContext); timeouts are 10 s.
 import java.net.URI;
-import java.util.ArrayList;
-import java.util.List;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
@@ -104,41 +101,11 @@ public class PooledLibClient {
             default:
                 throw new IllegalArgumentException("client must be okhttp or apache");
         }
-        final AtomicInteger failures = new AtomicInteger();
         final AtomicInteger errors = new AtomicInteger();
         final boolean errorsAllowed = Boolean.parseBoolean(System.getProperty("client.errors", "true"));
-        final CountDownLatch start = new CountDownLatch(1);
-        List<Thread> ts = new ArrayList<>();
-        for (int t = 0; t < threads; t++) {
-            Thread th = new Thread(() -> {
-                try {
-                    start.await();
-                    for (int i = 0; i < n; i++) {
-                        try {
-                            int code = client.request();
-                            if (code != 200 && code != expected) failures.incrementAndGet();
-                        } catch (java.io.IOException e) {
-                            errors.incrementAndGet();
-                            System.err.println("req -> error " + e);
-                        }
-                    }
-                } catch (Exception e) {
-                    failures.incrementAndGet();
-                    e.printStackTrace();
-                }
-            }, "client-" + t);
-            ts.add(th);
-            th.start();
-        }
-        start.countDown();
-        for (Thread th : ts) th.join(120_000);
+        int failures = HttpClientPooled.run(threads, n, expected, errors, (tid, i) -> client.request());
         closer.close();
         System.err.println("errors: " + errors.get());
-        if (!errorsAllowed && errors.get() != 0) failures.addAndGet(errors.get());
-        if (failures.get() != 0) {
-            System.err.println("failures: " + failures.get());
-            System.exit(1);
-        }
-        System.exit(0);
+        HttpClientPooled.exit(failures + (errorsAllowed ? 0 : errors.get()));
     }
 }

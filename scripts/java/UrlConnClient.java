@@ -18,10 +18,6 @@ import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.HttpURLConnection;
 import java.net.URL;
-import java.util.ArrayList;
-import java.util.List;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.atomic.AtomicInteger;
 
 public class UrlConnClient {
     public static void main(String[] args) throws Exception {
@@ -37,53 +33,30 @@ public class UrlConnClient {
         }
         final byte[] body = HttpClientPooled.requestBody();
         final int expected = Integer.getInteger("client.expect", 200);
-        final AtomicInteger failures = new AtomicInteger();
-        final CountDownLatch start = new CountDownLatch(1);
-        List<Thread> ts = new ArrayList<>();
-        for (int t = 0; t < threads; t++) {
-            final int tid = t;
-            Thread th = new Thread(() -> {
-                try {
-                    start.await();
-                    for (int i = 0; i < n; i++) {
-                        HttpURLConnection c = (HttpURLConnection) url.openConnection();
-                        c.setConnectTimeout(10_000);
-                        c.setReadTimeout(10_000);
-                        if (body != null) {
-                            c.setRequestMethod("POST");
-                            c.setDoOutput(true);
-                            c.setRequestProperty("Content-Type", "application/json");
-                            c.setFixedLengthStreamingMode(body.length);
-                            try (OutputStream out = c.getOutputStream()) {
-                                out.write(body);
-                            }
-                        }
-                        int code = c.getResponseCode();
-                        long len = 0;
-                        try (InputStream in = code < 400 ? c.getInputStream() : c.getErrorStream()) {
-                            if (in != null) {
-                                byte[] buf = new byte[8192];
-                                int r;
-                                while ((r = in.read(buf)) != -1) len += r;
-                            }
-                        }
-                        System.err.printf("thread %d req %d -> %d (%d bytes)%n", tid, i + 1, code, len);
-                        if (code != 200 && code != expected) failures.incrementAndGet();
-                    }
-                } catch (Exception e) {
-                    failures.incrementAndGet();
-                    e.printStackTrace();
+        HttpClientPooled.exit(HttpClientPooled.run(threads, n, expected, null, (tid, i) -> {
+            HttpURLConnection c = (HttpURLConnection) url.openConnection();
+            c.setConnectTimeout(10_000);
+            c.setReadTimeout(10_000);
+            if (body != null) {
+                c.setRequestMethod("POST");
+                c.setDoOutput(true);
+                c.setRequestProperty("Content-Type", "application/json");
+                c.setFixedLengthStreamingMode(body.length);
+                try (OutputStream out = c.getOutputStream()) {
+                    out.write(body);
                 }
-            }, "client-" + t);
-            ts.add(th);
-            th.start();
-        }
-        start.countDown();
-        for (Thread th : ts) th.join(120_000);
-        if (failures.get() != 0) {
-            System.err.println("failures: " + failures.get());
-            System.exit(1);
-        }
-        System.exit(0);   // do not wait for JDK-internal (keep-alive/pool) threads
+            }
+            int code = c.getResponseCode();
+            long len = 0;
+            try (InputStream in = code < 400 ? c.getInputStream() : c.getErrorStream()) {
+                if (in != null) {
+                    byte[] buf = new byte[8192];
+                    int r;
+                    while ((r = in.read(buf)) != -1) len += r;
+                }
+            }
+            System.err.printf("thread %d req %d -> %d (%d bytes)%n", tid, i + 1, code, len);
+            return code;
+        }));
     }
 }
