@@ -242,7 +242,9 @@ fn frames_of_several_streams_sealed_together_are_a_low_estimate() {
     // python httpx (its h2 stack) POSTing from ten tasks on one
     // connection seals whatever frames are pending in one record: HEADERS
     // of one stream with the DATA of another and WINDOW_UPDATEs. A record
-    // is not a request, and the estimate says so.
+    // is not a request, and the estimate says so. (Its bodies are told by
+    // the empty DATA frame after them; two requests' HEADERS in one
+    // record count once: 98 for 100 here, 85–98 over seventeen runs.)
     let name = "httpx-h2-post-429-10x10";
     let logged = nginx_requests(&format!("{name}.nginx-access.log"));
     let estimated = records(&format!("{name}.pcap"), None);
@@ -252,5 +254,10 @@ fn frames_of_several_streams_sealed_together_are_a_low_estimate() {
     assert_eq!(Some(&read.requests), logged.get(&client_port(&exact[0])));
     assert_eq!(read.requests, 100);
     assert_eq!(guess.confidence, "low");
-    assert!(guess.requests > read.requests, "{}", guess.requests);
+    assert!(guess.requests < read.requests, "{}", guess.requests);
+    assert!(
+        guess.requests >= read.requests * 4 / 5,
+        "{}",
+        guess.requests
+    );
 }

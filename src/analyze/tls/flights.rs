@@ -117,8 +117,9 @@ impl Flights {
         match side {
             Side::Client => {
                 if len <= control_size(tls13) {
-                    if self.per_record() {
-                        self.h2s().small_record();
+                    let new_flight = self.last != Some(Side::Client);
+                    if self.per_record() && self.h2s().small(new_flight) {
+                        self.drop_last_request();
                     }
                     return;
                 }
@@ -129,6 +130,10 @@ impl Flights {
                     let first = self.client_records == 1;
                     match self.h2s().client(plain, ts, first, new_flight) {
                         H2Record::Control => return,
+                        H2Record::Retract => {
+                            self.drop_last_request();
+                            return;
+                        }
                         H2Record::Continues => {}
                         H2Record::Request {
                             earlier,

@@ -38,7 +38,13 @@
 //! (then it was a request, sealed with its body: the size is forgotten).
 //! A record of at most 9 bytes after the first (which is taken for the
 //! SETTINGS ACK) is an empty DATA frame that ends the stream instead
-//! (curl's, answered before it began the body): no body is awaited. Should
+//! (curl's, answered before it began the body): no body is awaited. Sent
+//! right after a record of the client's own flight that was counted as a
+//! request and is longer than an indexed request, it ends that record's
+//! stream: the record was the body (Apache HttpClient 5 sends a body's
+//! DATA and then an empty one ending the stream, two records; among
+//! multiplexed requests each would count), so it is not a request, and
+//! its size is a body's. Should
 //! the records taken for bodies by their size outnumber the requests by
 //! more than two, the sizes were requests' and are forgotten, and the
 //! estimate is doubtful.
@@ -109,6 +115,19 @@ pub(super) enum H2Record {
         earlier: Vec<Timestamp>,
         multiplexed: bool,
     },
+    /// An empty DATA frame ending the stream of the client's last record,
+    /// which was counted as a request: that record was a body, not one.
+    Retract,
+}
+
+/// The client's last record, counted as a request, and what counting it
+/// changed: its size, the last request's size before it, and whether it
+/// began a flight.
+#[derive(Debug, Clone, Copy)]
+struct Counted {
+    size: usize,
+    last_before: Option<usize>,
+    new_flight: bool,
 }
 
 #[derive(Debug, Default)]
@@ -160,6 +179,9 @@ pub(super) struct H2 {
     server_spoke: bool,
     /// The client has sent a record of at most 9 bytes.
     settings_acked: bool,
+    /// The client's last record, when it was counted as a request and is
+    /// longer than an indexed one (it may be a body: `Retract`).
+    counted: Option<Counted>,
     /// A server record could be its SETTINGS, and the last one could.
     settings_seen: bool,
     settings_now: bool,
@@ -200,9 +222,13 @@ impl H2 {
             plain <= 9 || CONTROL.contains(&plain)
         };
         if plain <= 9 {
-            self.small_record();
-            return H2Record::Control;
+            return if self.small(new_flight) {
+                H2Record::Retract
+            } else {
+                H2Record::Control
+            };
         }
+        self.counted = None;
         self.answered_single = false;
         if control {
             return H2Record::Control;
@@ -286,7 +312,14 @@ impl H2 {
             }
             !request
         });
-        self.last_size = Some(plain);
+        let last_before = self.last_size.replace(plain);
+        if !indexed {
+            self.counted = Some(Counted {
+                size: plain,
+                last_before,
+                new_flight,
+            });
+        }
         self.flight_single = new_flight;
         if plain <= MAX_CLOSING {
             self.small_since_server += 1;
@@ -358,12 +391,44 @@ impl H2 {
     /// A client record of at most 9 bytes: the first is taken for the
     /// SETTINGS ACK (a client acknowledges the server's SETTINGS once, as
     /// they come); a later one for an empty DATA frame that ends a body
-    /// early (curl's, when it had sent none of it): no body is awaited.
-    pub(super) fn small_record(&mut self) {
-        if std::mem::replace(&mut self.settings_acked, true) {
+    /// (curl's, early, when it had sent none of it): no body is awaited.
+    /// Whether it is such a DATA frame.
+    fn small_record(&mut self) -> bool {
+        let data = std::mem::replace(&mut self.settings_acked, true);
+        if data {
             self.answered_single = false;
             self.body_pending = false;
         }
+        data
+    }
+
+    /// A client record too small to be read (`client` is not called): a
+    /// record of at most 9 bytes of plaintext, `new_flight` when the
+    /// server spoke last. Whether the client's last record, counted as a
+    /// request, was a body (as in `client`).
+    pub(super) fn small(&mut self, new_flight: bool) -> bool {
+        let counted = self.counted.take().filter(|_| !new_flight);
+        let data = self.small_record();
+        if let Some(c) = counted.filter(|_| data) {
+            self.retract(c);
+            return true;
+        }
+        false
+    }
+
+    /// The record `counted` as a request was a body: uncounted, and its
+    /// size learned; after it the next record begins a request, as after
+    /// a body of a size known.
+    fn retract(&mut self, counted: Counted) {
+        self.requests = self.requests.saturating_sub(1);
+        self.last_size = counted.last_before;
+        self.small_since_server = 0;
+        let same = |s: usize| s.abs_diff(counted.size) <= SAME;
+        if let Some((_, n)) = self.classes.iter_mut().find(|(s, _)| same(*s)) {
+            *n = n.saturating_sub(1);
+        }
+        learn_body(&mut self.bodies, counted.size);
+        self.after_body |= counted.new_flight;
     }
 
     /// After a server record that answers: the client's last record, taken

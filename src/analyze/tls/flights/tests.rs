@@ -474,3 +474,52 @@ fn h2_a_ticket_between_a_request_and_its_body() {
     assert_eq!(f.requests, 1);
     assert_eq!(f.exchanges[0].response_first, Some(t(5)));
 }
+
+#[test]
+fn h2_an_empty_data_frame_after_a_record_shows_it_was_a_body() {
+    // Apache HttpAsyncClient 5 over HTTP/2 (captures/apache-async-h2-post-
+    // 429-100x50, 16 bytes of padding a record): each POST's HEADERS (91,
+    // then 15), a WINDOW_UPDATE from nginx for its body, and the body
+    // (209) and an empty DATA frame ending the stream (9) in two records.
+    // Multiplexed, the bodies would count too; the 9 after each says
+    // otherwise. The client's first 9 is its SETTINGS ACK, even right
+    // after a request.
+    let f = h2(
+        16,
+        &[
+            (S, 249),
+            (S, 249),
+            (S, 40),
+            (C, 24),
+            (C, 45),
+            (S, 9),
+            (C, 13),
+            (C, 91),
+            (C, 9),
+            (S, 13),
+            (C, 15),
+            (S, 13),
+            (C, 15),
+            (C, 15),
+            (C, 15),
+            (C, 209),
+            (C, 9),
+            (C, 209),
+            (C, 9),
+            (S, 13),
+            (S, 65),
+            (C, 209),
+            (C, 9),
+            (S, 92),
+            (C, 209),
+            (C, 9),
+            (C, 209),
+            (C, 9),
+            (C, 15),
+            (S, 92),
+        ],
+    );
+    assert_eq!(f.requests, 6);
+    assert_eq!(starts(&f), [7, 10, 12, 13, 14, 28]);
+    assert!(!f.doubtful());
+}
