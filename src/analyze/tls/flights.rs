@@ -164,7 +164,10 @@ impl Flights {
                 let new_flight = self.last != Some(Side::Client) && !continues;
                 self.last = Some(Side::Client);
                 if !self.h2 {
-                    match self.bodies.client(len, new_flight, self.requests) {
+                    match self
+                        .bodies
+                        .client(len, new_flight, self.requests, self.overhead)
+                    {
                         BodyRecord::Body => return,
                         BodyRecord::Request => {
                             self.flight_max = len;
@@ -324,8 +327,9 @@ impl Flights {
                 self.drop_last_request();
             }
         } else {
-            let closing = !self.answered && self.flight_max <= MAX_CLOSING_FLIGHT;
-            if self.last == Some(Side::Client) && closing {
+            let closing = self.flight_max <= MAX_CLOSING_FLIGHT;
+            let body = !self.h2 && self.bodies.completes_sealed();
+            if self.last == Some(Side::Client) && !self.answered && (closing || body) {
                 self.drop_last_request();
             }
         }

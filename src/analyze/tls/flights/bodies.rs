@@ -11,7 +11,15 @@
 //! flight begins the next request. Before the pair is known, the same order
 //! shows it: a flight begun by some record and then by a record the size
 //! of the lone head before it (the same call again) — the first was that
-//! head's body, counted as a request until then.
+//! head's body, counted as a request until then. And a client that seals
+//! a connection's first request, head and body, in one record (Java's
+//! HttpClient) shows the body's size by it: after a later flight of a
+//! lone head, shorter, a last flight of the connection that the server
+//! never answers, of one record (and closing alerts) that makes up the
+//! first request's size with that head (the plaintexts' lengths add up
+//! exactly, where the client's record overhead is known), is that head's
+//! body — on a connection of two requests, the second answered early,
+//! there is nothing else to learn from.
 //!
 //! Not learned: full-size records (16 KiB of plaintext: a large upload's).
 //! Should more flights begin with a body than there are requests and two,
@@ -52,6 +60,12 @@ pub(super) struct Bodies {
     records: u16,
     /// The request before was a lone record of this size (0: it was not).
     lone: u16,
+    /// The first request was a lone record of this size (0: it was not).
+    sealed: u16,
+    /// The current flight's first record makes up the first request's
+    /// size with the lone head before it, and nothing longer than closing
+    /// alerts followed it.
+    completes: bool,
     /// The current flight began with a body.
     after_body: bool,
     /// Flights begun by a body.
@@ -60,16 +74,33 @@ pub(super) struct Bodies {
 
 impl Bodies {
     /// A client record of `len` bytes; `new_flight` when the server spoke
-    /// last; `requests` counted so far.
-    pub(super) fn client(&mut self, len: usize, new_flight: bool, requests: u64) -> BodyRecord {
+    /// last; `requests` counted so far; what each of the client's records
+    /// adds to its plaintext, when known.
+    pub(super) fn client(
+        &mut self,
+        len: usize,
+        new_flight: bool,
+        requests: u64,
+        overhead: Option<usize>,
+    ) -> BodyRecord {
         let len = u16::try_from(len).unwrap_or(u16::MAX);
         if new_flight {
             self.after_body = false;
             let lone = if self.records == 1 { self.first } else { 0 };
+            if requests == 1 {
+                self.sealed = lone;
+            }
+            // The rest of the first request's size after this head.
+            let rest = |ov: usize| {
+                let sum = usize::from(len) + usize::from(lone);
+                requests > 1 && lone < self.sealed && sum == usize::from(self.sealed) + ov
+            };
+            self.completes = lone != 0 && overhead.is_some_and(rest);
             let body = lone != 0 && self.pairs.contains(&(lone, len));
             if body && requests > 0 {
                 self.taken = self.taken.saturating_add(1);
                 if u64::from(self.taken) <= requests + MORE_BODIES {
+                    self.completes = false;
                     self.after_body = true;
                     self.records = 0;
                     return BodyRecord::Body;
@@ -80,6 +111,7 @@ impl Bodies {
             self.begin(len);
             return BodyRecord::Flight;
         }
+        self.completes &= usize::from(len) <= super::MAX_CLOSING_FLIGHT;
         if std::mem::take(&mut self.after_body) {
             self.lone = 0;
             self.begin(len);
@@ -99,6 +131,13 @@ impl Bodies {
         }
         self.learn(self.first, len);
         BodyRecord::Flight
+    }
+
+    /// Whether the current flight, if the server never answers it, is the
+    /// body of the lone head before it: it makes up the size of the first
+    /// request, sealed with its body, with that head.
+    pub(super) fn completes_sealed(&self) -> bool {
+        self.completes
     }
 
     /// A record of `len` bytes begins a request.
