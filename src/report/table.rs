@@ -123,11 +123,7 @@ pub fn write_headline(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
             out,
             "concurrency   peak {} connection{} at +{:.3}s",
             s.peak_concurrent_connections.connections,
-            if s.peak_concurrent_connections.connections == 1 {
-                ""
-            } else {
-                "s"
-            },
+            plural(s.peak_concurrent_connections.connections),
             at.at
         )?;
     }
@@ -180,8 +176,9 @@ pub fn write_summary(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
     if s.tls_connections > 0 {
         writeln!(
             out,
-            "TLS           {} connections: {}",
+            "TLS           {} connection{}: {}",
             s.tls_connections,
+            plural(s.tls_connections),
             histogram(&s.tls_versions)
         )?;
         writeln!(out, "TLS handshake {}", dist_line(&s.tls_handshake))?;
@@ -350,5 +347,14 @@ impl crate::analyze::RecordSink for LiveRows<'_> {
             close_text(&rec)
         )?;
         self.out.flush()
+    }
+}
+
+/// The plural ending of a noun counted `n` times.
+fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
     }
 }
