@@ -11,11 +11,16 @@
 # and with ten, and curl. Over HTTP/1.1: Java's HttpURLConnection (keep-alive,
 # the JDK default) with one thread and with ten, HttpClient with ten, and
 # curl. And the pooled libraries: OkHttp 3 (HTTP/2) and Apache HttpClient 5
-# (HTTP/1.1), ten threads each. httpx and curl with a key log (the truth
-# tshark can read). nginx's per-connection access log is kept beside each
-# capture. See captures/README.md, sections "aa", "ab" and "ac".
+# (HTTP/1.1), ten threads each. And the non-blocking clients under load:
+# HttpClient's sendAsync and Apache HttpAsyncClient 5, 50 requests
+# outstanding at once, over both protocols. httpx and curl with a key log
+# (the truth tshark can read). nginx's per-connection access log is kept
+# beside each capture. See captures/README.md, sections "aa" to "ad".
 #
-# Usage:  sudo scripts/record-ratelimit-captures.sh
+# Usage:  sudo [PARTS="h2 h1 lib async"] scripts/record-ratelimit-captures.sh
+#
+# PARTS picks the sections to record (default: all): h2 ("aa"), h1
+# ("ab"), lib ("ac"), async ("ad").
 #
 # Requirements (Debian): tcpdump, nginx (nginx-light is enough, with http2
 # and limit_req), curl with HTTP/2, openssl, iproute2 (ss), python3, a JDK
@@ -50,15 +55,20 @@ for jar in ${JAVA_LIBS//:/ }; do
     [[ -r "$jar" ]] || { echo "error: $jar missing: apt-get install libokhttp-java libhttpclient5-java" >&2; exit 1; }
 done
 make_java "$SCRIPT_DIR/java/HttpClientPooled.java" "$SCRIPT_DIR/java/UrlConnClient.java" \
-    "$SCRIPT_DIR/java/PooledLibClient.java"
+    "$SCRIPT_DIR/java/PooledLibClient.java" "$SCRIPT_DIR/java/AsyncClient.java"
+PARTS=${PARTS:-h2 h1 lib async}
+# part NAME: whether section NAME is to be recorded.
+part() { [[ " $PARTS " == *" $1 "* ]]; }
 
 # /api: 300 requests a second, a burst of three beyond it served at once;
 # the rest answered 429 in nginx's preaccess phase, before the body is
 # read. /api-strict: one a second, so that all but the first are.
+# /api-app: no limit in nginx, only the backend's 429 to every third.
 LIMITED="limit_req_status 429; proxy_pass http://127.0.0.1:$RL_PORT;"
 write_nginx_conf 256 "$(tls_server "127.0.0.1:$H2_PORT ssl http2" "TLSv1.2 TLSv1.3" \
     "location /api { limit_req zone=api burst=3 nodelay; $LIMITED }" \
-    "location /api-strict { limit_req zone=strict; $LIMITED }")" \
+    "location /api-strict { limit_req zone=strict; $LIMITED }" \
+    "location /api-app { $LIMITED }")" \
     "$(conn_access_log)
     limit_req_zone \$binary_remote_addr zone=api:1m rate=300r/s;
     limit_req_zone \$binary_remote_addr zone=strict:1m rate=1r/s;"
@@ -72,15 +82,17 @@ mark_access_log
 API="https://localhost:$H2_PORT/api"
 JAVA+=(-Dclient.expect=429)
 
-# java_posts NAME N THREADS CLASS VERSION: one Java client (CLASS, HTTP
-# VERSION) POSTing a 200-byte JSON body, THREADS threads × N requests.
+# java_posts NAME N THREADS CLASS VERSION [URL]: one Java client (CLASS,
+# HTTP VERSION) POSTing a 200-byte JSON body to URL (default /api),
+# THREADS threads × N requests (AsyncClient: N requests, THREADS of them
+# outstanding at once).
 java_posts() {
-    local name=$1 n=$2 threads=$3 class=$4 version=$5
+    local name=$1 n=$2 threads=$3 class=$4 version=$5 url=${6:-$API}
     log "$name.pcap"
     sleep 1.2   # the limiter's burst refills
     start_capture "$OUT_DIR/$name.pcap" "tcp port $H2_PORT"
     # shellcheck disable=SC2086 # CLASS may carry its first argument
-    "${JAVA[@]}" -Dclient.version="$version" -Dclient.body=200 $class "$API" "$n" "$threads" \
+    "${JAVA[@]}" -Dclient.version="$version" -Dclient.body=200 $class "$url" "$n" "$threads" \
         2>"$WORK/$name.client.log" || { cat "$WORK/$name.client.log" >&2; exit 1; }
     stop_capture
     grep -c ' -> 429' "$WORK/$name.client.log" >&2 || true
@@ -112,6 +124,7 @@ head -c 20000 /dev/zero | tr '\0' 'x' >"$WORK/upload.bin"
 
 # Over HTTP/2 (section "aa"). java-httpclient-h2-post-429-30 / -10x10: one
 # HttpClient, 1 thread × 30 requests, then 10 threads × 10 at once.
+if part h2; then
 java_posts java-httpclient-h2-post-429-30 30 1 HttpClientPooled HTTP_2
 java_posts java-httpclient-h2-post-429-10x10 10 10 HttpClientPooled HTTP_2
 
@@ -135,19 +148,38 @@ done
 
 # h2-curl-post-429-12: curl_posts over HTTP/2.
 curl_posts h2-curl-post-429-12 --http2
+fi
 
 # Over HTTP/1.1 (section "ab"): java-urlconnection-post-429-30 / -10x10:
 # HttpURLConnection (fixed-length streaming: the head and the body are two
 # records), 1 thread × 30, then 10 × 10; java-httpclient-h1-post-429-10x10:
 # HttpClient forced to HTTP/1.1, 10 × 10 (its pool: a connection per
 # thread at most); curl-h1-post-429-12: curl_posts over HTTP/1.1.
+if part h1; then
 java_posts java-urlconnection-post-429-30 30 1 UrlConnClient HTTP_1_1
 java_posts java-urlconnection-post-429-10x10 10 10 UrlConnClient HTTP_1_1
 java_posts java-httpclient-h1-post-429-10x10 10 10 HttpClientPooled HTTP_1_1
 curl_posts curl-h1-post-429-12 --http1.1
+fi
 
 # The pooled libraries the brief names (section "ac"): OkHttp 3 (HTTP/2 by
 # ALPN) and Apache HttpClient 5 (HTTP/1.1, a pool of ten), 10 threads × 10.
+if part lib; then
 java_posts okhttp-post-429-10x10 10 10 "PooledLibClient okhttp" HTTP_2
 java_posts apache-httpclient5-post-429-10x10 10 10 "PooledLibClient apache" HTTP_1_1
+fi
+
+# The non-blocking clients under load (section "ad"): one thread keeping
+# 50 of 100 POSTs outstanding at once. java.net.http.HttpClient's sendAsync
+# over HTTP/2 and over HTTP/1.1 (a connection per outstanding request), and
+# Apache HttpAsyncClient 5 over HTTP/1.1 (a pool of 50) and over HTTP/2
+# (its H2 client) — the last to /api-app: HttpCore 5.2.1's HTTP/2 client
+# fails every outstanding request when nginx resets a stream (NO_ERROR)
+# after an early 429, so there only the backend answers 429.
+if part async; then
+java_posts java-async-h2-post-429-100x50 100 50 "AsyncClient jdk" HTTP_2
+java_posts java-async-h1-post-429-100x50 100 50 "AsyncClient jdk" HTTP_1_1
+java_posts apache-async-h1-post-429-100x50 100 50 "AsyncClient apache" HTTP_1_1
+java_posts apache-async-h2-post-429-100x50 100 50 "AsyncClient apache" HTTP_2 "$API-app"
+fi
 wc -l "$OUT_DIR"/*-post-429-*.nginx-access.log >&2

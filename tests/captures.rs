@@ -292,6 +292,33 @@ const FACTS: &[Fact] = &[
         clean: false,
         ..fact("apache-httpclient5-post-429-10x10.pcap", 10, 175, TLS)
     },
+    // The non-blocking clients under load, 50 of 100 POSTs outstanding:
+    // HttpClient's sendAsync opens a connection a request until its first
+    // HTTP/2 connection is up (50, one carries 51) and a connection an
+    // outstanding request over HTTP/1.1 (50 × 2); Apache HttpAsyncClient 5
+    // retries each 429 once (181 and 133 requests for 100 calls).
+    Fact {
+        close: FIN_CLIENT,
+        tls: Some((50, 0)),
+        clean: false,
+        ..fact("java-async-h2-post-429-100x50.pcap", 50, 100, TLS)
+    },
+    Fact {
+        close: FIN_CLIENT,
+        tls: Some((50, 0)),
+        clean: false,
+        ..fact("java-async-h1-post-429-100x50.pcap", 50, 100, TLS)
+    },
+    Fact {
+        close: FIN_SERVER,
+        tls: Some((50, 0)),
+        ..fact("apache-async-h1-post-429-100x50.pcap", 50, 181, TLS)
+    },
+    Fact {
+        close: FIN_SERVER,
+        tls: Some((1, 0)),
+        ..fact("apache-async-h2-post-429-100x50.pcap", 1, 133, TLS)
+    },
 ];
 
 #[test]

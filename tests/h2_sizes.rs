@@ -10,8 +10,9 @@
 //! over TLS 1.2 and TLS 1.3 (scripts/record-h2-captures.sh;
 //! captures/README.md, section z); and Java's HttpClient, python httpx and
 //! curl POSTing to a rate-limited API behind nginx, which answers 429
-//! before it reads a body (scripts/record-ratelimit-captures.sh;
-//! section aa).
+//! before it reads a body, and the non-blocking clients (Java's sendAsync,
+//! Apache HttpAsyncClient 5) POSTing fifty at once
+//! (scripts/record-ratelimit-captures.sh; sections aa and ad).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -49,7 +50,7 @@ pub(crate) fn client_port(r: &ConnectionRecord) -> u16 {
 }
 
 /// The captures and their key logs.
-const CAPTURES: [(&str, Option<&str>); 9] = [
+const CAPTURES: [(&str, Option<&str>); 11] = [
     ("java-httpclient-h2-10", None),
     ("java-httpclient-h2-10x10", None),
     ("h2-curl-parallel-20", Some("h2-curl-parallel-20.keylog")),
@@ -62,6 +63,12 @@ const CAPTURES: [(&str, Option<&str>); 9] = [
     ("java-httpclient-h2-post-429-10x10", None),
     ("httpx-h2-post-429-20", Some("httpx-h2-post-429-20.keylog")),
     ("h2-curl-post-429-12", Some("h2-curl-post-429-12.keylog")),
+    // The non-blocking clients, 50 POSTs outstanding (section ad): Java's
+    // sendAsync (50 connections, one carries 51) and Apache
+    // HttpAsyncClient 5 (one connection; a body's DATA and the empty DATA
+    // ending its stream in two records).
+    ("java-async-h2-post-429-100x50", None),
+    ("apache-async-h2-post-429-100x50", None),
 ];
 
 /// Statuses by client port, from the same log.

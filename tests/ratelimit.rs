@@ -7,7 +7,8 @@
 //! nginx's access log (scripts/record-ratelimit-captures.sh;
 //! captures/README.md, section ab); and the pooled libraries, Apache
 //! HttpClient 5 (HTTP/1.1) and OkHttp 3 (HTTP/2; section ac). The other
-//! HTTP/2 captures are in h2_sizes.rs.
+//! HTTP/2 captures are in h2_sizes.rs. And the non-blocking clients,
+//! Java's sendAsync and Apache HttpAsyncClient 5 (section ad).
 
 use std::collections::BTreeMap;
 
@@ -15,7 +16,7 @@ use handshakes::record::HttpMethod;
 
 use crate::h2_sizes::{client_port, nginx_requests, nginx_statuses, records};
 
-const CAPTURES: [(&str, Option<&str>); 6] = [
+const CAPTURES: [(&str, Option<&str>); 8] = [
     ("java-urlconnection-post-429-30", None),
     ("java-urlconnection-post-429-10x10", None),
     ("java-httpclient-h1-post-429-10x10", None),
@@ -26,6 +27,12 @@ const CAPTURES: [(&str, Option<&str>); 6] = [
     // OkHttp 3 over HTTP/2 (its records hold a request's HEADERS and
     // body together), nine of its ten connections idle.
     ("okhttp-post-429-10x10", None),
+    // The non-blocking clients over HTTP/1.1, 50 POSTs outstanding
+    // (section ad): Java's sendAsync, 50 connections of two (the first
+    // sealed with its body, the second often answered before it), and
+    // Apache HttpAsyncClient 5 (a pool of 50; it retries a 429 once).
+    ("java-async-h1-post-429-100x50", None),
+    ("apache-async-h1-post-429-100x50", None),
 ];
 
 #[test]
