@@ -97,7 +97,10 @@ fn http1_a_body_that_completes_the_first_request_sealed_is_a_body() {
     assert_eq!(f.requests, 2);
     assert_eq!(starts(&f), [2, 4]);
     // (JSSE's closing alerts after it change nothing.)
-    assert_eq!(known(&[&records[..], &[(C, 35), (C, 35)]].concat()).requests, 2);
+    assert_eq!(
+        known(&[&records[..], &[(C, 35), (C, 35)]].concat()).requests,
+        2
+    );
     assert_eq!(http1(&records).requests, 3);
     let mut longer = records;
     longer[6].1 += 1;
