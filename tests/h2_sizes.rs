@@ -251,7 +251,7 @@ fn frames_of_several_streams_sealed_together_are_a_low_estimate() {
     // of one stream with the DATA of another and WINDOW_UPDATEs. A record
     // is not a request, and the estimate says so. (Its bodies are told by
     // the empty DATA frame after them; two requests' HEADERS in one
-    // record count once: 98 for 100 here, 85–98 over seventeen runs.)
+    // record count once: 93 for 100 here, 86–97 over seventeen runs.)
     let name = "httpx-h2-post-429-10x10";
     let logged = nginx_requests(&format!("{name}.nginx-access.log"));
     let estimated = records(&format!("{name}.pcap"), None);

@@ -206,6 +206,13 @@ impl Flights {
                     if let Some(at) = self.h2s().answered_body() {
                         self.start_request(at);
                     }
+                    let late = self.h2s().take_late();
+                    if !late.is_empty() {
+                        for at in late {
+                            self.add_request(at);
+                        }
+                        self.next_answer_from_exchanges();
+                    }
                     if self.h2s().multiplexed() {
                         self.answer_in_order(ts);
                         return;

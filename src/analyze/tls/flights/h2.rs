@@ -25,8 +25,11 @@
 //! record then begins a request) and among multiplexed requests, where a
 //! record of the last request's size is then the next request. A size is
 //! learned from a record taken for the body of a flight the server
-//! answered (longer than an indexed request, and not the request's size),
-//! and from a body sent after an early answer: a server that responds
+//! answered (longer than an indexed request, and not the request's size;
+//! one that is an indexed HEADERS frame longer than another such record
+//! of its flight is a request sealed with its body —
+//! OkHttp writes the two together — and counts then, the connection
+//! multiplexed), and from a body sent after an early answer: a server that responds
 //! while the client's half of the stream is still open (a rate limiter's
 //! 429, a 405 or 413 before the body is read) follows the response with
 //! RST_STREAM (NO_ERROR, 13 bytes: RFC 9113 §8.1), and a client that had
@@ -191,6 +194,12 @@ pub(super) struct H2 {
     ticket_now: bool,
     tickets: u8,
     ticket_len: usize,
+    /// The first sizes of records counted as requests after the first
+    /// (0: none).
+    request_sizes: [usize; BODY_SIZES],
+    /// Records taken for bodies that an answer showed were requests sealed
+    /// with their bodies, at their times (`take_late`).
+    late: Vec<Timestamp>,
     /// Requests counted, and records taken for bodies by a size learned…
     requests: u64,
     bodies_taken: u64,
@@ -312,6 +321,12 @@ impl H2 {
             }
             !request
         });
+        // (Not the first request's: its fields are not yet indexed.)
+        if self.requests > 0 && !self.request_sizes.iter().any(|&s| same(s)) {
+            if let Some(slot) = self.request_sizes.iter_mut().find(|s| **s == 0) {
+                *slot = plain;
+            }
+        }
         let last_before = self.last_size.replace(plain);
         if !indexed {
             self.counted = Some(Counted {
@@ -377,6 +392,31 @@ impl H2 {
             // its body (when too long for a request HPACK indexed).
             let (flight, request) = (self.flight, self.last_size.unwrap_or(0));
             let body = |s: usize| s > MAX_INDEXED && s.abs_diff(request) > SAME;
+            // Not one an indexed HEADERS frame longer than another body
+            // of the flight: that is a request sealed with its body
+            // (OkHttp writes the two together), sent with the flight's
+            // first. (Not than a body of another flight: bodies of
+            // several sizes differ so.)
+            let maybe = &self.maybe;
+            let sealed = |s: usize| {
+                let over = |b: usize| s.checked_sub(b).is_some_and(|d| d > 9 && d <= MAX_INDEXED);
+                maybe
+                    .iter()
+                    .any(|&(b, _, g)| g == flight && body(b) && over(b))
+            };
+            let mut requests = [false; KEEP];
+            for (r, &(size, _, f)) in requests.iter_mut().zip(maybe) {
+                *r = f == flight && body(size) && sealed(size);
+            }
+            let mut requests = requests.iter();
+            self.maybe.retain(|&(_, at, _)| {
+                let request = requests.next().is_some_and(|&r| r);
+                if request {
+                    self.late.push(at);
+                    self.multiplexed = true;
+                }
+                !request
+            });
             for &(size, _, f) in &self.maybe {
                 if f == flight && body(size) {
                     learn_body(&mut self.bodies, size);
@@ -386,6 +426,14 @@ impl H2 {
             self.body_pending = true;
         }
         answers
+    }
+
+    /// Records taken for bodies that the last answer showed were
+    /// requests (each sealed with its body, sent with the flight's
+    /// first), at their times: the connection is multiplexed now.
+    pub(super) fn take_late(&mut self) -> Vec<Timestamp> {
+        self.requests += self.late.len() as u64;
+        std::mem::take(&mut self.late)
     }
 
     /// A client record of at most 9 bytes: the first is taken for the
@@ -450,14 +498,22 @@ impl H2 {
     /// requests with bodies sent at once before a body's size is known
     /// (Java's HttpClient POSTing from ten threads counted 181 for 91 so),
     /// and so, too, two kinds of request; or sizes learned for bodies were
-    /// forgotten.
+    /// forgotten; or a request's size and a body's differ by an indexed
+    /// HEADERS frame: the client seals a request's HEADERS with its body,
+    /// and then frames of several streams in one record (OkHttp: 88–100
+    /// counted for 100 with fifty calls at once).
     pub(super) fn doubtful(&self) -> bool {
         let total: u32 = self.classes.iter().map(|(_, n)| n).sum();
         let recurring = self
             .classes
             .iter()
             .filter(|(_, n)| *n >= 4 && *n * 4 >= total);
-        (self.multiplexed && recurring.count() >= 2) || self.forgot
+        let long = |s: &&usize| **s > MAX_INDEXED;
+        let sealing = self.request_sizes.iter().filter(long).any(|&s| {
+            let headers = |b: &usize| (10..=MAX_INDEXED).contains(&s.abs_diff(*b));
+            self.bodies.iter().filter(long).any(headers)
+        });
+        (self.multiplexed && recurring.count() >= 2) || self.forgot || sealing
     }
 
     /// Requests counted after the server's last record that were small

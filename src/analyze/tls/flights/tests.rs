@@ -523,3 +523,42 @@ fn h2_an_empty_data_frame_after_a_record_shows_it_was_a_body() {
     assert_eq!(starts(&f), [7, 10, 12, 13, 14, 28]);
     assert!(!f.doubtful());
 }
+
+#[test]
+fn h2_a_record_a_headers_frame_longer_than_a_body_is_a_request() {
+    // OkHttp 3's enqueue, 50 calls at once, the client slowed (16 bytes
+    // of padding a record): its first flight seals four requests' HEADERS
+    // and three bodies (753), a fifth body (209), the SETTINGS ACK, and a
+    // sixth request sealed with its body (230 = 21 + 209). Answered, 230
+    // is not learned as a body's size — it is a request — so the later
+    // ones count. A client that seals HEADERS with bodies seals frames of
+    // several streams together too: the estimate is doubtful.
+    let f = h2(
+        16,
+        &[
+            (S, 249),
+            (S, 249),
+            (S, 40),
+            (C, 24),
+            (C, 15),
+            (C, 13),
+            (C, 753),
+            (C, 209),
+            (C, 9),
+            (C, 230),
+            (S, 124),
+            (S, 178),
+            (S, 13),
+            (S, 80),
+            (C, 230),
+            (S, 80),
+            (C, 230),
+            (C, 230),
+            (S, 80),
+        ],
+    );
+    assert_eq!(f.requests, 5);
+    assert_eq!(starts(&f), [6, 9, 14, 16, 17]);
+    assert_eq!(f.exchanges[0].response_first, Some(t(10)));
+    assert!(f.doubtful());
+}
