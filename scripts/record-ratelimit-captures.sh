@@ -12,7 +12,7 @@
 # the JDK default) with one thread and with ten, HttpClient with ten, and
 # curl. And the pooled libraries: OkHttp 3 (HTTP/2) and Apache HttpClient 5
 # (HTTP/1.1), ten threads each. And the non-blocking clients under load:
-# HttpClient's sendAsync and Apache HttpAsyncClient 5, 50 requests
+# HttpClient's sendAsync, Apache HttpAsyncClient 5 and OkHttp's enqueue, 50 requests
 # outstanding at once, over both protocols. httpx and curl with a key log
 # (the truth tshark can read). nginx's per-connection access log is kept
 # beside each capture. See captures/README.md, sections "aa" to "ad".
@@ -173,13 +173,17 @@ fi
 # 50 of 100 POSTs outstanding at once. java.net.http.HttpClient's sendAsync
 # over HTTP/2 and over HTTP/1.1 (a connection per outstanding request), and
 # Apache HttpAsyncClient 5 over HTTP/1.1 (a pool of 50) and over HTTP/2
-# (its H2 client) — the last to /api-app: HttpCore 5.2.1's HTTP/2 client
+# (its H2 client) — the latter to /api-app: HttpCore 5.2.1's HTTP/2 client
 # fails every outstanding request when nginx resets a stream (NO_ERROR)
-# after an early 429, so there only the backend answers 429.
+# after an early 429, so there only the backend answers 429 — and OkHttp
+# 3's enqueue over HTTP/2 and HTTP/1.1 (its dispatcher runs five calls to
+# a host at once).
 if part async; then
 java_posts java-async-h2-post-429-100x50 100 50 "AsyncClient jdk" HTTP_2
 java_posts java-async-h1-post-429-100x50 100 50 "AsyncClient jdk" HTTP_1_1
 java_posts apache-async-h1-post-429-100x50 100 50 "AsyncClient apache" HTTP_1_1
 java_posts apache-async-h2-post-429-100x50 100 50 "AsyncClient apache" HTTP_2 "$API-app"
+java_posts okhttp-async-h2-post-429-100x50 100 50 "AsyncClient okhttp" HTTP_2
+java_posts okhttp-async-h1-post-429-100x50 100 50 "AsyncClient okhttp" HTTP_1_1
 fi
 wc -l "$OUT_DIR"/*-post-429-*.nginx-access.log >&2

@@ -268,3 +268,27 @@ fn frames_of_several_streams_sealed_together_are_a_low_estimate() {
         guess.requests
     );
 }
+
+#[test]
+fn okhttp_sealing_frames_of_several_streams_is_a_low_estimate() {
+    // OkHttp 3's enqueue, 100 POSTs, five at once, over HTTP/2: its
+    // records seal HEADERS and bodies of several streams (two HEADERS and
+    // a body in one, a body alone in another), so a record is not a
+    // request; its requests' and bodies' sizes differ by an indexed
+    // HEADERS frame, and the estimate says it is doubtful. Four of its
+    // five connections (raced open) carry nothing.
+    let name = "okhttp-async-h2-post-429-100x50";
+    let logged = nginx_requests(&format!("{name}.nginx-access.log"));
+    let estimated = records(&format!("{name}.pcap"), None);
+    assert_eq!(estimated.len(), 5);
+    for r in &estimated {
+        let truth = logged.get(&client_port(r)).copied().unwrap_or(0);
+        if truth == 0 {
+            assert_eq!(r.http.requests, 0, "{name} #{}", r.id);
+            continue;
+        }
+        assert_eq!(truth, 100);
+        assert_eq!(r.http.confidence, "low", "{name} #{}", r.id);
+        assert!(r.http.requests.abs_diff(truth) <= 5, "{}", r.http.requests);
+    }
+}

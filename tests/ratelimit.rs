@@ -8,7 +8,8 @@
 //! captures/README.md, section ab); and the pooled libraries, Apache
 //! HttpClient 5 (HTTP/1.1) and OkHttp 3 (HTTP/2; section ac). The other
 //! HTTP/2 captures are in h2_sizes.rs. And the non-blocking clients,
-//! Java's sendAsync and Apache HttpAsyncClient 5 (section ad).
+//! Java's sendAsync, Apache HttpAsyncClient 5 and OkHttp's enqueue
+//! (section ad).
 
 use std::collections::BTreeMap;
 
@@ -16,7 +17,7 @@ use handshakes::record::HttpMethod;
 
 use crate::h2_sizes::{client_port, nginx_requests, nginx_statuses, records};
 
-const CAPTURES: [(&str, Option<&str>); 8] = [
+const CAPTURES: [(&str, Option<&str>); 9] = [
     ("java-urlconnection-post-429-30", None),
     ("java-urlconnection-post-429-10x10", None),
     ("java-httpclient-h1-post-429-10x10", None),
@@ -33,6 +34,9 @@ const CAPTURES: [(&str, Option<&str>); 8] = [
     // Apache HttpAsyncClient 5 (a pool of 50; it retries a 429 once).
     ("java-async-h1-post-429-100x50", None),
     ("apache-async-h1-post-429-100x50", None),
+    // OkHttp 3's enqueue over HTTP/1.1: its dispatcher runs five calls
+    // to a host at once, so five connections carry the 100.
+    ("okhttp-async-h1-post-429-100x50", None),
 ];
 
 #[test]
