@@ -509,4 +509,15 @@ fn summary_of_pooled_connections() {
         "/verdict",
         "2 requests used 1 connection: one connection reused for every request",
     );
+    // Connections opened and closed without a request (a client racing
+    // several open and using one): the verdict counts them too, while
+    // the handshakes per request stay those of the connections used.
+    let idle = [40002, 40003].map(|p| browsing(p, T0 + ms(1), &[]));
+    let s = summary(&[&one, &idle[0], &idle[1]]);
+    assert_str(
+        &s,
+        "/verdict",
+        "2 requests used 1 connection: one connection reused for every request; 2 more connections carried none",
+    );
+    assert_secs(&s, "/handshakes_per_request/tcp", ms(500));
 }

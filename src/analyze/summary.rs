@@ -313,6 +313,8 @@ impl SummaryBuilder {
             tls: self.tls_connections > 0,
             tls_full: self.busy_tls_full,
             tls_resumed: self.busy_tls_resumed,
+            idle: self.connections.saturating_sub(self.busy_connections),
+            idle_tls_full: self.tls_full.saturating_sub(self.busy_tls_full),
         });
         let mut warnings = info.warnings.clone();
         let tried: u64 = self.tls_decryption.values().sum();
@@ -382,9 +384,14 @@ struct Counts {
     tls: bool,
     tls_full: u64,
     tls_resumed: u64,
+    /// Connections that carried none, and their full TLS handshakes (a
+    /// client racing connections open, and then using one).
+    idle: u64,
+    idle_tls_full: u64,
 }
 
-/// The headline sentence: how many connections the requests needed.
+/// The headline sentence: how many connections the requests needed, and
+/// how many more were opened for none.
 fn verdict(c: &Counts) -> String {
     let Counts {
         requests,
@@ -393,12 +400,24 @@ fn verdict(c: &Counts) -> String {
         tcp,
         tls_full,
         tls_resumed,
+        idle,
+        idle_tls_full,
         ..
     } = *c;
     if requests == 0 {
         return "no HTTP requests seen".to_string();
     }
     let plural = |n: u64, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    let more = |n: u64| format!("{n} more connection{}", if n == 1 { "" } else { "s" });
+    let unused = match (idle, idle_tls_full) {
+        (0, _) => String::new(),
+        (n, 0) => format!("; {} carried none", more(n)),
+        (n, full) => format!(
+            "; {}, {}, carried none",
+            more(n),
+            plural(full, "full TLS handshake")
+        ),
+    };
     let how = if c.low_confidence > 0 {
         " (estimated from TLS records; rough where HTTP/2 multiplexes)"
     } else if estimated == requests {
@@ -434,16 +453,16 @@ fn verdict(c: &Counts) -> String {
             String::new()
         };
         format!(
-            "{head}: no reuse — {:.2} TCP{tls} handshakes per request{resumed}",
+            "{head}: no reuse — {:.2} TCP{tls} handshakes per request{resumed}{unused}",
             tcp as f64 / requests as f64
         )
     } else if per_conn < 1.5 && requests > 1 {
-        format!("{head}: little reuse, {per_conn:.2} requests per connection{resumed}")
+        format!("{head}: little reuse, {per_conn:.2} requests per connection{resumed}{unused}")
     } else if requests == 1 {
-        format!("{head}{resumed}")
+        format!("{head}{resumed}{unused}")
     } else if connections == 1 {
-        format!("{head}: one connection reused for every request{resumed}")
+        format!("{head}: one connection reused for every request{resumed}{unused}")
     } else {
-        format!("{head}: pooled, {per_conn:.1} requests per connection{resumed}")
+        format!("{head}: pooled, {per_conn:.1} requests per connection{resumed}{unused}")
     }
 }
