@@ -67,7 +67,8 @@ def write(target, seed):
 def main():
     caps = os.path.join(ROOT, "captures")
     tls = sorted(glob.glob(f"{caps}/tls*.pcap") + glob.glob(f"{caps}/java-*.pcap")
-                 + glob.glob(f"{caps}/h2-*.pcap") + glob.glob(f"{caps}/httpx-*.pcap"))
+                 + glob.glob(f"{caps}/h2-*.pcap") + glob.glob(f"{caps}/httpx-*.pcap")
+                 + glob.glob(f"{caps}/apache-*.pcap") + glob.glob(f"{caps}/okhttp-*.pcap"))
     http = sorted(glob.glob(f"{caps}/http-*.pcap*"))
     h2c = sorted(glob.glob(f"{caps}/h2c-*.pcap"))
     n = 0
