@@ -27,9 +27,9 @@
 //! learned from a record taken for the body of a flight the server
 //! answered (longer than an indexed request, and not the request's size;
 //! one that is an indexed HEADERS frame longer than another such record
-//! of its flight is a request sealed with its body —
-//! OkHttp writes the two together — and counts then, the connection
-//! multiplexed), and from a body sent after an early answer: a server that responds
+//! of its flight is a request sealed with its body — OkHttp writes the
+//! two together — and counts then, the connection multiplexed), and from
+//! a body sent after an early answer: a server that responds
 //! while the client's half of the stream is still open (a rate limiter's
 //! 429, a 405 or 413 before the body is read) follows the response with
 //! RST_STREAM (NO_ERROR, 13 bytes: RFC 9113 §8.1), and a client that had
@@ -413,6 +413,7 @@ impl H2 {
                 let request = requests.next().is_some_and(|&r| r);
                 if request {
                     self.late.push(at);
+                    self.requests += 1;
                     self.multiplexed = true;
                 }
                 !request
@@ -432,7 +433,6 @@ impl H2 {
     /// requests (each sealed with its body, sent with the flight's
     /// first), at their times: the connection is multiplexed now.
     pub(super) fn take_late(&mut self) -> Vec<Timestamp> {
-        self.requests += self.late.len() as u64;
         std::mem::take(&mut self.late)
     }
 

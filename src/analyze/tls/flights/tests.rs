@@ -527,12 +527,14 @@ fn h2_an_empty_data_frame_after_a_record_shows_it_was_a_body() {
 #[test]
 fn h2_a_record_a_headers_frame_longer_than_a_body_is_a_request() {
     // OkHttp 3's enqueue, 50 calls at once, the client slowed (16 bytes
-    // of padding a record): its first flight seals four requests' HEADERS
-    // and three bodies (753), a fifth body (209), the SETTINGS ACK, and a
-    // sixth request sealed with its body (230 = 21 + 209). Answered, 230
-    // is not learned as a body's size — it is a request — so the later
-    // ones count. A client that seals HEADERS with bodies seals frames of
-    // several streams together too: the estimate is doubtful.
+    // of padding a record; read from JSSE's debug log): its first flight
+    // seals four requests' HEADERS and three of their bodies in one
+    // record (753, counted once), the fourth body (209), the SETTINGS
+    // ACK, and a fifth request sealed with its body (230 = 21 + 209).
+    // Answered, 230 is not learned as a body's size — it is a request —
+    // so the later ones count. A client that seals HEADERS with bodies
+    // seals frames of several streams together too: the estimate is
+    // doubtful.
     let f = h2(
         16,
         &[
