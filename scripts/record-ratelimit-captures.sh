@@ -83,7 +83,8 @@ API="https://localhost:$H2_PORT/api"
 JAVA+=(-Dclient.expect=429)
 
 # java_posts NAME N THREADS CLASS VERSION [URL]: one Java client (CLASS,
-# HTTP VERSION) POSTing a 200-byte JSON body to URL (default /api),
+# which may carry JVM options before it and its first argument after it)
+# over HTTP VERSION, POSTing a 200-byte JSON body to URL (default /api),
 # THREADS threads × N requests (AsyncClient: N requests, THREADS of them
 # outstanding at once).
 java_posts() {
@@ -171,7 +172,9 @@ fi
 
 # The non-blocking clients under load (section "ad"): one thread keeping
 # 50 of 100 POSTs outstanding at once. java.net.http.HttpClient's sendAsync
-# over HTTP/2 and over HTTP/1.1 (a connection per outstanding request), and
+# over HTTP/2 (also with its first request answered before the others
+# start: the connection warmed) and over HTTP/1.1 (a connection per
+# outstanding request), and
 # Apache HttpAsyncClient 5 over HTTP/1.1 (a pool of 50) and over HTTP/2
 # (its H2 client) — the latter to /api-app: HttpCore 5.2.1's HTTP/2 client
 # fails every outstanding request when nginx resets a stream (NO_ERROR)
@@ -180,6 +183,7 @@ fi
 # a host at once).
 if part async; then
 java_posts java-async-h2-post-429-100x50 100 50 "AsyncClient jdk" HTTP_2
+java_posts java-async-warm-h2-post-429-100x50 100 50 "-Dclient.warmup=true AsyncClient jdk" HTTP_2
 java_posts java-async-h1-post-429-100x50 100 50 "AsyncClient jdk" HTTP_1_1
 java_posts apache-async-h1-post-429-100x50 100 50 "AsyncClient apache" HTTP_1_1
 java_posts apache-async-h2-post-429-100x50 100 50 "AsyncClient apache" HTTP_2 "$API-app"

@@ -303,6 +303,14 @@ const FACTS: &[Fact] = &[
         clean: false,
         ..fact("java-async-h2-post-429-100x50.pcap", 50, 100, TLS)
     },
+    // The same with its first request answered before the others start:
+    // one connection for all.
+    Fact {
+        close: FIN_CLIENT,
+        tls: Some((1, 0)),
+        clean: false,
+        ..fact("java-async-warm-h2-post-429-100x50.pcap", 1, 100, TLS)
+    },
     Fact {
         close: FIN_CLIENT,
         tls: Some((50, 0)),

@@ -50,7 +50,7 @@ pub(crate) fn client_port(r: &ConnectionRecord) -> u16 {
 }
 
 /// The captures and their key logs.
-const CAPTURES: [(&str, Option<&str>); 11] = [
+const CAPTURES: [(&str, Option<&str>); 12] = [
     ("java-httpclient-h2-10", None),
     ("java-httpclient-h2-10x10", None),
     ("h2-curl-parallel-20", Some("h2-curl-parallel-20.keylog")),
@@ -68,6 +68,7 @@ const CAPTURES: [(&str, Option<&str>); 11] = [
     // HttpAsyncClient 5 (one connection; a body's DATA and the empty DATA
     // ending its stream in two records).
     ("java-async-h2-post-429-100x50", None),
+    ("java-async-warm-h2-post-429-100x50", None),
     ("apache-async-h2-post-429-100x50", None),
 ];
 
