@@ -38,7 +38,7 @@ pub enum Command {
     Live(LiveArgs),
     /// List the interfaces live capture can use, with their addresses
     Interfaces,
-    /// Compare two captures side by side (e.g. a client without and with a connection pool)
+    /// Compare captures side by side (e.g. a client without and with a connection pool; or several clients)
     Compare(CompareArgs),
     /// Draw connections as a waterfall on a shared time axis in the terminal
     Timeline(TimelineArgs),
@@ -53,23 +53,19 @@ pub enum CompareFormat {
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// The baseline capture (A)
-    #[arg(value_name = "A")]
-    pub a: PathBuf,
+    /// The captures: the first (A) is the baseline, the others (B, C, …, Z at most) are compared with it; with two, ratios are B/A
+    #[arg(value_name = "CAPTURE", num_args = 2.., required = true)]
+    pub files: Vec<PathBuf>,
 
-    /// The capture compared with it (B); ratios are B/A
-    #[arg(value_name = "B")]
-    pub b: PathBuf,
-
-    /// Names for the two sides, e.g. --label A=HttpURLConnection --label B=HttpClient
-    #[arg(long = "label", value_name = "SIDE=NAME", value_parser = parse_label)]
+    /// Names for the captures by their letters, e.g. --label A=HttpURLConnection --label B=HttpClient
+    #[arg(long = "label", value_name = "LETTER=NAME", value_parser = parse_label)]
     pub labels: Vec<(char, String)>,
 
     /// Output format
     #[arg(short = 'T', long, value_enum, default_value_t = CompareFormat::Table)]
     pub format: CompareFormat,
 
-    /// Also write a self-contained HTML report of both captures
+    /// Also write a self-contained HTML report of the captures
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
 
@@ -96,24 +92,50 @@ pub struct ProgressArgs {
 }
 
 fn parse_label(s: &str) -> Result<(char, String), String> {
-    match s.split_once('=') {
-        Some(("A" | "a", name)) if !name.is_empty() => Ok(('A', name.to_string())),
-        Some(("B" | "b", name)) if !name.is_empty() => Ok(('B', name.to_string())),
-        _ => Err("expected A=NAME or B=NAME".into()),
+    let mut letter = s.chars().take_while(|&c| c != '=');
+    match (letter.next(), letter.next(), s.split_once('=')) {
+        (Some(c), None, Some((_, name))) if c.is_ascii_alphabetic() && !name.is_empty() => {
+            Ok((c.to_ascii_uppercase(), name.to_string()))
+        }
+        _ => Err("expected LETTER=NAME: A names the first capture, B the second, …".into()),
     }
 }
 
 impl CompareArgs {
-    /// The label of side `side` ('A' or 'B'), defaulting to the file name.
-    pub fn label(&self, side: char) -> String {
-        if let Some((_, name)) = self.labels.iter().rev().find(|(s, _)| *s == side) {
+    /// The label of the `i`th capture (lettered A, B, …), defaulting to
+    /// its file name.
+    pub fn label(&self, i: usize) -> String {
+        let letter = handshakes::report::compare::many::letter(i);
+        if let Some((_, name)) = self.labels.iter().rev().find(|(s, _)| *s == letter) {
             return name.clone();
         }
-        let path = if side == 'A' { &self.a } else { &self.b };
+        let Some(path) = self.files.get(i) else {
+            return letter.to_string();
+        };
         path.file_name().map_or_else(
             || path.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
         )
+    }
+
+    /// What is wrong with the captures or labels given, in one line.
+    pub fn problem(&self) -> Option<String> {
+        let max = handshakes::report::compare::many::MAX_CAPTURES;
+        if self.files.len() > max {
+            return Some(format!(
+                "compare: {} captures given; at most {max} (A to Z)",
+                self.files.len()
+            ));
+        }
+        let last = handshakes::report::compare::many::letter(self.files.len().saturating_sub(1));
+        let stray = self.labels.iter().find(|(s, _)| *s > last)?;
+        Some(format!(
+            "--label {}={}: there is no capture {} (the {} given are A to {last})",
+            stray.0,
+            stray.1,
+            stray.0,
+            self.files.len()
+        ))
     }
 }
 

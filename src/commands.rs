@@ -99,6 +99,10 @@ fn fail(e: Error) -> ExitCode {
 }
 
 pub fn run_compare(args: &CompareArgs) -> ExitCode {
+    if let Some(problem) = args.problem() {
+        eprintln!("handshakes: {problem}");
+        return ExitCode::from(EXIT_INPUT);
+    }
     let config = match decode_config(&args.decode, &args.tls) {
         Ok(config) => config,
         Err(code) => return code,
@@ -106,28 +110,27 @@ pub fn run_compare(args: &CompareArgs) -> ExitCode {
     let reading = (cli::access(args.no_mmap, 1), args.progress.quiet);
     // The comparison reads only the summaries.
     let draw = args.html.is_some();
-    let (a, b) = match (
-        summarise(&args.a, &config, reading, &args.label('A'), draw),
-        summarise(&args.b, &config, reading, &args.label('B'), draw),
-    ) {
-        (Ok(a), Ok(b)) => (a, b),
-        (Err(e), _) | (_, Err(e)) => return fail(e),
-    };
-    for w in a.0.warnings.iter().chain(&b.0.warnings) {
+    let mut read = Vec::with_capacity(args.files.len());
+    for (i, path) in args.files.iter().enumerate() {
+        match summarise(path, &config, reading, &args.label(i), draw) {
+            Ok(r) => read.push(r),
+            Err(e) => return fail(e),
+        }
+    }
+    for w in read.iter().flat_map(|r| &r.0.warnings) {
         eprintln!("handshakes: warning: {w}");
     }
-    let la = Labeled {
-        label: args.label('A'),
-        summary: &a.0,
-        drawn: Cow::Borrowed(&a.1),
-    };
-    let lb = Labeled {
-        label: args.label('B'),
-        summary: &b.0,
-        drawn: Cow::Borrowed(&b.1),
-    };
+    let docs: Vec<Labeled> = read
+        .iter()
+        .enumerate()
+        .map(|(i, (summary, drawn))| Labeled {
+            label: args.label(i),
+            summary,
+            drawn: Cow::Borrowed(drawn),
+        })
+        .collect();
     if let Some(path) = &args.html {
-        if let Err(e) = write_html(path, &[la.clone(), lb.clone()]) {
+        if let Err(e) = write_html(path, &docs) {
             eprintln!(
                 "handshakes: {}: cannot write the HTML report: {e}",
                 path.display()
@@ -136,11 +139,12 @@ pub fn run_compare(args: &CompareArgs) -> ExitCode {
         }
     }
     let mut out = BufWriter::new(io::stdout().lock());
-    let written = match args.format {
-        CompareFormat::Table => {
-            compare::write(&la, &lb, &mut out, &CompareOpts { color: use_color() })
-        }
-        CompareFormat::Json => compare::write_json(&la, &lb, &mut out),
+    let opts = CompareOpts { color: use_color() };
+    let written = match (&docs[..], args.format) {
+        ([a, b], CompareFormat::Table) => compare::write(a, b, &mut out, &opts),
+        ([a, b], CompareFormat::Json) => compare::write_json(a, b, &mut out),
+        (_, CompareFormat::Table) => compare::many::write(&docs, &mut out, &opts),
+        (_, CompareFormat::Json) => compare::many::write_json(&docs, &mut out),
     };
     match written.and_then(|()| out.flush()) {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,6 +2,8 @@
 //! by side with a B/A ratio column (comfy-table), and a verdict sentence
 //! derived from the numbers; or the same as one JSON document; or as the
 //! comparison section of the HTML report (`write_html`, which `html` calls).
+//! More than two captures are `many`'s: a column each, and each against
+//! the first.
 //!
 //! Every figure comes from `Summary` (handshake events too, since
 //! 1 December: `compare` no longer needs the records, so it holds none).
@@ -22,6 +24,8 @@ use super::html::{card, esc};
 use super::human_duration;
 use super::sanitize;
 use crate::record::{Distribution, Summary};
+
+pub mod many;
 
 /// One analysed capture and the name to show for it.
 #[derive(Clone, Debug)]
@@ -109,7 +113,7 @@ fn per_request(n: f64, requests: u64) -> Option<f64> {
 
 /// The values of every metric for one capture, in row order:
 /// `(key, label, unit, better, value)`.
-fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Better, Option<f64>)> {
+pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Better, Option<f64>)> {
     use Better::{Higher, Lower, Neither};
     use Unit::{Count, PerSecond, Ratio, Seconds};
     let c = |n: u64| Some(n as f64);
@@ -221,12 +225,17 @@ fn how_many(a: f64, b: f64) -> Option<String> {
 /// The verdict: one sentence comparing B with A, from the numbers. Values
 /// are written "B vs A".
 pub(crate) fn verdict(a: &Labeled, b: &Labeled, ms: &[Metric]) -> String {
+    verdict_of(a, b, ms, ('A', 'B'))
+}
+
+/// The verdict comparing `b` with `a`, the two named by their letters.
+pub(crate) fn verdict_of(a: &Labeled, b: &Labeled, ms: &[Metric], names: (char, char)) -> String {
     let pair = |key: &str| find(ms, key).and_then(|m| Some((m.a?, m.b?)));
     let fmt = |key: &str, v: f64| {
         find(ms, key).map_or_else(|| format!("{v}"), |m| format_value(Some(v), m.unit))
     };
-    let a_name = "A";
-    let mut parts = vec!["B ".to_string()];
+    let (a_name, b_name) = names;
+    let mut parts = vec![format!("{b_name} ")];
     match pair("tcp_handshakes_per_request") {
         Some((x, y)) => {
             if let Some(first) = parts.first_mut() {
@@ -296,7 +305,7 @@ pub(crate) fn verdict(a: &Labeled, b: &Labeled, ms: &[Metric]) -> String {
 const HEADER_LABEL: usize = 24;
 
 /// A side's column header: `A: label`, or `A` alone for a long label.
-fn side_header(side: &str, label: &str) -> String {
+pub(crate) fn side_header(side: &str, label: &str) -> String {
     if label.chars().count() <= HEADER_LABEL {
         format!("{side}: {label}")
     } else {
@@ -312,48 +321,73 @@ pub fn write(a: &Labeled, b: &Labeled, out: &mut dyn Write, opts: &CompareOpts) 
     writeln!(out, "B             {lb}")?;
     writeln!(out, "verdict       {}", sanitize(&verdict(a, b, &ms)))?;
     writeln!(out)?;
+    let mut table = new_table(
+        [
+            "metric".to_string(),
+            side_header("A", &la),
+            side_header("B", &lb),
+            "B/A".to_string(),
+        ],
+        opts,
+    );
+    for m in &ms {
+        let ratio = m.ratio().map_or("-".to_string(), |r| format!("{r:.2}"));
+        table.add_row(vec![
+            Cell::new(m.label),
+            number(format_value(m.a, m.unit)),
+            number(format_value(m.b, m.unit)),
+            judged(number(ratio), m, opts),
+        ]);
+    }
+    writeln!(out, "{table}")?;
+    writeln!(out, "{FOOTNOTE}")
+}
+
+/// What the tables' last line says of handshake events.
+const FOOTNOTE: &str = "handshake events: SYN, SYN-ACK and ACK packets seen (retransmissions included) plus TLS handshake messages up to completion";
+
+/// An empty comparison table with its header (in bold with colour).
+pub(crate) fn new_table(header: impl IntoIterator<Item = String>, opts: &CompareOpts) -> Table {
     let mut table = Table::new();
     table.load_style(presets::UTF8_FULL_CONDENSED);
     table.set_content_arrangement(ContentArrangement::Disabled);
     if opts.color {
         table.enforce_styling();
     }
-    let header = |s: String| {
+    table.set_header(header.into_iter().map(|s| {
         let c = Cell::new(s);
         if opts.color {
             c.add_attribute(Attribute::Bold)
         } else {
             c
         }
-    };
-    table.set_header(vec![
-        header("metric".to_string()),
-        header(side_header("A", &la)),
-        header(side_header("B", &lb)),
-        header("B/A".to_string()),
-    ]);
-    for m in &ms {
-        let ratio = m.ratio().map_or("-".to_string(), |r| format!("{r:.2}"));
-        let mut ratio_cell = Cell::new(ratio).set_alignment(CellAlignment::Right);
-        if opts.color {
-            match m.b_better() {
-                Some(true) => ratio_cell = ratio_cell.fg(Color::Green),
-                Some(false) => ratio_cell = ratio_cell.fg(Color::Red),
-                None => {}
-            }
-        }
-        table.add_row(vec![
-            Cell::new(m.label),
-            Cell::new(format_value(m.a, m.unit)).set_alignment(CellAlignment::Right),
-            Cell::new(format_value(m.b, m.unit)).set_alignment(CellAlignment::Right),
-            ratio_cell,
-        ]);
+    }));
+    table
+}
+
+/// The HTML class of a B value or ratio: `good` where B is better than
+/// A, `bad` where worse.
+pub(crate) fn html_class(m: &Metric) -> &'static str {
+    match m.b_better() {
+        Some(true) => "good",
+        Some(false) => "bad",
+        None => "",
     }
-    writeln!(out, "{table}")?;
-    writeln!(
-        out,
-        "handshake events: SYN, SYN-ACK and ACK packets seen (retransmissions included) plus TLS handshake messages up to completion"
-    )
+}
+
+/// A figure, right-aligned.
+pub(crate) fn number(s: String) -> Cell {
+    Cell::new(s).set_alignment(CellAlignment::Right)
+}
+
+/// With colour, `cell` green where the metric's B is better than its A,
+/// red where worse.
+pub(crate) fn judged(cell: Cell, m: &Metric, opts: &CompareOpts) -> Cell {
+    match (opts.color, m.b_better()) {
+        (true, Some(true)) => cell.fg(Color::Green),
+        (true, Some(false)) => cell.fg(Color::Red),
+        _ => cell,
+    }
 }
 
 #[derive(Serialize)]
@@ -434,11 +468,7 @@ pub(crate) fn write_html(h: &mut String, a: &Labeled, b: &Labeled) {
         esc(&b.label),
         esc(&verdict(a, b, &ms))
     );
-    let class = |m: &Metric| match m.b_better() {
-        Some(true) => "good",
-        Some(false) => "bad",
-        None => "",
-    };
+    let class = html_class;
     let ratio = |m: &Metric| m.ratio().map_or("-".to_string(), |r| format!("{r:.2}"));
     for m in ms.iter().filter(|m| HEADLINE.contains(&m.key)) {
         let v = format!(

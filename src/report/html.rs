@@ -119,16 +119,18 @@ pub fn write(docs: &[Labeled], out: &mut dyn Write) -> io::Result<()> {
         esc(&title.join(" vs ")),
         CSS.replace("FONT", FONT)
     );
-    if let [a, b] = docs {
-        compare::write_html(&mut h, a, b);
+    match docs {
+        [a, b] => compare::write_html(&mut h, a, b),
+        [_, _, _, ..] => compare::many::write_html(&mut h, docs),
+        _ => {}
     }
     for (i, doc) in docs.iter().enumerate() {
-        let tag = match (docs.len(), i) {
-            (2, 0) => "A",
-            (2, _) => "B",
-            _ => "",
+        let tag = if docs.len() > 1 {
+            compare::many::letter(i).to_string()
+        } else {
+            String::new()
         };
-        document(&mut h, doc, tag);
+        document(&mut h, doc, &tag);
     }
     let _ = write!(
         h,
