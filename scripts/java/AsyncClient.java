@@ -41,16 +41,14 @@ import javax.net.ssl.SSLContext;
 
 import okhttp3.Call;
 import okhttp3.Callback;
-import okhttp3.MediaType;
 import okhttp3.OkHttpClient;
-import okhttp3.Protocol;
-import okhttp3.Request;
-import okhttp3.RequestBody;
 import okhttp3.Response;
 
 import org.apache.hc.client5.http.async.methods.SimpleHttpResponse;
 import org.apache.hc.client5.http.async.methods.SimpleRequestBuilder;
+import org.apache.hc.client5.http.config.ConnectionConfig;
 import org.apache.hc.client5.http.config.RequestConfig;
+import org.apache.hc.client5.http.config.TlsConfig;
 import org.apache.hc.client5.http.impl.async.CloseableHttpAsyncClient;
 import org.apache.hc.client5.http.impl.async.HttpAsyncClients;
 import org.apache.hc.client5.http.impl.nio.PoolingAsyncClientConnectionManager;
@@ -110,25 +108,31 @@ public class AsyncClient {
                         .setSslContext(SSLContext.getDefault())
                         .build();
                 final RequestConfig config = RequestConfig.custom()
-                        .setConnectTimeout(Timeout.ofSeconds(10))
                         .setResponseTimeout(Timeout.ofSeconds(10))
+                        .build();
+                final ConnectionConfig connect = ConnectionConfig.custom()
+                        .setConnectTimeout(Timeout.ofSeconds(10))
                         .build();
                 final CloseableHttpAsyncClient ap;
                 if (h2) {
                     ap = HttpAsyncClients.customHttp2()
                             .setTlsStrategy(tls)
+                            .setDefaultConnectionConfig(connect)
                             .setDefaultRequestConfig(config)
                             .build();
                 } else {
                     final PoolingAsyncClientConnectionManager pool =
                             PoolingAsyncClientConnectionManagerBuilder.create()
                                     .setTlsStrategy(tls)
+                                    .setDefaultConnectionConfig(connect)
+                                    .setDefaultTlsConfig(TlsConfig.custom()
+                                            .setVersionPolicy(HttpVersionPolicy.FORCE_HTTP_1)
+                                            .build())
                                     .setMaxConnTotal(inflight)
                                     .setMaxConnPerRoute(inflight)
                                     .build();
                     ap = HttpAsyncClients.custom()
                             .setConnectionManager(pool)
-                            .setVersionPolicy(HttpVersionPolicy.FORCE_HTTP_1)
                             .setDefaultRequestConfig(config)
                             .build();
                 }
@@ -157,17 +161,9 @@ public class AsyncClient {
                 break;
             }
             case "okhttp": {
-                final OkHttpClient ok = new OkHttpClient.Builder()
-                        .protocols(h2 ? java.util.List.of(Protocol.HTTP_2, Protocol.HTTP_1_1)
-                                : java.util.List.of(Protocol.HTTP_1_1))
-                        .connectTimeout(10, TimeUnit.SECONDS)
-                        .readTimeout(10, TimeUnit.SECONDS)
-                        .build();
-                final MediaType json = MediaType.get("application/json");
+                final OkHttpClient ok = PooledLibClient.okHttp(h2);
                 client = done -> {
-                    Request.Builder b = new Request.Builder().url(uri.toString());
-                    if (body != null) b.post(RequestBody.create(json, body));
-                    ok.newCall(b.build()).enqueue(new Callback() {
+                    ok.newCall(PooledLibClient.okRequest(uri.toString(), body)).enqueue(new Callback() {
                         public void onResponse(Call call, Response r) {
                             try (r) {
                                 r.body().bytes();
@@ -184,10 +180,7 @@ public class AsyncClient {
                         }
                     });
                 };
-                closer = () -> {
-                    ok.dispatcher().executorService().shutdown();
-                    ok.connectionPool().evictAll();
-                };
+                closer = () -> PooledLibClient.close(ok);
                 break;
             }
             default:

@@ -17,11 +17,13 @@
 // is false. TLS trust comes from -Djavax.net.ssl.trustStore=... (the
 // default SSLContext); timeouts are 10 s.
 import java.net.URI;
+import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import okhttp3.MediaType;
 import okhttp3.OkHttpClient;
+import okhttp3.Protocol;
 import okhttp3.Request;
 import okhttp3.RequestBody;
 import okhttp3.Response;
@@ -41,6 +43,31 @@ public class PooledLibClient {
         int request() throws Exception;
     }
 
+    /**
+     * An OkHttpClient with 10 s timeouts, offering HTTP/2 by ALPN (its
+     * default), or only HTTP/1.1 (also AsyncClient's).
+     */
+    static OkHttpClient okHttp(boolean http2) {
+        return new OkHttpClient.Builder()
+                .protocols(http2 ? List.of(Protocol.HTTP_2, Protocol.HTTP_1_1) : List.of(Protocol.HTTP_1_1))
+                .connectTimeout(10, TimeUnit.SECONDS)
+                .readTimeout(10, TimeUnit.SECONDS)
+                .build();
+    }
+
+    /** A GET of `url`, or with a `body` a POST of it as JSON. */
+    static Request okRequest(String url, byte[] body) {
+        Request.Builder b = new Request.Builder().url(url);
+        if (body != null) b.post(RequestBody.create(MediaType.get("application/json"), body));
+        return b.build();
+    }
+
+    /** Stops `ok`'s dispatcher and empties its connection pool. */
+    static void close(OkHttpClient ok) {
+        ok.dispatcher().executorService().shutdown();
+        ok.connectionPool().evictAll();
+    }
+
     public static void main(String[] args) throws Exception {
         if (args.length < 3) {
             System.err.println("usage: PooledLibClient okhttp|apache URL N [THREADS]");
@@ -58,24 +85,15 @@ public class PooledLibClient {
         final AutoCloseable closer;
         switch (args[0]) {
             case "okhttp": {
-                final OkHttpClient ok = new OkHttpClient.Builder()
-                        .connectTimeout(10, TimeUnit.SECONDS)
-                        .readTimeout(10, TimeUnit.SECONDS)
-                        .build();
-                final MediaType json = MediaType.get("application/json");
+                final OkHttpClient ok = okHttp(true);
                 client = () -> {
-                    Request.Builder b = new Request.Builder().url(url);
-                    if (body != null) b.post(RequestBody.create(json, body));
-                    try (Response r = ok.newCall(b.build()).execute()) {
+                    try (Response r = ok.newCall(okRequest(url, body)).execute()) {
                         r.body().bytes();
                         System.err.printf("req -> %d %s%n", r.code(), r.protocol());
                         return r.code();
                     }
                 };
-                closer = () -> {
-                    ok.dispatcher().executorService().shutdown();
-                    ok.connectionPool().evictAll();
-                };
+                closer = () -> close(ok);
                 break;
             }
             case "apache": {
