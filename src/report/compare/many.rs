@@ -33,26 +33,18 @@ pub fn letter(i: usize) -> char {
         .map_or('?', |i| char::from(b'A' + i))
 }
 
-/// Each capture after the first against it: its letter and the metrics of
-/// the pair (A's as `a`, its own as `b`).
-fn pairs<'a>(
-    docs: &'a [Labeled<'a>],
-) -> impl Iterator<Item = (usize, &'a Labeled<'a>, Vec<Metric>)> {
-    let base = docs.first();
-    docs.iter()
-        .enumerate()
-        .skip(1)
-        .filter_map(move |(i, d)| base.map(|a| (i, d, metrics(a, d))))
-}
-
-/// The verdict of each capture after the first against it.
-fn verdicts(docs: &[Labeled]) -> Vec<String> {
+/// Each capture after the first against it: the metrics of the pair (A's
+/// as `a`, its own as `b`) and its verdict.
+fn against(docs: &[Labeled]) -> Vec<(Vec<Metric>, String)> {
     let Some(a) = docs.first() else {
         return Vec::new();
     };
-    pairs(docs)
-        .map(|(i, d, ms)| verdict_of(a, d, &ms, ('A', letter(i))))
-        .collect()
+    let pair = |(i, d): (usize, &Labeled)| {
+        let ms = metrics(a, d);
+        let verdict = verdict_of(a, d, &ms, ('A', letter(i)));
+        (ms, verdict)
+    };
+    docs.iter().enumerate().skip(1).map(pair).collect()
 }
 
 /// Writes the captures' labels, a verdict for each against the first, and
@@ -62,8 +54,9 @@ pub fn write(docs: &[Labeled], out: &mut dyn Write, opts: &CompareOpts) -> io::R
     for (i, d) in docs.iter().enumerate() {
         writeln!(out, "{:<14}{}", letter(i), sanitize(&d.label))?;
     }
-    for v in verdicts(docs) {
-        writeln!(out, "verdict       {}", sanitize(&v))?;
+    let against = against(docs);
+    for (_, v) in &against {
+        writeln!(out, "verdict       {}", sanitize(v))?;
     }
     writeln!(out)?;
     let mut head = vec!["metric".to_string()];
@@ -71,13 +64,12 @@ pub fn write(docs: &[Labeled], out: &mut dyn Write, opts: &CompareOpts) -> io::R
         head.push(side_header(&letter(i).to_string(), &sanitize(&d.label)));
     }
     let mut table = new_table(head, opts);
-    let against: Vec<Vec<Metric>> = pairs(docs).map(|(_, _, ms)| ms).collect();
     let Some(first) = docs.first() else {
         return Ok(());
     };
     for (row, (_, label, unit, _, value)) in values(first.summary).into_iter().enumerate() {
         let mut cells = vec![Cell::new(label), number(format_value(value, unit))];
-        for m in against.iter().filter_map(|ms| ms.get(row)) {
+        for m in against.iter().filter_map(|(ms, _)| ms.get(row)) {
             cells.push(judged(number(format_value(m.b, m.unit)), m, opts));
         }
         table.add_row(cells);
@@ -113,7 +105,8 @@ pub fn write_json(docs: &[Labeled], out: &mut dyn Write) -> io::Result<()> {
             ratios.insert(key.to_string(), Value::Array(Vec::new()));
         }
     }
-    for (_, _, ms) in pairs(docs) {
+    let against = against(docs);
+    for (ms, _) in &against {
         for m in ms {
             if let Some(Value::Array(values)) = metrics_map.get_mut(m.key) {
                 values.push(json_number(m.b));
@@ -133,7 +126,7 @@ pub fn write_json(docs: &[Labeled], out: &mut dyn Write) -> io::Result<()> {
             .collect(),
         metrics: metrics_map,
         ratios,
-        verdicts: verdicts(docs),
+        verdicts: against.into_iter().map(|(_, v)| v).collect(),
     };
     serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::from)?;
     out.write_all(b"\n")
@@ -153,8 +146,9 @@ pub(crate) fn write_html(h: &mut String, docs: &[Labeled]) {
         );
     }
     h.push_str("</h2>\n");
-    for v in verdicts(docs) {
-        let _ = writeln!(h, "<p class=\"verdict\">{}</p>", esc(&v));
+    let against = against(docs);
+    for (_, v) in &against {
+        let _ = writeln!(h, "<p class=\"verdict\">{}</p>", esc(v));
     }
     let Some(first) = docs.first() else {
         h.push_str("</section>\n");
@@ -171,7 +165,6 @@ pub(crate) fn write_html(h: &mut String, docs: &[Labeled]) {
         let _ = write!(h, "<th>{}</th>", letter(i));
     }
     h.push_str("</tr></thead>\n<tbody>\n");
-    let against: Vec<Vec<Metric>> = pairs(docs).map(|(_, _, ms)| ms).collect();
     for (row, (_, label, unit, _, value)) in rows.into_iter().enumerate() {
         let _ = write!(
             h,
@@ -179,7 +172,7 @@ pub(crate) fn write_html(h: &mut String, docs: &[Labeled]) {
             esc(label),
             esc(&format_value(value, unit))
         );
-        for m in against.iter().filter_map(|ms| ms.get(row)) {
+        for m in against.iter().filter_map(|(ms, _)| ms.get(row)) {
             let _ = write!(
                 h,
                 "<td class=\"n {}\">{}</td>",
