@@ -520,4 +520,6 @@ fn summary_of_pooled_connections() {
         "2 requests used 1 connection: one connection reused for every request; 2 more connections carried none",
     );
     assert_secs(&s, "/handshakes_per_request/tcp", ms(500));
+    assert_u64(&s, "/connections_unused", 2);
+    assert_u64(&s, "/tls_handshakes_full_unused", 0);
 }

@@ -79,3 +79,29 @@ fn http1_posts_answered_early_count_as_the_server_logged_them() {
         }
     }
 }
+
+#[test]
+fn connections_opened_and_never_used_are_counted_apart() {
+    // OkHttp raced ten TLS connections open and sent every request on one;
+    // with fifty calls enqueued, five and one. The summary counts the
+    // others, and their full handshakes, which handshakes_per_request
+    // leaves out; HttpClient's sendAsync used each of its fifty.
+    for (name, unused) in [
+        ("okhttp-post-429-10x10.pcap", 9),
+        ("okhttp-async-h2-post-429-100x50.pcap", 4),
+        ("java-async-h2-post-429-100x50.pcap", 0),
+    ] {
+        let (summary, _) = crate::tools::analyze_path(&crate::h2_sizes::capture(name));
+        assert_eq!(summary.connections_unused, unused, "{name}");
+        assert_eq!(summary.tls_handshakes_full_unused, unused, "{name}");
+        if unused > 0 {
+            let ending =
+                format!("; {unused} more connections, {unused} full TLS handshakes, carried none");
+            assert!(
+                summary.verdict.ends_with(&ending),
+                "{name}: {}",
+                summary.verdict
+            );
+        }
+    }
+}

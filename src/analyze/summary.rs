@@ -304,6 +304,8 @@ impl SummaryBuilder {
             median: self.to_first_request.distribution().median,
             connections: self.to_first_request.len(),
         };
+        let unused = self.connections.saturating_sub(self.busy_connections);
+        let unused_tls_full = self.tls_full.saturating_sub(self.busy_tls_full);
         let verdict = verdict(&Counts {
             requests,
             estimated: self.requests_estimated,
@@ -313,8 +315,8 @@ impl SummaryBuilder {
             tls: self.tls_connections > 0,
             tls_full: self.busy_tls_full,
             tls_resumed: self.busy_tls_resumed,
-            idle: self.connections.saturating_sub(self.busy_connections),
-            idle_tls_full: self.tls_full.saturating_sub(self.busy_tls_full),
+            idle: unused,
+            idle_tls_full: unused_tls_full,
         });
         let mut warnings = info.warnings.clone();
         let tried: u64 = self.tls_decryption.values().sum();
@@ -361,6 +363,8 @@ impl SummaryBuilder {
             connections: self.connections,
             tcp_handshakes: self.tcp_handshakes,
             connections_without_handshake: self.without_handshake,
+            connections_unused: unused,
+            tls_handshakes_full_unused: unused_tls_full,
             overlays: self.overlays,
             connect: self.connect.distribution(),
             close: self.close,

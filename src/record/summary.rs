@@ -96,6 +96,11 @@ pub struct Summary {
     pub tcp_handshakes: u64,
     /// Connections whose SYN was not captured.
     pub connections_without_handshake: u64,
+    /// Connections that carried no request (a client racing several open
+    /// and using one; or traffic that is not HTTP), and how many full TLS
+    /// handshakes they completed: what `handshakes_per_request` leaves out.
+    pub connections_unused: u64,
+    pub tls_handshakes_full_unused: u64,
     /// Connections by overlay network (`vxlan 4242`, `gre 7`, …; at most
     /// 1 024 of them, the rest counted as `other`); empty when no
     /// connection was in one.
