@@ -120,6 +120,7 @@ fn compare_json_has_the_documented_keys() {
         .contains("fewer TCP handshakes"));
     let keys = [
         "connections",
+        "connections_unused",
         "tcp_handshakes",
         "tls_full",
         "tls_resumed",

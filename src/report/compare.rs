@@ -125,6 +125,7 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
     #[rustfmt::skip]
     let rows = vec![
         ("connections", "connections", Count, Neither, c(s.connections)),
+        ("connections_unused", "connections carrying no request", Count, Lower, c(s.connections_unused)),
         ("tcp_handshakes", "TCP handshakes", Count, Lower, c(s.tcp_handshakes)),
         ("tls_full", "TLS handshakes: full", Count, Lower, c(s.tls_handshakes_full)),
         ("tls_resumed", "TLS handshakes: resumed", Count, Neither, c(s.tls_handshakes_resumed)),
@@ -161,7 +162,7 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
 }
 
 /// Every metric of A and B, in row order. The keys are stable (JSON):
-/// `connections`, `tcp_handshakes`, `tls_full`, `tls_resumed`, `tls_failed`,
+/// `connections`, `connections_unused`, `tcp_handshakes`, `tls_full`, `tls_resumed`, `tls_failed`,
 /// `requests`, `requests_exact`, `requests_estimated`,
 /// `tcp_handshakes_per_request`, `tls_full_per_request`,
 /// `requests_per_connection_mean`, `requests_per_connection_max`,
