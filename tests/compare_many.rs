@@ -141,3 +141,15 @@ fn a_label_for_no_capture_is_one_clear_line() {
     );
     assert!(out.stdout.is_empty());
 }
+
+#[test]
+fn more_than_26_captures_are_one_clear_line() {
+    let files = [CLIENTS[0]; 27];
+    let out = compare(&files, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        "handshakes: compare: 27 captures given; at most 26 (A to Z)\n"
+    );
+    assert!(out.stdout.is_empty());
+}
