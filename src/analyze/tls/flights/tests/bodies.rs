@@ -5,7 +5,16 @@ use super::*;
 /// An HTTP/1 conversation over TLS 1.3 (`(side, record length)`, a
 /// millisecond apart).
 fn http1(records: &[(Side, usize)]) -> Flights {
+    http1_with(None, records)
+}
+
+/// The same with what each client record adds to its plaintext known
+/// (and what every record adds at least).
+fn http1_with(overhead: Option<(usize, usize)>, records: &[(Side, usize)]) -> Flights {
     let mut f = Flights::new(100);
+    if let Some((client, base)) = overhead {
+        f.set_overhead(client, base);
+    }
     for (i, &(side, len)) in records.iter().enumerate() {
         f.record(side, len, t(i as i64), true);
     }
@@ -84,15 +93,7 @@ fn http1_a_body_that_completes_the_first_request_sealed_is_a_body() {
         (S, 349),
         (C, 233),
     ];
-    let known = |records: &[(Side, usize)]| {
-        let mut f = Flights::new(100);
-        f.set_overhead(33, 17);
-        for (i, &(side, len)) in records.iter().enumerate() {
-            f.record(side, len, t(i as i64), true);
-        }
-        f.finish();
-        f
-    };
+    let known = |records: &[(Side, usize)]| http1_with(Some((33, 17)), records);
     let f = known(&records);
     assert_eq!(f.requests, 2);
     assert_eq!(starts(&f), [2, 4]);
