@@ -13,20 +13,21 @@
 # curl. And the pooled libraries: OkHttp 3 (HTTP/2) and Apache HttpClient 5
 # (HTTP/1.1), ten threads each. And the non-blocking clients under load:
 # HttpClient's sendAsync, Apache HttpAsyncClient 5 and OkHttp's enqueue, 50 requests
-# outstanding at once, over both protocols. httpx and curl with a key log
+# outstanding at once, over both protocols; and Netty 4.1, the event loop
+# under Reactor Netty (Spring's WebClient), over both. httpx and curl with a key log
 # (the truth tshark can read). nginx's per-connection access log is kept
-# beside each capture. See captures/README.md, sections "aa" to "ad".
+# beside each capture. See captures/README.md, sections "aa" to "ae".
 #
-# Usage:  sudo [PARTS="h2 h1 lib async"] scripts/record-ratelimit-captures.sh
+# Usage:  sudo [PARTS="h2 h1 lib async netty"] scripts/record-ratelimit-captures.sh
 #
 # PARTS picks the sections to record (default: all): h2 ("aa"), h1
-# ("ab"), lib ("ac"), async ("ad").
+# ("ab"), lib ("ac"), async ("ad"), netty ("ae").
 #
 # Requirements (Debian): tcpdump, nginx (nginx-light is enough, with http2
 # and limit_req), curl with HTTP/2, openssl, iproute2 (ss), python3, a JDK
 # 17 (javac, java, keytool), python3 with httpx and h2 (python3-httpx,
-# python3-h2), OkHttp 3 and Apache HttpClient 5 (libokhttp-java,
-# libhttpclient5-java). Everything runs on 127.0.0.1 on fixed high
+# python3-h2), OkHttp 3, Apache HttpClient 5 and Netty 4.1 (libokhttp-java,
+# libhttpclient5-java, libnetty-java). Everything runs on 127.0.0.1 on fixed high
 # ports; nginx, the backend and tcpdump are stopped by PID on exit; the TLS
 # key, certificate and truststore are throw-away, in a temporary directory
 # deleted at the end.
@@ -49,14 +50,17 @@ setup_work record-ratelimit-captures
 log "setup in $WORK"
 make_docroot
 make_cert
-JAVA_LIBS=$(printf '/usr/share/java/%s.jar:' okhttp okio httpclient5 httpcore5 httpcore5-h2 slf4j-api)
+JAVA_LIBS=$(printf '/usr/share/java/%s.jar:' okhttp okio httpclient5 httpcore5 httpcore5-h2 slf4j-api \
+    netty-buffer netty-codec netty-codec-http netty-codec-http2 netty-common netty-handler \
+    netty-resolver netty-transport)
 JAVA_LIBS=${JAVA_LIBS%:}
 for jar in ${JAVA_LIBS//:/ }; do
-    [[ -r "$jar" ]] || { echo "error: $jar missing: apt-get install libokhttp-java libhttpclient5-java" >&2; exit 1; }
+    [[ -r "$jar" ]] || { echo "error: $jar missing: apt-get install libokhttp-java libhttpclient5-java libnetty-java" >&2; exit 1; }
 done
 make_java "$SCRIPT_DIR/java/HttpClientPooled.java" "$SCRIPT_DIR/java/UrlConnClient.java" \
-    "$SCRIPT_DIR/java/PooledLibClient.java" "$SCRIPT_DIR/java/AsyncClient.java"
-PARTS=${PARTS:-h2 h1 lib async}
+    "$SCRIPT_DIR/java/PooledLibClient.java" "$SCRIPT_DIR/java/AsyncClient.java" \
+    "$SCRIPT_DIR/java/NettyClient.java"
+PARTS=${PARTS:-h2 h1 lib async netty}
 # part NAME: whether section NAME is to be recorded.
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 
@@ -189,5 +193,14 @@ java_posts apache-async-h1-post-429-100x50 100 50 "AsyncClient apache" HTTP_1_1
 java_posts apache-async-h2-post-429-100x50 100 50 "AsyncClient apache" HTTP_2 "$API-app"
 java_posts okhttp-async-h2-post-429-100x50 100 50 "AsyncClient okhttp" HTTP_2
 java_posts okhttp-async-h1-post-429-100x50 100 50 "AsyncClient okhttp" HTTP_1_1
+fi
+# Netty 4.1, the event loop under Reactor Netty and Spring's WebClient
+# (section "ae"): one event-loop thread, 50 of 100 POSTs outstanding at
+# once, each written as one message (head and body together), over HTTP/2
+# (every request a stream of one connection) and over HTTP/1.1 (a pool of
+# at most 50 connections).
+if part netty; then
+java_posts netty-h2-post-429-100x50 100 50 NettyClient HTTP_2
+java_posts netty-h1-post-429-100x50 100 50 NettyClient HTTP_1_1
 fi
 wc -l "$OUT_DIR"/*-post-429-*.nginx-access.log >&2

@@ -186,7 +186,18 @@ public class AsyncClient {
             default:
                 throw new IllegalArgumentException("client must be jdk, apache or okhttp");
         }
-        final boolean warmup = Boolean.getBoolean("client.warmup");
+        drive(client, n, inflight, Boolean.getBoolean("client.warmup"), expected, closer);
+    }
+
+    /**
+     * Issues `n` requests through `client` from this thread, at most
+     * `inflight` outstanding (with `warmup`, the first answered before the
+     * others start), waits for the last (60 s at most), closes `closer` and
+     * exits: 1 on a status other than 200 and `expected`, or on a failed
+     * request with -Dclient.errors=false. Shared with NettyClient.
+     */
+    static void drive(Client client, int n, int inflight, boolean warmup, int expected,
+            AutoCloseable closer) throws Exception {
         final Semaphore slots = new Semaphore(inflight);
         final CountDownLatch finished = new CountDownLatch(n);
         final AtomicInteger failures = new AtomicInteger();
