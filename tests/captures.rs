@@ -343,6 +343,19 @@ const FACTS: &[Fact] = &[
         clean: false,
         ..fact("okhttp-async-h2-post-429-100x50.pcap", 5, 100, TLS)
     },
+    // Netty 4.1 (TLS 1.2): over HTTP/2 one connection for all 100, over
+    // HTTP/1.1 a pool of 50 connections, two requests each.
+    Fact {
+        close: FIN_CLIENT,
+        tls: Some((1, 0)),
+        clean: false,
+        ..fact("netty-h2-post-429-100x50.pcap", 1, 100, TLS)
+    },
+    Fact {
+        close: FIN_CLIENT,
+        tls: Some((50, 0)),
+        ..fact("netty-h1-post-429-100x50.pcap", 50, 100, TLS)
+    },
 ];
 
 #[test]

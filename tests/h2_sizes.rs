@@ -50,7 +50,7 @@ pub(crate) fn client_port(r: &ConnectionRecord) -> u16 {
 }
 
 /// The captures and their key logs.
-const CAPTURES: [(&str, Option<&str>); 12] = [
+const CAPTURES: [(&str, Option<&str>); 13] = [
     ("java-httpclient-h2-10", None),
     ("java-httpclient-h2-10x10", None),
     ("h2-curl-parallel-20", Some("h2-curl-parallel-20.keylog")),
@@ -70,6 +70,10 @@ const CAPTURES: [(&str, Option<&str>); 12] = [
     ("java-async-h2-post-429-100x50", None),
     ("java-async-warm-h2-post-429-100x50", None),
     ("apache-async-h2-post-429-100x50", None),
+    // Netty 4.1 (section ae): every request one record sealed with its
+    // body, the first with the preface; streams closed in runs of
+    // RST_STREAM frames, up to fifty in a record.
+    ("netty-h2-post-429-100x50", None),
 ];
 
 /// Statuses by client port, from the same log.

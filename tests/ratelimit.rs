@@ -9,7 +9,7 @@
 //! HttpClient 5 (HTTP/1.1) and OkHttp 3 (HTTP/2; section ac). The other
 //! HTTP/2 captures are in h2_sizes.rs. And the non-blocking clients,
 //! Java's sendAsync, Apache HttpAsyncClient 5 and OkHttp's enqueue
-//! (section ad).
+//! (section ad), and Netty (section ae).
 
 use std::collections::BTreeMap;
 
@@ -17,7 +17,7 @@ use handshakes::record::HttpMethod;
 
 use crate::h2_sizes::{client_port, nginx_requests, nginx_statuses, records};
 
-const CAPTURES: [(&str, Option<&str>); 9] = [
+const CAPTURES: [(&str, Option<&str>); 10] = [
     ("java-urlconnection-post-429-30", None),
     ("java-urlconnection-post-429-10x10", None),
     ("java-httpclient-h1-post-429-10x10", None),
@@ -37,6 +37,9 @@ const CAPTURES: [(&str, Option<&str>); 9] = [
     // OkHttp 3's enqueue over HTTP/1.1: its dispatcher runs five calls
     // to a host at once, so five connections carry the 100.
     ("okhttp-async-h1-post-429-100x50", None),
+    // Netty 4.1 over HTTP/1.1 (section ae): a pool of 50 connections,
+    // each request one record (head and body written as one message).
+    ("netty-h1-post-429-100x50", None),
 ];
 
 #[test]

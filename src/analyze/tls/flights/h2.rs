@@ -52,9 +52,25 @@
 //! more than two, the sizes were requests' and are forgotten, and the
 //! estimate is doubtful.
 //!
+//! A client that writes each request as one message (Netty: HEADERS and
+//! DATA sealed in one record) shows it in its first record, the preface,
+//! SETTINGS and the first request together, when that holds a later
+//! record with a SETTINGS and a HEADERS frame to spare: a record of that
+//! size is another request, not the first one's body, nor is one of the
+//! last request's size in a flight. Such a client closes streams in runs
+//! of RST_STREAM frames, dozens in a record: a record of a multiple of 13
+//! bytes (or 9 more, a SETTINGS ACK with them), one for at least half of
+//! the requests whose streams no run closed yet and at most one more,
+//! longer than an indexed request and of no size a request or a body had,
+//! is control frames.
+//!
 //! Does not count requests or keep their times (`flights` does).
 
 use crate::time::Timestamp;
+
+mod frames;
+
+use frames::{learn_body, server_settings, settings};
 
 /// The HTTP/2 client connection preface.
 const PREFACE: usize = 24;
@@ -200,6 +216,11 @@ pub(super) struct H2 {
     /// Records taken for bodies that an answer showed were requests sealed
     /// with their bodies, at their times (`take_late`).
     late: Vec<Timestamp>,
+    /// The flight of the client's first record and its length, when it
+    /// carried a request besides the preface.
+    preface_request: Option<(u32, usize)>,
+    /// Streams closed by runs of RST_STREAM frames.
+    streams_closed: u64,
     /// Requests counted, and records taken for bodies by a size learned…
     requests: u64,
     bodies_taken: u64,
@@ -239,7 +260,7 @@ impl H2 {
         }
         self.counted = None;
         self.answered_single = false;
-        if control {
+        if control || self.control_run(plain) {
             return H2Record::Control;
         }
         self.flight_single = false;
@@ -288,12 +309,18 @@ impl H2 {
             return H2Record::Continues;
         }
         let flight = self.flight;
+        if first {
+            self.preface_request = Some((flight, plain));
+        }
         let indexed = plain <= MAX_INDEXED;
         // (Once bodies are known, a record of the last request's size is
         // the next request, sent with it.)
         let bodies_known = self.bodies.iter().any(|&b| b != 0);
+        // (So, too, when the client seals requests with their bodies, as
+        // the preface's record showed.)
+        let sealing = !indexed && self.holds_with_preface(plain);
         let known = (indexed && self.before_flight.is_some_and(same))
-            || (bodies_known && self.last_size.is_some_and(same))
+            || ((bodies_known || sealing) && self.last_size.is_some_and(same))
             || self.maybe.iter().any(|&(s, _, f)| f == flight && same(s));
         if !(new_flight || known || self.multiplexed) {
             if self.maybe.len() < KEEP {
@@ -374,6 +401,42 @@ impl H2 {
         }
     }
 
+    /// Whether the client's first record carried the preface and a
+    /// request and holds `plain` bytes besides the preface, a SETTINGS
+    /// frame and a HEADERS frame: that request was sealed with its body
+    /// (as Netty writes a request, one message), and a record of `plain`
+    /// bytes is then another such request rather than a body.
+    fn holds_with_preface(&self, plain: usize) -> bool {
+        self.preface_request
+            .is_some_and(|(_, p)| p >= PREFACE + 9 + plain + 9)
+    }
+
+    /// Whether a client record of `plain` bytes is a run of RST_STREAM
+    /// or WINDOW_UPDATE frames (13 bytes each; with a SETTINGS ACK, 9),
+    /// one for each of at least half the requests whose streams no run
+    /// has closed yet, and at most one more, as Netty sends for the
+    /// streams it closes (of a hundred: 50 and 49, or 50, 44 and 6):
+    /// longer than an indexed request, and of a size no request and no
+    /// body had.
+    fn control_run(&mut self, plain: usize) -> bool {
+        let same = |s: usize| s.abs_diff(plain) <= SAME;
+        let frames = (plain / RST_STREAM) as u64;
+        let open = self.requests.saturating_sub(self.streams_closed);
+        let known = self.last_size.is_some_and(same)
+            || self.request_sizes.iter().any(|&s| same(s))
+            || self.bodies.iter().any(|&s| same(s))
+            || self.classes.iter().any(|&(s, _)| same(s));
+        let run = plain > MAX_INDEXED
+            && matches!(plain % RST_STREAM, 0 | 9)
+            && frames <= open + 1
+            && frames * 2 >= open;
+        if run && !known {
+            self.streams_closed += frames;
+            return true;
+        }
+        false
+    }
+
     /// Whether a server record of `plain` bytes (`len` on the wire) can
     /// answer a request: not control frames; before the first answer, not
     /// a record of a size seen before the first request, nor one
@@ -398,11 +461,18 @@ impl H2 {
             // first. (Not than a body of another flight: bodies of
             // several sizes differ so.)
             let maybe = &self.maybe;
+            // Nor, in the flight of a request that rode with the preface,
+            // a record that the preface's record holds with room for a
+            // SETTINGS frame and a HEADERS frame to spare: that request
+            // was sealed with its body (Netty writes a request as one
+            // message), and so was this one, sent before it was answered.
+            let preface = self.preface_request.is_some_and(|(f, _)| f == flight);
             let sealed = |s: usize| {
                 let over = |b: usize| s.checked_sub(b).is_some_and(|d| d > 9 && d <= MAX_INDEXED);
-                maybe
-                    .iter()
-                    .any(|&(b, _, g)| g == flight && body(b) && over(b))
+                (preface && self.holds_with_preface(s))
+                    || maybe
+                        .iter()
+                        .any(|&(b, _, g)| g == flight && body(b) && over(b))
             };
             let mut requests = [false; KEEP];
             for (r, &(size, _, f)) in requests.iter_mut().zip(maybe) {
@@ -521,40 +591,4 @@ impl H2 {
     pub(super) fn closing_requests(&self) -> u64 {
         self.small_since_server
     }
-}
-
-/// Learns a request body of `plain` bytes: the slot of its size, if new.
-fn learn_body(bodies: &mut [usize; BODY_SIZES], plain: usize) -> Option<usize> {
-    if bodies.iter().any(|b| b.abs_diff(plain) <= SAME) {
-        return None;
-    }
-    let slot = bodies.iter().position(|&b| b == 0)?;
-    if let Some(b) = bodies.get_mut(slot) {
-        *b = plain;
-    }
-    Some(slot)
-}
-
-/// Settings in a SETTINGS frame at most (RFC 9113 defines six; clients
-/// and servers send two to six).
-const MAX_SETTINGS: usize = 8;
-
-/// Whether `plain` bytes can be a SETTINGS frame (9 + 6 per setting).
-fn settings_frame(len: usize) -> bool {
-    len >= 9 && (len - 9) % 6 == 0 && len <= 9 + 6 * MAX_SETTINGS
-}
-
-/// Whether `plain` bytes can be a client's SETTINGS frame, with or without
-/// a WINDOW_UPDATE (13) after it.
-fn settings(plain: usize) -> bool {
-    settings_frame(plain) || plain.checked_sub(13).is_some_and(settings_frame)
-}
-
-/// Whether `plain` bytes can be a server's first frames: SETTINGS, with or
-/// without a WINDOW_UPDATE, with or without the acknowledgment of the
-/// client's (9) — and then the WINDOW_UPDATE of the stream of a request
-/// that came with the client's preface (nginx's 62 bytes).
-fn server_settings(plain: usize) -> bool {
-    let acked = |p: usize| p.checked_sub(9).is_some_and(settings);
-    settings(plain) || acked(plain) || plain.checked_sub(RST_STREAM).is_some_and(acked)
 }

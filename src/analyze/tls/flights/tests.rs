@@ -4,6 +4,7 @@
 use super::*;
 
 mod bodies;
+mod h2_sealed;
 
 fn t(n: i64) -> Timestamp {
     Timestamp(n)
