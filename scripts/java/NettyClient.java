@@ -171,11 +171,7 @@ public class NettyClient {
                 if (!f.isSuccess()) up.tryFailure(f.cause());
             });
             start = done -> up.addListener(f -> {
-                if (!f.isSuccess()) {
-                    System.err.println("req -> error " + f.cause());
-                    done.accept(-1);
-                    return;
-                }
+                if (failed(f, done)) return;
                 new Http2StreamChannelBootstrap(up.getNow())
                         .handler(new ChannelInitializer<Http2StreamChannel>() {
                             @Override
@@ -185,11 +181,7 @@ public class NettyClient {
                             }
                         })
                         .open().addListener(s -> {
-                            if (!s.isSuccess()) {
-                                System.err.println("req -> error " + s.cause());
-                                done.accept(-1);
-                                return;
-                            }
+                            if (failed(s, done)) return;
                             final Channel stream = (Channel) s.getNow();
                             stream.attr(DONE).set(done);
                             final FullHttpRequest req = request(uri, body);
@@ -208,11 +200,7 @@ public class NettyClient {
                 }
             }, inflight);
             start = done -> pool[0].acquire().addListener(f -> {
-                if (!f.isSuccess()) {
-                    System.err.println("req -> error " + f.cause());
-                    done.accept(-1);
-                    return;
-                }
+                if (failed(f, done)) return;
                 final Channel ch = (Channel) f.getNow();
                 ch.attr(DONE).set(done);
                 ch.writeAndFlush(request(uri, body));
@@ -221,6 +209,14 @@ public class NettyClient {
 
         AsyncClient.drive(start, n, inflight, false, expected,
                 () -> loop.shutdownGracefully(0, 2, TimeUnit.SECONDS).await(5, TimeUnit.SECONDS));
+    }
+
+    /** Whether `step` of a request failed; if so, the request is done (-1). */
+    static boolean failed(io.netty.util.concurrent.Future<?> step, IntConsumer done) {
+        if (step.isSuccess()) return false;
+        System.err.println("req -> error " + step.cause());
+        done.accept(-1);
+        return true;
     }
 
     /** `ssl` offering one protocol by ALPN. */
