@@ -358,7 +358,7 @@ pub struct AnalyzeArgs {
     #[arg(long, value_parser = parse_size, default_value = "256KiB", value_name = "SIZE")]
     pub stream_buffer: usize,
 
-    /// Requests listed per connection in JSON (counts always include all)
+    /// Requests listed per connection in JSON (counts, status codes and latency always include all)
     #[arg(long, default_value_t = 100, value_name = "N")]
     pub max_requests_listed: usize,
 

@@ -434,73 +434,6 @@ impl TlsInfo {
     }
 }
 
-/// One HTTP request and what is known of its response.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct HttpRequest {
-    /// Method and target (path, at most 200 characters); null when encrypted or not decoded.
-    pub method: Option<String>,
-    pub target: Option<String>,
-    /// First byte of the request.
-    pub start: Instant,
-    /// Response status; null when encrypted, not decoded, or no response.
-    pub status: Option<u16>,
-    /// First and last byte of the response.
-    pub response_first: Option<Instant>,
-    pub response_last: Option<Instant>,
-    /// start → first response byte, seconds.
-    pub ttfb: Option<f64>,
-    /// start → last response byte, seconds.
-    pub duration: Option<f64>,
-}
-
-/// How requests on a connection were counted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum HttpMethod {
-    /// HTTP/1.x message framing on cleartext.
-    #[serde(rename = "http1")]
-    Http1,
-    /// HTTP/2 frames on cleartext (prior knowledge or Upgrade).
-    #[serde(rename = "h2c")]
-    H2c,
-    /// Estimated from TLS record flights.
-    #[serde(rename = "tls-flights")]
-    TlsFlights,
-    /// HTTP/1.x read from TLS records opened with `--keylog`.
-    #[serde(rename = "tls-http1")]
-    TlsHttp1,
-    /// HTTP/2 read from TLS records opened with `--keylog`.
-    #[serde(rename = "tls-h2")]
-    TlsH2,
-    /// No HTTP seen.
-    #[serde(rename = "none")]
-    None,
-}
-
-/// The HTTP requests that rode on a connection.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct HttpInfo {
-    pub method: HttpMethod,
-    pub requests: u64,
-    pub responses: u64,
-    /// Counted from encrypted record flights, not read from messages.
-    pub estimated: bool,
-    /// `exact`, `estimate`, or `low` (flights on HTTP/2, where they are not requests).
-    pub confidence: &'static str,
-    /// A gap or unparseable bytes: the counts are a lower bound.
-    pub lost_sync: bool,
-    /// `Connection: close` was sent by either side (HTTP/1).
-    pub connection_close: bool,
-    /// An `Upgrade` was requested (`h2c`, `websocket`, …).
-    pub upgrade: Option<String>,
-    /// HTTP/2 streams reset, and whether a GOAWAY was sent.
-    pub resets: u64,
-    pub goaway: bool,
-    /// The first requests (at most `--max-requests-listed`).
-    pub list: Vec<HttpRequest>,
-    /// More requests than the list holds.
-    pub list_truncated: bool,
-}
-
 /// The overlay network a connection was carried in: the innermost tunnel
 /// around its packets that names one. Part of the connection's identity:
 /// the same 4-tuple in two overlays (two tenants' networks, two mirror
@@ -581,7 +514,9 @@ pub struct ConnectionRecord {
     pub anomalies: Anomalies,
 }
 
+mod http;
 mod summary;
+pub use http::*;
 pub use summary::*;
 
 #[cfg(test)]

@@ -87,13 +87,14 @@ fn pointer(column: &str) -> &'static str {
         "tls_records_opened" => "/tls/decryption/records_opened",
         "tls_records_failed" => "/tls/decryption/records_failed",
         "tls_alpn_by_size" => "/tls/alpn_by_size",
+        "http_status_codes" => "/http/status_codes",
         other => panic!("column {other} has no JSON field in this test: add it"),
     }
 }
 
 /// Whether CSV cell `cell` says what JSON value `json` says: null or
 /// missing is an empty cell, numbers are equal as numbers, lists are
-/// joined by `;`, the anomalies are `kind=count` pairs.
+/// joined by `;`, the anomalies and status codes are `key=count` pairs.
 fn agrees(column: &str, cell: &str, json: Option<&Value>) -> bool {
     match json {
         None | Some(Value::Null) => cell.is_empty(),
@@ -111,7 +112,7 @@ fn agrees(column: &str, cell: &str, json: Option<&Value>) -> bool {
             let texts: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
             texts.len() == items.len() && cell == texts.join(";")
         }
-        Some(Value::Object(pairs)) if column == "anomalies" => {
+        Some(Value::Object(pairs)) if column == "anomalies" || column == "http_status_codes" => {
             let want: BTreeSet<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
             let got: BTreeSet<String> = cell
                 .split(';')

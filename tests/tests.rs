@@ -21,6 +21,7 @@ mod progress;
 mod properties;
 mod ratelimit;
 mod report;
+mod request_stats;
 mod support;
 mod synthetic;
 mod threads;

@@ -748,7 +748,7 @@ pub fn http(data: &[u8]) -> (bool, u64, u64) {
                             .as_deref()
                             .is_some_and(|u| u.eq_ignore_ascii_case("h2c"))
                     {
-                        let upgraded = h.exchanges.last().cloned();
+                        let upgraded = h.exchanges.last_mut().map(|e| e.clone());
                         let mut h2 = H2::after_upgrade(keep, upgraded);
                         h2.data(side, ts, bytes.get(used..).unwrap_or(&[]));
                         proto = Proto::H2(h2);
@@ -766,8 +766,9 @@ pub fn http(data: &[u8]) -> (bool, u64, u64) {
         Proto::Http1(h) => {
             h.finish(last_server);
             assert!(
-                h.exchanges.len() as u64 <= h.requests,
-                "more exchanges than requests"
+                h.exchanges.len() as u64 == h.requests
+                    && h.exchanges.listed().len() as u64 <= h.requests,
+                "exchanges and requests disagree"
             );
             let _ = h.wants_data();
             (false, h.requests, h.responses)

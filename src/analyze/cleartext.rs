@@ -121,7 +121,7 @@ impl Cleartext {
                         .as_deref()
                         .is_some_and(|u| u.eq_ignore_ascii_case("h2c"))
                 {
-                    let upgraded = h.exchanges.last().cloned();
+                    let upgraded = h.exchanges.last_mut().map(|e| e.clone());
                     let mut h2 = H2::after_upgrade(self.keep, upgraded);
                     h2.data(side, ts, bytes.get(used..).unwrap_or(&[]));
                     // Keep HTTP/1's count of the upgrade request; HTTP/2 adds the rest.

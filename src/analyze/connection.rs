@@ -8,6 +8,7 @@
 
 use std::net::SocketAddr;
 
+use super::stats::Samples;
 use super::streams::{Analyzers, HttpFacts, Streams};
 use super::tls::Findings;
 use super::{instant, Config};
@@ -245,13 +246,16 @@ impl Connection {
         }
     }
 
+    /// The connection's record, and the durations of the requests it
+    /// does not list (for the summary).
     pub(super) fn into_record(
         mut self,
         capture_start: Timestamp,
         unclosed: CloseKind,
-    ) -> ConnectionRecord {
+    ) -> (ConnectionRecord, Option<Samples>) {
         let at = |t: Timestamp| instant(t, capture_start);
-        let facts = self.facts();
+        let mut facts = self.facts();
+        let unlisted = facts.http.take_unlisted_durations();
         let tcp = &self.tcp;
         let (first, second) = self.key.endpoints();
         let (client, server) = if self.client_first {
@@ -259,7 +263,7 @@ impl Connection {
         } else {
             (second, first)
         };
-        ConnectionRecord {
+        let record = ConnectionRecord {
             id: self.id,
             client: addr_text(client),
             server: addr_text(server),
@@ -281,7 +285,8 @@ impl Connection {
             http: facts.http.into_info(&at),
             close: tcp.close(unclosed, at),
             anomalies: self.anomalies.map(|a| *a).unwrap_or_default(),
-        }
+        };
+        (record, unlisted)
     }
 }
 
@@ -376,7 +381,7 @@ mod tests {
         );
         conn.packet(Timestamp(2_000), (&late, key.1), None, &config);
         assert!(matches!(conn.stage, Stage::Silent));
-        let rec = conn.into_record(Timestamp(0), CloseKind::Open);
+        let (rec, _) = conn.into_record(Timestamp(0), CloseKind::Open);
         assert!(rec.tls.is_none());
         assert_eq!(rec.http.requests, 0);
         assert_eq!(rec.tcp.packets.client, 2);

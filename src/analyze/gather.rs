@@ -102,10 +102,10 @@ impl Gather {
                     self.open_now = self.open_now.saturating_sub(1);
                 }
                 match done {
-                    Done::Record(rec) => {
-                        let mut rec = *rec;
+                    Done::Record(done) => {
+                        let (mut rec, tally) = *done;
                         rec.id = self.number(rec.id);
-                        self.summary.add_record(&rec);
+                        self.summary.add(&tally);
                         sink.record(rec)
                     }
                     Done::Encoded(encoded) => {

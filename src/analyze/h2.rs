@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use super::http::{Exchange, MAX_TARGET};
+use super::http::{Exchange, Exchanges, MAX_TARGET};
 use crate::record::Side;
 use crate::time::Timestamp;
 
@@ -82,12 +82,12 @@ impl std::fmt::Debug for Headers {
 /// What a header block says something about.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum Role {
-    /// Nothing kept (trailers, a stream not listed).
+    /// Nothing kept (trailers, a stream not tracked).
     #[default]
     None,
-    /// The request of `exchanges[i]`.
+    /// The request of exchange `i`.
     Request(usize),
-    /// A response header block for `exchanges[i]`.
+    /// A response header block for exchange `i`.
     Response(usize),
 }
 
@@ -99,6 +99,16 @@ struct Fields {
     status: Option<u16>,
 }
 
+/// An open stream.
+#[derive(Clone, Copy, Debug)]
+struct Stream {
+    /// Its request's number in `exchanges` (`usize::MAX`: none, as for
+    /// an upgrade request HTTP/1 did not hold).
+    index: usize,
+    /// Its response's HEADERS came.
+    answered: bool,
+}
+
 /// HTTP/2 on one connection.
 #[derive(Debug, Default)]
 pub struct H2 {
@@ -106,10 +116,9 @@ pub struct H2 {
     server: Reader,
     /// Highest client stream id seen.
     last_client_stream: u32,
-    /// Open streams: id → index in `exchanges` (or usize::MAX when not kept).
-    open: BTreeMap<u32, usize>,
-    pub exchanges: Vec<Exchange>,
-    keep: usize,
+    /// Open streams (at most [`MAX_OPEN`]).
+    open: BTreeMap<u32, Stream>,
+    pub exchanges: Exchanges,
     pub requests: u64,
     pub responses: u64,
     pub resets: u64,
@@ -123,7 +132,7 @@ impl H2 {
     /// With prior knowledge: the client starts with the preface.
     pub fn prior_knowledge(keep: usize) -> H2 {
         let mut h = H2 {
-            keep,
+            exchanges: Exchanges::new(keep),
             ..H2::default()
         };
         h.client.preface_left = PREFACE.len();
@@ -137,19 +146,17 @@ impl H2 {
         h.last_client_stream = 1;
         h.upgraded = true;
         let index = match request {
-            Some(ex) => {
-                // The 101 was interim: the response proper comes on stream 1.
-                h.exchanges.push(Exchange {
-                    status: None,
-                    response_first: None,
-                    response_last: None,
-                    ..ex
-                });
-                0
-            }
+            // The 101 was interim: the response proper comes on stream 1.
+            Some(ex) => h.exchanges.push(Exchange {
+                status: None,
+                response_first: None,
+                response_last: None,
+                ..ex
+            }),
             None => usize::MAX,
         };
-        h.open.insert(1, index);
+        let answered = false;
+        h.open.insert(1, Stream { index, answered });
         h
     }
 
@@ -324,7 +331,7 @@ impl H2 {
     fn apply(&mut self, role: Role, fields: Fields) {
         match role {
             Role::Request(i) => {
-                if let Some(ex) = self.exchanges.get_mut(i) {
+                if let Some(ex) = self.exchanges.listed_mut(i) {
                     ex.method = fields.method.unwrap_or_default().into_boxed_str();
                     ex.target = fields.path.unwrap_or_default().into_boxed_str();
                 }
@@ -332,8 +339,8 @@ impl H2 {
             Role::Response(i) => {
                 // Interim (1xx) responses come before the final one.
                 let final_status = fields.status.filter(|s| !(100..200).contains(s));
-                if let Some(ex) = self.exchanges.get_mut(i) {
-                    ex.status = ex.status.or(final_status);
+                if let Some(status) = final_status {
+                    self.exchanges.set_status(i, status);
                 }
             }
             Role::None => {}
@@ -349,37 +356,30 @@ impl H2 {
             (Side::Client, HEADERS) if stream % 2 == 1 && stream > self.last_client_stream => {
                 self.last_client_stream = stream;
                 self.requests += 1;
-                let index = if self.exchanges.len() < self.keep {
-                    self.exchanges.push(Exchange::started(ts));
-                    self.client.headers.role = Role::Request(self.exchanges.len() - 1);
-                    self.exchanges.len() - 1
-                } else {
-                    usize::MAX
-                };
+                let index = self.exchanges.push(Exchange::started(ts));
+                self.client.headers.role = Role::Request(index);
                 if self.open.len() < MAX_OPEN {
-                    self.open.insert(stream, index);
+                    let answered = false;
+                    self.open.insert(stream, Stream { index, answered });
                 }
             }
             (Side::Server, HEADERS | DATA) => {
-                let Some(&index) = self.open.get(&stream) else {
+                let Some(open) = self.open.get_mut(&stream) else {
                     return;
                 };
-                if kind == HEADERS && index < self.exchanges.len() {
-                    self.server.headers.role = Role::Response(index);
-                }
-                let ex = self.exchanges.get_mut(index);
+                let index = open.index;
+                let first = kind == HEADERS && !open.answered;
                 if kind == HEADERS {
-                    if let Some(ex) = ex {
-                        if ex.response_first.is_none() {
-                            ex.response_first = Some(ts);
-                            self.responses += 1;
-                        }
-                        ex.response_last = Some(ts);
-                    } else if index == usize::MAX {
+                    self.server.headers.role = Role::Response(index);
+                    if first {
+                        open.answered = true;
                         self.responses += 1;
-                        self.open.insert(stream, usize::MAX - 1);
                     }
-                } else if let Some(ex) = ex {
+                }
+                if let Some(ex) = self.exchanges.get_mut(index) {
+                    if first {
+                        ex.response_first = Some(ts);
+                    }
                     ex.response_last = Some(ts);
                 }
                 if flags & END_STREAM != 0 {

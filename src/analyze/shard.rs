@@ -517,17 +517,18 @@ impl Shard {
     fn finalize(&mut self, conn: Box<Connection>, unclosed: CloseKind, order: Order) {
         let was_open = conn.counted_open;
         let origin = self.origin.unwrap_or(conn.start);
-        let rec = conn.into_record(origin, unclosed);
+        let (rec, unlisted) = conn.into_record(origin, unclosed);
+        let tally = Tally::of(&rec, unlisted);
         // Encoded here, the record waits for the gatherer as its text (and
         // is dropped on this thread, which allocated it); a shard holds at
         // most a slice of them (`hold_at_most`).
         let done = match self.encoder.and_then(|encode| encode(&rec)) {
             Some(text) => Done::Encoded(Box::new(Encoded {
                 id: rec.id,
-                tally: Tally::of(&rec),
+                tally,
                 text,
             })),
-            None => Done::Record(Box::new(rec)),
+            None => Done::Record(Box::new((rec, tally))),
         };
         self.finished += 1;
         self.events.push(Event::Finished {

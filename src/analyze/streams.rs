@@ -5,10 +5,12 @@
 //!
 //! Does not track TCP state or decide connection boundaries (`flow`).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::cleartext::{App, Cleartext};
-use super::http::Exchange;
+use super::http::{count_status, Exchange, Exchanges, Unlisted};
+use super::stats::Samples;
 use super::tls::keylog::KeyLog;
 use super::tls::{Findings, Plaintext, TlsAnalyzer};
 use crate::decode::TcpSegment;
@@ -131,22 +133,15 @@ impl Analyzers {
         } else {
             Confidence::Estimate
         };
-        let responses = f
-            .exchanges
-            .iter()
-            .filter(|e| e.response_first.is_some())
-            .count() as u64;
+        let responses = f.exchanges.answered();
         let requests = f.requests;
-        let listed = f.exchanges.len();
         HttpFacts {
             method: HttpMethod::TlsFlights,
             estimated: true,
             confidence,
-            list_truncated: (listed as u64) < requests,
             requests,
             responses,
-            exchanges: self.tls.take_exchanges(),
-            ..HttpFacts::none()
+            ..HttpFacts::none().with(self.tls.exchanges_mut(), requests)
         }
     }
 }
@@ -167,11 +162,9 @@ fn messages(app: &mut App, decrypted: bool) -> HttpFacts {
             lost_sync: h.lost_sync,
             connection_close: h.connection_close,
             upgrade: h.upgrade.clone().map(String::into_boxed_str),
-            list_truncated: (h.exchanges.len() as u64) < h.requests,
             requests: h.requests,
             responses: h.responses,
-            exchanges: std::mem::take(&mut h.exchanges),
-            ..HttpFacts::none()
+            ..HttpFacts::none().with(&mut h.exchanges, h.requests)
         },
         App::H2(h) => HttpFacts {
             method: method(HttpMethod::H2c, HttpMethod::TlsH2),
@@ -179,11 +172,9 @@ fn messages(app: &mut App, decrypted: bool) -> HttpFacts {
             upgrade: h.upgraded.then(|| Box::from("h2c")),
             resets: h.resets,
             goaway: h.goaway,
-            list_truncated: (h.exchanges.len() as u64) < h.requests,
             requests: h.requests,
             responses: h.responses,
-            exchanges: std::mem::take(&mut h.exchanges),
-            ..HttpFacts::none()
+            ..HttpFacts::none().with(&mut h.exchanges, h.requests)
         },
         App::Undecided | App::Other => HttpFacts::none(),
     }
@@ -209,7 +200,10 @@ pub struct HttpFacts {
     responses: u64,
     resets: u64,
     upgrade: Option<Box<str>>,
-    exchanges: Vec<Exchange>,
+    /// The listed requests (a boxed slice: the section fits 72 bytes).
+    exchanges: Box<[Exchange]>,
+    /// What the requests past the list left.
+    unlisted: Option<Box<Unlisted>>,
 }
 
 impl HttpFacts {
@@ -228,8 +222,28 @@ impl HttpFacts {
             responses: 0,
             resets: 0,
             upgrade: None,
-            exchanges: Vec::new(),
+            exchanges: Box::default(),
+            unlisted: None,
         }
+    }
+
+    /// With the requests of `exchanges`, moved out, of `requests` counted.
+    fn with(self, exchanges: &mut Exchanges, requests: u64) -> HttpFacts {
+        let (listed, unlisted) = exchanges.take();
+        HttpFacts {
+            list_truncated: (listed.len() as u64) < requests,
+            exchanges: listed.into_boxed_slice(),
+            unlisted,
+            ..self
+        }
+    }
+
+    /// The durations of the requests past the list, moved out (for the
+    /// summary: the record lists only the first requests).
+    pub fn take_unlisted_durations(&mut self) -> Option<Samples> {
+        self.unlisted
+            .as_mut()
+            .map(|u| std::mem::take(&mut u.durations))
     }
 
     /// The record's `http` section, its times made with `at`.
@@ -245,6 +259,7 @@ impl HttpFacts {
             upgrade: self.upgrade.map(String::from),
             resets: self.resets,
             goaway: self.goaway,
+            status_codes: status_codes(&self.exchanges, self.unlisted.as_deref()),
             list: self.exchanges.iter().map(|e| request(e, at)).collect(),
             list_truncated: self.list_truncated,
         }
@@ -270,6 +285,15 @@ impl Confidence {
             Confidence::Low => "low",
         }
     }
+}
+
+/// Final statuses of every request: the listed ones' and the others'.
+fn status_codes(listed: &[Exchange], unlisted: Option<&Unlisted>) -> BTreeMap<u16, u64> {
+    let mut counts = unlisted.map(|u| u.statuses.clone()).unwrap_or_default();
+    for status in listed.iter().filter_map(|e| e.status) {
+        count_status(&mut counts, status, 1);
+    }
+    counts
 }
 
 fn request(e: &Exchange, at: &dyn Fn(Timestamp) -> Instant) -> HttpRequest {

@@ -21,10 +21,15 @@ const MAX_OVERLAYS: usize = 1024;
 /// Adds one to `key`'s count, making a `String` of it only the first time
 /// (this runs for every record, on the thread that writes the output).
 fn count(counts: &mut BTreeMap<String, u64>, key: &str) {
+    count_n(counts, key, 1);
+}
+
+/// Adds `n` to `key`'s count.
+fn count_n(counts: &mut BTreeMap<String, u64>, key: &str, n: u64) {
     match counts.get_mut(key) {
-        Some(n) => *n += 1,
+        Some(c) => *c += n,
         None => {
-            counts.insert(key.to_owned(), 1);
+            counts.insert(key.to_owned(), n);
         }
     }
 }
@@ -50,8 +55,12 @@ pub struct Tally {
     requests: u64,
     /// SYN → first listed request, when both were seen.
     to_first_request: Option<f64>,
-    /// Each listed request's duration and status.
-    listed: Vec<(Option<f64>, Option<u16>)>,
+    /// Each listed request's duration.
+    durations: Vec<f64>,
+    /// The durations of the requests past the list.
+    unlisted_durations: Option<Samples>,
+    /// Final responses by status, over every request.
+    status_codes: Vec<(u16, u64)>,
     /// [`handshake_events`].
     handshake_events: u64,
 }
@@ -69,7 +78,9 @@ struct TlsTally {
 }
 
 impl Tally {
-    pub fn of(rec: &ConnectionRecord) -> Tally {
+    /// What the summary reads of `rec`, and of the requests it does not
+    /// list, whose durations the analyzers kept.
+    pub fn of(rec: &ConnectionRecord, unlisted_durations: Option<Samples>) -> Tally {
         let hs = &rec.tcp.handshake;
         let http = &rec.http;
         Tally {
@@ -98,7 +109,9 @@ impl Tally {
                 .syn
                 .zip(http.list.first())
                 .map(|(syn, first)| first.start.ts - syn.ts),
-            listed: http.list.iter().map(|r| (r.duration, r.status)).collect(),
+            durations: http.list.iter().filter_map(|r| r.duration).collect(),
+            unlisted_durations,
+            status_codes: http.status_codes.iter().map(|(&s, &n)| (s, n)).collect(),
             handshake_events: handshake_events(rec),
         }
     }
@@ -196,11 +209,6 @@ impl SummaryBuilder {
         )
     }
 
-    /// Folds in one finished connection.
-    pub fn add_record(&mut self, rec: &ConnectionRecord) {
-        self.add(&Tally::of(rec));
-    }
-
     /// Folds in one finished connection, from what the summary reads of it.
     pub fn add(&mut self, t: &Tally) {
         self.connections += 1;
@@ -276,13 +284,14 @@ impl SummaryBuilder {
                 self.to_first_request.push(d);
             }
         }
-        for &(duration, status) in &t.listed {
-            if let Some(d) = duration {
-                self.latency.push(d);
-            }
-            if let Some(code) = status {
-                count(&mut self.status, itoa::Buffer::new().format(code));
-            }
+        for &d in &t.durations {
+            self.latency.push(d);
+        }
+        if let Some(past) = &t.unlisted_durations {
+            self.latency.merge(past);
+        }
+        for &(code, n) in &t.status_codes {
+            count_n(&mut self.status, itoa::Buffer::new().format(code), n);
         }
     }
 

@@ -82,6 +82,7 @@ pub const COLUMNS: &[&str] = &[
     "tls_records_opened",
     "tls_records_failed",
     "tls_alpn_by_size",
+    "http_status_codes",
 ];
 
 /// Writes the header once: several files make one table, told apart by
@@ -164,6 +165,12 @@ fn row(file: &str, r: &ConnectionRecord) -> Vec<String> {
         .iter()
         .map(|(k, n)| format!("{}={n}", k.as_str()))
         .collect();
+    let statuses: Vec<String> = r
+        .http
+        .status_codes
+        .iter()
+        .map(|(status, n)| format!("{status}={n}"))
+        .collect();
     let mut row = vec![
         file.to_string(),
         r.id.to_string(),
@@ -214,6 +221,7 @@ fn row(file: &str, r: &ConnectionRecord) -> Vec<String> {
             .as_ref()
             .and_then(|t| t.alpn_by_size.clone())
             .unwrap_or_default(),
+        statuses.join(";"),
     ]);
     row
 }

@@ -7,12 +7,14 @@
 //! Does not handle HTTP/2 (see `h2`) or TLS; it stops at `Upgrade`.
 
 mod body;
+mod exchanges;
 
 use std::collections::VecDeque;
 
 use crate::record::Side;
 use crate::time::Timestamp;
 use body::{Body, Chunk, Framing};
+pub use exchanges::{count_status, Exchange, Exchanges, Unlisted};
 
 /// Largest header block buffered for one message.
 const MAX_HEADER: usize = 64 * 1024;
@@ -23,33 +25,6 @@ const MAX_HEADERS: usize = 96;
 const MOST_HEADERS: usize = 4096;
 /// Characters of a request target kept.
 pub const MAX_TARGET: usize = 200;
-
-/// One request and what is known of its response.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Exchange {
-    /// Boxed to their length (80 bytes an exchange instead of 96: the
-    /// request list waits out the connection's close linger with it).
-    pub method: Box<str>,
-    pub target: Box<str>,
-    pub start: Timestamp,
-    pub status: Option<u16>,
-    pub response_first: Option<Timestamp>,
-    pub response_last: Option<Timestamp>,
-}
-
-impl Exchange {
-    /// A request that started at `start`, method and target unknown (encrypted, or HTTP/2).
-    pub fn started(start: Timestamp) -> Exchange {
-        Exchange {
-            method: Box::default(),
-            target: Box::default(),
-            start,
-            status: None,
-            response_first: None,
-            response_last: None,
-        }
-    }
-}
 
 #[derive(Debug, Default)]
 struct Direction {
@@ -68,14 +43,12 @@ pub struct Http1 {
     client: Direction,
     server: Direction,
     /// Requests in order; the oldest without a response gets the next one.
-    pub exchanges: Vec<Exchange>,
+    pub exchanges: Exchanges,
     /// Requests and final responses counted (beyond the kept list too).
     pub requests: u64,
     pub responses: u64,
     /// Index of the oldest request still waiting for its response.
     waiting: usize,
-    /// How many requests the list keeps.
-    kept: usize,
     pub connection_close: bool,
     pub upgrade: Option<String>,
     /// Gaps or unparseable bytes made the counts a lower bound.
@@ -95,7 +68,7 @@ impl Http1 {
     /// A parser keeping at most `keep` requests in its list (counts go on).
     pub fn new(keep: usize) -> Http1 {
         Http1 {
-            kept: keep,
+            exchanges: Exchanges::new(keep),
             ..Http1::default()
         }
     }
@@ -228,13 +201,11 @@ impl Http1 {
             self.connects.push_back(self.requests);
         }
         self.requests += 1;
-        if self.exchanges.len() < self.kept {
-            self.exchanges.push(Exchange {
-                method: method.into_boxed_str(),
-                target: target.into_boxed_str(),
-                ..Exchange::started(start)
-            });
-        }
+        self.exchanges.push(Exchange {
+            method: method.into_boxed_str(),
+            target: target.into_boxed_str(),
+            ..Exchange::started(start)
+        });
         if let Some(proto) = framing.upgrade.clone() {
             self.upgrade = Some(proto);
         }
@@ -262,17 +233,15 @@ impl Http1 {
         };
         let start = self.client.started.take().unwrap_or(ts);
         self.requests += 1;
-        if self.exchanges.len() < self.kept {
-            self.exchanges.push(Exchange {
-                method: "GET".into(),
-                target: target
-                    .chars()
-                    .take(MAX_TARGET)
-                    .collect::<String>()
-                    .into_boxed_str(),
-                ..Exchange::started(start)
-            });
-        }
+        self.exchanges.push(Exchange {
+            method: "GET".into(),
+            target: target
+                .chars()
+                .take(MAX_TARGET)
+                .collect::<String>()
+                .into_boxed_str(),
+            ..Exchange::started(start)
+        });
         // One request per connection; the server's bytes are the response.
         self.client.stopped = true;
         self.server.body = Some(Body::UntilClose);
@@ -339,8 +308,8 @@ impl Http1 {
 
     fn note_response(&mut self, status: u16, first: Timestamp, ts: Timestamp) {
         self.responses += 1;
+        self.exchanges.set_status(self.waiting, status);
         if let Some(ex) = self.exchanges.get_mut(self.waiting) {
-            ex.status = Some(status);
             ex.response_first = Some(first);
             ex.response_last = Some(ts);
         }

@@ -24,7 +24,7 @@ fn keep_alive_requests_and_responses_with_lengths() {
         h.data(Side::Server, t(i * 10 + 2), b"lo");
     }
     assert_eq!((h.requests, h.responses), (3, 3));
-    let ex = &h.exchanges[2];
+    let ex = &h.exchanges.listed()[2];
     assert_eq!(
         (&*ex.method, &*ex.target, ex.status),
         ("GET", "/a", Some(200))
@@ -53,7 +53,7 @@ fn pipelined_requests_in_one_segment_and_byte_by_byte() {
             h.data(Side::Server, t(2), resps);
         }
         assert_eq!((h.requests, h.responses), (3, 3), "bytewise {bytewise}");
-        let statuses: Vec<_> = h.exchanges.iter().map(|e| e.status).collect();
+        let statuses: Vec<_> = h.exchanges.listed().iter().map(|e| e.status).collect();
         assert_eq!(statuses, vec![Some(200), Some(429), Some(201)]);
         assert!(!h.lost_sync);
     }
@@ -85,7 +85,7 @@ fn head_304_and_continue_have_no_body_and_interim_is_not_final() {
     h.finish(Some(t(5)));
     assert_eq!((h.requests, h.responses), (3, 3));
     assert!(h.connection_close);
-    assert_eq!(h.exchanges[2].response_last, Some(t(5)));
+    assert_eq!(h.exchanges.listed()[2].response_last, Some(t(5)));
 }
 
 #[test]
@@ -146,8 +146,8 @@ fn http09_request_and_raw_response() {
     h.data(Side::Server, t(3), b"</html>");
     h.finish(Some(t(3)));
     assert_eq!((h.requests, h.responses), (1, 1));
-    assert_eq!(h.exchanges[0].response_first, Some(t(2)));
-    assert_eq!(h.exchanges[0].response_last, Some(t(3)));
+    assert_eq!(h.exchanges.listed()[0].response_first, Some(t(2)));
+    assert_eq!(h.exchanges.listed()[0].response_last, Some(t(3)));
     assert!(!h.lost_sync);
 }
 
@@ -172,7 +172,7 @@ fn header_trickling_in_byte_by_byte_is_parsed_rarely_and_still_checked() {
     }
     h.data(Side::Client, t(2), b"\r\n\r\n");
     assert_eq!((h.requests, h.lost_sync), (1, false));
-    assert_eq!(h.exchanges[0].start, t(1));
+    assert_eq!(h.exchanges.listed()[0].start, t(1));
 
     // Garbage after a valid start, cut off before any line end.
     let mut h = Http1::new(2);
@@ -218,7 +218,7 @@ fn detection_and_garbage() {
     for _ in 0..5 {
         h.data(Side::Client, t(1), b"GET / HTTP/1.1\r\n\r\n");
     }
-    assert_eq!((h.requests, h.exchanges.len()), (5, 1));
+    assert_eq!((h.requests, h.exchanges.listed().len()), (5, 1));
 }
 
 /// A request with 300 headers and a response with 1 000 (more than the 96
@@ -258,9 +258,9 @@ fn messages_with_hundreds_of_headers_are_parsed() {
         b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
     );
     assert_eq!((h.requests, h.responses, h.lost_sync), (2, 2, false));
-    let statuses: Vec<_> = h.exchanges.iter().map(|e| e.status).collect();
+    let statuses: Vec<_> = h.exchanges.listed().iter().map(|e| e.status).collect();
     assert_eq!(statuses, [Some(429), Some(200)]);
-    assert_eq!(&*h.exchanges[0].target, "/many");
+    assert_eq!(&*h.exchanges.listed()[0].target, "/many");
 
     // 5 000 short headers: within the 64 KiB header block, beyond 4 096.
     let mut many = b"GET / HTTP/1.1\r\n".to_vec();

@@ -89,8 +89,8 @@ pub enum Event {
 /// is still the position of its first packet: the gatherer renumbers it.
 #[derive(Debug)]
 pub enum Done {
-    /// The record.
-    Record(Box<ConnectionRecord>),
+    /// The record, and what the summary reads of it.
+    Record(Box<(ConnectionRecord, Tally)>),
     /// The record as the sink's encoder wrote it, and what the summary
     /// reads of it; the record itself was dropped where it was made.
     Encoded(Box<Encoded>),

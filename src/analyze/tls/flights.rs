@@ -19,7 +19,7 @@
 //!
 //! Does not parse records; `analyze::tls` feeds it their sizes and times.
 
-use crate::analyze::http::Exchange;
+use crate::analyze::http::{Exchange, Exchanges};
 use crate::record::Side;
 use crate::time::Timestamp;
 use bodies::{Bodies, BodyRecord};
@@ -51,9 +51,8 @@ const FULL_RECORD: usize = (1 << 14) + 16;
 
 #[derive(Debug, Default)]
 pub struct Flights {
-    keep: usize,
     pub requests: u64,
-    pub exchanges: Vec<Exchange>,
+    pub exchanges: Exchanges,
     last: Option<Side>,
     /// TLS 1.3: server records answering the first request, while it is open.
     first_response: Vec<(Timestamp, usize)>,
@@ -86,7 +85,7 @@ pub struct Flights {
 impl Flights {
     pub fn new(keep: usize) -> Flights {
         Flights {
-            keep,
+            exchanges: Exchanges::new(keep),
             ..Flights::default()
         }
     }
@@ -253,21 +252,14 @@ impl Flights {
     /// after a later one).
     fn add_request(&mut self, ts: Timestamp) {
         self.requests += 1;
-        if self.exchanges.len() < self.keep {
-            let at = self.exchanges.partition_point(|e| e.start <= ts);
-            self.exchanges.insert(at, Exchange::started(ts));
-        }
+        self.exchanges.insert_by_start(Exchange::started(ts));
     }
 
     /// Multiplexed from now on: the next response answers the first
     /// request not answered yet.
     fn next_answer_from_exchanges(&mut self) {
         self.settle_first_response();
-        let answered = self
-            .exchanges
-            .iter()
-            .take_while(|e| e.response_first.is_some());
-        let next = answered.count();
+        let next = self.exchanges.first_unanswered(0);
         self.h2s().next_answer = next;
     }
 
@@ -279,8 +271,7 @@ impl Flights {
         // Requests answered before the connection was seen multiplexed
         // (they may sit among the ones found later) are passed over.
         let from = self.h2s().next_answer;
-        let answered = self.exchanges.iter().skip(from);
-        let next = from + answered.take_while(|e| e.response_first.is_some()).count();
+        let next = self.exchanges.first_unanswered(from);
         self.h2s().next_answer = next;
         match self.exchanges.get_mut(next) {
             Some(ex) => {
@@ -348,9 +339,7 @@ impl Flights {
         if self.requests == 0 {
             return;
         }
-        if self.exchanges.len() as u64 == self.requests {
-            self.exchanges.pop();
-        }
+        self.exchanges.pop();
         self.requests -= 1;
     }
 }

@@ -23,7 +23,7 @@ mod steps;
 use std::cell::Cell;
 use std::sync::Arc;
 
-use crate::analyze::http::Exchange;
+use crate::analyze::http::Exchanges;
 use crate::record::Side;
 use crate::time::Timestamp;
 use alerts::Alert;
@@ -434,9 +434,9 @@ impl TlsAnalyzer {
         &self.flights
     }
 
-    /// The requests estimated from flights, moved out (for the record).
-    pub fn take_exchanges(&mut self) -> Vec<Exchange> {
-        std::mem::take(&mut self.flights.exchanges)
+    /// The requests estimated from flights (to be moved into the record).
+    pub fn exchanges_mut(&mut self) -> &mut Exchanges {
+        &mut self.flights.exchanges
     }
 
     /// How far the key log opened the records, if one was given.

@@ -130,7 +130,7 @@ fn the_record_after_a_full_one_continues_its_message() {
     ]);
     assert_eq!(f.requests, 3);
     assert_eq!(starts(&f), [0, 5, 8]);
-    assert_eq!(f.exchanges[0].response_first, Some(t(4)));
+    assert_eq!(f.exchanges.listed()[0].response_first, Some(t(4)));
 }
 
 #[test]

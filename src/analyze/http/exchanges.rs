@@ -1,0 +1,415 @@
+//! The requests of one connection as an analyzer finds them: the first
+//! `keep` listed in the record (`--max-requests-listed`), and past those a
+//! window of the most recent ones, retired into a status count and a
+//! latency aggregate as newer ones arrive, so that the summary's status
+//! codes and request latency cover every request, not only the listed
+//! ones. Shared by HTTP/1, HTTP/2 and the TLS flights, which address
+//! requests by their number on the connection.
+//!
+//! Does not parse anything, nor decide what a request is.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::analyze::stats::Samples;
+use crate::time::Timestamp;
+
+/// Requests past the list held at once, waiting for their responses (an
+/// HTTP/2 connection's streams open at once are usually 100 to 250; a
+/// request pushed out of the window before its response ended is counted
+/// with what was seen of it).
+const WINDOW: usize = 1024;
+/// Durations of requests past the list kept exactly per connection
+/// before they are folded into a histogram (32 KiB).
+const EXACT_PAST: usize = 4096;
+/// Distinct status codes counted per connection (a three-digit code has
+/// 900 values, an HTTP/2 `:status` any number).
+pub const MAX_STATUS_CODES: usize = 64;
+
+/// One request and what is known of its response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exchange {
+    /// Boxed to their length (80 bytes an exchange instead of 96: the
+    /// request list waits out the connection's close linger with it).
+    pub method: Box<str>,
+    pub target: Box<str>,
+    pub start: Timestamp,
+    pub status: Option<u16>,
+    pub response_first: Option<Timestamp>,
+    pub response_last: Option<Timestamp>,
+}
+
+impl Exchange {
+    /// A request that started at `start`, method and target unknown (encrypted, or HTTP/2).
+    pub fn started(start: Timestamp) -> Exchange {
+        Exchange {
+            method: Box::default(),
+            target: Box::default(),
+            start,
+            status: None,
+            response_first: None,
+            response_last: None,
+        }
+    }
+
+    /// Request start → last response byte, in seconds.
+    pub fn duration(&self) -> Option<f64> {
+        self.response_last.map(|t| t.secs_since(self.start))
+    }
+}
+
+/// What is kept of the requests past the list once they leave the window.
+#[derive(Debug, Default)]
+pub struct Unlisted {
+    /// Final statuses, at most [`MAX_STATUS_CODES`] distinct ones.
+    pub statuses: BTreeMap<u16, u64>,
+    /// Durations of those with a response.
+    pub durations: Samples,
+    /// Those with a response.
+    pub answered: u64,
+}
+
+impl Unlisted {
+    fn retire(&mut self, e: &Exchange) {
+        self.answered += u64::from(e.response_first.is_some());
+        if let Some(status) = e.status {
+            count_status(&mut self.statuses, status, 1);
+        }
+        if let Some(d) = e.duration() {
+            self.durations.push(d);
+        }
+    }
+}
+
+/// Adds `n` to `status`'s count unless [`MAX_STATUS_CODES`] others are
+/// counted already.
+pub fn count_status(counts: &mut BTreeMap<u16, u64>, status: u16, n: u64) {
+    if let Some(c) = counts.get_mut(&status) {
+        *c += n;
+    } else if counts.len() < MAX_STATUS_CODES {
+        counts.insert(status, n);
+    }
+}
+
+/// Past the list: boxed, as most connections never get there.
+#[derive(Debug)]
+struct Past {
+    /// Requests past the list still held, oldest first.
+    window: VecDeque<Exchange>,
+    /// Requests past the list retired before `window[0]`.
+    retired: usize,
+    unlisted: Unlisted,
+}
+
+impl Past {
+    /// Retires the oldest request held when the window is over full.
+    fn trim(&mut self) {
+        if self.window.len() > WINDOW {
+            if let Some(old) = self.window.pop_front() {
+                self.unlisted.retire(&old);
+                self.retired += 1;
+            }
+        }
+    }
+}
+
+/// The requests of a connection, numbered from 0 in the order found.
+#[derive(Debug, Default)]
+pub struct Exchanges {
+    keep: usize,
+    listed: Vec<Exchange>,
+    past: Option<Box<Past>>,
+}
+
+impl Exchanges {
+    /// Lists the first `keep` requests.
+    pub fn new(keep: usize) -> Exchanges {
+        Exchanges {
+            keep,
+            listed: Vec::new(),
+            past: None,
+        }
+    }
+
+    /// Requests found so far (held or retired).
+    pub fn len(&self) -> usize {
+        self.listed.len() + self.past.as_ref().map_or(0, |p| p.retired + p.window.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The listed requests.
+    pub fn listed(&self) -> &[Exchange] {
+        &self.listed
+    }
+
+    /// Request `i`, unless it was retired.
+    pub fn get(&self, i: usize) -> Option<&Exchange> {
+        match i.checked_sub(self.listed.len()) {
+            None => self.listed.get(i),
+            Some(j) => {
+                let p = self.past.as_ref()?;
+                p.window.get(j.checked_sub(p.retired)?)
+            }
+        }
+    }
+
+    /// Request `i`, unless it was retired.
+    pub fn get_mut(&mut self, i: usize) -> Option<&mut Exchange> {
+        match i.checked_sub(self.listed.len()) {
+            None => self.listed.get_mut(i),
+            Some(j) => {
+                let p = self.past.as_mut()?;
+                p.window.get_mut(j.checked_sub(p.retired)?)
+            }
+        }
+    }
+
+    /// Requests with a response (the first byte of one).
+    pub fn answered(&self) -> u64 {
+        let held = |e: &&Exchange| e.response_first.is_some();
+        let listed = self.listed.iter().filter(held).count() as u64;
+        listed
+            + self.past.as_ref().map_or(0, |p| {
+                p.unlisted.answered + p.window.iter().filter(held).count() as u64
+            })
+    }
+
+    /// The first request from `from` on that has no response yet (its
+    /// number, or `len()`); retired ones are passed over.
+    pub fn first_unanswered(&self, from: usize) -> usize {
+        let mut i = from;
+        while i < self.listed.len() {
+            if self
+                .listed
+                .get(i)
+                .is_some_and(|e| e.response_first.is_none())
+            {
+                return i;
+            }
+            i += 1;
+        }
+        let Some(p) = self.past.as_ref() else {
+            return i;
+        };
+        let base = self.listed.len() + p.retired;
+        let skip = i.saturating_sub(base);
+        let held = p.window.iter().skip(skip);
+        base + skip + held.take_while(|e| e.response_first.is_some()).count()
+    }
+
+    /// Request `i` if it is listed.
+    pub fn listed_mut(&mut self, i: usize) -> Option<&mut Exchange> {
+        self.listed.get_mut(i)
+    }
+
+    /// Request `i`'s final status (the first one given): on the request
+    /// while it is held, else counted with the retired ones.
+    pub fn set_status(&mut self, i: usize, status: u16) {
+        if i >= self.len() {
+            return;
+        }
+        match self.get_mut(i) {
+            Some(e) => {
+                e.status.get_or_insert(status);
+            }
+            None => {
+                if let Some(p) = self.past.as_mut() {
+                    count_status(&mut p.unlisted.statuses, status, 1);
+                }
+            }
+        }
+    }
+
+    pub fn first_mut(&mut self) -> Option<&mut Exchange> {
+        self.get_mut(0)
+    }
+
+    /// The latest request, unless it was retired.
+    pub fn last_mut(&mut self) -> Option<&mut Exchange> {
+        let last = self.len().checked_sub(1)?;
+        self.get_mut(last)
+    }
+
+    /// Adds the next request; returns its number. Past the list its
+    /// method and target are dropped: only the listed ones show them.
+    pub fn push(&mut self, e: Exchange) -> usize {
+        let n = self.len();
+        if self.listed.len() < self.keep {
+            self.listed.push(e);
+            return n;
+        }
+        let p = self.past.get_or_insert_with(|| {
+            Box::new(Past {
+                window: VecDeque::new(),
+                retired: 0,
+                unlisted: Unlisted {
+                    durations: Samples::with_exact_cap(EXACT_PAST),
+                    ..Unlisted::default()
+                },
+            })
+        });
+        p.window.push_back(Exchange {
+            method: Box::default(),
+            target: Box::default(),
+            ..e
+        });
+        p.trim();
+        n
+    }
+
+    /// Adds a request found after a later one (HTTP/2 read by sizes), in
+    /// order of start among those held (before every one held past the
+    /// list, it goes first among them when some were retired).
+    pub fn insert_by_start(&mut self, e: Exchange) {
+        let listed_after = self.listed.last().is_some_and(|l| l.start > e.start);
+        let Some(p) = self.past.as_mut() else {
+            if listed_after {
+                let at = self.listed.partition_point(|h| h.start <= e.start);
+                self.listed.insert(at, e);
+                if self.listed.len() > self.keep {
+                    if let Some(out) = self.listed.pop() {
+                        self.push(out);
+                    }
+                }
+            } else {
+                self.push(e);
+            }
+            return;
+        };
+        let later = p
+            .window
+            .iter()
+            .rev()
+            .take_while(|h| h.start > e.start)
+            .count();
+        if later < p.window.len() || p.retired > 0 || !listed_after {
+            p.window.insert(p.window.len() - later, e);
+        } else {
+            // Goes into the list: the list's last moves past it.
+            let at = self.listed.partition_point(|h| h.start <= e.start);
+            self.listed.insert(at, e);
+            if let Some(out) = self.listed.pop() {
+                p.window.push_front(out);
+            }
+        }
+        p.trim();
+    }
+
+    /// Takes back the latest request (it was not one).
+    pub fn pop(&mut self) {
+        match self.past.as_mut() {
+            Some(p) if !p.window.is_empty() => {
+                p.window.pop_back();
+            }
+            Some(p) if p.retired > 0 => {
+                // Already retired: its traces stay, its number goes.
+                p.retired -= 1;
+            }
+            _ => {
+                self.listed.pop();
+            }
+        }
+    }
+
+    /// The listed requests, and what the others left.
+    pub fn take(&mut self) -> (Vec<Exchange>, Option<Box<Unlisted>>) {
+        let listed = std::mem::take(&mut self.listed);
+        let unlisted = self.past.take().map(|p| {
+            let Past {
+                window,
+                mut unlisted,
+                ..
+            } = *p;
+            for e in &window {
+                unlisted.retire(e);
+            }
+            Box::new(unlisted)
+        });
+        (listed, unlisted)
+    }
+
+    pub fn shrink_to_fit(&mut self) {
+        self.listed.shrink_to_fit();
+        if let Some(p) = self.past.as_mut() {
+            p.window.shrink_to_fit();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answered(start: i64, end: i64, status: u16) -> Exchange {
+        Exchange {
+            status: Some(status),
+            response_first: Some(Timestamp(end)),
+            response_last: Some(Timestamp(end)),
+            ..Exchange::started(Timestamp(start))
+        }
+    }
+
+    #[test]
+    fn past_the_list_requests_are_retired_into_counts() {
+        let mut x = Exchanges::new(2);
+        for i in 0..(2 + WINDOW as i64 + 3) {
+            let n = x.push(answered(
+                i * 10,
+                i * 10 + 4,
+                if i % 2 == 0 { 200 } else { 429 },
+            ));
+            assert_eq!(n, i as usize);
+        }
+        assert_eq!(x.len(), 2 + WINDOW + 3);
+        assert_eq!(x.listed().len(), 2);
+        assert!(x.get(2).is_none(), "the oldest past the list retired");
+        assert_eq!(x.get(5).map(|e| e.start), Some(Timestamp(50)));
+        assert_eq!(
+            x.get(2 + WINDOW + 2).map(|e| e.start),
+            Some(Timestamp((2 + WINDOW as i64 + 2) * 10))
+        );
+        let (listed, unlisted) = x.take();
+        assert_eq!(listed.len(), 2);
+        let u = unlisted.expect("some past the list");
+        let total: u64 = u.statuses.values().sum();
+        assert_eq!(total, WINDOW as u64 + 3);
+        assert_eq!(u.durations.len(), WINDOW as u64 + 3);
+        let sum = u.durations.sum();
+        assert!((sum - (WINDOW as f64 + 3.0) * 4e-9).abs() < 1e-15, "{sum}");
+    }
+
+    #[test]
+    fn insert_by_start_keeps_the_list_in_order_and_pop_takes_the_latest() {
+        let mut x = Exchanges::new(2);
+        x.push(answered(10, 11, 200));
+        x.push(answered(30, 31, 200));
+        x.insert_by_start(Exchange::started(Timestamp(20)));
+        let starts: Vec<i64> = x.listed().iter().map(|e| e.start.0).collect();
+        assert_eq!(starts, [10, 20]);
+        assert_eq!(x.get(2).map(|e| e.start), Some(Timestamp(30)));
+        x.insert_by_start(Exchange::started(Timestamp(25)));
+        assert_eq!(x.get(2).map(|e| e.start), Some(Timestamp(25)));
+        assert_eq!(x.get(3).map(|e| e.start), Some(Timestamp(30)));
+        x.pop();
+        assert_eq!(x.len(), 3);
+        let (_, unlisted) = x.take();
+        assert_eq!(
+            unlisted.map(|u| u.durations.len()),
+            Some(0),
+            "25 unanswered"
+        );
+    }
+
+    #[test]
+    fn status_codes_are_bounded() {
+        let mut counts = BTreeMap::new();
+        for s in 0..(MAX_STATUS_CODES as u16 + 10) {
+            count_status(&mut counts, s, 1);
+        }
+        count_status(&mut counts, 0, 2);
+        assert_eq!(counts.len(), MAX_STATUS_CODES);
+        assert_eq!(counts.get(&0), Some(&3));
+    }
+}

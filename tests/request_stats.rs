@@ -1,0 +1,117 @@
+//! The summary's status codes and request latency, and each connection's
+//! `status_codes`, cover every request, not only the ones listed
+//! (`--max-requests-listed`): real captures of pooled clients that send
+//! many requests a connection, analysed with lists of 0, 3 and the
+//! default, checked against each other and against nginx's access log.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use handshakes::source::file::FileSource;
+use handshakes::{analyze, Config, ConnectionRecord, KeyLog, Summary};
+
+use crate::h2_sizes::{capture, client_port, nginx_statuses};
+
+fn analysed(
+    name: &str,
+    keylog: Option<&str>,
+    listed: Option<usize>,
+    threads: usize,
+) -> (Summary, Vec<ConnectionRecord>) {
+    let mut source = FileSource::open(&capture(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let keylog = keylog.map(|k| {
+        let log = KeyLog::open(&[capture(k)], false).unwrap_or_else(|e| panic!("{k}: {e}"));
+        Arc::new(log)
+    });
+    let config = Config {
+        threads,
+        keylog,
+        max_requests_listed: listed,
+        ..Config::default()
+    };
+    let mut records = Vec::new();
+    let summary =
+        analyze(&mut source, &config, &mut records).unwrap_or_else(|e| panic!("{name}: {e}"));
+    records.sort_by_key(|r| r.id);
+    (summary, records)
+}
+
+/// (capture, key log): HTTP/2 opened with the key log (100 requests on
+/// one connection), HTTP/1.1 opened (12), HTTP/1.1 on cleartext, and
+/// estimates from record sizes, HTTP/1.1 (Apache, 10 to 25 a connection)
+/// and HTTP/2 (100 on one connection, 51 on another).
+const CAPTURES: [(&str, Option<&str>); 6] = [
+    (
+        "httpx-h2-post-429-10x10",
+        Some("httpx-h2-post-429-10x10.keylog"),
+    ),
+    ("curl-h1-post-429-12", Some("curl-h1-post-429-12.keylog")),
+    ("http-429-ratelimit", None),
+    ("apache-httpclient5-post-429-10x10", None),
+    ("java-async-warm-h2-post-429-100x50", None),
+    ("java-async-h2-post-429-100x50", None),
+];
+
+#[test]
+fn status_codes_and_latency_cover_every_request_however_few_are_listed() {
+    for (name, keylog) in CAPTURES {
+        let file = format!("{name}.pcap");
+        let (all, records) = analysed(&file, keylog, None, 1);
+        let requests: u64 = records.iter().map(|r| r.http.requests).sum();
+        let answered: u64 = records.iter().map(|r| r.http.responses).sum();
+        assert!(requests >= 10, "{name}: {requests} requests");
+        // Every response with a response byte has a duration.
+        assert_eq!(all.request_latency.count, answered, "{name}");
+        for (listed, threads) in [(0, 1), (3, 1), (3, 2)] {
+            let (few, records) = analysed(&file, keylog, Some(listed), threads);
+            assert_eq!(
+                few.status_codes, all.status_codes,
+                "{name} listing {listed}"
+            );
+            let (a, b) = (&few.request_latency, &all.request_latency);
+            assert_eq!(
+                (a.count, a.min, a.median, a.p90, a.p95, a.max),
+                (b.count, b.min, b.median, b.p90, b.p95, b.max),
+                "{name} listing {listed}"
+            );
+            let (x, y) = (a.avg.unwrap_or(0.0), b.avg.unwrap_or(0.0));
+            assert!(
+                (x - y).abs() <= 1e-12 * y.abs(),
+                "{name}: avg {x} against {y}"
+            );
+            assert!(
+                records.iter().all(|r| r.http.list.len() <= listed),
+                "{name}"
+            );
+            let truncated = records.iter().any(|r| r.http.list_truncated);
+            assert!(truncated, "{name}: a list of {listed} holds fewer");
+        }
+    }
+}
+
+#[test]
+fn each_connection_counts_every_status_nginx_logged() {
+    // Opened with the key log, listing only three of each connection's
+    // requests: the statuses are still all of them.
+    for (name, keylog) in CAPTURES.into_iter().take(2) {
+        let (summary, records) = analysed(&format!("{name}.pcap"), keylog, Some(3), 2);
+        let logged = nginx_statuses(&format!("{name}.nginx-access.log"));
+        let mut total = std::collections::BTreeMap::new();
+        for r in &records {
+            let expected = logged.get(&client_port(r)).cloned().unwrap_or_default();
+            assert_eq!(r.http.status_codes, expected, "{name} #{}", r.id);
+            for (status, n) in expected {
+                *total.entry(status.to_string()).or_insert(0) += n;
+            }
+        }
+        assert_eq!(summary.status_codes, total, "{name}");
+    }
+}
+
+#[test]
+fn a_capture_without_http_has_no_status_codes() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("captures/tls13-openssl-keyupdate.pcap");
+    let (summary, records) = crate::tools::analyze_path(&path);
+    assert!(summary.status_codes.is_empty());
+    assert!(records.iter().all(|r| r.http.status_codes.is_empty()));
+}
