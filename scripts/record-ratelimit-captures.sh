@@ -15,13 +15,15 @@
 # HttpClient's sendAsync, Apache HttpAsyncClient 5 and OkHttp's enqueue, 50 requests
 # outstanding at once, over both protocols; and Netty 4.1, the event loop
 # under Reactor Netty (Spring's WebClient), over both. httpx and curl with a key log
-# (the truth tshark can read). nginx's per-connection access log is kept
-# beside each capture. See captures/README.md, sections "aa" to "ae".
+# (the truth tshark can read). And one connection carrying far more
+# requests than a record lists (100 by default): httpx over HTTP/2 and curl
+# over HTTP/1.1, with key logs. nginx's per-connection access log is kept
+# beside each capture. See captures/README.md, sections "aa" to "af".
 #
-# Usage:  sudo [PARTS="h2 h1 lib async netty"] scripts/record-ratelimit-captures.sh
+# Usage:  sudo [PARTS="h2 h1 lib async netty many"] scripts/record-ratelimit-captures.sh
 #
 # PARTS picks the sections to record (default: all): h2 ("aa"), h1
-# ("ab"), lib ("ac"), async ("ad"), netty ("ae").
+# ("ab"), lib ("ac"), async ("ad"), netty ("ae"), many ("af").
 #
 # Requirements (Debian): tcpdump, nginx (nginx-light is enough, with http2
 # and limit_req), curl with HTTP/2, openssl, iproute2 (ss), python3, a JDK
@@ -60,7 +62,7 @@ done
 make_java "$SCRIPT_DIR/java/HttpClientPooled.java" "$SCRIPT_DIR/java/UrlConnClient.java" \
     "$SCRIPT_DIR/java/PooledLibClient.java" "$SCRIPT_DIR/java/AsyncClient.java" \
     "$SCRIPT_DIR/java/NettyClient.java"
-PARTS=${PARTS:-h2 h1 lib async netty}
+PARTS=${PARTS:-h2 h1 lib async netty many}
 # part NAME: whether section NAME is to be recorded.
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 
@@ -104,6 +106,22 @@ java_posts() {
     save_access_log "$name"
 }
 
+# httpx_posts NAME N TASKS: one httpx.AsyncClient over HTTP/2, TASKS
+# tasks × N POSTs of a 200-byte JSON body to /api; with a key log.
+httpx_posts() {
+    local name=$1 n=$2 tasks=$3
+    log "$name.pcap"
+    sleep 1.2
+    rm -f "$OUT_DIR/$name.keylog"
+    start_capture "$OUT_DIR/$name.pcap" "tcp port $H2_PORT"
+    SSLKEYLOGFILE="$OUT_DIR/$name.keylog" timeout 60 "$PY" "$SCRIPT_DIR/httpx_h2_client.py" \
+        "$API" "$n" "$tasks" 200 2>"$WORK/$name.client.log" \
+        || { cat "$WORK/$name.client.log" >&2; exit 1; }
+    stop_capture
+    grep -c ' -> 429 HTTP/2' "$WORK/$name.client.log" >&2 || true
+    save_access_log "$name"
+}
+
 # curl_posts NAME HTTP-FLAG: one curl with eight POSTs of a 41-byte JSON
 # body on one connection, then one with four POSTs of 20 000 bytes to
 # /api-strict (the first passes, the rest are answered 429 before their
@@ -137,19 +155,8 @@ java_posts java-httpclient-h2-post-429-10x10 10 10 HttpClientPooled HTTP_2
 # JSON body, 1 task × 20 requests, then 10 tasks × 10 multiplexed on its
 # one connection; with a key log. (httpx 0.23's h2 stack failed once in
 # fourteen runs with ten tasks, LocalProtocolError: run the script again.)
-for case in "httpx-h2-post-429-20 20 1" "httpx-h2-post-429-10x10 10 10"; do
-    read -r name n tasks <<<"$case"
-    log "$name.pcap"
-    sleep 1.2
-    rm -f "$OUT_DIR/$name.keylog"
-    start_capture "$OUT_DIR/$name.pcap" "tcp port $H2_PORT"
-    SSLKEYLOGFILE="$OUT_DIR/$name.keylog" timeout 60 "$PY" "$SCRIPT_DIR/httpx_h2_client.py" \
-        "$API" "$n" "$tasks" 200 2>"$WORK/$name.client.log" \
-        || { cat "$WORK/$name.client.log" >&2; exit 1; }
-    stop_capture
-    grep -c ' -> 429 HTTP/2' "$WORK/$name.client.log" >&2 || true
-    save_access_log "$name"
-done
+httpx_posts httpx-h2-post-429-20 20 1
+httpx_posts httpx-h2-post-429-10x10 10 10
 
 # h2-curl-post-429-12: curl_posts over HTTP/2.
 curl_posts h2-curl-post-429-12 --http2
@@ -202,5 +209,28 @@ fi
 if part netty; then
 java_posts netty-h2-post-429-100x50 100 50 NettyClient HTTP_2
 java_posts netty-h1-post-429-100x50 100 50 NettyClient HTTP_1_1
+fi
+# One connection, many requests (section "af"): more than a record lists
+# (--max-requests-listed, 100), so that the status codes and latencies of
+# the requests past the list are checked against nginx's log.
+# httpx-h2-post-429-250: httpx, 1 task × 250 POSTs over HTTP/2;
+# curl-h1-post-429-200: one curl, 200 POSTs of a 41-byte JSON body on one
+# HTTP/1.1 keep-alive connection. Both with a key log.
+if part many; then
+httpx_posts httpx-h2-post-429-250 250 1
+name=curl-h1-post-429-200
+log "$name.pcap"
+sleep 1.2
+rm -f "$OUT_DIR/$name.keylog"
+urls=()
+for _ in $(seq 1 200); do urls+=(-o /dev/null "$API"); done
+start_capture "$OUT_DIR/$name.pcap" "tcp port $H2_PORT"
+SSLKEYLOGFILE="$OUT_DIR/$name.keylog" timeout 60 curl -sS -k --http1.1 \
+    --resolve "localhost:$H2_PORT:127.0.0.1" -w '%{stderr}  -> %{http_code}\n' \
+    -d '{"small":"json body of some forty bytes"}' "${urls[@]}" 2>"$WORK/$name.client.log" \
+    || { cat "$WORK/$name.client.log" >&2; exit 1; }
+stop_capture
+grep -c ' -> 429' "$WORK/$name.client.log" >&2 || true
+save_access_log "$name"
 fi
 wc -l "$OUT_DIR"/*-post-429-*.nginx-access.log >&2

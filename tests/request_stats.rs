@@ -1,8 +1,10 @@
 //! The summary's status codes and request latency, and each connection's
 //! `status_codes`, cover every request, not only the ones listed
 //! (`--max-requests-listed`): real captures of pooled clients that send
-//! many requests a connection, analysed with lists of 0, 3 and the
-//! default, checked against each other and against nginx's access log.
+//! many requests a connection — two of them more than the default list
+//! holds (captures/README.md, section af) — analysed with lists of 0, 3
+//! and the default, checked against each other and against nginx's
+//! access log.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -36,11 +38,16 @@ fn analysed(
     (summary, records)
 }
 
-/// (capture, key log): HTTP/2 opened with the key log (100 requests on
-/// one connection), HTTP/1.1 opened (12), HTTP/1.1 on cleartext, and
-/// estimates from record sizes, HTTP/1.1 (Apache, 10 to 25 a connection)
-/// and HTTP/2 (100 on one connection, 51 on another).
-const CAPTURES: [(&str, Option<&str>); 6] = [
+/// (capture, key log): opened with the key log, HTTP/2 (250 requests on
+/// one connection; 100) and HTTP/1.1 (200; 12); HTTP/1.1 on cleartext;
+/// and estimates from record sizes, HTTP/1.1 (Apache, 10 to 25 a
+/// connection) and HTTP/2 (100 on one connection, 51 on another).
+const CAPTURES: [(&str, Option<&str>); 8] = [
+    (
+        "httpx-h2-post-429-250",
+        Some("httpx-h2-post-429-250.keylog"),
+    ),
+    ("curl-h1-post-429-200", Some("curl-h1-post-429-200.keylog")),
     (
         "httpx-h2-post-429-10x10",
         Some("httpx-h2-post-429-10x10.keylog"),
@@ -91,10 +98,11 @@ fn status_codes_and_latency_cover_every_request_however_few_are_listed() {
 
 #[test]
 fn each_connection_counts_every_status_nginx_logged() {
-    // Opened with the key log, listing only three of each connection's
-    // requests: the statuses are still all of them.
-    for (name, keylog) in CAPTURES.into_iter().take(2) {
-        let (summary, records) = analysed(&format!("{name}.pcap"), keylog, Some(3), 2);
+    // Opened with the key log, listing the default 100 or only three of
+    // each connection's requests: the statuses are still all of them.
+    let opened = CAPTURES.into_iter().take(4);
+    for ((name, keylog), listed) in opened.flat_map(|c| [(c, None), (c, Some(3))]) {
+        let (summary, records) = analysed(&format!("{name}.pcap"), keylog, listed, 2);
         let logged = nginx_statuses(&format!("{name}.nginx-access.log"));
         let mut total = std::collections::BTreeMap::new();
         for r in &records {
@@ -105,6 +113,34 @@ fn each_connection_counts_every_status_nginx_logged() {
             }
         }
         assert_eq!(summary.status_codes, total, "{name}");
+    }
+}
+
+#[test]
+fn without_keys_every_request_past_the_list_is_answered_and_timed() {
+    // Estimated from record sizes: as many requests as nginx logged, each
+    // answered, and the same latencies as the key log reads.
+    for (name, keylog) in CAPTURES.into_iter().take(2) {
+        let file = format!("{name}.pcap");
+        let (guessed, estimated) = analysed(&file, None, None, 1);
+        let (read, _) = analysed(&file, keylog, None, 1);
+        let logged = crate::h2_sizes::nginx_requests(&format!("{name}.nginx-access.log"));
+        let [r] = estimated.as_slice() else {
+            panic!("{name}: one connection");
+        };
+        assert_eq!(
+            Some(&r.http.requests),
+            logged.get(&client_port(r)),
+            "{name}"
+        );
+        assert!(r.http.requests > 100 && r.http.list_truncated, "{name}");
+        assert_eq!(r.http.responses, r.http.requests, "{name}");
+        let (a, b) = (&guessed.request_latency, &read.request_latency);
+        assert_eq!(
+            (a.count, a.median, a.p95, a.max),
+            (b.count, b.median, b.p95, b.max),
+            "{name}"
+        );
     }
 }
 
