@@ -151,3 +151,56 @@ fn a_capture_without_http_has_no_status_codes() {
     assert!(summary.status_codes.is_empty());
     assert!(records.iter().all(|r| r.http.status_codes.is_empty()));
 }
+
+/// `compare` with `args`: its standard output.
+fn compare(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_handshakes"))
+        .arg("compare")
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{args:?}");
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+#[test]
+fn compare_counts_the_429s_each_client_got() {
+    let (httpx, curl) = ("httpx-h2-post-429-250", "curl-h1-post-429-200");
+    let pcap = |n: &str| format!("captures/{n}.pcap");
+    let keylog = |n: &str| format!("captures/{n}.keylog");
+    let text = compare(&[
+        &pcap(httpx),
+        &pcap(curl),
+        "--keylog",
+        &keylog(httpx),
+        "--keylog",
+        &keylog(curl),
+    ]);
+    let row = |label: &str| -> Vec<String> {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with('│') && l.contains(label))
+            .unwrap_or_else(|| panic!("{label}: {text}"));
+        line.trim_matches('│')
+            .split('┆')
+            .map(|c| c.trim().to_string())
+            .collect()
+    };
+    // nginx logged 138 and 191 of 250 and 200 (section af).
+    assert_eq!(row("responses 429")[1..3], ["138", "191"]);
+    assert_eq!(row("responses 2xx")[1..3], ["112", "9"]);
+    assert_eq!(row("429 share")[1..3], ["0.55", "0.95"]);
+    assert!(
+        text.contains("191 vs 138 responses 429 (rate limited)"),
+        "{text}"
+    );
+    // Estimated from encrypted records, no status is read: the rows are
+    // left out of the table (JSON has them, null).
+    let keyless = compare(&[&pcap(httpx), &pcap(curl)]);
+    assert!(!keyless.contains("responses 429"), "{keyless}");
+    let json = compare(&["-T", "json", &pcap(httpx), &pcap(curl)]);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    assert!(v["metrics"]["status_429"]["a"].is_null(), "{json}");
+}

@@ -74,6 +74,12 @@ pub(crate) struct Metric {
 }
 
 impl Metric {
+    /// Shown in the tables for people: either capture has a value (JSON
+    /// keeps every key, null where there is none).
+    pub fn shown(&self) -> bool {
+        self.a.is_some() || self.b.is_some()
+    }
+
     /// b / a, or `None` when either is missing or a is zero.
     pub fn ratio(&self) -> Option<f64> {
         match (self.a, self.b) {
@@ -107,6 +113,51 @@ pub(crate) fn format_value(v: Option<f64>, unit: Unit) -> String {
     }
 }
 
+/// Final responses by class, as counted where statuses were read.
+#[derive(Clone, Copy)]
+struct Statuses {
+    all: f64,
+    ok: f64,
+    client_error: f64,
+    rate_limited: f64,
+    server_error: f64,
+}
+
+impl Statuses {
+    fn rate_limited_share(self) -> Option<f64> {
+        (self.all > 0.0).then(|| self.rate_limited / self.all)
+    }
+}
+
+/// `s`'s responses by class; none where no status could be read (every
+/// request estimated from encrypted records).
+fn statuses(s: &Summary) -> Option<Statuses> {
+    if s.status_codes.is_empty() && s.requests_exact == 0 {
+        return None;
+    }
+    let mut st = Statuses {
+        all: 0.0,
+        ok: 0.0,
+        client_error: 0.0,
+        rate_limited: 0.0,
+        server_error: 0.0,
+    };
+    for (code, &n) in &s.status_codes {
+        let n = n as f64;
+        st.all += n;
+        match code.as_bytes().first() {
+            Some(b'2') => st.ok += n,
+            Some(b'4') => st.client_error += n,
+            Some(b'5') => st.server_error += n,
+            _ => {}
+        }
+        if code == "429" {
+            st.rate_limited += n;
+        }
+    }
+    Some(st)
+}
+
 fn per_request(n: f64, requests: u64) -> Option<f64> {
     (requests > 0).then(|| n / requests as f64)
 }
@@ -122,6 +173,7 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
     let [cm, c90, c95, cmax] = dist(&s.connect);
     let [tm, t90, t95, tmax] = dist(&s.tls_handshake);
     let l = &s.request_latency;
+    let st = statuses(s);
     #[rustfmt::skip]
     let rows = vec![
         ("connections", "connections", Count, Neither, c(s.connections)),
@@ -153,6 +205,11 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
         ("latency_p90", "request latency: p90", Seconds, Lower, l.p90),
         ("latency_p95", "request latency: p95", Seconds, Lower, l.p95),
         ("latency_max", "request latency: max", Seconds, Lower, l.max),
+        ("status_2xx", "responses 2xx", Count, Higher, st.map(|s| s.ok)),
+        ("status_4xx", "responses 4xx", Count, Lower, st.map(|s| s.client_error)),
+        ("status_429", "responses 429 (rate limited)", Count, Lower, st.map(|s| s.rate_limited)),
+        ("status_5xx", "responses 5xx", Count, Lower, st.map(|s| s.server_error)),
+        ("status_429_share", "429 share of responses", Ratio, Lower, st.and_then(|s| s.rate_limited_share())),
         ("peak_concurrent_connections", "peak concurrent connections", Count, Neither, c(s.peak_concurrent_connections.connections)),
         ("requests_per_second", "requests per second", PerSecond, Higher, s.requests_per_second),
         ("handshake_events", "handshake events (TCP packets + TLS messages)", Count, Lower, c(events)),
@@ -170,7 +227,8 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
 /// `connect_p90`, `connect_p95`, `connect_max`, `tls_handshake_median`,
 /// `tls_handshake_p90`, `tls_handshake_p95`, `tls_handshake_max`,
 /// `latency_avg`, `latency_min`, `latency_median`, `latency_p90`,
-/// `latency_p95`, `latency_max`, `peak_concurrent_connections`,
+/// `latency_p95`, `latency_max`, `status_2xx`, `status_4xx`, `status_429`,
+/// `status_5xx`, `status_429_share`, `peak_concurrent_connections`,
 /// `requests_per_second`, `handshake_events`, `handshake_events_per_request`.
 /// Times are seconds.
 pub(crate) fn metrics(a: &Labeled, b: &Labeled) -> Vec<Metric> {
@@ -284,6 +342,9 @@ pub(crate) fn verdict_of(a: &Labeled, b: &Labeled, ms: &[Metric], names: (char, 
             fmt("latency_median", x)
         ));
     }
+    if let Some((x, y)) = pair("status_429").filter(|&(x, y)| x + y > 0.0) {
+        tail.push(format!("{y:.0} vs {x:.0} responses 429 (rate limited)"));
+    }
     if let Some((x, y)) = pair("handshake_time_total") {
         tail.push(format!(
             "setup time {} vs {} in total (SYN → first request byte)",
@@ -331,7 +392,7 @@ pub fn write(a: &Labeled, b: &Labeled, out: &mut dyn Write, opts: &CompareOpts) 
         ],
         opts,
     );
-    for m in &ms {
+    for m in ms.iter().filter(|m| m.shown()) {
         let ratio = m.ratio().map_or("-".to_string(), |r| format!("{r:.2}"));
         table.add_row(vec![
             Cell::new(m.label),
@@ -489,9 +550,9 @@ pub(crate) fn write_html(h: &mut String, a: &Labeled, b: &Labeled) {
         h,
         "</div>\n<details><summary>All {} metrics</summary>\n<div class=\"box cmp\"><table>\n\
          <thead><tr><th>metric</th><th>A</th><th>B</th><th>B/A</th></tr></thead>\n<tbody>",
-        ms.len()
+        ms.iter().filter(|m| m.shown()).count()
     );
-    for m in &ms {
+    for m in ms.iter().filter(|m| m.shown()) {
         let _ = writeln!(
             h,
             "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\

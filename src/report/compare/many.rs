@@ -68,8 +68,13 @@ pub fn write(docs: &[Labeled], out: &mut dyn Write, opts: &CompareOpts) -> io::R
         return Ok(());
     };
     for (row, (_, label, unit, _, value)) in values(first.summary).into_iter().enumerate() {
+        let others: Vec<&Metric> = against.iter().filter_map(|(ms, _)| ms.get(row)).collect();
+        // A metric no capture has is left out (JSON has it, as null).
+        if value.is_none() && others.iter().all(|m| !m.shown()) {
+            continue;
+        }
         let mut cells = vec![Cell::new(label), number(format_value(value, unit))];
-        for m in against.iter().filter_map(|(ms, _)| ms.get(row)) {
+        for m in others {
             cells.push(judged(number(format_value(m.b, m.unit)), m, opts));
         }
         table.add_row(cells);
