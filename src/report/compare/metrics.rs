@@ -1,0 +1,214 @@
+//! The comparison's metrics: each row's key, label, unit and better
+//! direction, its value read from a capture's `Summary`, and the pairs
+//! `compare` shows.
+//!
+//! Does not lay out tables, JSON or HTML, nor word the verdict (`compare`).
+
+use super::Labeled;
+use crate::record::{Distribution, Summary};
+use crate::report::human_duration;
+
+/// How a metric's values print.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unit {
+    Count,
+    Ratio,
+    Seconds,
+    PerSecond,
+}
+
+/// Which direction is an improvement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Better {
+    Lower,
+    Higher,
+    Neither,
+}
+
+/// One row of the comparison.
+#[derive(Clone, Debug)]
+pub(crate) struct Metric {
+    /// Stable JSON key.
+    pub key: &'static str,
+    /// Row label for people.
+    pub label: &'static str,
+    pub unit: Unit,
+    pub better: Better,
+    pub a: Option<f64>,
+    pub b: Option<f64>,
+}
+
+impl Metric {
+    /// Shown in the tables for people: either capture has a value (JSON
+    /// keeps every key, null where there is none).
+    pub fn shown(&self) -> bool {
+        self.a.is_some() || self.b.is_some()
+    }
+
+    /// b / a, or `None` when either is missing or a is zero.
+    pub fn ratio(&self) -> Option<f64> {
+        match (self.a, self.b) {
+            (Some(a), Some(b)) if a != 0.0 && a.is_finite() && b.is_finite() => Some(b / a),
+            _ => None,
+        }
+    }
+
+    /// Some(true) when B is better than A, Some(false) when worse.
+    pub fn b_better(&self) -> Option<bool> {
+        let (a, b) = (self.a?, self.b?);
+        if (a - b).abs() <= 1e-12 * a.abs().max(b.abs()) {
+            return None;
+        }
+        match self.better {
+            Better::Lower => Some(b < a),
+            Better::Higher => Some(b > a),
+            Better::Neither => None,
+        }
+    }
+}
+
+/// A value for people.
+pub(crate) fn format_value(v: Option<f64>, unit: Unit) -> String {
+    match (v, unit) {
+        (None, _) => "-".to_string(),
+        (Some(x), Unit::Count) => format!("{x:.0}"),
+        (Some(x), Unit::Ratio) => format!("{x:.2}"),
+        (Some(x), Unit::Seconds) => human_duration(x),
+        (Some(x), Unit::PerSecond) => format!("{x:.1}/s"),
+    }
+}
+
+/// Final responses by class, as counted where statuses were read.
+#[derive(Clone, Copy)]
+struct Statuses {
+    all: f64,
+    ok: f64,
+    client_error: f64,
+    rate_limited: f64,
+    server_error: f64,
+}
+
+impl Statuses {
+    fn rate_limited_share(self) -> Option<f64> {
+        (self.all > 0.0).then(|| self.rate_limited / self.all)
+    }
+}
+
+/// `s`'s responses by class; none where no status could be read (every
+/// request estimated from encrypted records).
+fn statuses(s: &Summary) -> Option<Statuses> {
+    if s.status_codes.is_empty() && s.requests_exact == 0 {
+        return None;
+    }
+    let mut st = Statuses {
+        all: 0.0,
+        ok: 0.0,
+        client_error: 0.0,
+        rate_limited: 0.0,
+        server_error: 0.0,
+    };
+    for (code, &n) in &s.status_codes {
+        let n = n as f64;
+        st.all += n;
+        match code.as_bytes().first() {
+            Some(b'2') => st.ok += n,
+            Some(b'4') => st.client_error += n,
+            Some(b'5') => st.server_error += n,
+            _ => {}
+        }
+        if code == "429" {
+            st.rate_limited += n;
+        }
+    }
+    Some(st)
+}
+
+fn per_request(n: f64, requests: u64) -> Option<f64> {
+    (requests > 0).then(|| n / requests as f64)
+}
+
+/// The values of every metric for one capture, in row order:
+/// `(key, label, unit, better, value)`.
+pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Better, Option<f64>)> {
+    use Better::{Higher, Lower, Neither};
+    use Unit::{Count, PerSecond, Ratio, Seconds};
+    let c = |n: u64| Some(n as f64);
+    let events = s.handshake_events;
+    let dist = |d: &Distribution| [d.median, d.p90, d.p95, d.max];
+    let [cm, c90, c95, cmax] = dist(&s.connect);
+    let [tm, t90, t95, tmax] = dist(&s.tls_handshake);
+    let l = &s.request_latency;
+    let st = statuses(s);
+    #[rustfmt::skip]
+    let rows = vec![
+        ("connections", "connections", Count, Neither, c(s.connections)),
+        ("connections_unused", "connections carrying no request", Count, Lower, c(s.connections_unused)),
+        ("tcp_handshakes", "TCP handshakes", Count, Lower, c(s.tcp_handshakes)),
+        ("tls_full", "TLS handshakes: full", Count, Lower, c(s.tls_handshakes_full)),
+        ("tls_resumed", "TLS handshakes: resumed", Count, Neither, c(s.tls_handshakes_resumed)),
+        ("tls_failed", "TLS handshakes: failed", Count, Lower, c(s.tls_handshakes_failed)),
+        ("requests", "requests", Count, Neither, c(s.requests)),
+        ("requests_exact", "requests: exact", Count, Neither, c(s.requests_exact)),
+        ("requests_estimated", "requests: estimated", Count, Neither, c(s.requests_estimated)),
+        ("tcp_handshakes_per_request", "TCP handshakes per request", Ratio, Lower, s.handshakes_per_request.tcp),
+        ("tls_full_per_request", "full TLS handshakes per request", Ratio, Lower, s.handshakes_per_request.tls_full),
+        ("requests_per_connection_mean", "requests per connection: mean", Ratio, Higher, s.requests_per_connection.mean),
+        ("requests_per_connection_max", "requests per connection: max", Count, Higher, s.requests_per_connection.max.map(|m| m as f64)),
+        ("handshake_time_total", "setup time (SYN → 1st request byte): total", Seconds, Lower, (s.handshake_time.connections > 0).then_some(s.handshake_time.total)),
+        ("handshake_time_median", "setup time: median per connection", Seconds, Lower, s.handshake_time.median),
+        ("connect_median", "connect: median", Seconds, Lower, cm),
+        ("connect_p90", "connect: p90", Seconds, Lower, c90),
+        ("connect_p95", "connect: p95", Seconds, Lower, c95),
+        ("connect_max", "connect: max", Seconds, Lower, cmax),
+        ("tls_handshake_median", "TLS handshake: median", Seconds, Lower, tm),
+        ("tls_handshake_p90", "TLS handshake: p90", Seconds, Lower, t90),
+        ("tls_handshake_p95", "TLS handshake: p95", Seconds, Lower, t95),
+        ("tls_handshake_max", "TLS handshake: max", Seconds, Lower, tmax),
+        ("latency_avg", "request latency: avg", Seconds, Lower, l.avg),
+        ("latency_min", "request latency: min", Seconds, Lower, l.min),
+        ("latency_median", "request latency: median", Seconds, Lower, l.median),
+        ("latency_p90", "request latency: p90", Seconds, Lower, l.p90),
+        ("latency_p95", "request latency: p95", Seconds, Lower, l.p95),
+        ("latency_max", "request latency: max", Seconds, Lower, l.max),
+        ("status_2xx", "responses 2xx", Count, Higher, st.map(|s| s.ok)),
+        ("status_4xx", "responses 4xx", Count, Lower, st.map(|s| s.client_error)),
+        ("status_429", "responses 429 (rate limited)", Count, Lower, st.map(|s| s.rate_limited)),
+        ("status_5xx", "responses 5xx", Count, Lower, st.map(|s| s.server_error)),
+        ("status_429_share", "429 share of responses", Ratio, Lower, st.and_then(|s| s.rate_limited_share())),
+        ("peak_concurrent_connections", "peak concurrent connections", Count, Neither, c(s.peak_concurrent_connections.connections)),
+        ("requests_per_second", "requests per second", PerSecond, Higher, s.requests_per_second),
+        ("handshake_events", "handshake events (TCP packets + TLS messages)", Count, Lower, c(events)),
+        ("handshake_events_per_request", "handshake events per request", Ratio, Lower, per_request(events as f64, s.requests)),
+    ];
+    rows
+}
+
+/// Every metric of A and B, in row order. The keys are stable (JSON):
+/// `connections`, `connections_unused`, `tcp_handshakes`, `tls_full`, `tls_resumed`, `tls_failed`,
+/// `requests`, `requests_exact`, `requests_estimated`,
+/// `tcp_handshakes_per_request`, `tls_full_per_request`,
+/// `requests_per_connection_mean`, `requests_per_connection_max`,
+/// `handshake_time_total`, `handshake_time_median`, `connect_median`,
+/// `connect_p90`, `connect_p95`, `connect_max`, `tls_handshake_median`,
+/// `tls_handshake_p90`, `tls_handshake_p95`, `tls_handshake_max`,
+/// `latency_avg`, `latency_min`, `latency_median`, `latency_p90`,
+/// `latency_p95`, `latency_max`, `status_2xx`, `status_4xx`, `status_429`,
+/// `status_5xx`, `status_429_share`, `peak_concurrent_connections`,
+/// `requests_per_second`, `handshake_events`, `handshake_events_per_request`.
+/// Times are seconds.
+pub(crate) fn metrics(a: &Labeled, b: &Labeled) -> Vec<Metric> {
+    values(a.summary)
+        .into_iter()
+        .zip(values(b.summary))
+        .map(
+            |((key, label, unit, better, va), (_, _, _, _, vb))| Metric {
+                key,
+                label,
+                unit,
+                better,
+                a: va,
+                b: vb,
+            },
+        )
+        .collect()
+}
