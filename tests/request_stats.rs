@@ -204,3 +204,29 @@ fn compare_counts_the_429s_each_client_got() {
     let v: serde_json::Value = serde_json::from_str(&json).expect("JSON");
     assert!(v["metrics"]["status_429"]["a"].is_null(), "{json}");
 }
+
+#[test]
+fn the_html_report_shows_the_status_codes_where_they_were_read() {
+    let name = "httpx-h2-post-429-250";
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let html = dir.path().join("report.html");
+    let run = |keylog: bool| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_handshakes"));
+        cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["analyze", "-q", "--html"])
+            .arg(&html)
+            .arg(format!("captures/{name}.pcap"));
+        if keylog {
+            cmd.args(["--keylog", &format!("captures/{name}.keylog")]);
+        }
+        assert!(cmd.output().expect("runs").status.success());
+        std::fs::read_to_string(&html).expect("the report")
+    };
+    let page = run(true);
+    assert!(page.contains("responses with a status"), "no status card");
+    assert!(
+        page.contains("429 ×138, 200 ×112"),
+        "the codes nginx logged"
+    );
+    assert!(!run(false).contains("responses with a status"), "none read");
+}

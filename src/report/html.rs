@@ -14,7 +14,7 @@ use std::io::{self, Write};
 
 use super::compare::{self, Labeled};
 use super::timeline::{close_text, requests_text, tls_kind, Phase};
-use super::{human_bytes, human_duration, server_text};
+use super::{counts_text, human_bytes, human_duration, server_text};
 use crate::record::{ConnectionRecord, Distribution, Summary, TlsInfo};
 
 mod charts;
@@ -198,6 +198,8 @@ fn cards(h: &mut String, s: &Summary) {
         (true, "connect (median)", opt_dur(s.connect.median), tail(&s.connect)),
         (tls, "TLS handshake (median)", opt_dur(s.tls_handshake.median), tail(&s.tls_handshake)),
         (true, "request latency (median)", opt_dur(l.median), tail(l)),
+        (!s.status_codes.is_empty(), "responses with a status", s.status_codes.values().sum::<u64>().to_string(),
+            counts_text(&s.status_codes)),
         (true, "peak concurrency", peak.connections.to_string(), "connections".into()),
         (true, "requests / second", rate, format!("over {}", human_duration(s.span))),
     ];

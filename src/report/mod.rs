@@ -35,6 +35,17 @@ pub fn sanitize(s: &str) -> String {
 
 /// Unicode's bidirectional formatting characters (marks, embeddings,
 /// overrides, isolates).
+/// Counts as people read them, the largest first: `429 ×138, 200 ×112`.
+pub fn counts_text(map: &std::collections::BTreeMap<String, u64>) -> String {
+    let mut items: Vec<(&String, &u64)> = map.iter().collect();
+    items.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    items
+        .iter()
+        .map(|(k, n)| format!("{} ×{n}", sanitize(k)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn is_bidi_control(c: char) -> bool {
     matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }

@@ -12,7 +12,7 @@ use std::io::{self, Write};
 pub use rows::TableSink;
 
 use super::timeline::requests_text;
-use super::{human_bytes, human_duration, sanitize, server_text, Opts};
+use super::{counts_text, human_bytes, human_duration, sanitize, server_text, Opts};
 use crate::record::{CloseKind, ConnectionRecord, Distribution, Summary};
 
 /// Writes the summary block and the connection table of `records` (in any
@@ -42,16 +42,6 @@ fn dist_line(d: &Distribution) -> String {
         ),
         _ => "-".to_string(),
     }
-}
-
-fn histogram(map: &std::collections::BTreeMap<String, u64>) -> String {
-    let mut items: Vec<(&String, &u64)> = map.iter().collect();
-    items.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-    items
-        .iter()
-        .map(|(k, n)| format!("{} ×{n}", sanitize(k)))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 fn ratio(v: Option<f64>) -> String {
@@ -128,7 +118,7 @@ pub fn write_headline(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
         )?;
     }
     if !s.status_codes.is_empty() {
-        writeln!(out, "status        {}", histogram(&s.status_codes))?;
+        writeln!(out, "status        {}", counts_text(&s.status_codes))?;
     }
     Ok(())
 }
@@ -170,7 +160,7 @@ pub fn write_summary(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
         s.connections, s.tcp_handshakes, s.connections_without_handshake
     )?;
     if !s.overlays.is_empty() {
-        writeln!(out, "overlays      {}", histogram(&s.overlays))?;
+        writeln!(out, "overlays      {}", counts_text(&s.overlays))?;
     }
     writeln!(out, "connect       {}", dist_line(&s.connect))?;
     if s.tls_connections > 0 {
@@ -179,11 +169,11 @@ pub fn write_summary(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
             "TLS           {} connection{}: {}",
             s.tls_connections,
             plural(s.tls_connections),
-            histogram(&s.tls_versions)
+            counts_text(&s.tls_versions)
         )?;
         writeln!(out, "TLS handshake {}", dist_line(&s.tls_handshake))?;
         if !s.alpn.is_empty() {
-            writeln!(out, "ALPN          {}", histogram(&s.alpn))?;
+            writeln!(out, "ALPN          {}", counts_text(&s.alpn))?;
         }
         if !s.tls_decryption.is_empty() {
             // The outcomes in words.
@@ -198,7 +188,7 @@ pub fn write_summary(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
                 (word.to_string(), *n)
             });
             let words = words.collect();
-            writeln!(out, "key log       {}", histogram(&words))?;
+            writeln!(out, "key log       {}", counts_text(&words))?;
         }
     }
     if s.syn_retransmissions > 0 {
