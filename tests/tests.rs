@@ -19,6 +19,7 @@ mod merge;
 mod overlays;
 mod progress;
 mod properties;
+mod quic;
 mod ratelimit;
 mod report;
 mod request_stats;

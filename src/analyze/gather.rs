@@ -170,6 +170,7 @@ impl Gather {
     pub fn finish(mut self, counts: &ShardCounts, info: &SourceInfo) -> Summary {
         self.summary.packets.tcp += counts.tcp;
         self.summary.packets.skipped += counts.skipped;
+        self.summary.packets.quic += counts.quic;
         self.summary.packets.filtered_out += counts.filtered_out;
         self.summary.packets.fragments += counts.fragments;
         self.summary.anomalies.merge(&counts.anomalies);

@@ -37,6 +37,8 @@ use tombstones::Tombstones;
 pub struct ShardCounts {
     pub tcp: u64,
     pub skipped: u64,
+    /// Of `skipped`: UDP datagrams carrying a QUIC handshake packet.
+    pub quic: u64,
     pub filtered_out: u64,
     /// IP fragments held for reassembly (kept by the reader, not a shard).
     pub fragments: u64,
@@ -48,6 +50,7 @@ impl ShardCounts {
     pub fn merge(&mut self, other: &ShardCounts) {
         self.tcp += other.tcp;
         self.skipped += other.skipped;
+        self.quic += other.quic;
         self.filtered_out += other.filtered_out;
         self.fragments += other.fragments;
         self.anomalies.merge(&other.anomalies);
@@ -206,6 +209,11 @@ impl Shard {
             Decoded::Tcp(seg, anomaly) => (seg, *anomaly),
             Decoded::OtherIp | Decoded::NotIp => {
                 self.counts.skipped += 1;
+                return true;
+            }
+            Decoded::Quic => {
+                self.counts.skipped += 1;
+                self.counts.quic += 1;
                 return true;
             }
             Decoded::Bad(kind) => {

@@ -326,6 +326,7 @@ impl SummaryBuilder {
             tls_resumed: self.busy_tls_resumed,
             idle: unused,
             idle_tls_full: unused_tls_full,
+            quic: self.packets.quic,
         });
         let mut warnings = info.warnings.clone();
         let tried: u64 = self.tls_decryption.values().sum();
@@ -333,6 +334,12 @@ impl SummaryBuilder {
         if tried > 0 && no_secrets == Some(tried) {
             warnings.push(format!(
                 "the key log has no secrets for any of the {tried} TLS sessions here; was it written by this capture's client, while it was captured?"
+            ));
+        }
+        if self.packets.quic > 0 {
+            warnings.push(format!(
+                "{} UDP datagrams carried QUIC handshake packets: QUIC (HTTP/3) is not analyzed, so its connections, handshakes and requests are not counted",
+                self.packets.quic
             ));
         }
         Summary {
@@ -401,11 +408,22 @@ struct Counts {
     /// client racing connections open, and then using one).
     idle: u64,
     idle_tls_full: u64,
+    /// UDP datagrams with QUIC handshake packets (not analyzed).
+    quic: u64,
 }
 
 /// The headline sentence: how many connections the requests needed, and
-/// how many more were opened for none.
+/// how many more were opened for none; and that QUIC was left aside.
 fn verdict(c: &Counts) -> String {
+    let over_tcp = tcp_verdict(c);
+    match c.quic {
+        0 => over_tcp,
+        n => format!("{over_tcp}; QUIC (HTTP/3) not analyzed: {n} handshake datagrams"),
+    }
+}
+
+/// The verdict over TCP.
+fn tcp_verdict(c: &Counts) -> String {
     let Counts {
         requests,
         estimated,

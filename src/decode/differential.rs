@@ -25,6 +25,7 @@ use crate::time::Timestamp;
 enum Took {
     FastTcp,
     FastOtherIp,
+    FastQuic,
     Fallback,
 }
 
@@ -53,6 +54,7 @@ fn agree_with(p: &RawPacket<'_>, udp: &UdpTunnels) -> Result<Took, String> {
     let took = match fast::parse(p, udp) {
         Fast::Tcp(_) => Took::FastTcp,
         Fast::OtherIp => Took::FastOtherIp,
+        Fast::Quic => Took::FastQuic,
         Fast::Fallback => Took::Fallback,
     };
     let got = decode_with(p, udp);

@@ -7,7 +7,7 @@
 //! whose IHL and total length make sense, or IPv6 whose next header is
 //! TCP; then a whole TCP header with a data offset of at least 5. IP
 //! carrying UDP or another protocol without TCP behind it is answered too
-//! (`OtherIp`).
+//! (`OtherIp`, or `Quic` for a QUIC handshake packet).
 //! Anything else — VLAN stacks, MPLS, IPv4 AH, IPv6 extension headers,
 //! fragments, a cut or impossible header, a zero length, other link types —
 //! is [`Fast::Fallback`], and the caller decodes it the lax way. For every
@@ -18,6 +18,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use super::lax::{loopback_ip, sll_protocol};
+use super::quic;
 use super::tunnel::{self, UdpTunnels};
 use super::{Decoded, TcpFlags, TcpSegment};
 use crate::record::{AnomalyKind, Overlay};
@@ -38,6 +39,8 @@ pub(super) enum Fast<'a> {
     Tcp(Parts<'a>),
     /// IP carrying something other than TCP (the lax path says the same).
     OtherIp,
+    /// UDP carrying a QUIC handshake packet (the lax path says the same).
+    Quic,
     /// Not a frame the fast path reads: decode it the lax way.
     Fallback,
 }
@@ -154,9 +157,10 @@ fn ipv4<'a>(data: &'a [u8], outer: bool, udp: &UdpTunnels) -> Fast<'a> {
     if h[9] != IP_TCP {
         // A tunnel is opened only in a whole packet (the lax path's rule),
         // up to the packet's end (Ethernet padding follows).
-        let whole = total_len != 0 && h[6] & 0x3f == 0 && h[7] == 0;
+        let fragment = h[6] & 0x3f != 0 || h[7] != 0;
+        let whole = total_len != 0 && !fragment;
         let payload = data.get(header_len..total_len).unwrap_or(after_header);
-        return not_tcp(h[9], payload, outer && whole, udp);
+        return not_tcp(h[9], payload, outer && whole, fragment, udp);
     }
     // A total length of 0 (segmentation offload: the capture saw the packet
     // before the length was set), more fragments, or a fragment offset.
@@ -177,7 +181,13 @@ fn ipv4<'a>(data: &'a [u8], outer: bool, udp: &UdpTunnels) -> Fast<'a> {
 /// that the TCP path stays small enough to inline.
 #[cold]
 #[inline(never)]
-fn not_tcp<'a>(proto: u8, payload: &'a [u8], outer: bool, udp: &UdpTunnels) -> Fast<'a> {
+fn not_tcp<'a>(
+    proto: u8,
+    payload: &'a [u8],
+    outer: bool,
+    fragment: bool,
+    udp: &UdpTunnels,
+) -> Fast<'a> {
     if proto == IP_UDP && outer {
         if let Some((frame, vni)) = tunnel::vxlan_frame(payload, udp) {
             return vxlan(frame, vni, udp);
@@ -186,6 +196,8 @@ fn not_tcp<'a>(proto: u8, payload: &'a [u8], outer: bool, udp: &UdpTunnels) -> F
     // AH may carry TCP after it, and a tunnel a whole packet.
     if proto == IP_AUTH || tunnel::maybe(proto, payload, udp) {
         Fast::Fallback
+    } else if !fragment && quic::in_udp(proto, payload) {
+        Fast::Quic
     } else {
         Fast::OtherIp
     }
@@ -229,6 +241,9 @@ fn ipv6<'a>(data: &'a [u8], outer: bool, udp: &UdpTunnels) -> Fast<'a> {
             };
         }
         // Neither is an extension header, so the lax path stops there too.
+        IP_UDP if quic::in_udp(IP_UDP, rest.get(..payload_len).unwrap_or(rest)) => {
+            return Fast::Quic
+        }
         IP_UDP | IP_ICMPV6 => return Fast::OtherIp,
         _ => return Fast::Fallback,
     }

@@ -13,6 +13,7 @@ use etherparse::err::packet::SliceError;
 use etherparse::err::{Layer, LenError};
 use etherparse::{EtherType, IpNumber, LaxNetSlice, LaxSlicedPacket, TransportSlice};
 
+use super::quic;
 use super::tunnel::{self, Inner, Tunnel, UdpTunnels};
 use super::{Decoded, TcpFlags, TcpSegment};
 use crate::record::{AnomalyKind, Overlay};
@@ -277,6 +278,7 @@ fn classify<'a>(
             return Decoded::OtherIp;
         }
         return match tunnel::open(payload.ip_number.0, payload.payload, within.udp) {
+            Tunnel::No if quic::in_udp(payload.ip_number.0, payload.payload) => Decoded::Quic,
             Tunnel::No => Decoded::OtherIp,
             Tunnel::Inner(..) | Tunnel::Broken if within.depth >= tunnel::MAX_DEPTH => {
                 Decoded::Bad(AnomalyKind::MalformedTunnel)

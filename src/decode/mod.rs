@@ -24,6 +24,7 @@ pub mod defrag;
 mod differential;
 mod fast;
 mod lax;
+mod quic;
 #[cfg(test)]
 mod shard_tests;
 mod tunnel;
@@ -83,6 +84,9 @@ pub enum Decoded<'a> {
     Tcp(TcpSegment<'a>, Option<AnomalyKind>),
     /// IP carrying something other than TCP.
     OtherIp,
+    /// UDP carrying a QUIC handshake packet (HTTP/3's transport, which is
+    /// not analyzed: counted so that a capture of it does not look empty).
+    Quic,
     /// Not IP (ARP, LLDP, …).
     NotIp,
     /// Could not be decoded far enough to know; counted as an anomaly.
@@ -101,6 +105,7 @@ pub fn decode_with<'a>(packet: &RawPacket<'a>, udp: &UdpTunnels) -> Decoded<'a> 
     match fast::parse(packet, udp) {
         Fast::Tcp(parts) => parts.decoded(packet),
         Fast::OtherIp => Decoded::OtherIp,
+        Fast::Quic => Decoded::Quic,
         Fast::Fallback => decode_lax(packet, udp),
     }
 }
@@ -121,7 +126,7 @@ pub fn decode_with<'a>(packet: &RawPacket<'a>, udp: &UdpTunnels) -> Decoded<'a> 
 pub fn shard_hash(packet: &RawPacket<'_>, udp: &UdpTunnels) -> u64 {
     match fast::parse(packet, udp) {
         Fast::Tcp(parts) => parts.shard_hash(),
-        Fast::OtherIp => 0,
+        Fast::OtherIp | Fast::Quic => 0,
         Fast::Fallback => lax_shard_hash(packet, udp),
     }
 }
@@ -144,7 +149,7 @@ pub fn whole_shard_hash(packet: &RawPacket<'_>, udp: &UdpTunnels) -> Option<u64>
         Fast::Tcp(parts) => Some(parts.shard_hash()),
         // A fragment of a UDP datagram may be one of a tunnel's.
         _ if defrag::may_be_fragment(packet) => None,
-        Fast::OtherIp => Some(0),
+        Fast::OtherIp | Fast::Quic => Some(0),
         Fast::Fallback => Some(lax_shard_hash(packet, udp)),
     }
 }

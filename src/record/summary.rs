@@ -66,6 +66,10 @@ pub struct PacketCounts {
     pub tcp: u64,
     /// Frames that are not TCP (other IP protocols, ARP, …) or could not be decoded.
     pub skipped: u64,
+    /// Of `skipped`: UDP datagrams carrying a QUIC handshake packet (a
+    /// long header of version 1, 2 or a deployed draft). QUIC, and so
+    /// HTTP/3, is not analyzed.
+    pub quic: u64,
     /// TCP frames left out by `--port`/`--host`.
     pub filtered_out: u64,
     /// IP fragments held for reassembly: a reassembled datagram is counted

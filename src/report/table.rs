@@ -140,8 +140,12 @@ pub fn write_summary(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
         s.packets.total,
         human_bytes(s.packets.bytes)
     )?;
+    let quic = match s.packets.quic {
+        0 => String::new(),
+        n => format!("; {n} of them QUIC handshake datagrams, not analyzed"),
+    };
     let mut packets = format!(
-        "{} TCP, {} skipped (not TCP or undecodable)",
+        "{} TCP, {} skipped (not TCP or undecodable{quic})",
         s.packets.tcp, s.packets.skipped
     );
     if s.packets.filtered_out > 0 {

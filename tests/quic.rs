@@ -1,0 +1,87 @@
+//! QUIC (HTTP/3's transport) is not analyzed, but a capture of it must say
+//! so instead of looking empty: UDP datagrams carrying a QUIC long-header
+//! packet are counted (`packets.quic`), the verdict and a warning name
+//! them. Checked against tshark on the peer corpus's QUIC captures (Chrome,
+//! curl, quic-go, QUIC v2, drafts, Retry, 0-RTT, greased fixed bits), and
+//! for none elsewhere.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::tools::{all_captures, analyze_path, skip_or_fail, tshark_present};
+
+/// tshark's count of frames with a QUIC long header.
+fn tshark_long_headers(path: &Path) -> u64 {
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(path)
+        .args([
+            "-Y",
+            "quic.header_form == 1",
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+        ])
+        .output()
+        .expect("tshark runs");
+    String::from_utf8_lossy(&out.stdout).lines().count() as u64
+}
+
+#[test]
+fn quic_handshake_datagrams_are_counted_as_tshark_counts_them() {
+    // Every capture we count QUIC in (a false one would show), and every
+    // one named for QUIC (a miss would show), against tshark.
+    let mut checked = 0;
+    let mut tshark = None;
+    for (name, path) in all_captures() {
+        let (summary, _) = analyze_path(&path);
+        let quic = summary.packets.quic;
+        assert!(quic <= summary.packets.skipped, "{name}");
+        assert_eq!(summary.verdict.contains("QUIC"), quic > 0, "{name}");
+        let named = name.starts_with("corpus/") && name.to_lowercase().contains("quic");
+        if quic == 0 && !named {
+            continue;
+        }
+        if !*tshark.get_or_insert_with(tshark_present) {
+            return;
+        }
+        let want = tshark_long_headers(&path);
+        assert!(want > 0, "{name}: tshark sees no QUIC");
+        assert_eq!(quic, want, "{name}");
+        checked += 1;
+    }
+    if checked < 5 {
+        skip_or_fail(
+            "peer corpus",
+            "its QUIC captures were not found in ../shared/corpus",
+        );
+    }
+}
+
+#[test]
+fn a_capture_of_http3_says_it_was_not_analyzed() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/corpus/zeek/Traces/quic/chromium-115.0.5790.110-api-cirrus-com.pcap");
+    if !path.is_file() {
+        skip_or_fail("peer corpus", "zeek's chromium QUIC capture not found");
+        return;
+    }
+    let (summary, records) = analyze_path(&path);
+    assert!(records.is_empty());
+    // Chromium's Initial, the server's Initial and Handshake, and its
+    // Handshake: three datagrams with long headers (tshark 4.0 says so).
+    assert_eq!(summary.packets.quic, 3);
+    assert_eq!(
+        summary.verdict,
+        "no HTTP requests seen; QUIC (HTTP/3) not analyzed: 3 handshake datagrams"
+    );
+    assert!(
+        summary
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("3 UDP datagrams carried QUIC")),
+        "{:?}",
+        summary.warnings
+    );
+}
