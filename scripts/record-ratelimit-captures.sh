@@ -214,10 +214,14 @@ fi
 # (--max-requests-listed, 100), so that the status codes and latencies of
 # the requests past the list are checked against nginx's log.
 # httpx-h2-post-429-250: httpx, 1 task × 250 POSTs over HTTP/2;
+# java-async-warm-h2-post-429-300x50: HttpClient's sendAsync, 300 POSTs
+# with 50 outstanding on one HTTP/2 connection, its first answered before
+# the others start (no key log: the JDK writes none);
 # curl-h1-post-429-200: one curl, 200 POSTs of a 41-byte JSON body on one
-# HTTP/1.1 keep-alive connection. Both with a key log.
+# HTTP/1.1 keep-alive connection. httpx and curl with a key log.
 if part many; then
 httpx_posts httpx-h2-post-429-250 250 1
+java_posts java-async-warm-h2-post-429-300x50 300 50 "-Dclient.warmup=true AsyncClient jdk" HTTP_2
 name=curl-h1-post-429-200
 log "$name.pcap"
 sleep 1.2

@@ -42,7 +42,7 @@ fn analysed(
 /// one connection; 100) and HTTP/1.1 (200; 12); HTTP/1.1 on cleartext;
 /// and estimates from record sizes, HTTP/1.1 (Apache, 10 to 25 a
 /// connection) and HTTP/2 (100 on one connection, 51 on another).
-const CAPTURES: [(&str, Option<&str>); 8] = [
+const CAPTURES: [(&str, Option<&str>); 9] = [
     (
         "httpx-h2-post-429-250",
         Some("httpx-h2-post-429-250.keylog"),
@@ -57,6 +57,9 @@ const CAPTURES: [(&str, Option<&str>); 8] = [
     ("apache-httpclient5-post-429-10x10", None),
     ("java-async-warm-h2-post-429-100x50", None),
     ("java-async-h2-post-429-100x50", None),
+    // Section af without keys: Java's sendAsync, 300 POSTs with 50
+    // outstanding multiplexed on one HTTP/2 connection.
+    ("java-async-warm-h2-post-429-300x50", None),
 ];
 
 #[test]
@@ -118,12 +121,13 @@ fn each_connection_counts_every_status_nginx_logged() {
 
 #[test]
 fn without_keys_every_request_past_the_list_is_answered_and_timed() {
-    // Estimated from record sizes: as many requests as nginx logged, each
-    // answered, and the same latencies as the key log reads.
-    for (name, keylog) in CAPTURES.into_iter().take(2) {
+    // Estimated from record sizes (section af): as many requests as nginx
+    // logged, each answered, and the same latencies as the key log reads
+    // where there is one.
+    let java = CAPTURES.into_iter().last();
+    for (name, keylog) in CAPTURES.into_iter().take(2).chain(java) {
         let file = format!("{name}.pcap");
         let (guessed, estimated) = analysed(&file, None, None, 1);
-        let (read, _) = analysed(&file, keylog, None, 1);
         let logged = crate::h2_sizes::nginx_requests(&format!("{name}.nginx-access.log"));
         let [r] = estimated.as_slice() else {
             panic!("{name}: one connection");
@@ -135,6 +139,9 @@ fn without_keys_every_request_past_the_list_is_answered_and_timed() {
         );
         assert!(r.http.requests > 100 && r.http.list_truncated, "{name}");
         assert_eq!(r.http.responses, r.http.requests, "{name}");
+        assert_eq!(guessed.request_latency.count, r.http.requests, "{name}");
+        let Some(keylog) = keylog else { continue };
+        let (read, _) = analysed(&file, Some(keylog), None, 1);
         let (a, b) = (&guessed.request_latency, &read.request_latency);
         assert_eq!(
             (a.count, a.median, a.p95, a.max),
