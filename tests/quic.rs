@@ -1,12 +1,16 @@
 //! QUIC (HTTP/3's transport) is not analyzed, but a capture of it must say
 //! so instead of looking empty: UDP datagrams carrying a QUIC long-header
-//! packet are counted (`packets.quic`), the verdict and a warning name
-//! them. Checked against tshark on the peer corpus's QUIC captures (Chrome,
-//! curl, quic-go, QUIC v2, drafts, Retry, 0-RTT, greased fixed bits), and
-//! for none elsewhere.
+//! packet are counted (`packets.quic`), and the connections they open
+//! (`quic_connections`); the verdict and a warning name them. Checked
+//! against tshark on the peer corpus's QUIC captures (Chrome, curl,
+//! quic-go, QUIC v2, drafts, Retry, 0-RTT, greased fixed bits), and for
+//! none elsewhere; the connections against tshark 4.0's in the corpus's
+//! expected facts.
 
 use std::path::Path;
 use std::process::Command;
+
+use serde_json::Value;
 
 use crate::tools::{all_captures, analyze_path, skip_or_fail, tshark_present};
 
@@ -69,19 +73,48 @@ fn a_capture_of_http3_says_it_was_not_analyzed() {
     }
     let (summary, records) = analyze_path(&path);
     assert!(records.is_empty());
-    // Chromium's Initial, the server's Initial and Handshake, and its
-    // Handshake: three datagrams with long headers (tshark 4.0 says so).
-    assert_eq!(summary.packets.quic, 3);
+    // One connection: Chromium's Initial, the server's Initial and
+    // Handshake, and its Handshake: three datagrams with long headers
+    // (tshark 4.0 says so).
+    assert_eq!((summary.quic_connections, summary.packets.quic), (1, 3));
     assert_eq!(
         summary.verdict,
-        "no HTTP requests seen; QUIC (HTTP/3) not analyzed: 3 handshake datagrams"
+        "no HTTP requests seen; QUIC (HTTP/3) not analyzed: 1 connection"
     );
+    let warning = "1 QUIC connection (3 UDP datagrams";
     assert!(
-        summary
-            .warnings
-            .iter()
-            .any(|w| w.starts_with("3 UDP datagrams carried QUIC")),
+        summary.warnings.iter().any(|w| w.starts_with(warning)),
         "{:?}",
         summary.warnings
+    );
+}
+
+#[test]
+fn quic_connections_are_the_ones_tshark_numbers() {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
+    let Ok(text) = std::fs::read_to_string(corpus.join("expected.json")) else {
+        skip_or_fail("peer corpus", "../shared/corpus/expected.json not found");
+        return;
+    };
+    let expected: Value = serde_json::from_str(&text).expect("expected.json parses");
+    let entries = expected.as_array().expect("a list of captures");
+    let (mut checked, mut with_quic) = (0, 0);
+    for entry in entries {
+        let Some(quic) = entry
+            .pointer("/facts/tshark_4_0/quic_connections")
+            .and_then(Value::as_array)
+        else {
+            continue;
+        };
+        let file = entry["file"].as_str().expect("a file name");
+        let (summary, _) = analyze_path(&corpus.join(file));
+        assert_eq!(summary.quic_connections, quic.len() as u64, "{file}");
+        checked += 1;
+        with_quic += usize::from(!quic.is_empty());
+    }
+    // 97 captures, 10 of them with QUIC (20 connections in two of ja4's).
+    assert!(
+        checked >= 90 && with_quic >= 8,
+        "{checked} checked, {with_quic} with QUIC"
     );
 }

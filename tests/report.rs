@@ -119,6 +119,7 @@ fn compare_json_has_the_documented_keys() {
     let keys = [
         "connections",
         "connections_unused",
+        "quic_connections",
         "tcp_handshakes",
         "tls_full",
         "tls_resumed",

@@ -24,11 +24,13 @@ use crate::time::Timestamp;
 use super::{CLOSE_LINGER, FINISHED_LINGER};
 
 mod order;
+mod quic;
 mod table;
 #[cfg(test)]
 mod tests;
 mod tombstones;
 pub use order::{Clock, Done, Encoded, Event, Order, Phase};
+use quic::QuicConnections;
 use table::{Handle, Table};
 use tombstones::Tombstones;
 
@@ -37,8 +39,10 @@ use tombstones::Tombstones;
 pub struct ShardCounts {
     pub tcp: u64,
     pub skipped: u64,
-    /// Of `skipped`: UDP datagrams carrying a QUIC handshake packet.
+    /// Of `skipped`: UDP datagrams carrying a QUIC handshake packet…
     pub quic: u64,
+    /// …and the QUIC connections they opened.
+    pub quic_connections: u64,
     pub filtered_out: u64,
     /// IP fragments held for reassembly (kept by the reader, not a shard).
     pub fragments: u64,
@@ -51,6 +55,7 @@ impl ShardCounts {
         self.tcp += other.tcp;
         self.skipped += other.skipped;
         self.quic += other.quic;
+        self.quic_connections += other.quic_connections;
         self.filtered_out += other.filtered_out;
         self.fragments += other.fragments;
         self.anomalies.merge(&other.anomalies);
@@ -123,6 +128,9 @@ pub struct Shard {
     evictions: u64,
     origin: Option<Timestamp>,
     pub counts: ShardCounts,
+    /// The QUIC connection IDs seen (every QUIC datagram comes to the
+    /// first shard: it hashes to 0, like all but TCP).
+    quic: QuicConnections,
     /// What happened since the gatherer last took the events, in order.
     events: Vec<Event>,
     /// At the end of the input: the connections left to finalise.
@@ -153,6 +161,7 @@ impl Shard {
             evictions: 0,
             origin: None,
             counts: ShardCounts::default(),
+            quic: QuicConnections::default(),
             events: Vec::new(),
             ending: None,
             encoder: None,
@@ -211,9 +220,12 @@ impl Shard {
                 self.counts.skipped += 1;
                 return true;
             }
-            Decoded::Quic => {
+            Decoded::Quic(header) => {
                 self.counts.skipped += 1;
                 self.counts.quic += 1;
+                if self.quic.opens(header) {
+                    self.counts.quic_connections += 1;
+                }
                 return true;
             }
             Decoded::Bad(kind) => {

@@ -154,6 +154,8 @@ pub struct SummaryBuilder {
     pub last: Option<Timestamp>,
     /// Anomalies not attached to any connection.
     pub anomalies: Anomalies,
+    /// QUIC connections opened (not analyzed).
+    pub quic_connections: u64,
     connections: u64,
     tcp_handshakes: u64,
     without_handshake: u64,
@@ -327,6 +329,7 @@ impl SummaryBuilder {
             idle: unused,
             idle_tls_full: unused_tls_full,
             quic: self.packets.quic,
+            quic_connections: self.quic_connections,
         });
         let mut warnings = info.warnings.clone();
         let tried: u64 = self.tls_decryption.values().sum();
@@ -337,9 +340,12 @@ impl SummaryBuilder {
             ));
         }
         if self.packets.quic > 0 {
+            let n = self.quic_connections;
             warnings.push(format!(
-                "{} UDP datagrams carried QUIC handshake packets: QUIC (HTTP/3) is not analyzed, so its connections, handshakes and requests are not counted",
-                self.packets.quic
+                "{n} QUIC connection{} ({} UDP datagrams with handshake packets): QUIC (HTTP/3) is not analyzed, so {} handshakes and requests are not counted",
+                if n == 1 { "" } else { "s" },
+                self.packets.quic,
+                if n == 1 { "its" } else { "their" },
             ));
         }
         Summary {
@@ -377,6 +383,7 @@ impl SummaryBuilder {
             span,
             packets: self.packets,
             connections: self.connections,
+            quic_connections: self.quic_connections,
             tcp_handshakes: self.tcp_handshakes,
             connections_without_handshake: self.without_handshake,
             connections_unused: unused,
@@ -408,17 +415,20 @@ struct Counts {
     /// client racing connections open, and then using one).
     idle: u64,
     idle_tls_full: u64,
-    /// UDP datagrams with QUIC handshake packets (not analyzed).
+    /// UDP datagrams with QUIC handshake packets, and the connections
+    /// they opened (not analyzed).
     quic: u64,
+    quic_connections: u64,
 }
 
 /// The headline sentence: how many connections the requests needed, and
 /// how many more were opened for none; and that QUIC was left aside.
 fn verdict(c: &Counts) -> String {
     let over_tcp = tcp_verdict(c);
-    match c.quic {
-        0 => over_tcp,
-        n => format!("{over_tcp}; QUIC (HTTP/3) not analyzed: {n} handshake datagrams"),
+    match (c.quic, c.quic_connections) {
+        (0, _) => over_tcp,
+        (_, 1) => format!("{over_tcp}; QUIC (HTTP/3) not analyzed: 1 connection"),
+        (_, n) => format!("{over_tcp}; QUIC (HTTP/3) not analyzed: {n} connections"),
     }
 }
 

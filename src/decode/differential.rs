@@ -54,7 +54,7 @@ fn agree_with(p: &RawPacket<'_>, udp: &UdpTunnels) -> Result<Took, String> {
     let took = match fast::parse(p, udp) {
         Fast::Tcp(_) => Took::FastTcp,
         Fast::OtherIp => Took::FastOtherIp,
-        Fast::Quic => Took::FastQuic,
+        Fast::Quic(_) => Took::FastQuic,
         Fast::Fallback => Took::Fallback,
     };
     let got = decode_with(p, udp);

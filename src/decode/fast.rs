@@ -18,7 +18,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use super::lax::{loopback_ip, sll_protocol};
-use super::quic;
+use super::quic::{self, LongHeader};
 use super::tunnel::{self, UdpTunnels};
 use super::{Decoded, TcpFlags, TcpSegment};
 use crate::record::{AnomalyKind, Overlay};
@@ -40,7 +40,7 @@ pub(super) enum Fast<'a> {
     /// IP carrying something other than TCP (the lax path says the same).
     OtherIp,
     /// UDP carrying a QUIC handshake packet (the lax path says the same).
-    Quic,
+    Quic(LongHeader<'a>),
     /// Not a frame the fast path reads: decode it the lax way.
     Fallback,
 }
@@ -196,10 +196,11 @@ fn not_tcp<'a>(
     // AH may carry TCP after it, and a tunnel a whole packet.
     if proto == IP_AUTH || tunnel::maybe(proto, payload, udp) {
         Fast::Fallback
-    } else if !fragment && quic::in_udp(proto, payload) {
-        Fast::Quic
     } else {
-        Fast::OtherIp
+        match quic::in_udp(proto, payload).filter(|_| !fragment) {
+            Some(header) => Fast::Quic(header),
+            None => Fast::OtherIp,
+        }
     }
 }
 
@@ -241,10 +242,12 @@ fn ipv6<'a>(data: &'a [u8], outer: bool, udp: &UdpTunnels) -> Fast<'a> {
             };
         }
         // Neither is an extension header, so the lax path stops there too.
-        IP_UDP if quic::in_udp(IP_UDP, rest.get(..payload_len).unwrap_or(rest)) => {
-            return Fast::Quic
+        IP_UDP | IP_ICMPV6 => {
+            return match quic::in_udp(h[6], rest.get(..payload_len).unwrap_or(rest)) {
+                Some(header) => Fast::Quic(header),
+                None => Fast::OtherIp,
+            }
         }
-        IP_UDP | IP_ICMPV6 => return Fast::OtherIp,
         _ => return Fast::Fallback,
     }
     let (ip_payload, cut) = match rest.get(..payload_len) {

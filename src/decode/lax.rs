@@ -278,8 +278,10 @@ fn classify<'a>(
             return Decoded::OtherIp;
         }
         return match tunnel::open(payload.ip_number.0, payload.payload, within.udp) {
-            Tunnel::No if quic::in_udp(payload.ip_number.0, payload.payload) => Decoded::Quic,
-            Tunnel::No => Decoded::OtherIp,
+            Tunnel::No => match quic::in_udp(payload.ip_number.0, payload.payload) {
+                Some(header) => Decoded::Quic(header),
+                None => Decoded::OtherIp,
+            },
             Tunnel::Inner(..) | Tunnel::Broken if within.depth >= tunnel::MAX_DEPTH => {
                 Decoded::Bad(AnomalyKind::MalformedTunnel)
             }

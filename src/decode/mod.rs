@@ -25,6 +25,7 @@ mod differential;
 mod fast;
 mod lax;
 mod quic;
+pub use quic::LongHeader;
 #[cfg(test)]
 mod shard_tests;
 mod tunnel;
@@ -86,7 +87,7 @@ pub enum Decoded<'a> {
     OtherIp,
     /// UDP carrying a QUIC handshake packet (HTTP/3's transport, which is
     /// not analyzed: counted so that a capture of it does not look empty).
-    Quic,
+    Quic(LongHeader<'a>),
     /// Not IP (ARP, LLDP, …).
     NotIp,
     /// Could not be decoded far enough to know; counted as an anomaly.
@@ -105,7 +106,7 @@ pub fn decode_with<'a>(packet: &RawPacket<'a>, udp: &UdpTunnels) -> Decoded<'a> 
     match fast::parse(packet, udp) {
         Fast::Tcp(parts) => parts.decoded(packet),
         Fast::OtherIp => Decoded::OtherIp,
-        Fast::Quic => Decoded::Quic,
+        Fast::Quic(header) => Decoded::Quic(header),
         Fast::Fallback => decode_lax(packet, udp),
     }
 }
@@ -126,7 +127,7 @@ pub fn decode_with<'a>(packet: &RawPacket<'a>, udp: &UdpTunnels) -> Decoded<'a> 
 pub fn shard_hash(packet: &RawPacket<'_>, udp: &UdpTunnels) -> u64 {
     match fast::parse(packet, udp) {
         Fast::Tcp(parts) => parts.shard_hash(),
-        Fast::OtherIp | Fast::Quic => 0,
+        Fast::OtherIp | Fast::Quic(_) => 0,
         Fast::Fallback => lax_shard_hash(packet, udp),
     }
 }
@@ -149,7 +150,7 @@ pub fn whole_shard_hash(packet: &RawPacket<'_>, udp: &UdpTunnels) -> Option<u64>
         Fast::Tcp(parts) => Some(parts.shard_hash()),
         // A fragment of a UDP datagram may be one of a tunnel's.
         _ if defrag::may_be_fragment(packet) => None,
-        Fast::OtherIp | Fast::Quic => Some(0),
+        Fast::OtherIp | Fast::Quic(_) => Some(0),
         Fast::Fallback => Some(lax_shard_hash(packet, udp)),
     }
 }

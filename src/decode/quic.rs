@@ -4,47 +4,69 @@
 //! drafts 22 to 34 that browsers and servers shipped. So a capture of HTTP/3 says it
 //! holds traffic this tool does not analyze, instead of looking empty.
 //!
-//! Reads the long header's first bytes only: no decryption, no connection
-//! state. Short-header (1-RTT) packets carry no version and are not told.
+//! Reads the long header's first bytes only: its type and connection IDs,
+//! no decryption, no connection state. Short-header (1-RTT) packets carry
+//! no version and are not told.
 
 const IP_UDP: u8 = 17;
 /// QUIC versions 1 and 2.
-const VERSIONS: [u32; 2] = [0x0000_0001, 0x6b33_43cf];
+const VERSIONS: [u32; 2] = [0x0000_0001, V2];
+/// QUIC version 2 (its packet types are v1's plus one: Initial 1, 0-RTT 2).
+const V2: u32 = 0x6b33_43cf;
 /// The IETF drafts deployed (h3-22 … h3-34).
 const DRAFTS: std::ops::RangeInclusive<u32> = 0xff00_0016..=0xff00_0022;
 /// A connection ID is at most 20 bytes (RFC 9000 §17.2).
 const MAX_CID: usize = 20;
 
-/// Whether `datagram` (a UDP header and what follows) carries a QUIC
-/// long-header packet of a known version, when `proto` is UDP.
-pub fn in_udp(proto: u8, datagram: &[u8]) -> bool {
-    proto == IP_UDP && datagram.get(8..).is_some_and(long_header)
+/// The first long-header packet of a datagram, as far as it is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LongHeader<'a> {
+    /// An Initial or 0-RTT packet: the types a client opens a connection
+    /// with (a server sends Initials too, never 0-RTT).
+    pub opening: bool,
+    pub dcid: &'a [u8],
+    pub scid: &'a [u8],
 }
 
-/// Whether `packet` begins with a QUIC long header of a known version: the
+/// The QUIC long-header packet `datagram` (a UDP header and what follows)
+/// begins with, when `proto` is UDP and it is one of a known version.
+pub fn in_udp(proto: u8, datagram: &[u8]) -> Option<LongHeader<'_>> {
+    if proto != IP_UDP {
+        return None;
+    }
+    long_header(datagram.get(8..)?)
+}
+
+/// The QUIC long header `packet` begins with, of a known version: the
 /// header-form bit set (not the fixed bit, which RFC 9287 lets endpoints
 /// grease), the version, and both connection IDs within their bounds and
 /// the datagram.
-fn long_header(packet: &[u8]) -> bool {
-    let Some((&first, rest)) = packet.split_first() else {
-        return false;
-    };
-    let Some((version, rest)) = rest.split_first_chunk::<4>() else {
-        return false;
-    };
+fn long_header(packet: &[u8]) -> Option<LongHeader<'_>> {
+    let (&first, rest) = packet.split_first()?;
+    let (version, rest) = rest.split_first_chunk::<4>()?;
     let version = u32::from_be_bytes(*version);
     if first & 0x80 == 0 || !(VERSIONS.contains(&version) || DRAFTS.contains(&version)) {
-        return false;
+        return None;
     }
-    let Some((&dcid_len, rest)) = rest.split_first() else {
-        return false;
+    let (&dcid_len, rest) = rest.split_first()?;
+    let (dcid, rest) = rest.split_at_checked(usize::from(dcid_len))?;
+    let (&scid_len, rest) = rest.split_first()?;
+    let (scid, rest) = rest.split_at_checked(usize::from(scid_len))?;
+    if dcid.len() > MAX_CID || scid.len() > MAX_CID || rest.is_empty() {
+        return None;
+    }
+    // Initial and 0-RTT: types 0 and 1, or in version 2, 1 and 2.
+    let kind = (first >> 4) & 0x03;
+    let kind = if version == V2 {
+        kind.wrapping_sub(1) & 0x03
+    } else {
+        kind
     };
-    let dcid_len = usize::from(dcid_len);
-    let Some(&scid_len) = rest.get(dcid_len) else {
-        return false;
-    };
-    let scid_len = usize::from(scid_len);
-    dcid_len <= MAX_CID && scid_len <= MAX_CID && rest.len() > dcid_len + scid_len
+    Some(LongHeader {
+        opening: kind <= 1,
+        dcid,
+        scid,
+    })
 }
 
 #[cfg(test)]
@@ -67,20 +89,27 @@ mod tests {
 
     #[test]
     fn handshake_packets_of_known_versions_are_told() {
-        // Initial (v1), Handshake (v1), Initial (v2: type bits 01), drafts
-        // 29 and 28, and a greased fixed bit (v2, ndpi's quic-v2.pcapng).
-        for (first, version) in [
-            (0xc3, 1),
-            (0xe1, 1),
-            (0xd0, 0x6b33_43cf),
-            (0xc0, 0xff00_001d),
-            (0xc0, 0xff00_001c),
-            (0x94, 0x6b33_43cf),
+        // (first byte, version, opening): Initial, 0-RTT and Handshake
+        // (v1), Initial (v2: type bits 01), drafts 29 and 28, and greased
+        // fixed bits (v2's 0-RTT and Handshake; ndpi's quic-v2.pcapng).
+        for (first, version, opening) in [
+            (0xc3, 1, true),
+            (0xd3, 1, true),
+            (0xe1, 1, false),
+            (0xd0, V2, true),
+            (0xc0, 0xff00_001d, true),
+            (0xc0, 0xff00_001c, true),
+            (0xa4, V2, true),
+            (0xb4, V2, false),
         ] {
-            assert!(
-                in_udp(IP_UDP, &datagram(first, version)),
-                "{first:#x} {version:#x}"
-            );
+            let d = datagram(first, version);
+            let header = in_udp(IP_UDP, &d);
+            let want = LongHeader {
+                opening,
+                dcid: &[7; 8],
+                scid: &[],
+            };
+            assert_eq!(header, Some(want), "{first:#x} {version:#x}");
         }
     }
 
@@ -91,16 +120,17 @@ mod tests {
         let negotiation = datagram(0xc3, 0);
         let mut long_cid = datagram(0xc3, 1);
         long_cid[13] = 21;
+        long_cid.extend_from_slice(&[0; 40]);
         let cut = datagram(0xc3, 1)[..15].to_vec();
         for d in [short_header, unknown_version, negotiation, long_cid, cut] {
-            assert!(!in_udp(IP_UDP, &d), "{d:?}");
+            assert!(in_udp(IP_UDP, &d).is_none(), "{d:?}");
         }
-        assert!(!in_udp(6, &datagram(0xc3, 1)), "not UDP");
-        assert!(!in_udp(IP_UDP, &[]));
+        assert!(in_udp(6, &datagram(0xc3, 1)).is_none(), "not UDP");
+        assert!(in_udp(IP_UDP, &[]).is_none());
         // A DNS query: its ID and flags are no QUIC header.
         let dns = [
             0x12, 0x34, 0, 53, 0, 20, 0, 0, 0xab, 0xcd, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0,
         ];
-        assert!(!in_udp(IP_UDP, &dns));
+        assert!(in_udp(IP_UDP, &dns).is_none());
     }
 }

@@ -96,6 +96,9 @@ pub struct Summary {
     pub packets: PacketCounts,
     /// TCP connections seen (after filters).
     pub connections: u64,
+    /// QUIC connections opened (a first Initial packet seen), which are not
+    /// analyzed: so many more handshakes than `connections` shows.
+    pub quic_connections: u64,
     /// Connections whose SYN, SYN-ACK and ACK were all seen.
     pub tcp_handshakes: u64,
     /// Connections whose SYN was not captured.

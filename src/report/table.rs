@@ -163,6 +163,14 @@ pub fn write_summary(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
         "connections   {}  (TCP handshakes complete: {}, without a captured SYN: {})",
         s.connections, s.tcp_handshakes, s.connections_without_handshake
     )?;
+    if s.packets.quic > 0 {
+        writeln!(
+            out,
+            "QUIC          {} connection{} (HTTP/3), not analyzed: only TCP is",
+            s.quic_connections,
+            plural(s.quic_connections)
+        )?;
+    }
     if !s.overlays.is_empty() {
         writeln!(out, "overlays      {}", counts_text(&s.overlays))?;
     }

@@ -143,6 +143,7 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
     let rows = vec![
         ("connections", "connections", Count, Neither, c(s.connections)),
         ("connections_unused", "connections carrying no request", Count, Lower, c(s.connections_unused)),
+        ("quic_connections", "QUIC connections (not analyzed)", Count, Neither, (s.packets.quic > 0).then_some(s.quic_connections as f64)),
         ("tcp_handshakes", "TCP handshakes", Count, Lower, c(s.tcp_handshakes)),
         ("tls_full", "TLS handshakes: full", Count, Lower, c(s.tls_handshakes_full)),
         ("tls_resumed", "TLS handshakes: resumed", Count, Neither, c(s.tls_handshakes_resumed)),
@@ -184,7 +185,7 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
 }
 
 /// Every metric of A and B, in row order. The keys are stable (JSON):
-/// `connections`, `connections_unused`, `tcp_handshakes`, `tls_full`, `tls_resumed`, `tls_failed`,
+/// `connections`, `connections_unused`, `quic_connections`, `tcp_handshakes`, `tls_full`, `tls_resumed`, `tls_failed`,
 /// `requests`, `requests_exact`, `requests_estimated`,
 /// `tcp_handshakes_per_request`, `tls_full_per_request`,
 /// `requests_per_connection_mean`, `requests_per_connection_max`,
