@@ -6,8 +6,9 @@
 //! privileges) and `handshakes interfaces`. The tests capturing real
 //! loopback traffic between that server and those clients, checked exactly
 //! against what the clients did and against `live`'s own `-w` file read back
-//! offline, are in the submodule [`traffic`]; HTTPS read with the key log
-//! its client writes meanwhile, in [`keylog`].
+//! offline, are in the submodule [`traffic`], its table and CSV outputs in
+//! [`outputs`]; HTTPS read with the key log its client writes meanwhile, in
+//! [`keylog`].
 //!
 //! Capturing needs root; without it these tests print `!!! SKIPPED` (or fail
 //! with `HANDSHAKES_REQUIRE_ALL=1`). Every test uses its own port, so they
@@ -29,6 +30,7 @@ use crate::support::{self, Scratch};
 use crate::tools::{analyze_path, skip_or_fail};
 
 mod keylog;
+mod outputs;
 mod traffic;
 
 /// How long a client may take; far more than any of them needs.
