@@ -118,3 +118,40 @@ fn quic_connections_are_the_ones_tshark_numbers() {
         "{checked} checked, {with_quic} with QUIC"
     );
 }
+
+#[test]
+fn the_filters_keep_quic_as_they_keep_tcp() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/corpus/ja4/pcap/tls-handshake.pcapng");
+    if !path.is_file() {
+        skip_or_fail("peer corpus", "ja4's tls-handshake.pcapng not found");
+        return;
+    }
+    let summary = |args: &[&str]| -> Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_handshakes"))
+            .args(["analyze", "-q", "-T", "json"])
+            .args(args)
+            .arg(&path)
+            .output()
+            .expect("runs");
+        let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        v["summary"].clone()
+    };
+    let quic = |s: &Value| {
+        (
+            s["quic_connections"].as_u64(),
+            s["packets"]["quic"].as_u64(),
+        )
+    };
+    // Twenty Google and Facebook connections, two datagrams each.
+    assert_eq!(quic(&summary(&[])), (Some(20), Some(40)));
+    assert_eq!(quic(&summary(&["--port", "443"])), (Some(20), Some(40)));
+    // www.google.com's alone; none on another port.
+    assert_eq!(
+        quic(&summary(&["--host", "142.251.163.147"])),
+        (Some(1), Some(2))
+    );
+    let other = summary(&["--port", "8443"]);
+    assert_eq!(quic(&other), (Some(0), Some(0)));
+    assert_eq!(other["verdict"], "no HTTP requests seen");
+}

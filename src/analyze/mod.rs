@@ -20,7 +20,7 @@ pub mod summary;
 pub mod tls;
 
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -157,17 +157,24 @@ impl Config {
 
     #[inline]
     fn keeps(&self, seg: &TcpSegment<'_>) -> bool {
+        self.keeps_between(seg.src, seg.dst, seg.overlay)
+    }
+
+    /// Whether `--port`, `--host` and `--overlay` keep traffic between
+    /// `src` and `dst` in `overlay`.
+    #[inline]
+    fn keeps_between(&self, src: SocketAddr, dst: SocketAddr, overlay: Option<Overlay>) -> bool {
         if self.ports.is_empty() && self.hosts.is_empty() && self.overlays.is_empty() {
             return true;
         }
         let port_ok = self.ports.is_empty()
-            || self.ports.contains(&seg.src.port())
-            || self.ports.contains(&seg.dst.port());
+            || self.ports.contains(&src.port())
+            || self.ports.contains(&dst.port());
         let host_ok = self.hosts.is_empty()
-            || self.hosts.contains(&seg.src.ip())
-            || self.hosts.contains(&seg.dst.ip());
+            || self.hosts.contains(&src.ip())
+            || self.hosts.contains(&dst.ip());
         let overlay_ok =
-            self.overlays.is_empty() || seg.overlay.is_some_and(|o| self.overlays.contains(&o));
+            self.overlays.is_empty() || overlay.is_some_and(|o| self.overlays.contains(&o));
         port_ok && host_ok && overlay_ok
     }
 }

@@ -220,11 +220,13 @@ impl Shard {
                 self.counts.skipped += 1;
                 return true;
             }
-            Decoded::Quic(header) => {
+            Decoded::Quic(q) => {
                 self.counts.skipped += 1;
-                self.counts.quic += 1;
-                if self.quic.opens(header) {
-                    self.counts.quic_connections += 1;
+                if self.config.keeps_between(q.src, q.dst, q.overlay) {
+                    self.counts.quic += 1;
+                    if self.quic.opens(&q.header) {
+                        self.counts.quic_connections += 1;
+                    }
                 }
                 return true;
             }

@@ -18,7 +18,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use super::lax::{loopback_ip, sll_protocol};
-use super::quic::{self, LongHeader};
+use super::quic::{self, QuicDatagram};
 use super::tunnel::{self, UdpTunnels};
 use super::{Decoded, TcpFlags, TcpSegment};
 use crate::record::{AnomalyKind, Overlay};
@@ -40,7 +40,7 @@ pub(super) enum Fast<'a> {
     /// IP carrying something other than TCP (the lax path says the same).
     OtherIp,
     /// UDP carrying a QUIC handshake packet (the lax path says the same).
-    Quic(LongHeader<'a>),
+    Quic(QuicDatagram<'a>),
     /// Not a frame the fast path reads: decode it the lax way.
     Fallback,
 }
@@ -160,7 +160,8 @@ fn ipv4<'a>(data: &'a [u8], outer: bool, udp: &UdpTunnels) -> Fast<'a> {
         let fragment = h[6] & 0x3f != 0 || h[7] != 0;
         let whole = total_len != 0 && !fragment;
         let payload = data.get(header_len..total_len).unwrap_or(after_header);
-        return not_tcp(h[9], payload, outer && whole, fragment, udp);
+        let addrs = Addrs::V4([h[12], h[13], h[14], h[15]], [h[16], h[17], h[18], h[19]]);
+        return not_tcp(h[9], payload, addrs, outer && whole, fragment, udp);
     }
     // A total length of 0 (segmentation offload: the capture saw the packet
     // before the length was set), more fragments, or a fragment offset.
@@ -184,6 +185,7 @@ fn ipv4<'a>(data: &'a [u8], outer: bool, udp: &UdpTunnels) -> Fast<'a> {
 fn not_tcp<'a>(
     proto: u8,
     payload: &'a [u8],
+    addrs: Addrs,
     outer: bool,
     fragment: bool,
     udp: &UdpTunnels,
@@ -197,8 +199,8 @@ fn not_tcp<'a>(
     if proto == IP_AUTH || tunnel::maybe(proto, payload, udp) {
         Fast::Fallback
     } else {
-        match quic::in_udp(proto, payload).filter(|_| !fragment) {
-            Some(header) => Fast::Quic(header),
+        match quic::datagram(proto, payload, addrs.ips(), None).filter(|_| !fragment) {
+            Some(q) => Fast::Quic(q),
             None => Fast::OtherIp,
         }
     }
@@ -213,6 +215,7 @@ fn vxlan<'a>(frame: &'a [u8], vni: Option<Overlay>, udp: &UdpTunnels) -> Fast<'a
             overlay: vni,
             ..parts
         }),
+        Some(Fast::Quic(q)) => Fast::Quic(QuicDatagram { overlay: vni, ..q }),
         Some(other) => other,
         None => Fast::Fallback,
     }
@@ -243,10 +246,12 @@ fn ipv6<'a>(data: &'a [u8], outer: bool, udp: &UdpTunnels) -> Fast<'a> {
         }
         // Neither is an extension header, so the lax path stops there too.
         IP_UDP | IP_ICMPV6 => {
-            return match quic::in_udp(h[6], rest.get(..payload_len).unwrap_or(rest)) {
-                Some(header) => Fast::Quic(header),
+            let datagram = rest.get(..payload_len).unwrap_or(rest);
+            let addrs = Addrs::V6(*src, *dst);
+            return match quic::datagram(h[6], datagram, addrs.ips(), None) {
+                Some(q) => Fast::Quic(q),
                 None => Fast::OtherIp,
-            }
+            };
         }
         _ => return Fast::Fallback,
     }
@@ -280,6 +285,16 @@ fn tcp(addrs: Addrs, ip_payload: &[u8], cut: bool, ip_len: u64, ip_header: u64) 
     })
 }
 
+impl Addrs {
+    /// The source and destination addresses.
+    fn ips(self) -> (IpAddr, IpAddr) {
+        match self {
+            Addrs::V4(s, d) => (IpAddr::V4(Ipv4Addr::from(s)), IpAddr::V4(Ipv4Addr::from(d))),
+            Addrs::V6(s, d) => (IpAddr::V6(Ipv6Addr::from(s)), IpAddr::V6(Ipv6Addr::from(d))),
+        }
+    }
+}
+
 impl<'a> Parts<'a> {
     fn ports(&self) -> (u16, u16) {
         let t = self.tcp;
@@ -292,10 +307,7 @@ impl<'a> Parts<'a> {
     /// The segment, as the lax path would build it.
     #[inline]
     pub(super) fn decoded(&self, packet: &RawPacket<'a>) -> Decoded<'a> {
-        let (src_ip, dst_ip) = match self.addrs {
-            Addrs::V4(s, d) => (IpAddr::V4(Ipv4Addr::from(s)), IpAddr::V4(Ipv4Addr::from(d))),
-            Addrs::V6(s, d) => (IpAddr::V6(Ipv6Addr::from(s)), IpAddr::V6(Ipv6Addr::from(d))),
-        };
+        let (src_ip, dst_ip) = self.addrs.ips();
         let (src_port, dst_port) = self.ports();
         let t = self.tcp;
         let captured = self.payload.len() as u64;

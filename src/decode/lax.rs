@@ -278,10 +278,13 @@ fn classify<'a>(
             return Decoded::OtherIp;
         }
         return match tunnel::open(payload.ip_number.0, payload.payload, within.udp) {
-            Tunnel::No => match quic::in_udp(payload.ip_number.0, payload.payload) {
-                Some(header) => Decoded::Quic(header),
-                None => Decoded::OtherIp,
-            },
+            Tunnel::No => {
+                let ips = (src_ip, dst_ip);
+                match quic::datagram(payload.ip_number.0, payload.payload, ips, within.overlay) {
+                    Some(q) => Decoded::Quic(q),
+                    None => Decoded::OtherIp,
+                }
+            }
             Tunnel::Inner(..) | Tunnel::Broken if within.depth >= tunnel::MAX_DEPTH => {
                 Decoded::Bad(AnomalyKind::MalformedTunnel)
             }

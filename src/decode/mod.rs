@@ -25,7 +25,7 @@ mod differential;
 mod fast;
 mod lax;
 mod quic;
-pub use quic::LongHeader;
+pub use quic::{LongHeader, QuicDatagram};
 #[cfg(test)]
 mod shard_tests;
 mod tunnel;
@@ -87,7 +87,7 @@ pub enum Decoded<'a> {
     OtherIp,
     /// UDP carrying a QUIC handshake packet (HTTP/3's transport, which is
     /// not analyzed: counted so that a capture of it does not look empty).
-    Quic(LongHeader<'a>),
+    Quic(QuicDatagram<'a>),
     /// Not IP (ARP, LLDP, …).
     NotIp,
     /// Could not be decoded far enough to know; counted as an anomaly.

@@ -8,6 +8,10 @@
 //! no decryption, no connection state. Short-header (1-RTT) packets carry
 //! no version and are not told.
 
+use std::net::{IpAddr, SocketAddr};
+
+use crate::record::Overlay;
+
 const IP_UDP: u8 = 17;
 /// QUIC versions 1 and 2.
 const VERSIONS: [u32; 2] = [0x0000_0001, V2];
@@ -28,9 +32,37 @@ pub struct LongHeader<'a> {
     pub scid: &'a [u8],
 }
 
+/// A UDP datagram carrying a QUIC long-header packet: its endpoints (for
+/// `--port`, `--host`, `--overlay`) and the header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuicDatagram<'a> {
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+    pub overlay: Option<Overlay>,
+    pub header: LongHeader<'a>,
+}
+
+/// The QUIC datagram in IP packet of protocol `proto` from `src` to `dst`
+/// whose payload is `udp` (the UDP header and what follows), if it is one.
+pub fn datagram(
+    proto: u8,
+    udp: &[u8],
+    (src, dst): (IpAddr, IpAddr),
+    overlay: Option<Overlay>,
+) -> Option<QuicDatagram<'_>> {
+    let header = in_udp(proto, udp)?;
+    let (ports, _) = udp.split_first_chunk::<4>()?;
+    Some(QuicDatagram {
+        src: SocketAddr::new(src, u16::from_be_bytes([ports[0], ports[1]])),
+        dst: SocketAddr::new(dst, u16::from_be_bytes([ports[2], ports[3]])),
+        overlay,
+        header,
+    })
+}
+
 /// The QUIC long-header packet `datagram` (a UDP header and what follows)
 /// begins with, when `proto` is UDP and it is one of a known version.
-pub fn in_udp(proto: u8, datagram: &[u8]) -> Option<LongHeader<'_>> {
+fn in_udp(proto: u8, datagram: &[u8]) -> Option<LongHeader<'_>> {
     if proto != IP_UDP {
         return None;
     }
