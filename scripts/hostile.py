@@ -14,6 +14,10 @@ measuring handshakes' memory and time on inputs that try to exhaust it:
                      after a 3 s pause, one SYN: at that packet the close
                      linger of all N runs out at once (records waiting to be
                      written, docs/performance.md, *Memory*)
+  requests N         one cleartext HTTP/1.1 connection carrying N requests,
+                     pipelined 50 to a segment, each answered 429 (past the
+                     requests a record lists, their statuses and latencies
+                     are held in bounded memory)
 
 Usage: scripts/hostile.py KIND ARG | handshakes analyze -
 """
@@ -133,13 +137,42 @@ def pause(n):
     packet(T0 + 4 * 10**9, bytes([10, 250, 9, 9]), S, 40000, 80, 1, 0, SYN)
 
 
+def requests(n):
+    """One HTTP/1.1 connection: n requests, 50 to a segment, each batch
+    answered 429 in one segment 100 µs later."""
+    request = b"POST /api HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+    response = b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 0\r\n\r\n"
+    packet(T0, C, S, 40000, 80, 1000, 0, SYN)
+    packet(T0 + 1000, S, C, 80, 40000, 5000, 1001, SYN | ACK)
+    packet(T0 + 2000, C, S, 40000, 80, 1001, 5001, ACK)
+    c, s, t = 1001, 5001, T0 + 10_000
+    for done in range(0, n, 50):
+        batch = min(50, n - done)
+        up, down = request * batch, response * batch
+        packet(t, C, S, 40000, 80, c, s, ACK | PSH, up)
+        c += len(up)
+        packet(t + 100_000, S, C, 80, 40000, s, c, ACK | PSH, down)
+        s += len(down)
+        t += 200_000
+    packet(t, C, S, 40000, 80, c, s, FIN | ACK)
+    packet(t + 1000, S, C, 80, 40000, s, c + 1, FIN | ACK)
+    packet(t + 2000, C, S, 40000, 80, c + 1, s + 1, ACK)
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     kind = sys.argv[1]
     arg = int(sys.argv[2]) if len(sys.argv) > 2 else 0
     header()
-    kinds = {"syn-flood": syn_flood, "garbage": garbage, "ooo-holes": ooo_holes, "frag-flood": frag_flood, "pause": pause}
+    kinds = {
+        "syn-flood": syn_flood,
+        "garbage": garbage,
+        "ooo-holes": ooo_holes,
+        "frag-flood": frag_flood,
+        "pause": pause,
+        "requests": requests,
+    }
     kinds.get(kind, lambda _: tls_16mb())(arg)
 
 

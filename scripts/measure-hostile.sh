@@ -21,3 +21,4 @@ measure "1 GB of garbage payload" garbage 1000000000
 measure "TLS header claiming 16 MB" tls-16mb
 measure "1M segments, holes, reversed" ooo-holes 1000000
 measure "1M fragments, never whole" frag-flood 1000000
+measure "1M requests, one connection" requests 1000000

@@ -237,3 +237,49 @@ fn the_html_report_shows_the_status_codes_where_they_were_read() {
     );
     assert!(!run(false).contains("responses with a status"), "none read");
 }
+
+#[test]
+fn three_thousand_pipelined_requests_are_all_counted_in_bounded_windows() {
+    use crate::support::tls::{opened_at, report, SendBytes};
+    use crate::support::{ms, Side, T0};
+    // One HTTP/1.1 connection: 60 batches of 50 pipelined requests, each
+    // batch answered 1 ms later, 200 and 429 in turn: past the 100 listed,
+    // 2 900 requests, more than the 1 024 held for their responses.
+    let request = b"GET /api HTTP/1.1\r\nHost: x\r\n\r\n";
+    let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+    let limited = b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 0\r\n\r\n";
+    let mut c = opened_at("10.0.0.1:40000", "10.0.0.2:80", T0);
+    for batch in 0..60i64 {
+        let t = T0 + ms(10 + 5 * batch);
+        let answers: Vec<u8> = (0..50)
+            .flat_map(|i| {
+                if i % 2 == 0 {
+                    ok.to_vec()
+                } else {
+                    limited.to_vec()
+                }
+            })
+            .collect();
+        c.send(Side::Client, t, &request.repeat(50))
+            .send(Side::Server, t + ms(1), &answers);
+    }
+    let v = report(&[&c]);
+    let summary = &v["summary"];
+    assert_eq!(summary["requests"], 3000);
+    assert_eq!(
+        summary["status_codes"],
+        serde_json::json!({"200": 1500, "429": 1500})
+    );
+    let latency = &summary["request_latency"];
+    assert_eq!(latency["count"], 3000);
+    for key in ["min", "median", "p95", "max"] {
+        assert_eq!(latency[key].as_f64(), Some(0.001), "{key}: {latency}");
+    }
+    let http = &v["connections"][0]["http"];
+    assert_eq!(http["status_codes"], summary["status_codes"]);
+    assert_eq!(http["list"].as_array().map(Vec::len), Some(100));
+    assert_eq!(
+        (http["requests"].as_u64(), http["responses"].as_u64()),
+        (Some(3000), Some(3000))
+    );
+}

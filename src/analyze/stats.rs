@@ -136,7 +136,10 @@ impl Samples {
             d.count = self.count;
             return d;
         };
-        let q = |p: f64| Some(h.value_at_quantile(p) as f64 / 1e9);
+        // A bucket's value is the highest it stands for: kept within the
+        // exact minimum and maximum, so no percentile passes the maximum.
+        let (lo, hi) = (self.min.unwrap_or(0.0), self.max.unwrap_or(f64::MAX));
+        let q = |p: f64| Some((h.value_at_quantile(p) as f64 / 1e9).clamp(lo, hi.max(lo)));
         Distribution {
             count: self.count,
             min: self.min,
@@ -187,6 +190,20 @@ mod tests {
         assert_eq!(percentile(&v, 1.0), Some(4.0));
         assert!((percentile(&v, 0.9).expect("some") - 3.7).abs() < 1e-12);
         assert_eq!(percentile(&[], 0.5), None);
+    }
+
+    #[test]
+    fn percentiles_from_the_histogram_stay_within_min_and_max() {
+        // 100 µs, a million times: the histogram's bucket reads 100.031 µs.
+        let mut s = Samples::default();
+        for _ in 0..(EXACT_SAMPLES * 2) {
+            s.push(0.0001);
+        }
+        let d = s.distribution();
+        assert_eq!(
+            (d.median, d.p95, d.max),
+            (Some(0.0001), Some(0.0001), Some(0.0001))
+        );
     }
 
     #[test]
@@ -245,6 +262,10 @@ mod tests {
         );
         let d = big.distribution();
         assert_eq!(d.count, EXACT_SAMPLES as u64 * 3);
+        assert!(
+            d.p95 <= d.max && d.min <= d.median,
+            "within min and max: {d:?}"
+        );
         let median = d.median.expect("median");
         assert!((median - 0.5).abs() < 0.002, "{median}");
         assert_eq!(d.max, Some(1.0));
