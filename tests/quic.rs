@@ -155,3 +155,27 @@ fn the_filters_keep_quic_as_they_keep_tcp() {
     assert_eq!(quic(&other), (Some(0), Some(0)));
     assert_eq!(other["verdict"], "no HTTP requests seen");
 }
+
+#[test]
+fn the_html_report_names_the_quic_connections() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/ja4/pcap/tls-sni.pcapng");
+    if !path.is_file() {
+        skip_or_fail("peer corpus", "ja4's tls-sni.pcapng not found");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let html = dir.path().join("report.html");
+    let out = Command::new(env!("CARGO_BIN_EXE_handshakes"))
+        .args(["analyze", "-q", "--html"])
+        .arg(&html)
+        .arg(&path)
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    let page = std::fs::read_to_string(&html).expect("the report");
+    assert!(
+        page.contains("QUIC connections</div><div class=\"v\">20</div>"),
+        "no QUIC card"
+    );
+}

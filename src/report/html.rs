@@ -200,6 +200,8 @@ fn cards(h: &mut String, s: &Summary) {
         (true, "request latency (median)", opt_dur(l.median), tail(l)),
         (!s.status_codes.is_empty(), "responses with a status", s.status_codes.values().sum::<u64>().to_string(),
             counts_text(&s.status_codes)),
+        (s.packets.quic > 0, "QUIC connections", s.quic_connections.to_string(),
+            "HTTP/3, not analyzed".into()),
         (true, "peak concurrency", peak.connections.to_string(), "connections".into()),
         (true, "requests / second", rate, format!("over {}", human_duration(s.span))),
     ];
