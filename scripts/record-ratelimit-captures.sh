@@ -17,13 +17,15 @@
 # under Reactor Netty (Spring's WebClient), over both. httpx and curl with a key log
 # (the truth tshark can read). And one connection carrying far more
 # requests than a record lists (100 by default): httpx over HTTP/2 and curl
-# over HTTP/1.1, with key logs. nginx's per-connection access log is kept
-# beside each capture. See captures/README.md, sections "aa" to "af".
+# over HTTP/1.1, with key logs. And HttpURLConnection against sendAsync on
+# plain HTTP/1.1, where every status is read without keys. nginx's
+# per-connection access log is kept beside each capture. See
+# captures/README.md, sections "aa" to "ag".
 #
-# Usage:  sudo [PARTS="h2 h1 lib async netty many"] scripts/record-ratelimit-captures.sh
+# Usage:  sudo [PARTS="h2 h1 lib async netty many clear"] scripts/record-ratelimit-captures.sh
 #
 # PARTS picks the sections to record (default: all): h2 ("aa"), h1
-# ("ab"), lib ("ac"), async ("ad"), netty ("ae"), many ("af").
+# ("ab"), lib ("ac"), async ("ad"), netty ("ae"), many ("af"), clear ("ag").
 #
 # Requirements (Debian): tcpdump, nginx (nginx-light is enough, with http2
 # and limit_req), curl with HTTP/2, openssl, iproute2 (ss), python3, a JDK
@@ -40,6 +42,7 @@ REPO_DIR="$(cd "$SCRIPT_DIR/.." && pwd)"
 OUT_DIR="${OUT_DIR:-$REPO_DIR/captures}"
 
 H2_PORT=18451        # nginx, HTTPS + http2, rate-limited
+CLEAR_PORT=18452     # nginx, plain HTTP/1.1, the same locations
 RL_PORT=18429        # scripts/ratelimit_server.py, behind nginx
 
 # shellcheck source=scripts/record-lib.sh
@@ -62,7 +65,7 @@ done
 make_java "$SCRIPT_DIR/java/HttpClientPooled.java" "$SCRIPT_DIR/java/UrlConnClient.java" \
     "$SCRIPT_DIR/java/PooledLibClient.java" "$SCRIPT_DIR/java/AsyncClient.java" \
     "$SCRIPT_DIR/java/NettyClient.java"
-PARTS=${PARTS:-h2 h1 lib async netty many}
+PARTS=${PARTS:-h2 h1 lib async netty many clear}
 # part NAME: whether section NAME is to be recorded.
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 
@@ -71,10 +74,16 @@ part() { [[ " $PARTS " == *" $1 "* ]]; }
 # read. /api-strict: one a second, so that all but the first are.
 # /api-app: no limit in nginx, only the backend's 429 to every third.
 LIMITED="limit_req_status 429; proxy_pass http://127.0.0.1:$RL_PORT;"
+LOCATIONS=("location /api { limit_req zone=api burst=3 nodelay; $LIMITED }"
+    "location /api-strict { limit_req zone=strict; $LIMITED }"
+    "location /api-app { $LIMITED }")
+CLEAR_SERVER="    server {
+        listen 127.0.0.1:$CLEAR_PORT;
+$(printf '        %s\n' "${LOCATIONS[@]}")
+    }"
 write_nginx_conf 256 "$(tls_server "127.0.0.1:$H2_PORT ssl http2" "TLSv1.2 TLSv1.3" \
-    "location /api { limit_req zone=api burst=3 nodelay; $LIMITED }" \
-    "location /api-strict { limit_req zone=strict; $LIMITED }" \
-    "location /api-app { $LIMITED }")" \
+    "${LOCATIONS[@]}")
+$CLEAR_SERVER" \
     "$(conn_access_log)
     limit_req_zone \$binary_remote_addr zone=api:1m rate=300r/s;
     limit_req_zone \$binary_remote_addr zone=strict:1m rate=1r/s;"
@@ -82,7 +91,7 @@ timeout 300 "$PY" "$SCRIPT_DIR/ratelimit_server.py" --host 127.0.0.1 --port "$RL
     --max-seconds 280 2>"$WORK/ratelimit.log" &
 PIDS+=("$!")
 wait_listen "$RL_PORT"
-start_nginx "$H2_PORT"
+start_nginx "$H2_PORT" "$CLEAR_PORT"
 mark_access_log
 
 API="https://localhost:$H2_PORT/api"
@@ -94,10 +103,12 @@ JAVA+=(-Dclient.expect=429)
 # THREADS threads × N requests (AsyncClient: N requests, THREADS of them
 # outstanding at once).
 java_posts() {
-    local name=$1 n=$2 threads=$3 class=$4 version=$5 url=${6:-$API}
+    local name=$1 n=$2 threads=$3 class=$4 version=$5 url=${6:-$API} port
+    port=${url#*://*:}
+    port=${port%%/*}
     log "$name.pcap"
     sleep 1.2   # the limiter's burst refills
-    start_capture "$OUT_DIR/$name.pcap" "tcp port $H2_PORT"
+    start_capture "$OUT_DIR/$name.pcap" "tcp port $port"
     # shellcheck disable=SC2086 # CLASS may carry its first argument
     "${JAVA[@]}" -Dclient.version="$version" -Dclient.body=200 $class "$url" "$n" "$threads" \
         2>"$WORK/$name.client.log" || { cat "$WORK/$name.client.log" >&2; exit 1; }
@@ -236,5 +247,13 @@ SSLKEYLOGFILE="$OUT_DIR/$name.keylog" timeout 60 curl -sS -k --http1.1 \
 stop_capture
 grep -c ' -> 429' "$WORK/$name.client.log" >&2 || true
 save_access_log "$name"
+fi
+# Blocking against non-blocking on plain HTTP/1.1 (section "ag"), where
+# every status is read without keys: HttpURLConnection, 10 threads × 10,
+# and HttpClient's sendAsync, 100 POSTs with 50 outstanding, to /api.
+if part clear; then
+CLEAR_API="http://localhost:$CLEAR_PORT/api"
+java_posts java-urlconnection-clear-post-429-10x10 10 10 UrlConnClient HTTP_1_1 "$CLEAR_API"
+java_posts java-async-clear-h1-post-429-100x50 100 50 "AsyncClient jdk" HTTP_1_1 "$CLEAR_API"
 fi
 wc -l "$OUT_DIR"/*-post-429-*.nginx-access.log >&2

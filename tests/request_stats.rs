@@ -283,3 +283,40 @@ fn three_thousand_pipelined_requests_are_all_counted_in_bounded_windows() {
         (Some(3000), Some(3000))
     );
 }
+
+#[test]
+fn in_cleartext_every_connection_has_the_statuses_nginx_logged() {
+    // Section ag: the blocking client and the non-blocking one on plain
+    // HTTP/1.1, every request and status read from the messages.
+    for name in [
+        "java-urlconnection-clear-post-429-10x10",
+        "java-async-clear-h1-post-429-100x50",
+    ] {
+        let (summary, records) = analysed(&format!("{name}.pcap"), None, Some(1), 2);
+        let logged = nginx_statuses(&format!("{name}.nginx-access.log"));
+        let requests = crate::h2_sizes::nginx_requests(&format!("{name}.nginx-access.log"));
+        assert_eq!(records.len(), logged.len(), "{name}: connections");
+        for r in &records {
+            let port = client_port(r);
+            assert_eq!(
+                r.http.method,
+                handshakes::record::HttpMethod::Http1,
+                "{name}"
+            );
+            assert_eq!(
+                Some(&r.http.requests),
+                requests.get(&port),
+                "{name} #{}",
+                r.id
+            );
+            assert_eq!(
+                Some(&r.http.status_codes),
+                logged.get(&port),
+                "{name} #{}",
+                r.id
+            );
+        }
+        assert_eq!(summary.requests, 100, "{name}");
+        assert_eq!(summary.request_latency.count, 100, "{name}");
+    }
+}
