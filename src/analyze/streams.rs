@@ -259,7 +259,7 @@ impl HttpFacts {
             upgrade: self.upgrade.map(String::from),
             resets: self.resets,
             goaway: self.goaway,
-            status_codes: status_codes(&self.exchanges, self.unlisted.as_deref()),
+            status_codes: status_codes(&self.exchanges, self.unlisted),
             list: self.exchanges.iter().map(|e| request(e, at)).collect(),
             list_truncated: self.list_truncated,
         }
@@ -287,9 +287,10 @@ impl Confidence {
     }
 }
 
-/// Final statuses of every request: the listed ones' and the others'.
-fn status_codes(listed: &[Exchange], unlisted: Option<&Unlisted>) -> BTreeMap<u16, u64> {
-    let mut counts = unlisted.map(|u| u.statuses.clone()).unwrap_or_default();
+/// Final statuses of every request: the listed ones' and the others'
+/// (whose counts are moved, not copied).
+fn status_codes(listed: &[Exchange], unlisted: Option<Box<Unlisted>>) -> BTreeMap<u16, u64> {
+    let mut counts = unlisted.map(|u| u.statuses).unwrap_or_default();
     for status in listed.iter().filter_map(|e| e.status) {
         count_status(&mut counts, status, 1);
     }

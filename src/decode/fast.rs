@@ -198,8 +198,10 @@ fn not_tcp<'a>(
     // AH may carry TCP after it, and a tunnel a whole packet.
     if proto == IP_AUTH || tunnel::maybe(proto, payload, udp) {
         Fast::Fallback
+    } else if fragment {
+        Fast::OtherIp
     } else {
-        match quic::datagram(proto, payload, addrs.ips(), None).filter(|_| !fragment) {
+        match quic::datagram(proto, payload, addrs.ips(), None) {
             Some(q) => Fast::Quic(q),
             None => Fast::OtherIp,
         }
