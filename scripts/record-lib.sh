@@ -88,15 +88,17 @@ stop_server() {
 
 log() { printf '\n=== %s\n' "$*" >&2; }
 
-# wait_listen PORT : wait (max 10 s) until something listens on TCP PORT.
-# Uses `ss` so that no packets are generated.
+# wait_listen PORT [udp] : wait (max 10 s) until something listens on TCP
+# PORT (with `udp`: is bound to UDP PORT). Uses `ss` so that no packets are
+# generated.
 wait_listen() {
-    local port=$1
+    local port=$1 flags=-Hltn what="listening on port"
+    if [[ ${2:-} == udp ]]; then flags=-Hlun what="bound to UDP port"; fi
     for _ in $(seq 1 100); do
-        if ss -Hltn "sport = :$port" | grep -q .; then return 0; fi
+        if ss "$flags" "sport = :$port" | grep -q .; then return 0; fi
         sleep 0.1
     done
-    echo "error: nothing listening on port $port after 10 s" >&2
+    echo "error: nothing $what $port after 10 s" >&2
     return 1
 }
 

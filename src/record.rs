@@ -515,8 +515,10 @@ pub struct ConnectionRecord {
 }
 
 mod http;
+mod quic;
 mod summary;
 pub use http::*;
+pub use quic::*;
 pub use summary::*;
 
 #[cfg(test)]

@@ -6,6 +6,8 @@
 
 #[path = "../fuzz/src/harness.rs"]
 mod harness;
+#[path = "../fuzz/src/quic.rs"]
+mod quic;
 #[path = "../fuzz/src/sealed.rs"]
 mod sealed;
 
@@ -94,6 +96,46 @@ fn split_harness_reads_real_captures() {
         input.extend(fs::read(root().join(name)).expect("capture"));
         assert!(harness::split(&input) > 10, "{name}: no frames");
     }
+}
+
+#[test]
+fn quic_regressions() {
+    replay("quic", |data| {
+        quic::quic(data);
+    });
+}
+
+/// The quic harness seals what it is given so that the analyzer opens it:
+/// a client's Initial carrying a ClientHello reads back to its SNI.
+#[test]
+fn quic_harness_reaches_the_hellos() {
+    let v16 = |d: &[u8]| [&(d.len() as u16).to_be_bytes()[..], d].concat();
+    let sni = v16(&[&[0][..], &v16(b"fuzz.test")].concat());
+    let exts = [&[0, 0][..], &v16(&sni)].concat();
+    let body = [
+        vec![3, 3],
+        vec![7; 32],
+        vec![0],
+        v16(&[0x13, 1]),
+        vec![1, 0],
+        v16(&exts),
+    ]
+    .concat();
+    let hello = [&[1, 0, 0, body.len() as u8][..], &body].concat();
+    let crypto = [&[0x06, 0x00, 0x40, hello.len() as u8][..], &hello].concat();
+    // A client datagram (version 1) of one sealed Initial to the first
+    // ID from the third, under the first ID's keys, packet number 0.
+    let mut input = vec![0x00, 0x00, 0x02];
+    input.extend_from_slice(&(crypto.len() as u16).to_le_bytes());
+    input.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+    input.extend_from_slice(&crypto);
+    let pcap = quic::quic(&input);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("quic.pcap");
+    fs::write(&path, pcap).expect("write");
+    let (summary, _) = crate::tools::analyze_path(&path);
+    let quic = summary.quic.expect("a QUIC connection");
+    assert_eq!(quic.list[0].tls.sni.as_deref(), Some("fuzz.test"));
 }
 
 #[test]

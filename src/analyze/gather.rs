@@ -172,6 +172,7 @@ impl Gather {
         self.summary.packets.skipped += counts.skipped;
         self.summary.packets.quic += counts.quic;
         self.summary.quic_connections += counts.quic_connections;
+        self.summary.quic = counts.quic_result.as_deref().cloned();
         self.summary.packets.filtered_out += counts.filtered_out;
         self.summary.packets.fragments += counts.fragments;
         self.summary.anomalies.merge(&counts.anomalies);

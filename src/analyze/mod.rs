@@ -13,6 +13,7 @@ pub mod gather;
 pub mod h2;
 pub mod http;
 pub mod parallel;
+pub mod quic;
 pub mod shard;
 pub mod stats;
 pub mod streams;

@@ -24,13 +24,13 @@ use crate::time::Timestamp;
 use super::{CLOSE_LINGER, FINISHED_LINGER};
 
 mod order;
-mod quic;
 mod table;
 #[cfg(test)]
 mod tests;
 mod tombstones;
+use super::quic::QuicTable;
+use crate::record::QuicSummary;
 pub use order::{Clock, Done, Encoded, Event, Order, Phase};
-use quic::QuicConnections;
 use table::{Handle, Table};
 use tombstones::Tombstones;
 
@@ -41,8 +41,10 @@ pub struct ShardCounts {
     pub skipped: u64,
     /// Of `skipped`: UDP datagrams carrying a QUIC handshake packet…
     pub quic: u64,
-    /// …and the QUIC connections they opened.
+    /// …and the QUIC connections they opened…
     pub quic_connections: u64,
+    /// …and what they came to (the first shard's, once the input ended).
+    pub quic_result: Option<Box<QuicSummary>>,
     pub filtered_out: u64,
     /// IP fragments held for reassembly (kept by the reader, not a shard).
     pub fragments: u64,
@@ -56,6 +58,9 @@ impl ShardCounts {
         self.skipped += other.skipped;
         self.quic += other.quic;
         self.quic_connections += other.quic_connections;
+        if let Some(r) = &other.quic_result {
+            self.quic_result.get_or_insert_with(|| r.clone());
+        }
         self.filtered_out += other.filtered_out;
         self.fragments += other.fragments;
         self.anomalies.merge(&other.anomalies);
@@ -130,7 +135,7 @@ pub struct Shard {
     pub counts: ShardCounts,
     /// The QUIC connection IDs seen (every QUIC datagram comes to the
     /// first shard: it hashes to 0, like all but TCP).
-    quic: QuicConnections,
+    quic: QuicTable,
     /// What happened since the gatherer last took the events, in order.
     events: Vec<Event>,
     /// At the end of the input: the connections left to finalise.
@@ -161,7 +166,7 @@ impl Shard {
             evictions: 0,
             origin: None,
             counts: ShardCounts::default(),
-            quic: QuicConnections::default(),
+            quic: QuicTable::default(),
             events: Vec::new(),
             ending: None,
             encoder: None,
@@ -224,7 +229,8 @@ impl Shard {
                 self.counts.skipped += 1;
                 if self.config.keeps_between(q.src, q.dst, q.overlay) {
                     self.counts.quic += 1;
-                    if self.quic.opens(&q.header) {
+                    let origin = self.origin.unwrap_or(raw.ts);
+                    if self.quic.datagram(q, raw.ts, origin) {
                         self.counts.quic_connections += 1;
                     }
                 }
@@ -592,6 +598,9 @@ impl Shard {
         }
         if !more {
             self.table.release();
+            if self.counts.quic_result.is_none() {
+                self.counts.quic_result = self.quic.finish().map(Box::new);
+            }
         }
         more
     }

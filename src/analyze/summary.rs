@@ -6,6 +6,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::record::QuicSummary;
+
 use super::stats::Samples;
 use crate::record::{
     Anomalies, CloseKind, ConnectionRecord, DecryptionOutcome, HandshakeTime, MeanMax, Name,
@@ -154,8 +156,9 @@ pub struct SummaryBuilder {
     pub last: Option<Timestamp>,
     /// Anomalies not attached to any connection.
     pub anomalies: Anomalies,
-    /// QUIC connections opened (not analyzed).
+    /// QUIC connections opened, and their handshakes.
     pub quic_connections: u64,
+    pub quic: Option<QuicSummary>,
     connections: u64,
     tcp_handshakes: u64,
     without_handshake: u64,
@@ -330,6 +333,8 @@ impl SummaryBuilder {
             idle_tls_full: unused_tls_full,
             quic: self.packets.quic,
             quic_connections: self.quic_connections,
+            quic_full: self.quic.as_ref().map_or(0, |q| q.handshakes_full),
+            quic_resumed: self.quic.as_ref().map_or(0, |q| q.handshakes_resumed),
         });
         let mut warnings = info.warnings.clone();
         let tried: u64 = self.tls_decryption.values().sum();
@@ -342,10 +347,10 @@ impl SummaryBuilder {
         if self.packets.quic > 0 {
             let n = self.quic_connections;
             warnings.push(format!(
-                "{n} QUIC connection{} ({} UDP datagrams with handshake packets): QUIC (HTTP/3) is not analyzed, so {} handshakes and requests are not counted",
+                "{n} QUIC connection{} ({} UDP datagrams with handshake packets): {} read from the Initial packets, but HTTP/3 requests are sealed and not counted",
                 if n == 1 { "" } else { "s" },
                 self.packets.quic,
-                if n == 1 { "its" } else { "their" },
+                if n == 1 { "its handshake is" } else { "their handshakes are" },
             ));
         }
         Summary {
@@ -384,6 +389,7 @@ impl SummaryBuilder {
             packets: self.packets,
             connections: self.connections,
             quic_connections: self.quic_connections,
+            quic: self.quic,
             tcp_handshakes: self.tcp_handshakes,
             connections_without_handshake: self.without_handshake,
             connections_unused: unused,
@@ -415,20 +421,49 @@ struct Counts {
     /// client racing connections open, and then using one).
     idle: u64,
     idle_tls_full: u64,
-    /// UDP datagrams with QUIC handshake packets, and the connections
-    /// they opened (not analyzed).
+    /// UDP datagrams with QUIC handshake packets, the connections they
+    /// opened, and their full and resumed handshakes.
     quic: u64,
     quic_connections: u64,
+    quic_full: u64,
+    quic_resumed: u64,
 }
 
 /// The headline sentence: how many connections the requests needed, and
-/// how many more were opened for none; and that QUIC was left aside.
+/// how many more were opened for none; and the QUIC handshakes, whose
+/// requests are not counted.
 fn verdict(c: &Counts) -> String {
     let over_tcp = tcp_verdict(c);
-    match (c.quic, c.quic_connections) {
-        (0, _) => over_tcp,
-        (_, 1) => format!("{over_tcp}; QUIC (HTTP/3) not analyzed: 1 connection"),
-        (_, n) => format!("{over_tcp}; QUIC (HTTP/3) not analyzed: {n} connections"),
+    if c.quic == 0 {
+        return over_tcp;
+    }
+    let n = c.quic_connections;
+    let handshakes = match (c.quic_full, c.quic_resumed) {
+        (0, 0) => String::new(),
+        (full, 0) => format!(", {full} full handshake{}", plural_s(full)),
+        (0, resumed) => format!(", {resumed} resumed"),
+        (full, resumed) => format!(
+            ", {full} full handshake{} and {resumed} resumed",
+            plural_s(full)
+        ),
+    };
+    let over_tcp = if c.requests == 0 {
+        "no HTTP requests seen over TCP".to_owned()
+    } else {
+        over_tcp
+    };
+    format!(
+        "{over_tcp}; QUIC: {n} connection{}{handshakes} (HTTP/3 requests not counted)",
+        plural_s(n)
+    )
+}
+
+/// "s" unless `n` is 1.
+fn plural_s(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
     }
 }
 

@@ -25,7 +25,8 @@ mod differential;
 mod fast;
 mod lax;
 mod quic;
-pub use quic::{LongHeader, QuicDatagram};
+pub use quic::version_name as quic_version_name;
+pub use quic::{long_packets, varint, LongHeader, LongPacket, PacketKind, QuicDatagram};
 #[cfg(test)]
 mod shard_tests;
 mod tunnel;

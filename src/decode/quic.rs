@@ -4,9 +4,11 @@
 //! drafts 22 to 34 that browsers and servers shipped. So a capture of HTTP/3 says it
 //! holds traffic this tool does not analyze, instead of looking empty.
 //!
-//! Reads the long header's first bytes only: its type and connection IDs,
-//! no decryption, no connection state. Short-header (1-RTT) packets carry
-//! no version and are not told.
+//! Reads long headers only: their type, version, connection IDs, token and
+//! length, and splits a datagram into the long-header packets it coalesces
+//! ([`long_packets`]); no decryption (`analyze::quic` opens Initial
+//! packets), no connection state. Short-header (1-RTT) packets carry no
+//! version and are not told.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -33,13 +35,121 @@ pub struct LongHeader<'a> {
 }
 
 /// A UDP datagram carrying a QUIC long-header packet: its endpoints (for
-/// `--port`, `--host`, `--overlay`) and the header.
+/// `--port`, `--host`, `--overlay`), the first packet's header, and the
+/// UDP payload (every packet the datagram coalesces).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QuicDatagram<'a> {
     pub src: SocketAddr,
     pub dst: SocketAddr,
     pub overlay: Option<Overlay>,
     pub header: LongHeader<'a>,
+    pub payload: &'a [u8],
+}
+
+/// The kinds of long-header packet (RFC 9000 §17.2; version 2 numbers
+/// them differently, RFC 9369 §3.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacketKind {
+    Initial,
+    ZeroRtt,
+    Handshake,
+    Retry,
+}
+
+/// One long-header packet of a datagram, its fields read, its payload
+/// (header-protected and sealed) not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LongPacket<'a> {
+    pub kind: PacketKind,
+    pub version: u32,
+    pub dcid: &'a [u8],
+    pub scid: &'a [u8],
+    /// The whole packet, from its first byte to the end of its payload
+    /// (for a Retry, to the end of the datagram).
+    pub bytes: &'a [u8],
+    /// Where its (protected) packet number starts in `bytes`; 0 for a Retry.
+    pub pn_offset: usize,
+}
+
+/// The version's name as records give it: `1`, `2`, `draft-29`.
+pub fn version_name(version: u32) -> String {
+    match version {
+        1 => "1".to_owned(),
+        V2 => "2".to_owned(),
+        v if DRAFTS.contains(&v) => format!("draft-{}", v & 0xff),
+        v => format!("0x{v:08x}"),
+    }
+}
+
+/// A variable-length integer (RFC 9000 §16) and what follows it.
+pub fn varint(b: &[u8]) -> Option<(u64, &[u8])> {
+    let (&first, _) = b.split_first()?;
+    let len = 1usize << (first >> 6);
+    let (bytes, rest) = b.split_at_checked(len)?;
+    let mut v = u64::from(first & 0x3f);
+    for &byte in bytes.iter().skip(1) {
+        v = (v << 8) | u64::from(byte);
+    }
+    Some((v, rest))
+}
+
+/// The long-header packets a UDP payload coalesces, in order, up to the
+/// first that is not one of a known version or does not fit (a short-header
+/// packet, which ends a datagram, or padding).
+pub fn long_packets(payload: &[u8]) -> impl Iterator<Item = LongPacket<'_>> {
+    let mut rest = payload;
+    std::iter::from_fn(move || {
+        let (packet, after) = long_packet(rest)?;
+        rest = after;
+        Some(packet)
+    })
+}
+
+/// The long-header packet `bytes` begins with, and the bytes after it.
+fn long_packet(bytes: &[u8]) -> Option<(LongPacket<'_>, &[u8])> {
+    let (first, version, dcid, scid, rest) = header_fields(bytes)?;
+    let kind = packet_kind(first, version);
+    let mut packet = LongPacket {
+        kind,
+        version,
+        dcid,
+        scid,
+        bytes,
+        pn_offset: 0,
+    };
+    if kind == PacketKind::Retry {
+        return Some((packet, &[]));
+    }
+    let rest = if kind == PacketKind::Initial {
+        let (token_len, rest) = varint(rest)?;
+        rest.get(usize::try_from(token_len).ok()?..)?
+    } else {
+        rest
+    };
+    let (length, rest) = varint(rest)?;
+    packet.pn_offset = bytes.len() - rest.len();
+    let end = packet
+        .pn_offset
+        .checked_add(usize::try_from(length).ok()?)?;
+    let (whole, after) = bytes.split_at_checked(end)?;
+    packet.bytes = whole;
+    Some((packet, after))
+}
+
+/// The packet kind a long header's first byte gives in `version`.
+fn packet_kind(first: u8, version: u32) -> PacketKind {
+    let bits = (first >> 4) & 0x03;
+    let bits = if version == V2 {
+        bits.wrapping_sub(1) & 0x03
+    } else {
+        bits
+    };
+    match bits {
+        0 => PacketKind::Initial,
+        1 => PacketKind::ZeroRtt,
+        2 => PacketKind::Handshake,
+        _ => PacketKind::Retry,
+    }
 }
 
 /// The QUIC datagram in IP packet of protocol `proto` from `src` to `dst`
@@ -57,6 +167,7 @@ pub fn datagram(
         dst: SocketAddr::new(dst, u16::from_be_bytes([ports[2], ports[3]])),
         overlay,
         header,
+        payload: udp.get(8..)?,
     })
 }
 
@@ -74,6 +185,27 @@ fn in_udp(proto: u8, datagram: &[u8]) -> Option<LongHeader<'_>> {
 /// grease), the version, and both connection IDs within their bounds and
 /// the datagram.
 fn long_header(packet: &[u8]) -> Option<LongHeader<'_>> {
+    let (first, version, dcid, scid, rest) = header_fields(packet)?;
+    if rest.is_empty() {
+        return None;
+    }
+    Some(LongHeader {
+        opening: matches!(
+            packet_kind(first, version),
+            PacketKind::Initial | PacketKind::ZeroRtt
+        ),
+        dcid,
+        scid,
+    })
+}
+
+/// A long header's first byte, version and connection IDs (within their
+/// bounds and `packet`), and the bytes after them; `None` unless the
+/// header-form bit is set and the version is one of [`VERSIONS`] or
+/// [`DRAFTS`].
+type Fields<'a> = (u8, u32, &'a [u8], &'a [u8], &'a [u8]);
+
+fn header_fields(packet: &[u8]) -> Option<Fields<'_>> {
     let (&first, rest) = packet.split_first()?;
     let (version, rest) = rest.split_first_chunk::<4>()?;
     let version = u32::from_be_bytes(*version);
@@ -84,21 +216,10 @@ fn long_header(packet: &[u8]) -> Option<LongHeader<'_>> {
     let (dcid, rest) = rest.split_at_checked(usize::from(dcid_len))?;
     let (&scid_len, rest) = rest.split_first()?;
     let (scid, rest) = rest.split_at_checked(usize::from(scid_len))?;
-    if dcid.len() > MAX_CID || scid.len() > MAX_CID || rest.is_empty() {
+    if dcid.len() > MAX_CID || scid.len() > MAX_CID {
         return None;
     }
-    // Initial and 0-RTT: types 0 and 1, or in version 2, 1 and 2.
-    let kind = (first >> 4) & 0x03;
-    let kind = if version == V2 {
-        kind.wrapping_sub(1) & 0x03
-    } else {
-        kind
-    };
-    Some(LongHeader {
-        opening: kind <= 1,
-        dcid,
-        scid,
-    })
+    Some((first, version, dcid, scid, rest))
 }
 
 #[cfg(test)]

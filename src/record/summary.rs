@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{Anomalies, Instant};
+use super::{Anomalies, Instant, QuicSummary};
 
 /// Summary statistics of a set of durations, in seconds.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -96,9 +96,11 @@ pub struct Summary {
     pub packets: PacketCounts,
     /// TCP connections seen (after filters).
     pub connections: u64,
-    /// QUIC connections opened (a first Initial packet seen), which are not
-    /// analyzed: so many more handshakes than `connections` shows.
+    /// QUIC connections opened (a first Initial packet seen): so many more
+    /// handshakes than `connections` shows…
     pub quic_connections: u64,
+    /// …and what their Initial packets tell; null when there was none.
+    pub quic: Option<QuicSummary>,
     /// Connections whose SYN, SYN-ACK and ACK were all seen.
     pub tcp_handshakes: u64,
     /// Connections whose SYN was not captured.

@@ -185,6 +185,11 @@ fn cards(h: &mut String, s: &Summary) {
         s.tls_handshakes_failed,
     );
     let max_rpc = s.requests_per_connection.max.unwrap_or(0);
+    let quic_times = s
+        .quic
+        .as_ref()
+        .map(|q| q.handshake.clone())
+        .unwrap_or_default();
     #[rustfmt::skip]
     let cards: Vec<(bool, &str, String, String)> = vec![
         (true, "requests", s.requests.to_string(), format!("{} exact", s.requests_exact)),
@@ -200,8 +205,8 @@ fn cards(h: &mut String, s: &Summary) {
         (true, "request latency (median)", opt_dur(l.median), tail(l)),
         (!s.status_codes.is_empty(), "responses with a status", s.status_codes.values().sum::<u64>().to_string(),
             counts_text(&s.status_codes)),
-        (s.packets.quic > 0, "QUIC connections", s.quic_connections.to_string(),
-            "HTTP/3, not analyzed".into()),
+        (s.packets.quic > 0, "QUIC connections", s.quic_connections.to_string(), quic_sub(s)),
+        (quic_times.count > 0, "QUIC handshake (median)", opt_dur(quic_times.median), tail(&quic_times)),
         (true, "peak concurrency", peak.connections.to_string(), "connections".into()),
         (true, "requests / second", rate, format!("over {}", human_duration(s.span))),
     ];
@@ -210,6 +215,17 @@ fn cards(h: &mut String, s: &Summary) {
         card(h, k, v, sub, "");
     }
     h.push_str("</div>\n");
+}
+
+/// The QUIC card's second line: its handshakes by kind.
+fn quic_sub(s: &Summary) -> String {
+    match &s.quic {
+        Some(q) => format!(
+            "{} full · {} resumed · HTTP/3 requests not counted",
+            q.handshakes_full, q.handshakes_resumed
+        ),
+        None => "HTTP/3 requests not counted".into(),
+    }
 }
 
 fn document(h: &mut String, doc: &Labeled, tag: &str) {

@@ -5,6 +5,7 @@
 //! Does not compute statistics; it formats `Summary` and `ConnectionRecord`.
 
 mod layout;
+mod quic;
 mod rows;
 
 use std::io::{self, Write};
@@ -142,7 +143,7 @@ pub fn write_summary(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
     )?;
     let quic = match s.packets.quic {
         0 => String::new(),
-        n => format!("; {n} of them QUIC handshake datagrams, not analyzed"),
+        n => format!("; {n} of them QUIC handshake datagrams"),
     };
     let mut packets = format!(
         "{} TCP, {} skipped (not TCP or undecodable{quic})",
@@ -163,13 +164,13 @@ pub fn write_summary(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
         "connections   {}  (TCP handshakes complete: {}, without a captured SYN: {})",
         s.connections, s.tcp_handshakes, s.connections_without_handshake
     )?;
-    if s.packets.quic > 0 {
-        writeln!(
+    match &s.quic {
+        Some(q) => quic::write_figures(q, out)?,
+        None if s.packets.quic > 0 => writeln!(
             out,
-            "QUIC          {} connection{} (HTTP/3), not analyzed: only TCP is",
-            s.quic_connections,
-            plural(s.quic_connections)
-        )?;
+            "QUIC          no connection opened (their first packets were not captured)"
+        )?,
+        None => {}
     }
     if !s.overlays.is_empty() {
         writeln!(out, "overlays      {}", counts_text(&s.overlays))?;

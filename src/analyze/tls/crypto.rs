@@ -3,7 +3,8 @@
 //! HKDF-Expand-Label (RFC 8446 §7.1), the PRFs of TLS 1.2 (RFC 5246 §5) and
 //! of TLS 1.0 and 1.1 (RFC 2246 §5), the AEAD ciphers (AES-128/256-GCM,
 //! ChaCha20-Poly1305), and AES-CBC with the HMACs of the CBC suites, that
-//! open records with a key log's secrets.
+//! open records with a key log's secrets; HKDF-Extract and one AES block
+//! for QUIC's Initial packets (RFC 9001 §5.2, §5.4.3), which need no key log.
 //!
 //! Does not know about records, handshakes or key logs: `hello` and
 //! `decrypt` do. Public for the benchmarks, which seal records with it.
@@ -48,6 +49,12 @@ impl Hash {
             Hash::Sha384 => 48,
         }
     }
+}
+
+/// HKDF-Extract(`salt`, `ikm`) with SHA-256: QUIC's initial secret from a
+/// version's salt and the client's first destination connection ID.
+pub fn extract_sha256(salt: &[u8], ikm: &[u8]) -> [u8; 32] {
+    Hkdf::<Sha256>::extract(Some(salt), ikm).0.into()
 }
 
 /// HKDF-Expand-Label(`secret`, `label`, "", `len`) of TLS 1.3; `None` if
@@ -213,6 +220,18 @@ impl Block {
             32 => Block::Aes256(Box::new(Aes256::new_from_slice(key).ok()?)),
             _ => return None,
         })
+    }
+
+    /// Encrypts one block (AES in ECB mode): QUIC's header-protection
+    /// mask from a sample of the packet (RFC 9001 §5.4.3).
+    pub fn encrypt_one(&self, block: &[u8; BLOCK]) -> [u8; BLOCK] {
+        use aes::cipher::BlockEncrypt;
+        let mut b = aes::Block::from(*block);
+        match self {
+            Block::Aes128(k) => k.encrypt_block(&mut b),
+            Block::Aes256(k) => k.encrypt_block(&mut b),
+        }
+        b.into()
     }
 
     /// Decrypts `data` (whole blocks) in place in CBC mode from `iv`;

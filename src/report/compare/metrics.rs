@@ -139,11 +139,15 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
     let [tm, t90, t95, tmax] = dist(&s.tls_handshake);
     let l = &s.request_latency;
     let st = statuses(s);
+    let quic = s.quic.as_ref();
     #[rustfmt::skip]
     let rows = vec![
         ("connections", "connections", Count, Neither, c(s.connections)),
         ("connections_unused", "connections carrying no request", Count, Lower, c(s.connections_unused)),
-        ("quic_connections", "QUIC connections (not analyzed)", Count, Neither, (s.packets.quic > 0).then_some(s.quic_connections as f64)),
+        ("quic_connections", "QUIC connections", Count, Neither, (s.packets.quic > 0).then_some(s.quic_connections as f64)),
+        ("quic_handshakes_full", "full QUIC handshakes", Count, Lower, quic.map(|q| q.handshakes_full as f64)),
+        ("quic_handshakes_resumed", "resumed QUIC handshakes", Count, Neither, quic.map(|q| q.handshakes_resumed as f64)),
+        ("quic_handshake_median", "QUIC handshake (median)", Seconds, Lower, quic.and_then(|q| q.handshake.median)),
         ("tcp_handshakes", "TCP handshakes", Count, Lower, c(s.tcp_handshakes)),
         ("tls_full", "TLS handshakes: full", Count, Lower, c(s.tls_handshakes_full)),
         ("tls_resumed", "TLS handshakes: resumed", Count, Neither, c(s.tls_handshakes_resumed)),
@@ -185,7 +189,8 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
 }
 
 /// Every metric of A and B, in row order. The keys are stable (JSON):
-/// `connections`, `connections_unused`, `quic_connections`, `tcp_handshakes`, `tls_full`, `tls_resumed`, `tls_failed`,
+/// `connections`, `connections_unused`, `quic_connections`,
+/// `quic_handshakes_full`, `quic_handshakes_resumed`, `quic_handshake_median`, `tcp_handshakes`, `tls_full`, `tls_resumed`, `tls_failed`,
 /// `requests`, `requests_exact`, `requests_estimated`,
 /// `tcp_handshakes_per_request`, `tls_full_per_request`,
 /// `requests_per_connection_mean`, `requests_per_connection_max`,

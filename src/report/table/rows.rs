@@ -87,9 +87,19 @@ impl TableSink {
     }
 
     /// Writes the summary block, then the table and, when `summary` counts
-    /// more connections than it shows, a line saying so.
+    /// more connections than it shows, a line saying so; then the QUIC
+    /// connections.
     pub fn finish(self, summary: &Summary, out: &mut dyn Write, opts: &Opts) -> io::Result<()> {
         write_summary(summary, out)?;
+        self.write_rows(summary, out, opts)?;
+        match &summary.quic {
+            Some(q) => super::quic::write_connections(q, opts.limit, out),
+            None => Ok(()),
+        }
+    }
+
+    /// The TCP table, and a line for the connections it does not show.
+    fn write_rows(self, summary: &Summary, out: &mut dyn Write, opts: &Opts) -> io::Result<()> {
         let rows = self.first.into_sorted();
         if rows.is_empty() {
             return Ok(());

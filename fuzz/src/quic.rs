@@ -1,0 +1,203 @@
+//! The `quic` fuzz target's body: QUIC datagrams whose Initial packets
+//! really open. The input describes datagrams — which side sends, which
+//! coalesced packets (Initial, 0-RTT, Handshake, Retry, or raw bytes), to
+//! which connection IDs, with which packet numbers and plaintext frames —
+//! and this seals each Initial with the keys the analyzer will derive
+//! from the ID the input names (RFC 9001 §5.2: anyone can), so hostile
+//! frames, CRYPTO pieces and hellos reach what reads them. Random bytes
+//! alone would never authenticate. The datagrams go into a capture run
+//! through the whole pipeline (`harness::pipeline`: every report, and
+//! several threads against one).
+//!
+//! Shared, like `harness`, by the fuzz binary and the regression tests.
+
+use handshakes::analyze::tls::crypto::{expand_label, extract_sha256, Aead, Block, Cipher, Hash};
+
+use super::harness::{pipeline, Bytes};
+
+/// Versions the input chooses from: 1, 2, draft 29, draft 22.
+const VERSIONS: [u32; 4] = [1, 0x6b33_43cf, 0xff00_001d, 0xff00_0016];
+/// Connection IDs the input chooses from: two clients' first destinations,
+/// a client's and a server's source IDs, a Retry's, and an empty one.
+const IDS: [&[u8]; 6] = [
+    &[0xa1; 8],
+    &[0xa2; 20],
+    &[0xc1; 8],
+    &[0x5e; 8],
+    &[0x7e; 12],
+    &[],
+];
+
+/// The Initial salt and labels of `version` (the analyzer's own table,
+/// written again from the RFCs so a slip in one shows in the other).
+fn schedule(version: u32) -> (&'static str, [u8; 20]) {
+    let hex = match version {
+        0x6b33_43cf => "0dede3def700a6db819381be6e269dcbf9bd2ed9",
+        0xff00_001d => "afbfec289993d24c9e9786f19c6111e04390a899",
+        0xff00_0016 => "7fbcdb0e7c66bbe9193a96cd21519ebd7a02644a",
+        _ => "38762cf7f55934b34d179ae6a4c80cadccbb7f0a",
+    };
+    let mut salt = [0; 20];
+    for (i, b) in salt.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap_or(0);
+    }
+    let prefix = if version == 0x6b33_43cf {
+        "quicv2 "
+    } else {
+        "quic "
+    };
+    (prefix, salt)
+}
+
+/// Seals an Initial of `version` from `side` (0: client) under the keys of
+/// `key_id`, with IDs `dcid`/`scid`, packet number `pn` (its low `pn_len`
+/// bytes on the wire) and `frames`.
+#[allow(clippy::too_many_arguments)]
+fn sealed_initial(
+    version: u32,
+    key_id: &[u8],
+    side: u8,
+    dcid: &[u8],
+    scid: &[u8],
+    pn: u32,
+    pn_len: usize,
+    frames: &[u8],
+) -> Option<Vec<u8>> {
+    let (prefix, salt) = schedule(version);
+    let initial = extract_sha256(&salt, key_id);
+    let label = if side == 0 { "client in" } else { "server in" };
+    let secret = expand_label(Hash::Sha256, &initial, label, 32)?;
+    let key = expand_label(Hash::Sha256, &secret, &format!("{prefix}key"), 16)?;
+    let iv = expand_label(Hash::Sha256, &secret, &format!("{prefix}iv"), 12)?;
+    let hp = expand_label(Hash::Sha256, &secret, &format!("{prefix}hp"), 16)?;
+    let kind = if version == 0x6b33_43cf { 0x10 } else { 0x00 };
+    let mut p = vec![0xc0 | kind | (pn_len as u8 - 1)];
+    p.extend_from_slice(&version.to_be_bytes());
+    for id in [dcid, scid] {
+        p.push(id.len() as u8);
+        p.extend_from_slice(id);
+    }
+    p.push(0); // no token
+               // The sample needs at least 4 bytes after the packet number's start
+               // and 16 of sample: frames are padded to that.
+    let mut body = frames.to_vec();
+    body.resize(body.len().max(20), 0);
+    let len = pn_len + body.len() + 16;
+    p.extend_from_slice(&(0x4000 | len as u16).to_be_bytes());
+    let pn_offset = p.len();
+    p.extend_from_slice(&pn.to_be_bytes()[4 - pn_len..]);
+    let mut nonce: [u8; 12] = iv.try_into().ok()?;
+    for (n, b) in nonce[4..].iter_mut().zip(u64::from(pn).to_be_bytes()) {
+        *n ^= b;
+    }
+    let aead = Aead::new(Cipher::Aes128Gcm, &key)?;
+    if !aead.seal(&nonce, &p, &mut body) {
+        return None;
+    }
+    p.extend_from_slice(&body);
+    let sample: [u8; 16] = p.get(pn_offset + 4..pn_offset + 20)?.try_into().ok()?;
+    let mask = Block::new(&hp)?.encrypt_one(&sample);
+    p[0] ^= mask[0] & 0x0f;
+    for i in 0..pn_len {
+        p[pn_offset + i] ^= mask[1 + i];
+    }
+    Some(p)
+}
+
+/// A long-header packet of `kind` bits (0-RTT 1, Handshake 2, Retry 3 in
+/// version 1's numbering) with `len` bytes after its Length field.
+fn plain_packet(version: u32, kind: u8, dcid: &[u8], scid: &[u8], len: usize) -> Vec<u8> {
+    let bits = if version == 0x6b33_43cf {
+        (kind + 1) & 3
+    } else {
+        kind
+    };
+    let mut p = vec![0xc0 | (bits << 4)];
+    p.extend_from_slice(&version.to_be_bytes());
+    for id in [dcid, scid] {
+        p.push(id.len() as u8);
+        p.extend_from_slice(id);
+    }
+    if kind != 3 {
+        p.extend_from_slice(&(0x4000 | len as u16).to_be_bytes());
+    }
+    p.resize(p.len() + len, 0x42);
+    p
+}
+
+/// One datagram the input describes: its side and its UDP payload.
+fn datagram(b: &mut Bytes<'_>) -> (u8, Vec<u8>) {
+    let head = b.u8();
+    let side = head & 1;
+    let version = VERSIONS[usize::from(head >> 1) % VERSIONS.len()];
+    let mut payload = Vec::new();
+    for _ in 0..=(head >> 6) % 3 {
+        let op = b.u8();
+        let dcid = IDS[usize::from(op >> 3) % IDS.len()];
+        let scid = IDS[usize::from(b.u8()) % IDS.len()];
+        let len = usize::from(b.u16() % 1400);
+        match op & 7 {
+            0 | 1 => {
+                let key_id = IDS[usize::from(b.u8()) % IDS.len()];
+                let pn = b.u32();
+                let pn_len = usize::from(b.u8() % 4) + 1;
+                let frames = b.take(len);
+                let sealed = sealed_initial(version, key_id, side, dcid, scid, pn, pn_len, frames);
+                payload.extend(sealed.unwrap_or_default());
+            }
+            2 => payload.extend(plain_packet(version, 1, dcid, scid, len)),
+            3 => payload.extend(plain_packet(version, 2, dcid, scid, len)),
+            4 => payload.extend(plain_packet(version, 3, dcid, scid, len)),
+            _ => payload.extend_from_slice(b.take(len)),
+        }
+    }
+    (side, payload)
+}
+
+/// A classic pcap of raw IPv4 frames (link type 101): client 10.0.0.1:50000,
+/// server 10.0.0.2:443, one datagram a millisecond.
+fn capture(datagrams: &[(u8, Vec<u8>)]) -> Vec<u8> {
+    let mut out = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+    out.extend_from_slice(&[0; 8]);
+    out.extend_from_slice(&65535u32.to_le_bytes());
+    out.extend_from_slice(&101u32.to_le_bytes());
+    for (i, (side, payload)) in datagrams.iter().enumerate() {
+        let (src, dst, sport, dport) = match side {
+            0 => ([10, 0, 0, 1], [10, 0, 0, 2], 50000u16, 443u16),
+            _ => ([10, 0, 0, 2], [10, 0, 0, 1], 443, 50000),
+        };
+        let udp_len = 8 + payload.len();
+        let total = 20 + udp_len;
+        let mut frame = vec![0x45, 0];
+        frame.extend_from_slice(&(total as u16).to_be_bytes());
+        frame.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0]);
+        frame.extend_from_slice(&src);
+        frame.extend_from_slice(&dst);
+        frame.extend_from_slice(&sport.to_be_bytes());
+        frame.extend_from_slice(&dport.to_be_bytes());
+        frame.extend_from_slice(&(udp_len as u16).to_be_bytes());
+        frame.extend_from_slice(&[0, 0]);
+        frame.extend_from_slice(payload);
+        let ts = 1_700_000_000u32;
+        out.extend_from_slice(&ts.to_le_bytes());
+        out.extend_from_slice(&(i as u32 * 1000).to_le_bytes());
+        out.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+        out.extend_from_slice(&frame);
+    }
+    out
+}
+
+/// Runs the datagrams the input describes through the whole pipeline;
+/// the capture it made (the regression tests check a seed reaches the
+/// hellos).
+pub fn quic(data: &[u8]) -> Vec<u8> {
+    let mut b = Bytes::new(data);
+    let mut datagrams = Vec::new();
+    while !b.is_empty() && datagrams.len() < 64 {
+        datagrams.push(datagram(&mut b));
+    }
+    let pcap = capture(&datagrams);
+    pipeline(&pcap);
+    pcap
+}

@@ -1,0 +1,382 @@
+//! QUIC connections and their handshakes, from the long-header packets
+//! `decode` splits a datagram into. A connection opens with a client's
+//! Initial or 0-RTT packet (a 0-RTT one may be captured first) whose
+//! destination connection ID is at least 8 bytes (RFC 9000 §7.2: a
+//! client's first one is) and was not seen before as an ID of either side;
+//! the server's Initial is addressed to the client's source ID, the
+//! client's next ones to the server's, and after a Retry to the ID the
+//! Retry gave: all seen already. Its Initial packets are opened with keys
+//! derived from that first ID (`initial`), their CRYPTO frames gathered
+//! (`stream`) into the ClientHello and ServerHello, which `tls::hello`
+//! reads; the other long-header packets are timed and counted.
+//!
+//! Owns the QUIC connection table, bounded in connections, IDs and bytes
+//! held, and the records and summary figures it hands over at the end.
+//! Does not open Handshake, 0-RTT or 1-RTT packets (no keys), count HTTP/3
+//! requests, or see short-header packets, which `decode` does not tell.
+
+mod initial;
+mod stream;
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+
+use crate::analyze::stats::Samples;
+use crate::analyze::tls::hello::{self, ClientHelloFacts, ServerHelloFacts};
+use crate::decode::{long_packets, quic_version_name, LongPacket, PacketKind, QuicDatagram};
+#[cfg(test)]
+use crate::record::QuicPackets;
+use crate::record::{Instant, Overlay, QuicHandshake, QuicRecord, QuicSummary, QuicTls};
+use crate::time::Timestamp;
+
+use stream::CryptoStream;
+
+/// Connection IDs remembered; when full, forgotten all at once (a client's
+/// later Initial of a connection that old would count it again).
+const MAX_IDS: usize = 65_536;
+/// Connections followed at once; past it the oldest is finished early
+/// (its later packets are then not read).
+const MAX_OPEN: usize = 4_096;
+/// Connections listed in the summary; the rest count in its figures only.
+pub const MAX_LISTED: u64 = 4_096;
+/// The smallest Handshake packet (its Length: packet number, sealed
+/// frames and tag) that can carry a client's Finished: a one-byte packet
+/// number, a CRYPTO frame's three bytes of header, the message's 4 and 32
+/// (SHA-256; 48 with SHA-384), and the 16-byte tag. A packet that only
+/// acknowledges the server's flight (which clients send first when
+/// checking the certificate takes a while) is at most about 30.
+const MIN_FINISHED: usize = 1 + 3 + 4 + 32 + 16;
+/// Bytes of unfinished handshake messages held over all connections.
+const CRYPTO_BUDGET: usize = 8 << 20;
+
+/// One connection being followed.
+#[derive(Debug)]
+struct Conn {
+    id: u64,
+    client: SocketAddr,
+    server: SocketAddr,
+    overlay: Option<Overlay>,
+    version: u32,
+    /// The destination ID the Initial keys come from (the Retry's source
+    /// ID after a Retry), and the keys once derived (client, server).
+    key_id: Vec<u8>,
+    keys: Option<Box<[initial::Keys; 2]>>,
+    /// The largest Initial packet number opened, by direction.
+    largest: [Option<u64>; 2],
+    streams: [CryptoStream; 2],
+    /// The client's first packet, and its first Handshake packet.
+    start: Timestamp,
+    complete: Option<Timestamp>,
+    handshake: QuicHandshake,
+    tls: QuicTls,
+}
+
+impl Conn {
+    /// Whether the keys and streams can go: both hellos read or given up.
+    fn hellos_over(&self) -> bool {
+        self.streams.iter().all(CryptoStream::is_done)
+    }
+}
+
+/// The QUIC connections of a capture.
+#[derive(Debug, Default)]
+pub struct QuicTable {
+    /// Connection IDs seen, each with the connection it names.
+    ids: HashMap<Box<[u8]>, u64>,
+    /// Connections followed, by number.
+    open: BTreeMap<u64, Box<Conn>>,
+    /// The latest connection between two endpoints (client, server): how
+    /// packets to a zero-length connection ID find theirs.
+    by_endpoints: HashMap<(SocketAddr, SocketAddr), u64>,
+    opened: u64,
+    /// Bytes the connections' CRYPTO streams hold.
+    held: usize,
+    scratch: Vec<u8>,
+    summary: QuicSummary,
+    /// Every handshake time, for the summary's distribution.
+    durations: Samples,
+    origin: Option<Timestamp>,
+}
+
+impl QuicTable {
+    /// Reads a datagram at `ts` of a capture that began at `origin`; true
+    /// when it opens a connection.
+    pub fn datagram(&mut self, d: &QuicDatagram<'_>, ts: Timestamp, origin: Timestamp) -> bool {
+        self.origin.get_or_insert(origin);
+        let header = &d.header;
+        let opens = header.opening && header.dcid.len() >= 8 && !self.ids.contains_key(header.dcid);
+        let known = if opens {
+            None
+        } else {
+            self.find(header.dcid, header.scid, d.src, d.dst)
+        };
+        let id = match known {
+            Some(id) => id,
+            None if opens => self.open_conn(d, ts),
+            None => {
+                self.remember(&[header.dcid, header.scid], None);
+                return false;
+            }
+        };
+        self.remember(&[header.dcid, header.scid], Some(id));
+        if let Some(mut conn) = self.open.remove(&id) {
+            self.read(&mut conn, d, ts);
+            if conn.hellos_over() {
+                conn.keys = None;
+            }
+            self.open.insert(id, conn);
+        }
+        opens
+    }
+
+    /// The connection a packet with these IDs and endpoints belongs to.
+    fn find(&self, dcid: &[u8], scid: &[u8], src: SocketAddr, dst: SocketAddr) -> Option<u64> {
+        let by_id = |id: &[u8]| (!id.is_empty()).then(|| self.ids.get(id)).flatten();
+        by_id(dcid)
+            .or_else(|| by_id(scid))
+            .or_else(|| self.by_endpoints.get(&(src, dst)))
+            .or_else(|| self.by_endpoints.get(&(dst, src)))
+            .copied()
+    }
+
+    /// Notes connection IDs (those not seen before name `conn`, when
+    /// given); when the table of IDs is full it is emptied first.
+    fn remember(&mut self, ids: &[&[u8]], conn: Option<u64>) {
+        for &id in ids {
+            if id.is_empty() || self.ids.contains_key(id) {
+                continue;
+            }
+            if self.ids.len() >= MAX_IDS {
+                self.ids.clear();
+            }
+            self.ids.insert(id.into(), conn.unwrap_or(0));
+        }
+    }
+
+    /// Opens a connection for the datagram `d` (from its client); its number.
+    fn open_conn(&mut self, d: &QuicDatagram<'_>, ts: Timestamp) -> u64 {
+        self.opened += 1;
+        let id = self.opened;
+        if self.open.len() >= MAX_OPEN {
+            if let Some((_, oldest)) = self.open.pop_first() {
+                self.retire(oldest);
+            }
+        }
+        let first = long_packets(d.payload).next();
+        let conn = Conn {
+            id,
+            client: d.src,
+            server: d.dst,
+            overlay: d.overlay,
+            version: first.map_or(1, |p| p.version),
+            key_id: d.header.dcid.to_vec(),
+            keys: None,
+            largest: [None; 2],
+            streams: Default::default(),
+            start: ts,
+            complete: None,
+            handshake: QuicHandshake {
+                client_initial: Some(self.instant(ts)),
+                ..QuicHandshake::default()
+            },
+            tls: QuicTls::default(),
+        };
+        self.by_endpoints.insert((d.src, d.dst), id);
+        self.open.insert(id, Box::new(conn));
+        id
+    }
+
+    fn instant(&self, ts: Timestamp) -> Instant {
+        let origin = self.origin.unwrap_or(ts);
+        Instant {
+            ts: ts.as_secs_f64(),
+            at: ts.secs_since(origin),
+        }
+    }
+
+    /// Reads every long-header packet of `d` into `conn`.
+    fn read(&mut self, conn: &mut Conn, d: &QuicDatagram<'_>, ts: Timestamp) {
+        let side = usize::from(d.src != conn.client);
+        for packet in long_packets(d.payload) {
+            let h = &mut conn.handshake;
+            match packet.kind {
+                PacketKind::Initial => {
+                    h.packets.initial += 1;
+                    if side == 1 && h.server_initial.is_none() {
+                        h.server_initial = Some(self.instant(ts));
+                    }
+                    self.initial(conn, &packet, side, ts);
+                }
+                PacketKind::ZeroRtt => h.packets.zero_rtt += 1,
+                PacketKind::Handshake => {
+                    h.packets.handshake += 1;
+                    let carries_finished = packet.bytes.len() - packet.pn_offset >= MIN_FINISHED;
+                    if side == 0 && carries_finished && h.client_handshake.is_none() {
+                        h.client_handshake = Some(self.instant(ts));
+                        conn.complete = Some(ts);
+                    }
+                }
+                PacketKind::Retry => {
+                    h.packets.retry += 1;
+                    // A client takes one Retry (RFC 9000 §17.2.5.2): the
+                    // first; its next Initials go to that Retry's ID, and
+                    // both sides' keys come from it.
+                    if side == 1 && !h.retry && !packet.scid.is_empty() {
+                        h.retry = true;
+                        conn.key_id = packet.scid.to_vec();
+                        conn.keys = None;
+                        conn.largest = [None; 2];
+                    }
+                }
+            }
+        }
+    }
+
+    /// Opens an Initial packet of `conn` from `side` and reads its frames.
+    fn initial(&mut self, conn: &mut Conn, packet: &LongPacket<'_>, side: usize, ts: Timestamp) {
+        if conn.hellos_over() {
+            return;
+        }
+        if conn.keys.is_none() {
+            conn.keys = initial::keys(packet.version, &conn.key_id).map(Box::new);
+        }
+        let Some(keys) = &conn.keys else {
+            conn.handshake.packets.undecryptable += 1;
+            return;
+        };
+        let (Some(keys), Some(largest)) = (keys.get(side), conn.largest.get_mut(side)) else {
+            return;
+        };
+        let Some((pn, plain)) = initial::open(keys, packet, *largest, &mut self.scratch) else {
+            conn.handshake.packets.undecryptable += 1;
+            return;
+        };
+        *largest = Some(largest.map_or(pn, |l| l.max(pn)));
+        let mut hello = None;
+        for frame in initial::frames(plain) {
+            match frame {
+                initial::Frame::Crypto { offset, data } => {
+                    let Some(stream) = conn.streams.get_mut(side) else {
+                        break;
+                    };
+                    let before = stream.held();
+                    let budget = CRYPTO_BUDGET.saturating_sub(self.held);
+                    if let Some(m) = stream.add(offset, data, budget) {
+                        hello = Some(m);
+                    }
+                    self.held = (self.held + stream.held()).saturating_sub(before);
+                }
+                initial::Frame::Close { error } => {
+                    conn.handshake.close_error.get_or_insert(error);
+                }
+            }
+        }
+        if let Some(message) = hello {
+            self.hello(conn, side, &message, ts);
+        }
+    }
+
+    /// Reads the first handshake message of `side`'s stream.
+    fn hello(&self, conn: &mut Conn, side: usize, message: &[u8], ts: Timestamp) {
+        let (Some(&ty), Some(body)) = (message.first(), message.get(4..)) else {
+            return;
+        };
+        let tls = &mut conn.tls;
+        match (side, ty) {
+            (0, 1) => {
+                let Some(ch) = ClientHelloFacts::parse(body) else {
+                    return;
+                };
+                tls.client_hello = Some(self.instant(ts));
+                tls.sni = ch.sni.clone();
+                tls.alpn_offered = ch.alpn.clone();
+                tls.psk_offered = ch.psk;
+                tls.early_data_offered = ch.early_data;
+                let ja4 = ch.ja4();
+                tls.ja4 = Some(format!("q{}", ja4.get(1..).unwrap_or_default()));
+            }
+            (1, 2) => {
+                let Some(sh) = ServerHelloFacts::parse(body) else {
+                    return;
+                };
+                tls.server_hello = Some(self.instant(ts));
+                tls.version = Some(hello::version_name(sh.version()));
+                tls.cipher = Some(hello::cipher_name(sh.cipher));
+                tls.resumed = Some(sh.psk);
+            }
+            _ => {}
+        }
+    }
+
+    /// Folds a connection into the summary's figures, listing it when it
+    /// is among the first.
+    fn retire(&mut self, conn: Box<Conn>) {
+        for s in &conn.streams {
+            self.held = self.held.saturating_sub(s.held());
+        }
+        if self.by_endpoints.get(&(conn.client, conn.server)) == Some(&conn.id) {
+            self.by_endpoints.remove(&(conn.client, conn.server));
+        }
+        let Conn {
+            id,
+            client,
+            server,
+            overlay,
+            version,
+            start,
+            complete,
+            mut handshake,
+            tls,
+            ..
+        } = *conn;
+        handshake.duration = complete.map(|t| t.secs_since(start));
+        let s = &mut self.summary;
+        match tls.resumed {
+            Some(true) => s.handshakes_resumed += 1,
+            Some(false) => s.handshakes_full += 1,
+            None => {}
+        }
+        s.early_data += u64::from(handshake.packets.zero_rtt > 0);
+        s.retries += u64::from(handshake.retry);
+        let version = quic_version_name(version);
+        *s.versions.entry(version.clone()).or_default() += 1;
+        if let Some(first) = tls.alpn_offered.first() {
+            *s.alpn_offered.entry(first.clone()).or_default() += 1;
+        }
+        if let Some(d) = handshake.duration {
+            self.durations.push(d);
+        }
+        if id > MAX_LISTED {
+            s.not_listed += 1;
+            return;
+        }
+        s.list.push(QuicRecord {
+            id,
+            client: client.to_string(),
+            server: server.to_string(),
+            overlay,
+            version: version.into(),
+            handshake,
+            tls,
+        });
+    }
+
+    /// Every connection's record and the summary's figures; `None` when
+    /// no connection opened.
+    pub fn finish(&mut self) -> Option<QuicSummary> {
+        if self.opened == 0 {
+            return None;
+        }
+        while let Some((_, conn)) = self.open.pop_first() {
+            self.retire(conn);
+        }
+        let mut summary = std::mem::take(&mut self.summary);
+        summary.list.sort_unstable_by_key(|r| r.id);
+        summary.connections = self.opened;
+        summary.handshake = self.durations.distribution();
+        Some(summary)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,112 @@
+//! QUIC connection records and the summary's QUIC figures: part of the
+//! record contract. A QUIC connection's handshake is read from its Initial
+//! packets, whose keys every observer can derive (RFC 9001 §5.2); what rides
+//! on it (HTTP/3) is sealed with keys a capture does not hold, so these
+//! records have no requests.
+//!
+//! Does not compute anything: `analyze::quic` builds them.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::{Distribution, Instant, Name, Overlay};
+
+/// One QUIC connection: its endpoints, version and handshake.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct QuicRecord {
+    /// 1-based, in order of each QUIC connection's first packet.
+    pub id: u64,
+    /// `address:port` of the endpoint that sent the first Initial.
+    pub client: String,
+    pub server: String,
+    pub overlay: Option<Overlay>,
+    /// The version of the client's first packet: `1`, `2`, `draft-29`, …
+    pub version: Name,
+    pub handshake: QuicHandshake,
+    pub tls: QuicTls,
+}
+
+/// The packets of a QUIC handshake, as their long headers show them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct QuicHandshake {
+    /// The client's first Initial (or 0-RTT) packet: the connection's start.
+    pub client_initial: Option<Instant>,
+    /// The server's first Initial packet.
+    pub server_initial: Option<Instant>,
+    /// The client's first Handshake packet large enough to carry its
+    /// Finished (56 bytes or more after the Length field; one that only
+    /// acknowledges the server's flight is about half that): the handshake
+    /// is complete for the client.
+    pub client_handshake: Option<Instant>,
+    /// `client_initial` → `client_handshake`, seconds; null when either
+    /// was not seen.
+    pub duration: Option<f64>,
+    /// The server answered the first Initial with a Retry.
+    pub retry: bool,
+    /// Long-header packets (a datagram may coalesce several) by kind, both
+    /// directions.
+    pub packets: QuicPackets,
+    /// A CONNECTION_CLOSE in an Initial packet: its error code (a
+    /// handshake refused before the keys changed); null otherwise.
+    pub close_error: Option<u64>,
+}
+
+/// Long-header packets of one connection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct QuicPackets {
+    pub initial: u64,
+    pub zero_rtt: u64,
+    pub handshake: u64,
+    pub retry: u64,
+    /// Initial packets that would not open (a key this tool does not know,
+    /// or bytes damaged).
+    pub undecryptable: u64,
+}
+
+/// The TLS handshake inside the Initial packets.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct QuicTls {
+    /// When the ClientHello was complete (its last CRYPTO bytes arrived).
+    pub client_hello: Option<Instant>,
+    /// When the ServerHello was complete.
+    pub server_hello: Option<Instant>,
+    pub sni: Option<String>,
+    pub alpn_offered: Vec<String>,
+    /// From the ServerHello (`TLS 1.3`); null without one.
+    pub version: Option<Name>,
+    pub cipher: Option<Name>,
+    /// The server accepted a pre-shared key (pre_shared_key in its
+    /// ServerHello): a resumed session. Null without a ServerHello.
+    pub resumed: Option<bool>,
+    /// The client offered a pre-shared key, and early data (0-RTT).
+    pub psk_offered: bool,
+    pub early_data_offered: bool,
+    /// JA4 of the ClientHello, `q` for QUIC.
+    pub ja4: Option<String>,
+}
+
+/// The summary's QUIC figures: every connection counts in them, listed or
+/// not.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct QuicSummary {
+    /// QUIC connections opened (the same as `summary.quic_connections`).
+    pub connections: u64,
+    /// Handshakes whose ServerHello was read: full and resumed.
+    pub handshakes_full: u64,
+    pub handshakes_resumed: u64,
+    /// Connections on which the client sent 0-RTT packets.
+    pub early_data: u64,
+    /// Connections the server answered with a Retry.
+    pub retries: u64,
+    /// Connections by QUIC version.
+    pub versions: BTreeMap<String, u64>,
+    /// Connections by the first ALPN protocol offered (`h3`, …).
+    pub alpn_offered: BTreeMap<String, u64>,
+    /// Handshake times (`handshake.duration`) of every connection that has one.
+    pub handshake: Distribution,
+    /// The connections, in order of their first packets: the first
+    /// 4 096 (`not_listed` counts the rest, which the figures above include).
+    pub list: Vec<QuicRecord>,
+    pub not_listed: u64,
+}

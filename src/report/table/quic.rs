@@ -1,0 +1,140 @@
+//! The QUIC lines of the report for people: the summary's QUIC figures,
+//! and one aligned line per QUIC connection after the TCP table (the
+//! first `--limit` of those the summary lists).
+//!
+//! Does not compute anything: it formats `QuicSummary` and `QuicRecord`.
+
+use std::io::{self, Write};
+
+use super::{dist_line, plural};
+use crate::record::{QuicRecord, QuicSummary};
+use crate::report::{counts_text, human_duration, sanitize};
+
+/// The summary block's QUIC lines: connections and handshakes by kind,
+/// versions and ALPN offered, the handshake times.
+pub fn write_figures(q: &QuicSummary, out: &mut dyn Write) -> io::Result<()> {
+    let mut extra = Vec::new();
+    if q.early_data > 0 {
+        extra.push(format!("{} with 0-RTT", q.early_data));
+    }
+    if q.retries > 0 {
+        extra.push(format!("{} retried", q.retries));
+    }
+    let extra = match extra.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", extra.join(", ")),
+    };
+    writeln!(
+        out,
+        "QUIC          {} connection{}: {} full handshake{}, {} resumed{extra}; HTTP/3 requests are sealed, not counted",
+        q.connections,
+        plural(q.connections),
+        q.handshakes_full,
+        plural(q.handshakes_full),
+        q.handshakes_resumed,
+    )?;
+    let alpn = match q.alpn_offered.is_empty() {
+        true => String::new(),
+        false => format!("; ALPN offered {}", counts_text(&q.alpn_offered)),
+    };
+    writeln!(out, "QUIC versions {}{alpn}", counts_text(&q.versions))?;
+    writeln!(out, "QUIC handshake {}", dist_line(&q.handshake))
+}
+
+/// One connection's cells: id, client, server, version, SNI, ALPN, how
+/// the handshake went, ClientHello → ServerHello, and first packet →
+/// the client's Finished.
+fn cells(r: &QuicRecord) -> [String; 9] {
+    let t = &r.tls;
+    let h = &r.handshake;
+    let mut kind = match t.resumed {
+        Some(true) => "resumed".to_owned(),
+        Some(false) => "full".to_owned(),
+        None => "-".to_owned(),
+    };
+    if h.packets.zero_rtt > 0 {
+        kind.push_str(", 0-RTT");
+    }
+    if h.retry {
+        kind.push_str(", retry");
+    }
+    if let Some(code) = h.close_error {
+        kind.push_str(&format!(", closed {code:#x}"));
+    }
+    let hellos = match (&t.client_hello, &t.server_hello) {
+        (Some(c), Some(s)) => human_duration(s.ts - c.ts),
+        _ => "-".to_owned(),
+    };
+    [
+        r.id.to_string(),
+        r.client.clone(),
+        r.server.clone(),
+        r.version.to_string(),
+        t.sni.as_deref().map_or("-".to_owned(), sanitize),
+        t.alpn_offered
+            .first()
+            .map_or("-".to_owned(), |a| sanitize(a)),
+        kind,
+        hellos,
+        h.duration.map_or("-".to_owned(), human_duration),
+    ]
+}
+
+const HEADS: [&str; 9] = [
+    "id",
+    "client",
+    "server",
+    "version",
+    "SNI",
+    "ALPN",
+    "handshake",
+    "hello→hello",
+    "complete",
+];
+
+/// The QUIC connections the summary lists, the first `limit` (0: all),
+/// one aligned line each, and a line for those not shown.
+pub fn write_connections(q: &QuicSummary, limit: usize, out: &mut dyn Write) -> io::Result<()> {
+    let limit = if limit == 0 { usize::MAX } else { limit };
+    let rows: Vec<[String; 9]> = q.list.iter().take(limit).map(cells).collect();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let width = |i: usize| {
+        let cells = rows.iter().filter_map(|r| r.get(i));
+        let longest = cells.map(|c| c.chars().count()).max().unwrap_or(0);
+        longest.max(HEADS.get(i).map_or(0, |h| h.chars().count()))
+    };
+    let widths: Vec<usize> = (0..HEADS.len()).map(width).collect();
+    let line = |cells: &[&str]| {
+        let padded = cells.iter().zip(&widths).map(|(c, &w)| format!("{c:<w$}"));
+        padded.collect::<Vec<_>>().join("  ").trim_end().to_owned()
+    };
+    writeln!(out)?;
+    writeln!(
+        out,
+        "QUIC connections (handshakes read from their Initial packets)"
+    )?;
+    writeln!(out, "{}", line(&HEADS))?;
+    for row in &rows {
+        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+        writeln!(out, "{}", line(&cells))?;
+    }
+    let hidden = q.list.len().saturating_sub(rows.len());
+    if hidden > 0 {
+        writeln!(
+            out,
+            "… {hidden} more QUIC connection{} not shown (--limit 0 shows all)",
+            plural(hidden as u64)
+        )?;
+    }
+    if q.not_listed > 0 {
+        writeln!(
+            out,
+            "… and {} more past the first {} listed, counted in the QUIC figures above",
+            q.not_listed,
+            q.list.len()
+        )?;
+    }
+    Ok(())
+}
