@@ -168,6 +168,51 @@ fn every_quic_handshake_in_the_corpus_reads_as_tshark_read_it() {
     assert!(facts >= 400, "{facts} facts checked");
 }
 
+/// JA4 of every QUIC ClientHello FoxIO's own tools fingerprint in the
+/// corpus (their expected outputs, `facts.peer.streams`: those over UDP
+/// with a `q` fingerprint; their JA4S is not implemented here).
+#[test]
+fn quic_ja4_is_foxios() {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
+    let Ok(text) = std::fs::read_to_string(corpus.join("expected.json")) else {
+        skip_or_fail("peer corpus", "../shared/corpus/expected.json not found");
+        return;
+    };
+    let expected: Value = serde_json::from_str(&text).expect("expected.json parses");
+    let mut checked = 0;
+    for entry in expected.as_array().expect("a list of captures") {
+        let Some(streams) = entry
+            .pointer("/facts/peer/streams")
+            .and_then(Value::as_array)
+        else {
+            continue;
+        };
+        let is_quic = |s: &&Value| {
+            s["transport"] == "udp" && s["ja4"].as_str().is_some_and(|j| j.starts_with('q'))
+        };
+        let quic: Vec<&Value> = streams.iter().filter(is_quic).collect();
+        if quic.is_empty() {
+            continue;
+        }
+        let file = entry["file"].as_str().expect("a file name");
+        let (summary, _) = analyze_path(&corpus.join(file));
+        let list = summary.quic.map(|q| q.list).unwrap_or_default();
+        for stream in quic {
+            let client = stream["client"].as_str().expect("a client");
+            let rec = list.iter().find(|r| bare(&r.client) == client);
+            let rec = rec.unwrap_or_else(|| panic!("{file}: no QUIC connection from {client}"));
+            assert_eq!(
+                rec.tls.ja4.as_deref(),
+                stream["ja4"].as_str(),
+                "{file} {client}"
+            );
+            checked += 1;
+        }
+    }
+    // ja4's tls-handshake, tls-sni and chrome-cloudflare captures.
+    assert!(checked >= 20, "{checked} JA4s checked");
+}
+
 #[test]
 fn quic_connections_are_the_ones_tshark_numbers() {
     let Some(expected) = expected_quic() else {
