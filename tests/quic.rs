@@ -437,3 +437,27 @@ fn the_html_report_names_the_quic_connections() {
         "no QUIC card"
     );
 }
+
+#[test]
+fn compare_sets_quic_handshakes_side_by_side() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("captures");
+    let out = Command::new(env!("CARGO_BIN_EXE_handshakes"))
+        .args(["compare", "-q", "-T", "json"])
+        .arg(dir.join("quic-aioquic-h3-resumed.pcap"))
+        .arg(dir.join("quic-chromium-h3-2.pcap"))
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let m = &v["metrics"];
+    assert_eq!(m["quic_connections"]["a"], 2.0);
+    assert_eq!(m["quic_handshakes_full"]["b"], 1.0);
+    assert_eq!(m["quic_handshakes_resumed"]["a"], 1.0);
+    assert!(m["quic_handshake_median"]["b"].as_f64().is_some_and(|s| s > 0.03));
+    let verdict = v["verdict"].as_str().expect("a verdict");
+    assert!(
+        verdict.contains("neither carried requests")
+            && verdict.contains("1 vs 2 QUIC connections (1 vs 1 full handshakes)"),
+        "{verdict}"
+    );
+}

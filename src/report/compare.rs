@@ -107,9 +107,15 @@ pub(crate) fn verdict_of(a: &Labeled, b: &Labeled, ms: &[Metric], names: (char, 
         }
         None => {
             let (x, y) = pair("tcp_handshakes").unwrap_or((0.0, 0.0));
+            let (ra, rb) = pair("requests").unwrap_or((0.0, 0.0));
+            let which = match (ra > 0.0, rb > 0.0) {
+                (false, false) => "neither carried requests".to_owned(),
+                (true, _) => format!("{b_name} carried no request ({a_name} {ra:.0})"),
+                (false, true) => format!("{a_name} carried no request ({b_name} {rb:.0})"),
+            };
             if let Some(first) = parts.first_mut() {
                 first.push_str(&format!(
-                    "completed {y:.0} TCP handshakes, {a_name} {x:.0}, and neither carried requests to divide them by"
+                    "completed {y:.0} TCP handshakes, {a_name} {x:.0}, and {which} to divide them by"
                 ));
             }
         }
@@ -141,6 +147,21 @@ pub(crate) fn verdict_of(a: &Labeled, b: &Labeled, ms: &[Metric], names: (char, 
     }
     if let Some((x, y)) = pair("status_429").filter(|&(x, y)| x + y > 0.0) {
         tail.push(format!("{y:.0} vs {x:.0} responses 429 (rate limited)"));
+    }
+    // QUIC: a side with none counts 0 (its rows are null).
+    let either = |key: &str| find(ms, key).map(|m| (m.a.unwrap_or(0.0), m.b.unwrap_or(0.0)));
+    if let Some((x, y)) = either("quic_connections").filter(|&(x, y)| x + y > 0.0) {
+        let (fx, fy) = either("quic_handshakes_full").unwrap_or((0.0, 0.0));
+        tail.push(format!(
+            "{y:.0} vs {x:.0} QUIC connections ({fy:.0} vs {fx:.0} full handshakes)"
+        ));
+    }
+    if let Some((x, y)) = pair("quic_handshake_median") {
+        tail.push(format!(
+            "median QUIC handshake {} vs {}",
+            fmt("quic_handshake_median", y),
+            fmt("quic_handshake_median", x)
+        ));
     }
     if let Some((x, y)) = pair("handshake_time_total") {
         tail.push(format!(
