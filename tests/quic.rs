@@ -453,7 +453,9 @@ fn compare_sets_quic_handshakes_side_by_side() {
     assert_eq!(m["quic_connections"]["a"], 2.0);
     assert_eq!(m["quic_handshakes_full"]["b"], 1.0);
     assert_eq!(m["quic_handshakes_resumed"]["a"], 1.0);
-    assert!(m["quic_handshake_median"]["b"].as_f64().is_some_and(|s| s > 0.03));
+    assert!(m["quic_handshake_median"]["b"]
+        .as_f64()
+        .is_some_and(|s| s > 0.03));
     let verdict = v["verdict"].as_str().expect("a verdict");
     assert!(
         verdict.contains("neither carried requests")

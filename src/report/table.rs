@@ -79,9 +79,15 @@ pub fn write_headline(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
     } else {
         format!(", TLS full {}", ratio(s.handshakes_per_request.tls_full))
     };
+    let quic = s.quic.as_ref().map_or(String::new(), |q| {
+        format!(
+            "QUIC {} full, {} resumed · ",
+            q.handshakes_full, q.handshakes_resumed
+        )
+    });
     writeln!(
         out,
-        "handshakes    TCP {} · {tls} · per request: TCP {}{tls_per_request}",
+        "handshakes    TCP {} · {tls} · {quic}per request: TCP {}{tls_per_request}",
         s.tcp_handshakes,
         ratio(s.handshakes_per_request.tcp),
     )?;
