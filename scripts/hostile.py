@@ -18,6 +18,10 @@ measuring handshakes' memory and time on inputs that try to exhaust it:
                      pipelined 50 to a segment, each answered 429 (past the
                      requests a record lists, their statuses and latencies
                      are held in bounded memory)
+  quic-flood N       N QUIC Initial datagrams (1 200 bytes) from N client
+                     ports, each to a destination ID never seen before: N
+                     connections, each costing its Initial keys and a packet
+                     that does not open (the bytes are not sealed)
 
 Usage: scripts/hostile.py KIND ARG | handshakes analyze -
 """
@@ -159,6 +163,26 @@ def requests(n):
     packet(t + 2000, C, S, 40000, 80, c + 1, s + 1, ACK)
 
 
+def udp(ts_ns, src, dst, sport, dport, payload):
+    total = 28 + len(payload)
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, total, 0, 0x4000, 64, 17, 0, src, dst)
+    ip = ip[:10] + struct.pack("!H", checksum(ip)) + ip[12:]
+    frame = ip + struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
+    out.write(struct.pack("<IIII", ts_ns // 10**9, ts_ns % 10**9, len(frame), len(frame)))
+    out.write(frame)
+
+
+def quic_flood(n):
+    """n client Initials, version 1, each to a new 8-byte destination ID,
+    a 1 166-byte protected payload of pseudo-random bytes."""
+    body = bytes((i * 131 + 7) & 0xFF for i in range(1166))
+    for i in range(n):
+        dcid = struct.pack("!Q", 0x51C0_0000_0000_0000 + i)
+        head = bytes([0xC3]) + struct.pack("!I", 1) + bytes([8]) + dcid + bytes([0, 0])
+        head += struct.pack("!H", 0x4000 | len(body))
+        udp(T0 + i * 10_000, C, S, 1024 + i % 60000, 443, head + body)
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -172,6 +196,7 @@ def main():
         "frag-flood": frag_flood,
         "pause": pause,
         "requests": requests,
+        "quic-flood": quic_flood,
     }
     kinds.get(kind, lambda _: tls_16mb())(arg)
 

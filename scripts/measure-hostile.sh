@@ -22,3 +22,4 @@ measure "TLS header claiming 16 MB" tls-16mb
 measure "1M segments, holes, reversed" ooo-holes 1000000
 measure "1M fragments, never whole" frag-flood 1000000
 measure "1M requests, one connection" requests 1000000
+measure "1M QUIC connections" quic-flood 1000000
