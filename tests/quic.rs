@@ -436,6 +436,9 @@ fn the_html_report_names_the_quic_connections() {
         page.contains("QUIC connections</div><div class=\"v\">20</div>"),
         "no QUIC card"
     );
+    // The QUIC table: a row per connection, its ALPN offered h3.
+    assert!(page.contains("<h3>QUIC connections (handshakes read from their Initial packets)</h3>"));
+    assert_eq!(page.matches("<td>h3</td>").count(), 20);
 }
 
 #[test]

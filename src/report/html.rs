@@ -13,9 +13,10 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use super::compare::{self, Labeled};
+use super::table::{quic_cells, QUIC_HEADS};
 use super::timeline::{close_text, requests_text, tls_kind, Phase};
 use super::{counts_text, human_bytes, human_duration, server_text};
-use crate::record::{ConnectionRecord, Distribution, Summary, TlsInfo};
+use crate::record::{ConnectionRecord, Distribution, QuicSummary, Summary, TlsInfo};
 
 mod charts;
 use charts::{histogram, waterfall};
@@ -272,7 +273,44 @@ fn document(h: &mut String, doc: &Labeled, tag: &str) {
     );
     h.push_str("</div>\n<h3>Connections</h3>\n");
     table(h, &drawn.first, drawn.total);
+    if let Some(q) = s.quic.as_ref().filter(|q| !q.list.is_empty()) {
+        quic_table(h, q);
+    }
     h.push_str("</section>\n");
+}
+
+/// The QUIC connections the summary lists (the first `MAX_ROWS`), with the
+/// cells of the text report's QUIC table.
+fn quic_table(h: &mut String, q: &QuicSummary) {
+    h.push_str("<h3>QUIC connections (handshakes read from their Initial packets)</h3>\n");
+    h.push_str("<div class=\"box scroll\"><table>\n<thead><tr>");
+    for head in QUIC_HEADS {
+        let _ = write!(h, "<th>{}</th>", esc(head));
+    }
+    h.push_str("</tr></thead>\n<tbody>\n");
+    for rec in q.list.iter().take(MAX_ROWS) {
+        h.push_str("<tr>");
+        for (i, c) in quic_cells(rec).iter().enumerate() {
+            // The id and the two times are numbers.
+            let class = if matches!(i, 0 | 7 | 8) {
+                " class=\"n\""
+            } else {
+                ""
+            };
+            let _ = write!(h, "<td{class}>{}</td>", esc(c));
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</tbody></table></div>\n");
+    let more = q
+        .connections
+        .saturating_sub(q.list.len().min(MAX_ROWS) as u64);
+    if more > 0 {
+        let _ = writeln!(
+            h,
+            "<p class=\"note\">… {more} more QUIC connections, counted in the figures above.</p>"
+        );
+    }
 }
 
 /// The table of `records` (the first `MAX_ROWS` of `total`).

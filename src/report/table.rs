@@ -10,6 +10,7 @@ mod rows;
 
 use std::io::{self, Write};
 
+pub(crate) use quic::{cells as quic_cells, HEADS as QUIC_HEADS};
 pub use rows::TableSink;
 
 use super::timeline::requests_text;

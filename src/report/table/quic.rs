@@ -1,6 +1,7 @@
 //! The QUIC lines of the report for people: the summary's QUIC figures,
 //! and one aligned line per QUIC connection after the TCP table (the
-//! first `--limit` of those the summary lists).
+//! first `--limit` of those the summary lists); the HTML report's QUIC
+//! table has the same cells.
 //!
 //! Does not compute anything: it formats `QuicSummary` and `QuicRecord`.
 
@@ -44,7 +45,7 @@ pub fn write_figures(q: &QuicSummary, out: &mut dyn Write) -> io::Result<()> {
 /// One connection's cells: id, client, server, version, SNI, ALPN, how
 /// the handshake went, ClientHello → ServerHello, and first packet →
 /// the client's Finished.
-fn cells(r: &QuicRecord) -> [String; 9] {
+pub(crate) fn cells(r: &QuicRecord) -> [String; 9] {
     let t = &r.tls;
     let h = &r.handshake;
     let mut kind = match t.resumed {
@@ -80,7 +81,7 @@ fn cells(r: &QuicRecord) -> [String; 9] {
     ]
 }
 
-const HEADS: [&str; 9] = [
+pub(crate) const HEADS: [&str; 9] = [
     "id",
     "client",
     "server",
