@@ -123,6 +123,7 @@ fn compare_json_has_the_documented_keys() {
         "quic_handshakes_full",
         "quic_handshakes_resumed",
         "quic_handshake_median",
+        "quic_requests",
         "tcp_handshakes",
         "tls_full",
         "tls_resumed",

@@ -153,6 +153,7 @@ pub struct Shard {
 impl Shard {
     /// A shard allowed `cap` connections at once.
     pub fn new(config: Config, cap: usize) -> Shard {
+        let keylog = config.keylog.clone();
         Shard {
             config,
             cap: cap.max(1),
@@ -166,7 +167,7 @@ impl Shard {
             evictions: 0,
             origin: None,
             counts: ShardCounts::default(),
-            quic: QuicTable::default(),
+            quic: QuicTable::new(keylog),
             events: Vec::new(),
             ending: None,
             encoder: None,
@@ -228,7 +229,7 @@ impl Shard {
             Decoded::Quic(q) => {
                 self.counts.skipped += 1;
                 if self.config.keeps_between(q.src, q.dst, q.overlay) {
-                    self.counts.quic += 1;
+                    self.counts.quic += u64::from(q.long);
                     let origin = self.origin.unwrap_or(raw.ts);
                     if self.quic.datagram(q, raw.ts, origin) {
                         self.counts.quic_connections += 1;

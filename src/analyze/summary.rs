@@ -335,6 +335,8 @@ impl SummaryBuilder {
             quic_connections: self.quic_connections,
             quic_full: self.quic.as_ref().map_or(0, |q| q.handshakes_full),
             quic_resumed: self.quic.as_ref().map_or(0, |q| q.handshakes_resumed),
+            quic_decrypted: self.quic.as_ref().map_or(0, |q| q.decrypted),
+            quic_requests: self.quic.as_ref().map_or(0, |q| q.requests),
         });
         let mut warnings = info.warnings.clone();
         let tried: u64 = self.tls_decryption.values().sum();
@@ -344,10 +346,29 @@ impl SummaryBuilder {
                 "the key log has no secrets for any of the {tried} TLS sessions here; was it written by this capture's client, while it was captured?"
             ));
         }
-        if self.packets.quic > 0 {
+        let decrypted = self.quic.as_ref().map_or(0, |q| q.decrypted);
+        if self.packets.quic > 0 && decrypted < self.quic_connections {
             let n = self.quic_connections;
+            let sealed = match (
+                decrypted,
+                self.quic
+                    .iter()
+                    .any(|q| q.list.iter().any(|r| r.http.is_some())),
+            ) {
+                (0, false) => {
+                    "HTTP/3 requests are sealed and not counted (--keylog opens them)".to_owned()
+                }
+                (0, true) => {
+                    "the key log has no secrets for them, so their HTTP/3 requests are not counted"
+                        .to_owned()
+                }
+                (d, _) => format!(
+                    "the key log opened {d}, the requests on the other {} are not counted",
+                    n - d
+                ),
+            };
             warnings.push(format!(
-                "{n} QUIC connection{} ({} UDP datagrams with handshake packets): {} read from the Initial packets, but HTTP/3 requests are sealed and not counted",
+                "{n} QUIC connection{} ({} UDP datagrams with handshake packets): {} read from the Initial packets; {sealed}",
                 if n == 1 { "" } else { "s" },
                 self.packets.quic,
                 if n == 1 { "its handshake is" } else { "their handshakes are" },
@@ -427,6 +448,9 @@ struct Counts {
     quic_connections: u64,
     quic_full: u64,
     quic_resumed: u64,
+    /// QUIC connections a key log opened, and the HTTP/3 requests on them.
+    quic_decrypted: u64,
+    quic_requests: u64,
 }
 
 /// The headline sentence: how many connections the requests needed, and
@@ -452,8 +476,16 @@ fn verdict(c: &Counts) -> String {
     } else {
         over_tcp
     };
+    let requests = match (c.quic_decrypted, c.quic_requests) {
+        (0, _) => " (HTTP/3 requests not counted)".to_owned(),
+        (d, r) => format!(
+            ", {r} HTTP/3 request{} ({:.1} per connection the key log opened)",
+            plural_s(r),
+            r as f64 / d as f64
+        ),
+    };
     format!(
-        "{over_tcp}; QUIC: {n} connection{}{handshakes} (HTTP/3 requests not counted)",
+        "{over_tcp}; QUIC: {n} connection{}{handshakes}{requests}",
         plural_s(n)
     )
 }

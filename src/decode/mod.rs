@@ -26,7 +26,9 @@ mod fast;
 mod lax;
 mod quic;
 pub use quic::version_name as quic_version_name;
-pub use quic::{long_packets, varint, LongHeader, LongPacket, PacketKind, QuicDatagram};
+pub use quic::{
+    long_packet, long_packets, varint, LongHeader, LongPacket, PacketKind, QuicDatagram,
+};
 #[cfg(test)]
 mod shard_tests;
 mod tunnel;

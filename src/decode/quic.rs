@@ -34,17 +34,25 @@ pub struct LongHeader<'a> {
     pub scid: &'a [u8],
 }
 
-/// A UDP datagram carrying a QUIC long-header packet: its endpoints (for
-/// `--port`, `--host`, `--overlay`), the first packet's header, and the
-/// UDP payload (every packet the datagram coalesces).
+/// A UDP datagram carrying a QUIC long-header packet, or one that may be a
+/// short-header (1-RTT) packet (`long` false: the header-form bit clear,
+/// the fixed bit set; only a connection already known on its endpoints
+/// makes it one): its endpoints (for `--port`, `--host`, `--overlay`), the
+/// first packet's header (empty IDs for a short one), and the UDP payload
+/// (every packet the datagram coalesces).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QuicDatagram<'a> {
     pub src: SocketAddr,
     pub dst: SocketAddr,
     pub overlay: Option<Overlay>,
+    pub long: bool,
     pub header: LongHeader<'a>,
     pub payload: &'a [u8],
 }
+
+/// The fewest bytes a short-header packet takes: its first byte, a packet
+/// number and the 16 bytes of header-protection sample after it.
+const MIN_SHORT: usize = 1 + 4 + 16;
 
 /// The kinds of long-header packet (RFC 9000 §17.2; version 2 numbers
 /// them differently, RFC 9369 §3.2).
@@ -106,7 +114,7 @@ pub fn long_packets(payload: &[u8]) -> impl Iterator<Item = LongPacket<'_>> {
 }
 
 /// The long-header packet `bytes` begins with, and the bytes after it.
-fn long_packet(bytes: &[u8]) -> Option<(LongPacket<'_>, &[u8])> {
+pub fn long_packet(bytes: &[u8]) -> Option<(LongPacket<'_>, &[u8])> {
     let (first, version, dcid, scid, rest) = header_fields(bytes)?;
     let kind = packet_kind(first, version);
     let mut packet = LongPacket {
@@ -160,14 +168,27 @@ pub fn datagram(
     (src, dst): (IpAddr, IpAddr),
     overlay: Option<Overlay>,
 ) -> Option<QuicDatagram<'_>> {
-    let header = in_udp(proto, udp)?;
+    let payload = udp.get(8..).filter(|_| proto == IP_UDP)?;
+    let (long, header) = match in_udp(proto, udp) {
+        Some(header) => (true, header),
+        None if payload.first().is_some_and(|b| b & 0xc0 == 0x40) && payload.len() >= MIN_SHORT => {
+            let header = LongHeader {
+                opening: false,
+                dcid: &[],
+                scid: &[],
+            };
+            (false, header)
+        }
+        None => return None,
+    };
     let (ports, _) = udp.split_first_chunk::<4>()?;
     Some(QuicDatagram {
         src: SocketAddr::new(src, u16::from_be_bytes([ports[0], ports[1]])),
         dst: SocketAddr::new(dst, u16::from_be_bytes([ports[2], ports[3]])),
         overlay,
+        long,
         header,
-        payload: udp.get(8..)?,
+        payload,
     })
 }
 

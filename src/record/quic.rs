@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{Distribution, Instant, Name, Overlay};
+use super::{DecryptionOutcome, Distribution, Instant, Name, Overlay};
 
 /// One QUIC connection: its endpoints, version and handshake.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -25,6 +25,38 @@ pub struct QuicRecord {
     pub version: Name,
     pub handshake: QuicHandshake,
     pub tls: QuicTls,
+    /// With `--keylog`: what its secrets opened, and the HTTP/3 requests
+    /// on it; null without a key log, or before a ServerHello.
+    pub http: Option<QuicHttp>,
+}
+
+/// The HTTP/3 requests of a QUIC connection whose 0-RTT and 1-RTT packets
+/// a key log opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct QuicHttp {
+    /// `complete`: every packet opened; `partial`: some did not;
+    /// `no_secrets`: the key log has none for this ClientHello;
+    /// `unsupported`: a cipher suite whose header protection this tool
+    /// does not apply (ChaCha20).
+    pub decryption: DecryptionOutcome,
+    pub packets_opened: u64,
+    pub packets_failed: u64,
+    /// Client-initiated bidirectional streams (one request each, RFC 9114).
+    pub requests: u64,
+    /// Of those, the ones whose response ended (the server's FIN).
+    pub responses: u64,
+}
+
+impl Default for QuicHttp {
+    fn default() -> QuicHttp {
+        QuicHttp {
+            decryption: DecryptionOutcome::NoSecrets,
+            packets_opened: 0,
+            packets_failed: 0,
+            requests: 0,
+            responses: 0,
+        }
+    }
 }
 
 /// The packets of a QUIC handshake, as their long headers show them.
@@ -105,6 +137,14 @@ pub struct QuicSummary {
     pub alpn_offered: BTreeMap<String, u64>,
     /// Handshake times (`handshake.duration`) of every connection that has one.
     pub handshake: Distribution,
+    /// With `--keylog`: connections whose 0-RTT or 1-RTT packets its
+    /// secrets opened (`http.decryption` complete or partial); the HTTP/3
+    /// requests on them, the responses that ended, and request → response
+    /// end.
+    pub decrypted: u64,
+    pub requests: u64,
+    pub responses: u64,
+    pub request_latency: Distribution,
     /// The connections, in order of their first packets: the first
     /// 4 096 (`not_listed` counts the rest, which the figures above include).
     pub list: Vec<QuicRecord>,

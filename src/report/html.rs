@@ -291,8 +291,8 @@ fn quic_table(h: &mut String, q: &QuicSummary) {
     for rec in q.list.iter().take(MAX_ROWS) {
         h.push_str("<tr>");
         for (i, c) in quic_cells(rec).iter().enumerate() {
-            // The id and the two times are numbers.
-            let class = if matches!(i, 0 | 7 | 8) {
+            // The id, the two times and the requests are numbers.
+            let class = if matches!(i, 0 | 7 | 8 | 9) {
                 " class=\"n\""
             } else {
                 ""

@@ -4,9 +4,10 @@
 //! CRYPTO data that carries the ClientHello and ServerHello, and a
 //! CONNECTION_CLOSE.
 //!
-//! Does not know about connections or TLS messages (`super` does), nor
-//! about any other packet kind: Handshake, 0-RTT and 1-RTT packets are
-//! sealed with keys a capture does not hold. Bytes are hostile: any input
+//! The same packet protection (header protection, then the AEAD) opens
+//! 0-RTT and 1-RTT packets with keys from a key log's secrets
+//! ([`Keys::from_secret`]); `app` reads those. Does not know about
+//! connections or TLS messages (`super` does). Bytes are hostile: any input
 //! gives `None` or frames, never a panic; nothing grows beyond the packet.
 
 use crate::analyze::tls::crypto::{self, Aead, Block, Cipher, Hash, BLOCK};
@@ -62,6 +63,55 @@ impl std::fmt::Debug for Keys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Keys")
     }
+}
+
+impl Keys {
+    /// The packet protection keys of a TLS traffic `secret` (RFC 9001
+    /// §5.1) for a cipher suite of `hash` and `cipher`, with `version`'s
+    /// labels; the header-protection key given, when it is kept (a key
+    /// update changes the others only, §6).
+    pub fn from_secret(
+        version: u32,
+        (hash, cipher): (Hash, Cipher),
+        secret: &[u8],
+        hp: Option<&Block>,
+    ) -> Option<Keys> {
+        let (_, [key, iv, hp_label]) = schedule(version)?;
+        let iv = crypto::expand_label(hash, secret, iv, 12)?;
+        let hp = match hp {
+            Some(hp) => hp.clone(),
+            None => Block::new(&crypto::expand_label(
+                hash,
+                secret,
+                hp_label,
+                cipher.key_len(),
+            )?)?,
+        };
+        Some(Keys {
+            aead: Aead::new(
+                cipher,
+                &crypto::expand_label(hash, secret, key, cipher.key_len())?,
+            )?,
+            iv: iv.try_into().ok()?,
+            hp,
+        })
+    }
+
+    /// The header-protection key.
+    pub fn hp(&self) -> &Block {
+        &self.hp
+    }
+}
+
+/// The next secret of a key update (RFC 9001 §6.1: "quic ku", "quicv2 ku"
+/// in version 2).
+pub fn next_secret(version: u32, hash: Hash, secret: &[u8]) -> Option<Vec<u8>> {
+    let label = if version == 0x6b33_43cf {
+        "quicv2 ku"
+    } else {
+        "quic ku"
+    };
+    crypto::expand_label(hash, secret, label, hash.output_len())
 }
 
 /// The client's and the server's Initial keys of a connection whose client
@@ -120,32 +170,74 @@ pub fn open<'s>(
     largest: Option<u64>,
     scratch: &'s mut Vec<u8>,
 ) -> Option<(u64, &'s [u8])> {
-    let pn_offset = packet.pn_offset;
-    let sample = packet
-        .bytes
+    let header = unprotect(
+        &keys.hp,
+        packet.bytes,
+        packet.pn_offset,
+        true,
+        largest,
+        scratch,
+    )?;
+    let plain = unseal(keys, &header, scratch)?;
+    Some((header.pn, plain))
+}
+
+/// A packet's header with its protection removed (the packet is in the
+/// scratch buffer `unprotect` was given).
+#[derive(Clone, Copy, Debug)]
+pub struct Header {
+    /// The first byte, unmasked (a short header's key phase is bit 2).
+    pub first: u8,
+    pub pn: u64,
+    /// The header's length: where the sealed payload starts.
+    pub len: usize,
+}
+
+/// Copies `bytes` (a packet whose packet number starts at `pn_offset`)
+/// into `scratch` and removes its header protection with `hp` (RFC 9001
+/// §5.4; `long`: a long header, whose first byte keeps 4 bits clear, a
+/// short one 5); `None` if it is too short to sample.
+pub fn unprotect(
+    hp: &Block,
+    bytes: &[u8],
+    pn_offset: usize,
+    long: bool,
+    largest: Option<u64>,
+    scratch: &mut Vec<u8>,
+) -> Option<Header> {
+    let sample = bytes
         .get(pn_offset + 4..pn_offset + 4 + BLOCK)?
         .first_chunk::<BLOCK>()?;
-    let mask = keys.hp.encrypt_one(sample);
+    let mask = hp.encrypt_one(sample);
     scratch.clear();
-    scratch.extend_from_slice(packet.bytes);
+    scratch.extend_from_slice(bytes);
     let first = scratch.first_mut()?;
-    *first ^= mask[0] & 0x0f;
-    let pn_len = usize::from(*first & 0x03) + 1;
+    *first ^= mask[0] & if long { 0x0f } else { 0x1f };
+    let first = *first;
+    let pn_len = usize::from(first & 0x03) + 1;
     let mut truncated = 0u64;
     for (i, m) in mask.get(1..=pn_len)?.iter().enumerate() {
         let byte = scratch.get_mut(pn_offset + i)?;
         *byte ^= m;
         truncated = (truncated << 8) | u64::from(*byte);
     }
-    let pn = full_packet_number(largest, truncated, 8 * pn_len as u32);
+    Some(Header {
+        first,
+        pn: full_packet_number(largest, truncated, 8 * pn_len as u32),
+        len: pn_offset + pn_len,
+    })
+}
+
+/// Opens the payload of the packet in `scratch` (its header unprotected
+/// into `header`) with `keys`' AEAD key and IV; the plaintext, in place.
+pub fn unseal<'s>(keys: &Keys, header: &Header, scratch: &'s mut [u8]) -> Option<&'s [u8]> {
     let mut nonce = keys.iv;
-    for (n, p) in nonce[4..].iter_mut().zip(pn.to_be_bytes()) {
+    for (n, p) in nonce[4..].iter_mut().zip(header.pn.to_be_bytes()) {
         *n ^= p;
     }
-    let (aad, sealed) = scratch.split_at_mut_checked(pn_offset + pn_len)?;
+    let (aad, sealed) = scratch.split_at_mut_checked(header.len)?;
     let len = keys.aead.open(&nonce, aad, sealed)?;
-    let start = pn_offset + pn_len;
-    Some((pn, scratch.get(start..start + len)?))
+    scratch.get(header.len..header.len + len)
 }
 
 /// A frame of an Initial packet that the handshake's record needs.
@@ -187,7 +279,7 @@ pub fn frames(plain: &[u8]) -> impl Iterator<Item = Frame<'_>> {
 }
 
 /// The bytes after an ACK frame's body (`ecn`: with its three counts).
-fn skip_ack(b: &[u8], ecn: bool) -> Option<&[u8]> {
+pub fn skip_ack(b: &[u8], ecn: bool) -> Option<&[u8]> {
     let (_largest, b) = varint(b)?;
     let (_delay, b) = varint(b)?;
     let (ranges, b) = varint(b)?;

@@ -15,20 +15,28 @@
 //! Does not open Handshake, 0-RTT or 1-RTT packets (no keys), count HTTP/3
 //! requests, or see short-header packets, which `decode` does not tell.
 
+mod app;
 mod initial;
 mod stream;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use crate::analyze::stats::Samples;
 use crate::analyze::tls::hello::{self, ClientHelloFacts, ServerHelloFacts};
-use crate::decode::{long_packets, quic_version_name, LongPacket, PacketKind, QuicDatagram};
+use crate::analyze::tls::keylog::KeyLog;
+use crate::decode::{
+    long_packet, long_packets, quic_version_name, LongPacket, PacketKind, QuicDatagram,
+};
 #[cfg(test)]
 use crate::record::QuicPackets;
-use crate::record::{Instant, Overlay, QuicHandshake, QuicRecord, QuicSummary, QuicTls};
+use crate::record::{
+    DecryptionOutcome, Instant, Overlay, QuicHandshake, QuicRecord, QuicSummary, QuicTls,
+};
 use crate::time::Timestamp;
 
+use app::App;
 use stream::CryptoStream;
 
 /// Connection IDs remembered; when full, forgotten all at once (a client's
@@ -46,6 +54,9 @@ pub const MAX_LISTED: u64 = 4_096;
 /// acknowledges the server's flight (which clients send first when
 /// checking the certificate takes a while) is at most about 30.
 const MIN_FINISHED: usize = 1 + 3 + 4 + 32 + 16;
+/// 0-RTT packets held per connection until the ServerHello names the
+/// cipher suite their keys need (with a key log).
+const MAX_EARLY_HELD: usize = 8;
 /// Bytes of unfinished handshake messages held over all connections.
 const CRYPTO_BUDGET: usize = 8 << 20;
 
@@ -64,6 +75,14 @@ struct Conn {
     /// The largest Initial packet number opened, by direction.
     largest: [Option<u64>; 2],
     streams: [CryptoStream; 2],
+    /// The length of the destination IDs of short-header packets from
+    /// each side: the other side's source ID.
+    cid_len: [usize; 2],
+    /// The ClientHello's random (the key log's key), and with a key log
+    /// what its secrets open; 0-RTT packets wait for them in `early`.
+    random: Option<[u8; 32]>,
+    app: Option<Box<App>>,
+    early: Vec<(Vec<u8>, Timestamp)>,
     /// The client's first packet, and its first Handshake packet.
     start: Timestamp,
     complete: Option<Timestamp>,
@@ -92,17 +111,33 @@ pub struct QuicTable {
     /// Bytes the connections' CRYPTO streams hold.
     held: usize,
     scratch: Vec<u8>,
+    /// `--keylog`: opens 0-RTT and 1-RTT packets.
+    keylog: Option<Arc<KeyLog>>,
     summary: QuicSummary,
+    /// Request → response end over every connection a key log opened.
+    latency: Samples,
     /// Every handshake time, for the summary's distribution.
     durations: Samples,
     origin: Option<Timestamp>,
 }
 
 impl QuicTable {
+    /// A table that opens 0-RTT and 1-RTT packets with `keylog`'s secrets.
+    pub fn new(keylog: Option<Arc<KeyLog>>) -> QuicTable {
+        QuicTable {
+            keylog,
+            ..QuicTable::default()
+        }
+    }
+
     /// Reads a datagram at `ts` of a capture that began at `origin`; true
     /// when it opens a connection.
     pub fn datagram(&mut self, d: &QuicDatagram<'_>, ts: Timestamp, origin: Timestamp) -> bool {
         self.origin.get_or_insert(origin);
+        if !d.long {
+            self.short(d, ts);
+            return false;
+        }
         let header = &d.header;
         let opens = header.opening && header.dcid.len() >= 8 && !self.ids.contains_key(header.dcid);
         let known = if opens {
@@ -173,6 +208,10 @@ impl QuicTable {
             keys: None,
             largest: [None; 2],
             streams: Default::default(),
+            cid_len: [0, d.header.scid.len()],
+            random: None,
+            app: None,
+            early: Vec::new(),
             start: ts,
             complete: None,
             handshake: QuicHandshake {
@@ -194,10 +233,32 @@ impl QuicTable {
         }
     }
 
-    /// Reads every long-header packet of `d` into `conn`.
+    /// A datagram that may be a short-header packet: read into the
+    /// connection between its endpoints, if any.
+    fn short(&mut self, d: &QuicDatagram<'_>, ts: Timestamp) {
+        let id = self.by_endpoints.get(&(d.src, d.dst));
+        let Some(id) = id
+            .or_else(|| self.by_endpoints.get(&(d.dst, d.src)))
+            .copied()
+        else {
+            return;
+        };
+        if let Some(conn) = self.open.get_mut(&id) {
+            let side = usize::from(d.src != conn.client);
+            one_rtt(conn, side, d.payload, ts, &mut self.scratch);
+        }
+    }
+
+    /// Reads every packet of `d` into `conn`: its long-header packets, and
+    /// a short-header one they end with.
     fn read(&mut self, conn: &mut Conn, d: &QuicDatagram<'_>, ts: Timestamp) {
         let side = usize::from(d.src != conn.client);
-        for packet in long_packets(d.payload) {
+        let mut rest = d.payload;
+        while let Some((packet, after)) = long_packet(rest) {
+            rest = after;
+            if side == 1 && conn.cid_len[0] == 0 {
+                conn.cid_len[0] = packet.scid.len();
+            }
             let h = &mut conn.handshake;
             match packet.kind {
                 PacketKind::Initial => {
@@ -207,7 +268,10 @@ impl QuicTable {
                     }
                     self.initial(conn, &packet, side, ts);
                 }
-                PacketKind::ZeroRtt => h.packets.zero_rtt += 1,
+                PacketKind::ZeroRtt => {
+                    h.packets.zero_rtt += 1;
+                    self.zero_rtt(conn, &packet, ts);
+                }
                 PacketKind::Handshake => {
                     h.packets.handshake += 1;
                     let carries_finished = packet.bytes.len() - packet.pn_offset >= MIN_FINISHED;
@@ -229,6 +293,21 @@ impl QuicTable {
                     }
                 }
             }
+        }
+        if rest.first().is_some_and(|b| b & 0xc0 == 0x40) {
+            one_rtt(conn, side, rest, ts, &mut self.scratch);
+        }
+    }
+
+    /// A client's 0-RTT packet: opened with the key log's secrets, or held
+    /// (a few) until the ServerHello says which suite they are for.
+    fn zero_rtt(&mut self, conn: &mut Conn, packet: &LongPacket<'_>, ts: Timestamp) {
+        match &mut conn.app {
+            Some(app) => app.zero_rtt(packet, ts, &mut self.scratch),
+            None if self.keylog.is_some() && conn.early.len() < MAX_EARLY_HELD => {
+                conn.early.push((packet.bytes.to_vec(), ts));
+            }
+            None => {}
         }
     }
 
@@ -277,7 +356,7 @@ impl QuicTable {
     }
 
     /// Reads the first handshake message of `side`'s stream.
-    fn hello(&self, conn: &mut Conn, side: usize, message: &[u8], ts: Timestamp) {
+    fn hello(&mut self, conn: &mut Conn, side: usize, message: &[u8], ts: Timestamp) {
         let (Some(&ty), Some(body)) = (message.first(), message.get(4..)) else {
             return;
         };
@@ -287,6 +366,7 @@ impl QuicTable {
                 let Some(ch) = ClientHelloFacts::parse(body) else {
                     return;
                 };
+                conn.random = body.get(2..34).and_then(|r| r.try_into().ok());
                 tls.client_hello = Some(self.instant(ts));
                 tls.sni = ch.sni.clone();
                 tls.alpn_offered = ch.alpn.clone();
@@ -303,6 +383,16 @@ impl QuicTable {
                 tls.version = Some(hello::version_name(sh.version()));
                 tls.cipher = Some(hello::cipher_name(sh.cipher));
                 tls.resumed = Some(sh.psk);
+                if let Some(keylog) = &self.keylog {
+                    let secrets = conn.random.and_then(|r| keylog.get(&r));
+                    let mut app = Box::new(App::new(conn.version, sh.cipher, secrets));
+                    for (bytes, at) in std::mem::take(&mut conn.early) {
+                        if let Some((packet, _)) = long_packet(&bytes) {
+                            app.zero_rtt(&packet, at, &mut self.scratch);
+                        }
+                    }
+                    conn.app = Some(app);
+                }
             }
             _ => {}
         }
@@ -327,8 +417,20 @@ impl QuicTable {
             complete,
             mut handshake,
             tls,
+            app,
             ..
         } = *conn;
+        let http = app.map(|app| {
+            let opened = matches!(
+                app.http.decryption,
+                DecryptionOutcome::Complete | DecryptionOutcome::Partial
+            );
+            self.summary.decrypted += u64::from(opened);
+            self.summary.requests += app.http.requests;
+            self.summary.responses += app.http.responses;
+            self.latency.merge(&app.latency);
+            app.http
+        });
         handshake.duration = complete.map(|t| t.secs_since(start));
         let s = &mut self.summary;
         match tls.resumed {
@@ -358,6 +460,7 @@ impl QuicTable {
             version: version.into(),
             handshake,
             tls,
+            http,
         });
     }
 
@@ -374,7 +477,17 @@ impl QuicTable {
         summary.list.sort_unstable_by_key(|r| r.id);
         summary.connections = self.opened;
         summary.handshake = self.durations.distribution();
+        summary.request_latency = self.latency.distribution();
         Some(summary)
+    }
+}
+
+/// A short-header packet (`bytes`, to the end of its datagram) of `conn`
+/// from `side`, opened if a key log gave its keys.
+fn one_rtt(conn: &mut Conn, side: usize, bytes: &[u8], ts: Timestamp, scratch: &mut Vec<u8>) {
+    let cid_len = conn.cid_len.get(side).copied().unwrap_or(0);
+    if let Some(app) = &mut conn.app {
+        app.one_rtt(side, bytes, cid_len, ts, scratch);
     }
 }
 

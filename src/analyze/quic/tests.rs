@@ -18,6 +18,7 @@ fn datagram<'a>(from_client: bool, header: LongHeader<'a>, payload: &'a [u8]) ->
         src,
         dst,
         overlay: None,
+        long: true,
         header,
         payload,
     }

@@ -25,9 +25,13 @@ pub fn write_figures(q: &QuicSummary, out: &mut dyn Write) -> io::Result<()> {
         true => String::new(),
         false => format!(" ({})", extra.join(", ")),
     };
+    let sealed = match q.decrypted {
+        0 => "; HTTP/3 requests are sealed, not counted",
+        _ => "",
+    };
     writeln!(
         out,
-        "QUIC          {} connection{}: {} full handshake{}, {} resumed{extra}; HTTP/3 requests are sealed, not counted",
+        "QUIC          {} connection{}: {} full handshake{}, {} resumed{extra}{sealed}",
         q.connections,
         plural(q.connections),
         q.handshakes_full,
@@ -39,13 +43,26 @@ pub fn write_figures(q: &QuicSummary, out: &mut dyn Write) -> io::Result<()> {
         false => format!("; ALPN offered {}", counts_text(&q.alpn_offered)),
     };
     writeln!(out, "QUIC versions {}{alpn}", counts_text(&q.versions))?;
-    writeln!(out, "QUIC handshake {}", dist_line(&q.handshake))
+    writeln!(out, "QUIC handshake {}", dist_line(&q.handshake))?;
+    if q.decrypted > 0 {
+        writeln!(
+            out,
+            "HTTP/3        {} request{} on the {} connection{} the key log opened ({} answered); latency {}",
+            q.requests,
+            plural(q.requests),
+            q.decrypted,
+            plural(q.decrypted),
+            q.responses,
+            dist_line(&q.request_latency)
+        )?;
+    }
+    Ok(())
 }
 
 /// One connection's cells: id, client, server, version, SNI, ALPN, how
 /// the handshake went, ClientHello → ServerHello, and first packet →
-/// the client's Finished.
-pub(crate) fn cells(r: &QuicRecord) -> [String; 9] {
+/// the client's Finished, and the HTTP/3 requests a key log found.
+pub(crate) fn cells(r: &QuicRecord) -> [String; 10] {
     let t = &r.tls;
     let h = &r.handshake;
     let mut kind = match t.resumed {
@@ -78,10 +95,11 @@ pub(crate) fn cells(r: &QuicRecord) -> [String; 9] {
         kind,
         hellos,
         h.duration.map_or("-".to_owned(), human_duration),
+        r.http.map_or("-".to_owned(), |h| h.requests.to_string()),
     ]
 }
 
-pub(crate) const HEADS: [&str; 9] = [
+pub(crate) const HEADS: [&str; 10] = [
     "id",
     "client",
     "server",
@@ -91,13 +109,14 @@ pub(crate) const HEADS: [&str; 9] = [
     "handshake",
     "hello→hello",
     "complete",
+    "reqs",
 ];
 
 /// The QUIC connections the summary lists, the first `limit` (0: all),
 /// one aligned line each, and a line for those not shown.
 pub fn write_connections(q: &QuicSummary, limit: usize, out: &mut dyn Write) -> io::Result<()> {
     let limit = if limit == 0 { usize::MAX } else { limit };
-    let rows: Vec<[String; 9]> = q.list.iter().take(limit).map(cells).collect();
+    let rows: Vec<[String; 10]> = q.list.iter().take(limit).map(cells).collect();
     if rows.is_empty() {
         return Ok(());
     }

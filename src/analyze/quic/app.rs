@@ -1,0 +1,331 @@
+//! With a key log: a QUIC connection's 0-RTT and 1-RTT packets opened with
+//! the secrets logged for its ClientHello's random, and the HTTP/3
+//! requests on them counted. A request is a client-initiated
+//! bidirectional stream (RFC 9114 §4.1: stream IDs 0, 4, 8, …): its first
+//! STREAM frame from the client starts it, the server's FIN on it ends its
+//! response.
+//!
+//! Owns the keys of both directions (with key updates, RFC 9001 §6), the
+//! frame walk of 1-RTT packets, and the requests in flight (at most
+//! [`MAX_OPEN_STREAMS`]; a stream's request counts once). Does not read
+//! HTTP/3 frames or QPACK: no methods, targets or statuses.
+
+use std::collections::BTreeMap;
+
+use super::initial::{self, Keys};
+use crate::analyze::stats::Samples;
+use crate::analyze::tls::crypto::{Cipher, Hash};
+use crate::analyze::tls::keylog::Secrets;
+use crate::decode::{varint, LongPacket};
+use crate::record::{DecryptionOutcome, QuicHttp};
+use crate::time::Timestamp;
+
+/// Requests waiting for their responses; past it the oldest is dropped
+/// (counted, never timed).
+const MAX_OPEN_STREAMS: usize = 1_024;
+
+/// The hash and AEAD of a TLS 1.3 suite whose header protection this tool
+/// applies (AES; ChaCha20's is not implemented).
+pub fn suite(id: u16) -> Option<(Hash, Cipher)> {
+    match id {
+        0x1301 => Some((Hash::Sha256, Cipher::Aes128Gcm)),
+        0x1302 => Some((Hash::Sha384, Cipher::Aes256Gcm)),
+        _ => None,
+    }
+}
+
+/// One direction's 1-RTT keys: the current generation's, its secret (for
+/// the next), and its key phase.
+struct Direction {
+    secret: Vec<u8>,
+    keys: Keys,
+    phase: bool,
+    largest: Option<u64>,
+}
+
+impl Direction {
+    fn new(version: u32, suite: (Hash, Cipher), secret: &[u8]) -> Option<Direction> {
+        Some(Direction {
+            secret: secret.to_vec(),
+            keys: Keys::from_secret(version, suite, secret, None)?,
+            phase: false,
+            largest: None,
+        })
+    }
+}
+
+/// What a key log opens of a connection.
+pub struct App {
+    version: u32,
+    suite: (Hash, Cipher),
+    /// 1-RTT keys, client then server.
+    one_rtt: [Option<Direction>; 2],
+    /// The client's 0-RTT keys, and its largest 0-RTT packet number.
+    early: Option<Keys>,
+    early_largest: Option<u64>,
+    /// Requests by stream ID: when each started, waiting for its response.
+    open: BTreeMap<u64, Timestamp>,
+    /// Client bidirectional streams seen: the next ID not yet seen.
+    next_stream: u64,
+    pub http: QuicHttp,
+    /// Request → response end, of every request answered.
+    pub latency: Samples,
+}
+
+impl std::fmt::Debug for App {
+    // Never prints key material.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("App")
+    }
+}
+
+impl App {
+    /// The keys `secrets` give a connection of `version` that chose the
+    /// suite `cipher`; the outcome says why there are none.
+    pub fn new(version: u32, cipher: u16, secrets: Option<Secrets>) -> App {
+        let suite = suite(cipher);
+        let secrets = secrets.unwrap_or_default();
+        let direction = |s: &Option<Box<[u8]>>| {
+            let (suite, s) = (suite?, s.as_deref()?);
+            Direction::new(version, suite, s)
+        };
+        let one_rtt = [
+            direction(&secrets.client_traffic),
+            direction(&secrets.server_traffic),
+        ];
+        let early = suite.zip(secrets.client_early.as_deref());
+        let early = early.and_then(|(suite, s)| Keys::from_secret(version, suite, s, None));
+        let outcome = match (suite, &one_rtt) {
+            (None, _) => DecryptionOutcome::Unsupported,
+            (_, [None, None]) => DecryptionOutcome::NoSecrets,
+            _ => DecryptionOutcome::Complete,
+        };
+        App {
+            version,
+            suite: suite.unwrap_or((Hash::Sha256, Cipher::Aes128Gcm)),
+            one_rtt,
+            early,
+            early_largest: None,
+            open: BTreeMap::new(),
+            next_stream: 0,
+            http: QuicHttp {
+                decryption: outcome,
+                ..QuicHttp::default()
+            },
+            latency: Samples::default(),
+        }
+    }
+
+    /// Opens a client's 0-RTT packet and reads its frames.
+    pub fn zero_rtt(&mut self, packet: &LongPacket<'_>, ts: Timestamp, scratch: &mut Vec<u8>) {
+        let Some(keys) = &self.early else {
+            return;
+        };
+        match initial::open(keys, packet, self.early_largest, scratch) {
+            Some((pn, plain)) => {
+                self.early_largest = Some(self.early_largest.map_or(pn, |l| l.max(pn)));
+                self.http.packets_opened += 1;
+                let plain = plain.to_vec();
+                self.frames(0, &plain, ts);
+            }
+            None => self.failed(),
+        }
+    }
+
+    /// Opens a short-header packet (`bytes`, to the end of the datagram)
+    /// from `side` (0: the client) whose destination ID is `cid_len`
+    /// bytes, and reads its frames.
+    pub fn one_rtt(
+        &mut self,
+        side: usize,
+        bytes: &[u8],
+        cid_len: usize,
+        ts: Timestamp,
+        scratch: &mut Vec<u8>,
+    ) {
+        let (version, hash) = (self.version, self.suite.0);
+        let Some(Some(dir)) = self.one_rtt.get_mut(side) else {
+            return;
+        };
+        let pn_offset = 1 + cid_len;
+        let header =
+            initial::unprotect(dir.keys.hp(), bytes, pn_offset, false, dir.largest, scratch);
+        let Some(header) = header else {
+            self.failed();
+            return;
+        };
+        let phase = header.first & 0x04 != 0;
+        let opened = if phase == dir.phase {
+            initial::unseal(&dir.keys, &header, scratch).map(<[u8]>::to_vec)
+        } else {
+            // A key update (RFC 9001 §6): the next generation's keys,
+            // kept only if they open the packet.
+            let secret = initial::next_secret(version, hash, &dir.secret);
+            let keys = secret
+                .as_deref()
+                .and_then(|s| Keys::from_secret(version, self.suite, s, Some(dir.keys.hp())));
+            match (keys, secret) {
+                (Some(keys), Some(secret)) => {
+                    let plain = initial::unseal(&keys, &header, scratch).map(<[u8]>::to_vec);
+                    if plain.is_some() {
+                        *dir = Direction {
+                            secret,
+                            keys,
+                            phase,
+                            largest: dir.largest,
+                        };
+                    }
+                    plain
+                }
+                _ => None,
+            }
+        };
+        let Some(plain) = opened else {
+            self.failed();
+            return;
+        };
+        if let Some(Some(dir)) = self.one_rtt.get_mut(side) {
+            dir.largest = Some(dir.largest.map_or(header.pn, |l| l.max(header.pn)));
+        }
+        self.http.packets_opened += 1;
+        self.frames(side, &plain, ts);
+    }
+
+    fn failed(&mut self) {
+        self.http.packets_failed += 1;
+        if self.http.decryption == DecryptionOutcome::Complete {
+            self.http.decryption = DecryptionOutcome::Partial;
+        }
+    }
+
+    /// Notes the STREAM frames of a plaintext from `side`.
+    fn frames(&mut self, side: usize, plain: &[u8], ts: Timestamp) {
+        for (stream, fin) in stream_frames(plain) {
+            // Client-initiated bidirectional streams carry requests.
+            if stream & 0x03 != 0 {
+                continue;
+            }
+            if side == 0 {
+                if stream < self.next_stream {
+                    continue; // more of a request already counted
+                }
+                // Opening stream N opens the lower ones of its kind too
+                // (RFC 9000 §2.1); those not seen count, never timed.
+                let skipped = (stream - self.next_stream) / 4;
+                self.http.requests += skipped + 1;
+                self.next_stream = stream + 4;
+                if self.open.len() >= MAX_OPEN_STREAMS {
+                    self.open.pop_first();
+                }
+                self.open.insert(stream, ts);
+            } else if fin {
+                if let Some(start) = self.open.remove(&stream) {
+                    self.http.responses += 1;
+                    self.latency.push(ts.secs_since(start));
+                }
+            }
+        }
+    }
+}
+
+/// The (stream ID, FIN) of every STREAM frame of a 0-RTT or 1-RTT
+/// plaintext, past the other frames; it stops at a frame it does not know
+/// or that does not fit.
+fn stream_frames(plain: &[u8]) -> impl Iterator<Item = (u64, bool)> + '_ {
+    let mut rest = plain;
+    std::iter::from_fn(move || loop {
+        let (ty, after) = varint(rest)?;
+        rest = after;
+        if (0x08..=0x0f).contains(&ty) {
+            let (id, mut after) = varint(rest)?;
+            if ty & 0x04 != 0 {
+                after = varint(after)?.1; // offset
+            }
+            rest = if ty & 0x02 != 0 {
+                let (len, after) = varint(after)?;
+                after.get(usize::try_from(len).ok()?..)?
+            } else {
+                &[]
+            };
+            return Some((id, ty & 0x01 != 0));
+        }
+        rest = skip_frame(ty, rest)?;
+    })
+}
+
+/// The bytes after the body of a frame of type `ty` that is not STREAM
+/// (RFC 9000 §19, RFC 9221 for DATAGRAM); `None` for an unknown type.
+fn skip_frame(ty: u64, b: &[u8]) -> Option<&[u8]> {
+    fn skip(mut b: &[u8], n: usize) -> Option<&[u8]> {
+        for _ in 0..n {
+            b = varint(b)?.1;
+        }
+        Some(b)
+    }
+    fn bytes(b: &[u8]) -> Option<&[u8]> {
+        let (len, b) = varint(b)?;
+        b.get(usize::try_from(len).ok()?..)
+    }
+    match ty {
+        0x00 | 0x01 | 0x1e => Some(b),
+        0x02 | 0x03 => initial::skip_ack(b, ty == 0x03),
+        0x04 => skip(b, 3),
+        0x05 | 0x11 | 0x15 => skip(b, 2),
+        0x06 => bytes(skip(b, 1)?),
+        0x07 => bytes(b),
+        0x10 | 0x12 | 0x13 | 0x14 | 0x16 | 0x17 | 0x19 => skip(b, 1),
+        0x18 => {
+            let b = skip(b, 2)?;
+            let (&len, b) = b.split_first()?;
+            b.get(usize::from(len) + 16..)
+        }
+        0x1a | 0x1b => b.get(8..),
+        0x1c => bytes(skip(b, 2)?),
+        0x1d => bytes(skip(b, 1)?),
+        0x30 => Some(&[]),
+        0x31 => bytes(b),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_frames_are_found_past_the_others() {
+        let plain = [
+            0x02, 0x05, 0x00, 0x00, 0x01, // ACK
+            0x18, 0x01, 0x00, 0x02, 0xaa, 0xbb, // NEW_CONNECTION_ID, then its token
+        ];
+        let mut plain = plain.to_vec();
+        plain.extend_from_slice(&[0; 16]);
+        plain.extend_from_slice(&[0x0b, 0x04, 0x03, b'a', b'b', b'c']); // STREAM 4, LEN, FIN
+        plain.extend_from_slice(&[0x1e, 0x0c, 0x08, 0x05, b'x']); // HANDSHAKE_DONE, STREAM 8 at 5
+        let got: Vec<(u64, bool)> = stream_frames(&plain).collect();
+        assert_eq!(got, [(4, true), (8, false)]);
+        // An unknown frame type, or a length past the end: the walk stops.
+        assert_eq!(stream_frames(&[0x40, 0x80, 0x0a, 0x00]).count(), 0);
+        assert_eq!(stream_frames(&[0x0a, 0x00, 0x10, 0x01]).count(), 0);
+    }
+
+    #[test]
+    fn requests_count_once_and_lower_streams_are_opened_too() {
+        let mut app = App::new(1, 0x1301, None);
+        assert_eq!(app.http.decryption, DecryptionOutcome::NoSecrets);
+        let t = |ms: i64| Timestamp(ms * 1_000_000);
+        // A request on stream 0 in two frames, its response; then stream 8
+        // (stream 4's frames were lost), answered.
+        app.frames(0, &[0x0a, 0x00, 0x01, b'a'], t(0));
+        app.frames(0, &[0x0f, 0x00, 0x01, 0x01, b'b'], t(1));
+        app.frames(1, &[0x0b, 0x00, 0x01, b'c'], t(5));
+        app.frames(0, &[0x0b, 0x08, 0x01, b'd'], t(6));
+        app.frames(1, &[0x0b, 0x08, 0x01, b'e'], t(9));
+        // Server-initiated and unidirectional streams carry no requests.
+        app.frames(0, &[0x0a, 0x02, 0x01, b'f'], t(10));
+        app.frames(1, &[0x0a, 0x03, 0x01, b'g'], t(10));
+        assert_eq!((app.http.requests, app.http.responses), (3, 2));
+        assert_eq!(app.latency.len(), 2);
+        assert!(App::new(1, 0x1303, None).http.decryption == DecryptionOutcome::Unsupported);
+    }
+}
