@@ -109,20 +109,7 @@ fn quic_regressions() {
 /// a client's Initial carrying a ClientHello reads back to its SNI.
 #[test]
 fn quic_harness_reaches_the_hellos() {
-    let v16 = |d: &[u8]| [&(d.len() as u16).to_be_bytes()[..], d].concat();
-    let sni = v16(&[&[0][..], &v16(b"fuzz.test")].concat());
-    let exts = [&[0, 0][..], &v16(&sni)].concat();
-    let body = [
-        vec![3, 3],
-        vec![7; 32],
-        vec![0],
-        v16(&[0x13, 1]),
-        vec![1, 0],
-        v16(&exts),
-    ]
-    .concat();
-    let hello = [&[1, 0, 0, body.len() as u8][..], &body].concat();
-    let crypto = [&[0x06, 0x00, 0x40, hello.len() as u8][..], &hello].concat();
+    let (crypto, _) = quic::hellos(0x1301);
     // A client datagram (version 1) of one sealed Initial to the first
     // ID from the third, under the first ID's keys, packet number 0.
     let mut input = vec![0x00, 0x00, 0x02];
@@ -136,6 +123,34 @@ fn quic_harness_reaches_the_hellos() {
     let (summary, _) = crate::tools::analyze_path(&path);
     let quic = summary.quic.expect("a QUIC connection");
     assert_eq!(quic.list[0].tls.sni.as_deref(), Some("fuzz.test"));
+}
+
+#[test]
+fn quic_keyed_regressions() {
+    replay("quic_keyed", |data| {
+        quic::quic_keyed(data);
+    });
+}
+
+/// The keyed harness seals 1-RTT packets the key log opens: a client
+/// STREAM frame on stream 0 and one on stream 4 (after a key update) are
+/// two requests, in either suite it applies.
+#[test]
+fn quic_keyed_harness_reaches_the_requests() {
+    for suite in [0, 1] {
+        let mut input = vec![suite];
+        // Client, generation 0, packet number 1, a STREAM frame (stream 0).
+        let frame = [0x0b, 0x00, 0x01, b'a'];
+        input.extend_from_slice(&[0x00, 1, 0, frame.len() as u8, 0]);
+        input.extend_from_slice(&frame);
+        // Client, generation 1 (a key update), packet number 2, stream 4.
+        let frame = [0x0b, 0x04, 0x01, b'b'];
+        input.extend_from_slice(&[0x02, 2, 0, frame.len() as u8, 0]);
+        input.extend_from_slice(&frame);
+        assert_eq!(quic::quic_keyed(&input), 2, "suite {suite}");
+    }
+    // ChaCha20: not opened, no request.
+    assert_eq!(quic::quic_keyed(&[2, 0, 1, 0, 4, 0, 0x0b, 0, 1, b'a']), 0);
 }
 
 #[test]
