@@ -246,8 +246,10 @@ fn ipv6<'a>(data: &'a [u8], outer: bool, udp: &UdpTunnels) -> Fast<'a> {
                 _ => Fast::Fallback,
             };
         }
-        // Neither is an extension header, so the lax path stops there too.
-        IP_UDP | IP_ICMPV6 => {
+        // Neither is an extension header, so the lax path stops there too
+        // (with a payload length of 0 it reads on to the frame's end: a
+        // datagram may then be QUIC to it, and is left to it).
+        IP_UDP | IP_ICMPV6 if payload_len > 0 => {
             let datagram = rest.get(..payload_len).unwrap_or(rest);
             let addrs = Addrs::V6(*src, *dst);
             return match quic::datagram(h[6], datagram, addrs.ips(), None) {

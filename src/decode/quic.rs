@@ -35,9 +35,9 @@ pub struct LongHeader<'a> {
 }
 
 /// A UDP datagram carrying a QUIC long-header packet, or one that may be a
-/// short-header (1-RTT) packet (`long` false: the header-form bit clear,
-/// the fixed bit set; only a connection already known on its endpoints
-/// makes it one): its endpoints (for `--port`, `--host`, `--overlay`), the
+/// short-header (1-RTT) packet (`long` false: the header-form bit clear —
+/// the fixed bit may be greased, RFC 9287; only a connection already known
+/// on its endpoints makes it one): its endpoints (for `--port`, `--host`, `--overlay`), the
 /// first packet's header (empty IDs for a short one), and the UDP payload
 /// (every packet the datagram coalesces).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,7 +171,7 @@ pub fn datagram(
     let payload = udp.get(8..).filter(|_| proto == IP_UDP)?;
     let (long, header) = match in_udp(proto, udp) {
         Some(header) => (true, header),
-        None if payload.first().is_some_and(|b| b & 0xc0 == 0x40) && payload.len() >= MIN_SHORT => {
+        None if payload.first().is_some_and(|b| b & 0x80 == 0) && payload.len() >= MIN_SHORT => {
             let header = LongHeader {
                 opening: false,
                 dcid: &[],

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{DecryptionOutcome, Distribution, Instant, Name, Overlay};
+use super::{DecryptionOutcome, Distribution, Instant, Name, Overlay, PerSide};
 
 /// One QUIC connection: its endpoints, version and handshake.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -23,6 +23,15 @@ pub struct QuicRecord {
     pub overlay: Option<Overlay>,
     /// The version of the client's first packet: `1`, `2`, `draft-29`, …
     pub version: Name,
+    /// The connection's first and last datagram seen, and the span
+    /// between (short-header datagrams count once the connection is known
+    /// on their endpoints), seconds.
+    pub start: Instant,
+    pub end: Instant,
+    pub duration: f64,
+    /// UDP datagrams, and their UDP payload bytes, by sender.
+    pub datagrams: PerSide,
+    pub bytes: PerSide,
     pub handshake: QuicHandshake,
     pub tls: QuicTls,
     /// With `--keylog`: what its secrets opened, and the HTTP/3 requests

@@ -32,7 +32,7 @@ use crate::decode::{
 #[cfg(test)]
 use crate::record::QuicPackets;
 use crate::record::{
-    DecryptionOutcome, Instant, Overlay, QuicHandshake, QuicRecord, QuicSummary, QuicTls,
+    DecryptionOutcome, Instant, Overlay, PerSide, QuicHandshake, QuicRecord, QuicSummary, QuicTls,
 };
 use crate::time::Timestamp;
 
@@ -86,11 +86,26 @@ struct Conn {
     /// The client's first packet, and its first Handshake packet.
     start: Timestamp,
     complete: Option<Timestamp>,
+    /// The latest datagram, and datagrams and bytes by sender.
+    last: Timestamp,
+    datagrams: PerSide,
+    bytes: PerSide,
     handshake: QuicHandshake,
     tls: QuicTls,
 }
 
 impl Conn {
+    /// Counts a datagram of `len` bytes from `side` at `ts`.
+    fn count(&mut self, side: usize, len: usize, ts: Timestamp) {
+        let (datagrams, bytes) = match side {
+            0 => (&mut self.datagrams.client, &mut self.bytes.client),
+            _ => (&mut self.datagrams.server, &mut self.bytes.server),
+        };
+        *datagrams += 1;
+        *bytes += len as u64;
+        self.last = self.last.max(ts);
+    }
+
     /// Whether the keys and streams can go: both hellos read or given up.
     fn hellos_over(&self) -> bool {
         self.streams.iter().all(CryptoStream::is_done)
@@ -214,6 +229,9 @@ impl QuicTable {
             early: Vec::new(),
             start: ts,
             complete: None,
+            last: ts,
+            datagrams: PerSide::default(),
+            bytes: PerSide::default(),
             handshake: QuicHandshake {
                 client_initial: Some(self.instant(ts)),
                 ..QuicHandshake::default()
@@ -245,6 +263,7 @@ impl QuicTable {
         };
         if let Some(conn) = self.open.get_mut(&id) {
             let side = usize::from(d.src != conn.client);
+            conn.count(side, d.payload.len(), ts);
             one_rtt(conn, side, d.payload, ts, &mut self.scratch);
         }
     }
@@ -253,6 +272,7 @@ impl QuicTable {
     /// a short-header one they end with.
     fn read(&mut self, conn: &mut Conn, d: &QuicDatagram<'_>, ts: Timestamp) {
         let side = usize::from(d.src != conn.client);
+        conn.count(side, d.payload.len(), ts);
         let mut rest = d.payload;
         while let Some((packet, after)) = long_packet(rest) {
             rest = after;
@@ -294,9 +314,7 @@ impl QuicTable {
                 }
             }
         }
-        if rest.first().is_some_and(|b| b & 0xc0 == 0x40) {
-            one_rtt(conn, side, rest, ts, &mut self.scratch);
-        }
+        one_rtt(conn, side, rest, ts, &mut self.scratch);
     }
 
     /// A client's 0-RTT packet: opened with the key log's secrets, or held
@@ -415,6 +433,9 @@ impl QuicTable {
             version,
             start,
             complete,
+            last,
+            datagrams,
+            bytes,
             mut handshake,
             tls,
             app,
@@ -432,6 +453,7 @@ impl QuicTable {
             app.http
         });
         handshake.duration = complete.map(|t| t.secs_since(start));
+        let (first, end) = (self.instant(start), self.instant(last));
         let s = &mut self.summary;
         match tls.resumed {
             Some(true) => s.handshakes_resumed += 1,
@@ -458,6 +480,11 @@ impl QuicTable {
             server: server.to_string(),
             overlay,
             version: version.into(),
+            start: first,
+            end,
+            duration: last.secs_since(start),
+            datagrams,
+            bytes,
             handshake,
             tls,
             http,
@@ -482,9 +509,15 @@ impl QuicTable {
     }
 }
 
-/// A short-header packet (`bytes`, to the end of its datagram) of `conn`
-/// from `side`, opened if a key log gave its keys.
+/// A short-header packet (`bytes`, to the end of its datagram, if it is
+/// one) of `conn` from `side`, opened if a key log gave its keys.
 fn one_rtt(conn: &mut Conn, side: usize, bytes: &[u8], ts: Timestamp, scratch: &mut Vec<u8>) {
+    // A short header has its header-form bit clear (its fixed bit may be
+    // greased); zeros after a datagram's last packet are padding (RFC 9000
+    // §12.2), not a packet.
+    if bytes.first().is_none_or(|b| b & 0x80 != 0) || bytes.iter().all(|&b| b == 0) {
+        return;
+    }
     let cid_len = conn.cid_len.get(side).copied().unwrap_or(0);
     if let Some(app) = &mut conn.app {
         app.one_rtt(side, bytes, cid_len, ts, scratch);
