@@ -8,12 +8,15 @@
 //! Retry gave: all seen already. Its Initial packets are opened with keys
 //! derived from that first ID (`initial`), their CRYPTO frames gathered
 //! (`stream`) into the ClientHello and ServerHello, which `tls::hello`
-//! reads; the other long-header packets are timed and counted.
+//! reads; the other long-header packets are timed and counted. A datagram
+//! that may be a short-header packet belongs to the connection known on
+//! its endpoints. With a key log, `app` opens the 0-RTT and 1-RTT packets
+//! and counts the HTTP/3 requests on them.
 //!
 //! Owns the QUIC connection table, bounded in connections, IDs and bytes
 //! held, and the records and summary figures it hands over at the end.
-//! Does not open Handshake, 0-RTT or 1-RTT packets (no keys), count HTTP/3
-//! requests, or see short-header packets, which `decode` does not tell.
+//! Does not open Handshake packets (the server's certificate), nor follow
+//! a connection to new endpoints (migration).
 
 mod app;
 mod initial;

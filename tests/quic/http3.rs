@@ -1,0 +1,165 @@
+//! HTTP/3 requests on QUIC connections a key log opens (`--keylog`, or a
+//! pcapng's own secrets): per connection, the server's log of them and
+//! what tshark opens with the same secrets.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::tools::{analyze_path, skip_or_fail, tshark_present};
+
+/// With the key log, every QUIC connection's HTTP/3 requests are the ones
+/// the server logged for its client port, each answered; without it,
+/// none are counted and the verdict says so.
+#[test]
+fn with_the_key_log_http3_requests_are_the_servers_log() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("captures");
+    let mut checked = 0;
+    for name in [
+        "quic-aioquic-h3-5",
+        "quic-aioquic-h3-resumed",
+        "quic-aioquic-h3-0rtt",
+        "quic-aioquic-h3-ipv6-2",
+        "quic-chromium-h3-2",
+    ] {
+        let pcap = dir.join(format!("{name}.pcap"));
+        let keylog = dir.join(format!("{name}.keylog"));
+        let log = std::fs::read_to_string(dir.join(format!("{name}.server.log"))).expect("log");
+        let run = |keys: bool| -> Value {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_handshakes"));
+            cmd.args(["analyze", "-q", "-T", "json"]);
+            if keys {
+                cmd.arg("--keylog").arg(&keylog);
+            }
+            let out = cmd.arg(&pcap).output().expect("runs");
+            let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+            v["summary"].clone()
+        };
+        let sealed = run(false);
+        assert!(sealed["verdict"]
+            .as_str()
+            .is_some_and(|v| v.ends_with("(HTTP/3 requests not counted)")));
+        assert!(sealed["quic"]["list"][0]["http"].is_null());
+        let summary = run(true);
+        let quic = &summary["quic"];
+        let list = quic["list"].as_array().expect("a list");
+        let mut total = 0;
+        for rec in list {
+            let client = rec["client"].as_str().expect("a client");
+            let logged = log
+                .lines()
+                .filter(|l| l.split(' ').nth(1) == Some(client))
+                .count() as u64;
+            let http = &rec["http"];
+            assert_eq!(http["decryption"], "complete", "{name} {client}");
+            assert_eq!(http["packets_failed"], 0, "{name} {client}");
+            assert_eq!(http["requests"], logged, "{name} {client}");
+            assert_eq!(http["responses"], logged, "{name} {client}");
+            total += logged;
+            checked += 1;
+        }
+        if tshark_present() {
+            let theirs = tshark_http3_requests(&pcap, Some(&keylog));
+            let ours: Vec<u64> = list
+                .iter()
+                .map(|r| r["http"]["requests"].as_u64().unwrap_or(0))
+                .collect();
+            assert_eq!(ours, theirs, "{name}: tshark with the key log");
+        }
+        assert_eq!(quic["requests"], total, "{name}");
+        assert_eq!(quic["request_latency"]["count"], total, "{name}");
+        let verdict = summary["verdict"].as_str().expect("a verdict");
+        assert!(
+            verdict.contains(&format!(", {total} HTTP/3 request")),
+            "{verdict}"
+        );
+    }
+    // Seven connections: 5, 3 + 3, 3 + 3 (one in 0-RTT), 2 and 2 requests.
+    assert_eq!(checked, 7);
+}
+
+/// Per QUIC connection, in tshark's order: the client-initiated
+/// bidirectional streams (HTTP/3 requests) tshark sees in the client's
+/// STREAM frames once it opens them with `keylog`.
+fn tshark_http3_requests(pcap: &Path, keylog: Option<&Path>) -> Vec<u64> {
+    let keylog = keylog.map_or(String::new(), |k| k.display().to_string());
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(pcap)
+        .args(["-o", &format!("tls.keylog_file:{keylog}")])
+        .args(["-Y", "quic.stream.stream_id"])
+        .args([
+            "-T",
+            "fields",
+            "-e",
+            "quic.connection.number",
+            "-e",
+            "udp.srcport",
+        ])
+        .args(["-e", "quic.stream.stream_id"])
+        .output()
+        .expect("tshark runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut clients = std::collections::BTreeMap::<u64, String>::new();
+    let mut streams = std::collections::BTreeMap::<u64, std::collections::BTreeSet<u64>>::new();
+    // The client is the first sender of a STREAM frame on a request
+    // stream: a client's request comes before its response.
+    for line in text.lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        let Some(Ok(n)) = f
+            .first()
+            .and_then(|n| n.split(',').next())
+            .map(str::parse::<u64>)
+        else {
+            continue;
+        };
+        for id in f[2].split(',').filter_map(|i| i.parse::<u64>().ok()) {
+            if id % 4 != 0 {
+                continue;
+            }
+            let client = clients.entry(n).or_insert_with(|| f[1].to_owned());
+            if *client == f[1] {
+                streams.entry(n).or_default().insert(id);
+            }
+        }
+    }
+    let last = streams
+        .keys()
+        .chain(clients.keys())
+        .max()
+        .copied()
+        .unwrap_or(0);
+    (0..=last)
+        .map(|n| streams.get(&n).map_or(0, |s| s.len() as u64))
+        .collect()
+}
+
+/// A pcapng that carries its own secrets (a Decryption Secrets Block):
+/// they open its QUIC connection as a key log would.
+#[test]
+fn a_pcapngs_own_secrets_open_its_http3() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/corpus/ja4/pcap/chrome-cloudflare-quic-with-secrets.pcapng");
+    if !path.is_file() {
+        skip_or_fail(
+            "peer corpus",
+            "ja4's chrome-cloudflare-quic-with-secrets.pcapng not found",
+        );
+        return;
+    }
+    let (summary, _) = analyze_path(&path);
+    let quic = summary.quic.expect("QUIC figures");
+    let http = quic.list[0].http.expect("opened with the pcapng's secrets");
+    assert_eq!(
+        http.decryption,
+        handshakes::record::DecryptionOutcome::Complete
+    );
+    assert_eq!(
+        (http.requests, http.responses, http.packets_failed),
+        (1, 1, 0)
+    );
+    if tshark_present() {
+        assert_eq!(tshark_http3_requests(&path, None), [1]);
+    }
+}
