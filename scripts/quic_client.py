@@ -59,19 +59,22 @@ class H3Client(QuicConnectionProtocol):
                 if not waiter[0].done():
                     waiter[0].set_result(waiter[1])
 
-    async def get(self, authority: str, path: str):
+    async def get(self, authority: str, path: str, body: bytes = None):
+        """A GET, or with `body` a POST of it."""
         stream_id = self._quic.get_next_available_stream_id()
         self.http.send_headers(
             stream_id,
             [
-                (b":method", b"GET"),
+                (b":method", b"GET" if body is None else b"POST"),
                 (b":scheme", b"https"),
                 (b":authority", authority.encode()),
                 (b":path", path.encode()),
                 (b"user-agent", b"quic_client.py (aioquic)"),
             ],
-            end_stream=True,
+            end_stream=body is None,
         )
+        if body is not None:
+            self.http.send_data(stream_id, body, end_stream=True)
         fut = asyncio.get_running_loop().create_future()
         self._waiters[stream_id] = (fut, [])
         self.transmit()
@@ -114,16 +117,20 @@ async def one_connection(args, index: int, ticket, keylog) -> tuple:
     ) as client:
         for n in range(1, args.requests + 1):
             path = "/" if n == 1 else f"/{n}"
-            stream_id, status, body = await client.get(authority, path)
+            post = args.post_every and n % args.post_every == 0
+            if post:
+                path = "/api"
+            sent = b'{"n": %d}' % n if post else None
+            stream_id, status, body = await client.get(authority, path, sent)
             hs = client.handshake
             print(
-                f"conn={index} stream={stream_id} GET {path} -> {status} {len(body)} bytes"
+                f"conn={index} stream={stream_id} {'POST' if post else 'GET'} {path} -> {status} {len(body)} bytes"
                 f" resumed={int(bool(hs and hs.session_resumed))}"
                 f" early_data_accepted={int(bool(hs and hs.early_data_accepted))}"
                 f" zero_rtt_offered={int(zero_rtt and n == 1)}",
                 flush=True,
             )
-            if status != "200":
+            if status != ("429" if post else "200"):
                 failures += 1
         # give the server's NewSessionTicket a moment if it has not come yet
         for _ in range(20):
@@ -169,6 +176,8 @@ if __name__ == "__main__":
     p.add_argument("--connections", type=int, default=1)
     p.add_argument("--ticket")
     p.add_argument("--zero-rtt", action="store_true")
+    p.add_argument("--post-every", type=int, default=0,
+                   help="make every Nth request a POST to /api (answered 429)")
     p.add_argument("--keylog")
     p.add_argument("--pause", type=float, default=0.5, help="seconds between connections")
     p.add_argument("--timeout", type=float, default=10, help="seconds per connection")

@@ -6,7 +6,7 @@
 # a full handshake; a PSK resumption; a resumption with a request in 0-RTT;
 # one over ::1) and headless Chromium. Every capture has a key log (the
 # truth tshark can read) and the server's request log beside it.
-# See captures/README.md, sections "ah" to "al".
+# See captures/README.md, sections "ah" to "am".
 #
 # Owns: in OUT_DIR (default captures/) only the files named quic-*.pcap,
 # quic-*.keylog and quic-*.server.log below (overwritten); the python venv
@@ -15,10 +15,10 @@
 # certificate, the session ticket and Chromium's profile are throw-away, in
 # a temporary directory deleted at the end.
 #
-# Usage:  sudo [PARTS="h3-5 resumed 0rtt ipv6 chromium"] scripts/record-quic-captures.sh
+# Usage:  sudo [PARTS="h3-5 resumed 0rtt ipv6 chromium post"] scripts/record-quic-captures.sh
 #
 # PARTS picks the captures to record (default: all): h3-5 ("ah"), resumed
-# ("ai"), 0rtt ("aj"), ipv6 ("ak"), chromium ("al").
+# ("ai"), 0rtt ("aj"), ipv6 ("ak"), chromium ("al"), post ("am").
 #
 # Requirements (Debian): tcpdump, openssl, iproute2 (ss), python3 with
 # venv and pip (and PyPI reachable, the first time), chromium (for the
@@ -33,7 +33,7 @@ OUT_DIR="${OUT_DIR:-$REPO_DIR/captures}"
 QUIC_VENV="${QUIC_VENV:-/tmp/quicenv}"
 QUIC_PORT=18453      # quic_server.py, UDP, HTTP/3 (ALPN h3)
 
-PARTS=${PARTS:-h3-5 resumed 0rtt ipv6 chromium}
+PARTS=${PARTS:-h3-5 resumed 0rtt ipv6 chromium post}
 # part NAME: whether capture NAME is to be recorded.
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 
@@ -110,60 +110,53 @@ facts() {
         "$(tshark -r "$f" 2>/dev/null | wc -l)" "$(wc -l <"$OUT_DIR/$1.server.log")" >&2
 }
 
-# quic-aioquic-h3-5: one connection, a full handshake, 5 GETs.
-if part h3-5; then
-    NAME=quic-aioquic-h3-5
-    log "$NAME.pcap"
-    rm -f "$OUT_DIR/$NAME.keylog"
-    start_quic_server "$NAME" 127.0.0.1
-    start_capture "$OUT_DIR/$NAME.pcap" "udp port $QUIC_PORT"
-    client "$NAME" 127.0.0.1 --requests 5 --connections 1
+# aioquic_capture NAME HOST CLIENT_ARGS... : a fresh server on HOST,
+# tcpdump, the aioquic client with CLIENT_ARGS (its key log NAME.keylog, a
+# session ticket in $WORK/ticket.pkl if asked for), then the facts.
+aioquic_capture() {
+    local name=$1 host=$2
+    shift 2
+    log "$name.pcap"
+    rm -f "$OUT_DIR/$name.keylog" "$WORK/ticket.pkl"
+    start_quic_server "$name" "$host"
+    start_capture "$OUT_DIR/$name.pcap" "udp port $QUIC_PORT"
+    client "$name" "$host" "$@"
     stop_capture
     stop_server "$QUIC_PID"
-    facts "$NAME"
+    facts "$name"
+}
+
+# quic-aioquic-h3-5: one connection, a full handshake, 5 GETs.
+if part h3-5; then
+    aioquic_capture quic-aioquic-h3-5 127.0.0.1 --requests 5 --connections 1
+fi
+
+# quic-aioquic-h3-post-429: one connection, 12 requests, every third a
+# POST to /api, which the server answers 429: 8 × 200, 4 × 429.
+if part post; then
+    aioquic_capture quic-aioquic-h3-post-429 127.0.0.1 \
+        --requests 12 --connections 1 --post-every 3
 fi
 
 # quic-aioquic-h3-resumed: one client program, two connections one after
 # the other, 3 GETs each: the first a full handshake, the second resuming
 # (PSK) with the first one's session ticket, without early data.
 if part resumed; then
-    NAME=quic-aioquic-h3-resumed
-    log "$NAME.pcap"
-    rm -f "$OUT_DIR/$NAME.keylog" "$WORK/ticket.pkl"
-    start_quic_server "$NAME" 127.0.0.1
-    start_capture "$OUT_DIR/$NAME.pcap" "udp port $QUIC_PORT"
-    client "$NAME" 127.0.0.1 --requests 3 --connections 2 --ticket "$WORK/ticket.pkl"
-    stop_capture
-    stop_server "$QUIC_PID"
-    facts "$NAME"
+    aioquic_capture quic-aioquic-h3-resumed 127.0.0.1 \
+        --requests 3 --connections 2 --ticket "$WORK/ticket.pkl"
 fi
 
 # quic-aioquic-h3-0rtt: the same, but the second connection sends its
 # first GET at once, in 0-RTT packets (early data), before the handshake
 # completes; its other two after.
 if part 0rtt; then
-    NAME=quic-aioquic-h3-0rtt
-    log "$NAME.pcap"
-    rm -f "$OUT_DIR/$NAME.keylog" "$WORK/ticket.pkl"
-    start_quic_server "$NAME" 127.0.0.1
-    start_capture "$OUT_DIR/$NAME.pcap" "udp port $QUIC_PORT"
-    client "$NAME" 127.0.0.1 --requests 3 --connections 2 --ticket "$WORK/ticket.pkl" --zero-rtt
-    stop_capture
-    stop_server "$QUIC_PID"
-    facts "$NAME"
+    aioquic_capture quic-aioquic-h3-0rtt 127.0.0.1 \
+        --requests 3 --connections 2 --ticket "$WORK/ticket.pkl" --zero-rtt
 fi
 
 # quic-aioquic-h3-ipv6-2: one connection over ::1, a full handshake, 2 GETs.
 if part ipv6; then
-    NAME=quic-aioquic-h3-ipv6-2
-    log "$NAME.pcap"
-    rm -f "$OUT_DIR/$NAME.keylog"
-    start_quic_server "$NAME" ::1
-    start_capture "$OUT_DIR/$NAME.pcap" "udp port $QUIC_PORT"
-    client "$NAME" ::1 --requests 2 --connections 1
-    stop_capture
-    stop_server "$QUIC_PID"
-    facts "$NAME"
+    aioquic_capture quic-aioquic-h3-ipv6-2 ::1 --requests 2 --connections 1
 fi
 
 # quic-chromium-h3-2: headless Chromium, a fresh profile, QUIC forced on

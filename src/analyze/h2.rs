@@ -6,11 +6,23 @@
 //! with HPACK — every one, in order, so each side's dynamic table stays in
 //! step — for the request's `:method` and `:path` and the response's
 //! `:status`; other frame payloads are skipped, never buffered. The only
-//! module that names `loona_hpack`.
+//! module that names `loona_hpack` (its Huffman decoder also serves QPACK,
+//! [`huffman`]).
 //!
 //! Does not handle HTTP/1 or TLS.
 
 use std::collections::BTreeMap;
+
+/// The octets an HPACK/QPACK Huffman-coded string (RFC 7541 §5.2) of at
+/// most 64 bytes stands for; `None` if it is longer or not a valid code.
+pub fn huffman(coded: &[u8]) -> Option<Vec<u8>> {
+    if coded.len() > 64 {
+        return None;
+    }
+    loona_hpack::huffman::HuffmanDecoder::new()
+        .decode(coded)
+        .ok()
+}
 
 use super::http::{Exchange, Exchanges, MAX_TARGET};
 use crate::record::Side;

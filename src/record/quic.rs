@@ -41,7 +41,7 @@ pub struct QuicRecord {
 
 /// The HTTP/3 requests of a QUIC connection whose 0-RTT and 1-RTT packets
 /// a key log opened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct QuicHttp {
     /// `complete`: every packet opened; `partial`: some did not;
     /// `no_secrets`: the key log has none for this ClientHello;
@@ -54,6 +54,9 @@ pub struct QuicHttp {
     pub requests: u64,
     /// Of those, the ones whose response ended (the server's FIN).
     pub responses: u64,
+    /// Responses by `:status`, where QPACK gave it without the dynamic
+    /// table (at most 64 codes).
+    pub status_codes: BTreeMap<u16, u64>,
 }
 
 impl Default for QuicHttp {
@@ -64,6 +67,7 @@ impl Default for QuicHttp {
             packets_failed: 0,
             requests: 0,
             responses: 0,
+            status_codes: BTreeMap::new(),
         }
     }
 }
@@ -154,6 +158,8 @@ pub struct QuicSummary {
     pub requests: u64,
     pub responses: u64,
     pub request_latency: Distribution,
+    /// With `--keylog`: HTTP/3 responses by status, over every connection.
+    pub status_codes: BTreeMap<String, u64>,
     /// The connections, in order of their first packets: the first
     /// 4 096 (`not_listed` counts the rest, which the figures above include).
     pub list: Vec<QuicRecord>,

@@ -22,6 +22,7 @@ fn with_the_key_log_http3_requests_are_the_servers_log() {
         "quic-aioquic-h3-0rtt",
         "quic-aioquic-h3-ipv6-2",
         "quic-chromium-h3-2",
+        "quic-aioquic-h3-post-429",
     ] {
         let pcap = dir.join(format!("{name}.pcap"));
         let keylog = dir.join(format!("{name}.keylog"));
@@ -47,11 +48,21 @@ fn with_the_key_log_http3_requests_are_the_servers_log() {
         let mut total = 0;
         for rec in list {
             let client = rec["client"].as_str().expect("a client");
-            let logged = log
+            let lines: Vec<&str> = log
                 .lines()
                 .filter(|l| l.split(' ').nth(1) == Some(client))
-                .count() as u64;
+                .collect();
+            let logged = lines.len() as u64;
+            // Each response's status, as the server logged it.
+            let mut statuses = std::collections::BTreeMap::<String, u64>::new();
+            for line in &lines {
+                let status = line.split(' ').nth(5).expect("a status");
+                *statuses.entry(status.to_owned()).or_default() += 1;
+            }
             let http = &rec["http"];
+            let ours: std::collections::BTreeMap<String, u64> =
+                serde_json::from_value(http["status_codes"].clone()).expect("statuses");
+            assert_eq!(ours, statuses, "{name} {client}");
             assert_eq!(http["decryption"], "complete", "{name} {client}");
             assert_eq!(http["packets_failed"], 0, "{name} {client}");
             assert_eq!(http["requests"], logged, "{name} {client}");
@@ -75,8 +86,9 @@ fn with_the_key_log_http3_requests_are_the_servers_log() {
             "{verdict}"
         );
     }
-    // Seven connections: 5, 3 + 3, 3 + 3 (one in 0-RTT), 2 and 2 requests.
-    assert_eq!(checked, 7);
+    // Eight connections: 5, 3 + 3, 3 + 3 (one in 0-RTT), 2, 2 and 12
+    // requests (4 answered 429, their statuses from QPACK's dynamic table).
+    assert_eq!(checked, 8);
 }
 
 /// Per QUIC connection, in tshark's order: the client-initiated
@@ -150,7 +162,10 @@ fn a_pcapngs_own_secrets_open_its_http3() {
     }
     let (summary, _) = analyze_path(&path);
     let quic = summary.quic.expect("QUIC figures");
-    let http = quic.list[0].http.expect("opened with the pcapng's secrets");
+    let http = quic.list[0]
+        .http
+        .as_ref()
+        .expect("opened with the pcapng's secrets");
     assert_eq!(
         http.decryption,
         handshakes::record::DecryptionOutcome::Complete

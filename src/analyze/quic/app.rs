@@ -7,12 +7,14 @@
 //!
 //! Owns the keys of both directions (with key updates, RFC 9001 §6), the
 //! frame walk of 1-RTT packets, and the requests in flight (at most
-//! [`MAX_OPEN_STREAMS`]; a stream's request counts once). Does not read
-//! HTTP/3 frames or QPACK: no methods, targets or statuses.
+//! [`MAX_OPEN_STREAMS`]; a stream's request counts once), and the
+//! responses' statuses (`qpack`, from a response's first STREAM frame).
+//! Does not read methods or targets.
 
 use std::collections::BTreeMap;
 
 use super::initial::{self, Keys};
+use super::qpack;
 use crate::analyze::stats::Samples;
 use crate::analyze::tls::crypto::{Cipher, Hash};
 use crate::analyze::tls::keylog::Secrets;
@@ -23,6 +25,8 @@ use crate::time::Timestamp;
 /// Requests waiting for their responses; past it the oldest is dropped
 /// (counted, never timed).
 const MAX_OPEN_STREAMS: usize = 1_024;
+/// Distinct status codes counted per connection; others are not.
+const MAX_STATUSES: usize = 64;
 
 /// The hash and AEAD of a TLS 1.3 suite whose header protection this tool
 /// applies (AES; ChaCha20's is not implemented).
@@ -68,6 +72,8 @@ pub struct App {
     /// Client bidirectional streams seen: the next ID not yet seen.
     next_stream: u64,
     pub http: QuicHttp,
+    /// The server's QPACK dynamic table, for its responses' statuses.
+    qpack: qpack::Decoder,
     /// Request → response end, of every request answered.
     pub latency: Samples,
 }
@@ -113,6 +119,7 @@ impl App {
                 ..QuicHttp::default()
             },
             latency: Samples::default(),
+            qpack: qpack::Decoder::default(),
         }
     }
 
@@ -191,6 +198,17 @@ impl App {
         self.frames(side, &plain, ts);
     }
 
+    /// Counts the status of a response whose stream begins with `data`.
+    fn status(&mut self, data: &[u8]) {
+        let Some(code) = self.qpack.status(data) else {
+            return;
+        };
+        let codes = &mut self.http.status_codes;
+        if codes.len() < MAX_STATUSES || codes.contains_key(&code) {
+            *codes.entry(code).or_default() += 1;
+        }
+    }
+
     fn failed(&mut self) {
         self.http.packets_failed += 1;
         if self.http.decryption == DecryptionOutcome::Complete {
@@ -200,7 +218,20 @@ impl App {
 
     /// Notes the STREAM frames of a plaintext from `side`.
     fn frames(&mut self, side: usize, plain: &[u8], ts: Timestamp) {
-        for (stream, fin) in stream_frames(plain) {
+        // The server's unidirectional streams first: its QPACK encoder
+        // stream may insert, in the same packet, what a response refers to.
+        if side == 1 {
+            for f in stream_frames(plain).filter(|f| f.id & 0x03 == 0x03) {
+                self.qpack.uni_stream(f.id, f.offset, f.data);
+            }
+        }
+        for StreamFrame {
+            id: stream,
+            offset,
+            fin,
+            data,
+        } in stream_frames(plain)
+        {
             // Client-initiated bidirectional streams carry requests.
             if stream & 0x03 != 0 {
                 continue;
@@ -218,7 +249,13 @@ impl App {
                     self.open.pop_first();
                 }
                 self.open.insert(stream, ts);
-            } else if fin {
+            } else {
+                if offset == 0 && stream < self.next_stream {
+                    self.status(data);
+                }
+                if !fin {
+                    continue;
+                }
                 if let Some(start) = self.open.remove(&stream) {
                     self.http.responses += 1;
                     self.latency.push(ts.secs_since(start));
@@ -228,26 +265,42 @@ impl App {
     }
 }
 
-/// The (stream ID, FIN) of every STREAM frame of a 0-RTT or 1-RTT
-/// plaintext, past the other frames; it stops at a frame it does not know
-/// or that does not fit.
-fn stream_frames(plain: &[u8]) -> impl Iterator<Item = (u64, bool)> + '_ {
+/// A STREAM frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct StreamFrame<'a> {
+    id: u64,
+    offset: u64,
+    fin: bool,
+    data: &'a [u8],
+}
+
+/// Every STREAM frame of a 0-RTT or 1-RTT plaintext, past the other
+/// frames; it stops at a frame it does not know or that does not fit.
+fn stream_frames(plain: &[u8]) -> impl Iterator<Item = StreamFrame<'_>> {
     let mut rest = plain;
     std::iter::from_fn(move || loop {
         let (ty, after) = varint(rest)?;
         rest = after;
         if (0x08..=0x0f).contains(&ty) {
             let (id, mut after) = varint(rest)?;
+            let mut offset = 0;
             if ty & 0x04 != 0 {
-                after = varint(after)?.1; // offset
+                (offset, after) = varint(after)?;
             }
-            rest = if ty & 0x02 != 0 {
+            let data;
+            (data, rest) = if ty & 0x02 != 0 {
                 let (len, after) = varint(after)?;
-                after.get(usize::try_from(len).ok()?..)?
+                after.split_at_checked(usize::try_from(len).ok()?)?
             } else {
-                &[]
+                (after, &[][..])
             };
-            return Some((id, ty & 0x01 != 0));
+            let fin = ty & 0x01 != 0;
+            return Some(StreamFrame {
+                id,
+                offset,
+                fin,
+                data,
+            });
         }
         rest = skip_frame(ty, rest)?;
     })
@@ -302,8 +355,10 @@ mod tests {
         plain.extend_from_slice(&[0; 16]);
         plain.extend_from_slice(&[0x0b, 0x04, 0x03, b'a', b'b', b'c']); // STREAM 4, LEN, FIN
         plain.extend_from_slice(&[0x1e, 0x0c, 0x08, 0x05, b'x']); // HANDSHAKE_DONE, STREAM 8 at 5
-        let got: Vec<(u64, bool)> = stream_frames(&plain).collect();
-        assert_eq!(got, [(4, true), (8, false)]);
+        let got: Vec<(u64, u64, bool)> = stream_frames(&plain)
+            .map(|f| (f.id, f.offset, f.fin))
+            .collect();
+        assert_eq!(got, [(4, 0, true), (8, 5, false)]);
         // An unknown frame type, or a length past the end: the walk stops.
         assert_eq!(stream_frames(&[0x40, 0x80, 0x0a, 0x00]).count(), 0);
         assert_eq!(stream_frames(&[0x0a, 0x00, 0x10, 0x01]).count(), 0);
@@ -318,13 +373,24 @@ mod tests {
         // (stream 4's frames were lost), answered.
         app.frames(0, &[0x0a, 0x00, 0x01, b'a'], t(0));
         app.frames(0, &[0x0f, 0x00, 0x01, 0x01, b'b'], t(1));
-        app.frames(1, &[0x0b, 0x00, 0x01, b'c'], t(5));
+        // The responses: HEADERS with :status 200 (static 25), 429 (literal).
+        app.frames(1, &[0x0b, 0x00, 0x05, 0x01, 0x03, 0x00, 0x00, 0xd9], t(5));
         app.frames(0, &[0x0b, 0x08, 0x01, b'd'], t(6));
-        app.frames(1, &[0x0b, 0x08, 0x01, b'e'], t(9));
+        let literal_429 = [
+            0x0b, 0x08, 0x0a, 0x01, 0x08, 0x00, 0x00, 0x5f, 9, 3, b'4', b'2', b'9',
+        ];
+        app.frames(1, &literal_429, t(9));
         // Server-initiated and unidirectional streams carry no requests.
         app.frames(0, &[0x0a, 0x02, 0x01, b'f'], t(10));
         app.frames(1, &[0x0a, 0x03, 0x01, b'g'], t(10));
         assert_eq!((app.http.requests, app.http.responses), (3, 2));
+        let codes: Vec<(u16, u64)> = app
+            .http
+            .status_codes
+            .iter()
+            .map(|(&c, &n)| (c, n))
+            .collect();
+        assert_eq!(codes, [(200, 1), (429, 1)]);
         assert_eq!(app.latency.len(), 2);
         assert!(App::new(1, 0x1303, None).http.decryption == DecryptionOutcome::Unsupported);
     }

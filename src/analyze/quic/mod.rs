@@ -20,6 +20,7 @@
 
 mod app;
 mod initial;
+mod qpack;
 mod stream;
 
 use std::collections::{BTreeMap, HashMap};
@@ -451,6 +452,13 @@ impl QuicTable {
             );
             self.summary.decrypted += u64::from(opened);
             self.summary.requests += app.http.requests;
+            for (code, n) in &app.http.status_codes {
+                *self
+                    .summary
+                    .status_codes
+                    .entry(code.to_string())
+                    .or_default() += n;
+            }
             self.summary.responses += app.http.responses;
             self.latency.merge(&app.latency);
             app.http

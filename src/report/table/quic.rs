@@ -55,6 +55,9 @@ pub fn write_figures(q: &QuicSummary, out: &mut dyn Write) -> io::Result<()> {
             q.responses,
             dist_line(&q.request_latency)
         )?;
+        if !q.status_codes.is_empty() {
+            writeln!(out, "HTTP/3 status {}", counts_text(&q.status_codes))?;
+        }
     }
     Ok(())
 }
@@ -95,7 +98,9 @@ pub(crate) fn cells(r: &QuicRecord) -> [String; 10] {
         kind,
         hellos,
         h.duration.map_or("-".to_owned(), human_duration),
-        r.http.map_or("-".to_owned(), |h| h.requests.to_string()),
+        r.http
+            .as_ref()
+            .map_or("-".to_owned(), |h| h.requests.to_string()),
     ]
 }
 
