@@ -108,10 +108,12 @@ pub(crate) fn verdict_of(a: &Labeled, b: &Labeled, ms: &[Metric], names: (char, 
         None => {
             let (x, y) = pair("tcp_handshakes").unwrap_or((0.0, 0.0));
             let (ra, rb) = pair("requests").unwrap_or((0.0, 0.0));
+            let quic = a.summary.quic.is_some() || b.summary.quic.is_some();
+            let over = if quic { " over TCP" } else { "" };
             let which = match (ra > 0.0, rb > 0.0) {
-                (false, false) => "neither carried requests".to_owned(),
-                (true, _) => format!("{b_name} carried no request ({a_name} {ra:.0})"),
-                (false, true) => format!("{a_name} carried no request ({b_name} {rb:.0})"),
+                (false, false) => format!("neither carried requests{over}"),
+                (true, _) => format!("{b_name} carried no request{over} ({a_name} {ra:.0})"),
+                (false, true) => format!("{a_name} carried no request{over} ({b_name} {rb:.0})"),
             };
             if let Some(first) = parts.first_mut() {
                 first.push_str(&format!(
@@ -155,6 +157,14 @@ pub(crate) fn verdict_of(a: &Labeled, b: &Labeled, ms: &[Metric], names: (char, 
         tail.push(format!(
             "{y:.0} vs {x:.0} QUIC connections ({fy:.0} vs {fx:.0} full handshakes)"
         ));
+    }
+    // HTTP/3 requests where a key log opened either side's QUIC.
+    let opened = find(ms, "quic_requests").is_some_and(|m| m.a.is_some() || m.b.is_some());
+    if let (true, Some((x, y))) = (opened, either("quic_requests")) {
+        tail.push(format!("{y:.0} vs {x:.0} HTTP/3 requests"));
+    }
+    if let Some((x, y)) = either("quic_status_429").filter(|&(x, y)| x + y > 0.0) {
+        tail.push(format!("{y:.0} vs {x:.0} HTTP/3 responses 429"));
     }
     if let Some((x, y)) = pair("quic_handshake_median") {
         tail.push(format!(

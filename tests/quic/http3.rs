@@ -178,3 +178,36 @@ fn a_pcapngs_own_secrets_open_its_http3() {
         assert_eq!(tshark_http3_requests(&path, None), [1]);
     }
 }
+
+/// `compare` with each capture's key log sets their HTTP/3 requests and
+/// 429s side by side.
+#[test]
+fn compare_sets_http3_requests_and_429s_side_by_side() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("captures");
+    let out = Command::new(env!("CARGO_BIN_EXE_handshakes"))
+        .args(["compare", "-q", "-T", "json"])
+        .arg(dir.join("quic-aioquic-h3-5.pcap"))
+        .arg(dir.join("quic-aioquic-h3-post-429.pcap"))
+        .arg("--keylog")
+        .arg(dir.join("quic-aioquic-h3-5.keylog"))
+        .arg("--keylog")
+        .arg(dir.join("quic-aioquic-h3-post-429.keylog"))
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let m = &v["metrics"];
+    assert_eq!(
+        (
+            m["quic_requests"]["a"].as_f64(),
+            m["quic_requests"]["b"].as_f64()
+        ),
+        (Some(5.0), Some(12.0))
+    );
+    assert_eq!(m["quic_status_429"]["b"], 4.0);
+    let verdict = v["verdict"].as_str().expect("a verdict");
+    assert!(
+        verdict.contains("12 vs 5 HTTP/3 requests; 4 vs 0 HTTP/3 responses 429"),
+        "{verdict}"
+    );
+}
