@@ -13,6 +13,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use crate::support::{bin, json_of};
 use crate::tools::{all_captures, analyze_path, skip_or_fail, tshark_present};
 
 mod http3;
@@ -405,13 +406,13 @@ fn the_filters_keep_quic_as_they_keep_tcp() {
         return;
     }
     let summary = |args: &[&str]| -> Value {
-        let out = Command::new(env!("CARGO_BIN_EXE_handshakes"))
+        let out = bin()
             .args(["analyze", "-q", "-T", "json"])
             .args(args)
             .arg(&path)
             .output()
             .expect("runs");
-        let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let v = json_of(&out);
         v["summary"].clone()
     };
     let quic = |s: &Value| {
@@ -443,7 +444,7 @@ fn the_html_report_names_the_quic_connections() {
     }
     let dir = tempfile::tempdir().expect("a temporary directory");
     let html = dir.path().join("report.html");
-    let out = Command::new(env!("CARGO_BIN_EXE_handshakes"))
+    let out = bin()
         .args(["analyze", "-q", "--html"])
         .arg(&html)
         .arg(&path)
@@ -463,14 +464,13 @@ fn the_html_report_names_the_quic_connections() {
 #[test]
 fn compare_sets_quic_handshakes_side_by_side() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("captures");
-    let out = Command::new(env!("CARGO_BIN_EXE_handshakes"))
+    let out = bin()
         .args(["compare", "-q", "-T", "json"])
         .arg(dir.join("quic-aioquic-h3-resumed.pcap"))
         .arg(dir.join("quic-chromium-h3-2.pcap"))
         .output()
         .expect("runs");
-    assert!(out.status.success());
-    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let v = json_of(&out);
     let m = &v["metrics"];
     assert_eq!(m["quic_connections"]["a"], 2.0);
     assert_eq!(m["quic_handshakes_full"]["b"], 1.0);

@@ -7,6 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use crate::support::{bin, json_of};
 use crate::tools::{analyze_path, skip_or_fail, tshark_present};
 
 /// With the key log, every QUIC connection's HTTP/3 requests are the ones
@@ -28,13 +29,13 @@ fn with_the_key_log_http3_requests_are_the_servers_log() {
         let keylog = dir.join(format!("{name}.keylog"));
         let log = std::fs::read_to_string(dir.join(format!("{name}.server.log"))).expect("log");
         let run = |keys: bool| -> Value {
-            let mut cmd = Command::new(env!("CARGO_BIN_EXE_handshakes"));
+            let mut cmd = bin();
             cmd.args(["analyze", "-q", "-T", "json"]);
             if keys {
                 cmd.arg("--keylog").arg(&keylog);
             }
             let out = cmd.arg(&pcap).output().expect("runs");
-            let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+            let v = json_of(&out);
             v["summary"].clone()
         };
         let sealed = run(false);
@@ -184,7 +185,7 @@ fn a_pcapngs_own_secrets_open_its_http3() {
 #[test]
 fn compare_sets_http3_requests_and_429s_side_by_side() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("captures");
-    let out = Command::new(env!("CARGO_BIN_EXE_handshakes"))
+    let out = bin()
         .args(["compare", "-q", "-T", "json"])
         .arg(dir.join("quic-aioquic-h3-5.pcap"))
         .arg(dir.join("quic-aioquic-h3-post-429.pcap"))
@@ -194,8 +195,7 @@ fn compare_sets_http3_requests_and_429s_side_by_side() {
         .arg(dir.join("quic-aioquic-h3-post-429.keylog"))
         .output()
         .expect("runs");
-    assert!(out.status.success());
-    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let v = json_of(&out);
     let m = &v["metrics"];
     assert_eq!(
         (

@@ -248,11 +248,7 @@ impl QuicTable {
     }
 
     fn instant(&self, ts: Timestamp) -> Instant {
-        let origin = self.origin.unwrap_or(ts);
-        Instant {
-            ts: ts.as_secs_f64(),
-            at: ts.secs_since(origin),
-        }
+        super::instant(ts, self.origin.unwrap_or(ts))
     }
 
     /// A datagram that may be a short-header packet: read into the
