@@ -14,15 +14,20 @@
 use std::collections::BTreeMap;
 
 /// The octets an HPACK/QPACK Huffman-coded string (RFC 7541 §5.2) of at
-/// most 64 bytes stands for; `None` if it is longer or not a valid code.
+/// most [`MAX_HUFFMAN`] bytes stands for; `None` if it is longer or not a
+/// valid code.
 pub fn huffman(coded: &[u8]) -> Option<Vec<u8>> {
-    if coded.len() > 64 {
+    if coded.len() > MAX_HUFFMAN {
         return None;
     }
     loona_hpack::huffman::HuffmanDecoder::new()
         .decode(coded)
         .ok()
 }
+
+/// The longest Huffman-coded string [`huffman`] decodes: room for a
+/// request target of [`MAX_TARGET`] characters and more.
+pub const MAX_HUFFMAN: usize = 1024;
 
 use super::http::{Exchange, Exchanges, MAX_TARGET};
 use crate::record::Side;

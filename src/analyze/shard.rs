@@ -154,6 +154,7 @@ impl Shard {
     /// A shard allowed `cap` connections at once.
     pub fn new(config: Config, cap: usize) -> Shard {
         let keylog = config.keylog.clone();
+        let keep = config.requests_listed();
         Shard {
             config,
             cap: cap.max(1),
@@ -167,7 +168,7 @@ impl Shard {
             evictions: 0,
             origin: None,
             counts: ShardCounts::default(),
-            quic: QuicTable::new(keylog),
+            quic: QuicTable::new(keylog, keep),
             events: Vec::new(),
             ending: None,
             encoder: None,

@@ -297,7 +297,8 @@ fn status_codes(listed: &[Exchange], unlisted: Option<Box<Unlisted>>) -> BTreeMa
     counts
 }
 
-fn request(e: &Exchange, at: &dyn Fn(Timestamp) -> Instant) -> HttpRequest {
+/// A request's record, its times given by `at`.
+pub(crate) fn request(e: &Exchange, at: &dyn Fn(Timestamp) -> Instant) -> HttpRequest {
     let text = |s: &str| (!s.is_empty()).then(|| s.to_string());
     HttpRequest {
         method: text(&e.method),

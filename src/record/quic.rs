@@ -1,8 +1,8 @@
 //! QUIC connection records and the summary's QUIC figures: part of the
 //! record contract. A QUIC connection's handshake is read from its Initial
 //! packets, whose keys every observer can derive (RFC 9001 §5.2); what rides
-//! on it (HTTP/3) is sealed with keys a capture does not hold, so these
-//! records have no requests.
+//! on it (HTTP/3) is sealed with keys a capture does not hold, so its
+//! requests are there only with the client's key log (`http`).
 //!
 //! Does not compute anything: `analyze::quic` builds them.
 
@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{DecryptionOutcome, Distribution, Instant, Name, Overlay, PerSide};
+use super::{DecryptionOutcome, Distribution, HttpRequest, Instant, Name, Overlay, PerSide};
 
 /// One QUIC connection: its endpoints, version and handshake.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -41,7 +41,7 @@ pub struct QuicRecord {
 
 /// The HTTP/3 requests of a QUIC connection whose 0-RTT and 1-RTT packets
 /// a key log opened.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct QuicHttp {
     /// `complete`: every packet opened; `partial`: some did not;
     /// `no_secrets`: the key log has none for this ClientHello;
@@ -54,9 +54,15 @@ pub struct QuicHttp {
     pub requests: u64,
     /// Of those, the ones whose response ended (the server's FIN).
     pub responses: u64,
-    /// Responses by `:status`, where QPACK gave it without the dynamic
-    /// table (at most 64 codes).
+    /// Responses by `:status`, as far as QPACK gave it (at most 64 codes).
     pub status_codes: BTreeMap<u16, u64>,
+    /// The first requests (at most `--max-requests-listed`), in the order
+    /// their streams were first seen, with method and path (from the
+    /// request's first STREAM frame), status and times; the same fields
+    /// as a TCP connection's `http.list`.
+    pub list: Vec<HttpRequest>,
+    /// More requests than the list holds.
+    pub list_truncated: bool,
 }
 
 impl Default for QuicHttp {
@@ -68,6 +74,8 @@ impl Default for QuicHttp {
             requests: 0,
             responses: 0,
             status_codes: BTreeMap::new(),
+            list: Vec::new(),
+            list_truncated: false,
         }
     }
 }

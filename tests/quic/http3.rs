@@ -11,8 +11,9 @@ use crate::support::{bin, json_of};
 use crate::tools::{analyze_path, skip_or_fail, tshark_present};
 
 /// With the key log, every QUIC connection's HTTP/3 requests are the ones
-/// the server logged for its client port, each answered; without it,
-/// none are counted and the verdict says so.
+/// the server logged for its client port — method, path and status, in
+/// order — each answered; without it, none are counted and the verdict
+/// says so.
 #[test]
 fn with_the_key_log_http3_requests_are_the_servers_log() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("captures");
@@ -61,6 +62,26 @@ fn with_the_key_log_http3_requests_are_the_servers_log() {
                 *statuses.entry(status.to_owned()).or_default() += 1;
             }
             let http = &rec["http"];
+            // Each request listed, in order: its method, path and status
+            // as the server logged them, and its start before the log line.
+            let listed = http["list"].as_array().expect("a list");
+            assert_eq!(listed.len(), lines.len(), "{name} {client}");
+            for (r, line) in listed.iter().zip(&lines) {
+                let f: Vec<&str> = line.split(' ').collect();
+                let at: f64 = f.first().and_then(|t| t.parse().ok()).expect("a time");
+                let logged = (f.get(3), f.get(4), f.get(5));
+                let status = r["status"].to_string();
+                let ours = (r["method"].as_str(), r["target"].as_str(), Some(&*status));
+                assert_eq!(
+                    ours,
+                    (logged.0.copied(), logged.1.copied(), logged.2.copied())
+                );
+                let start = r["start"]["ts"].as_f64().expect("a start");
+                assert!(start < at, "{name} {client}: {start} before {at}");
+                let ttfb = r["ttfb"].as_f64().expect("answered");
+                assert!(ttfb > 0.0 && r["duration"].as_f64() >= Some(ttfb), "{r}");
+            }
+            assert_eq!(http["list_truncated"], false);
             let ours: std::collections::BTreeMap<String, u64> =
                 serde_json::from_value(http["status_codes"].clone()).expect("statuses");
             assert_eq!(ours, statuses, "{name} {client}");

@@ -1,20 +1,23 @@
 //! With a key log: a QUIC connection's 0-RTT and 1-RTT packets opened with
 //! the secrets logged for its ClientHello's random, and the HTTP/3
-//! requests on them counted. A request is a client-initiated
+//! requests on them counted and listed. A request is a client-initiated
 //! bidirectional stream (RFC 9114 §4.1: stream IDs 0, 4, 8, …): its first
-//! STREAM frame from the client starts it, the server's FIN on it ends its
-//! response.
+//! STREAM frame from the client starts it, the server's first one on it
+//! starts its response, and the server's FIN ends it.
 //!
 //! Owns the keys of both directions (with key updates, RFC 9001 §6), the
-//! frame walk of 1-RTT packets, and the requests in flight (at most
-//! [`MAX_OPEN_STREAMS`]; a stream's request counts once), and the
-//! responses' statuses (`qpack`, from a response's first STREAM frame).
-//! Does not read methods or targets.
+//! frame walk of 1-RTT packets, the requests in flight (at most
+//! [`MAX_OPEN_STREAMS`]; a stream's request counts once), the first
+//! requests listed (`--max-requests-listed`), and each side's QPACK table
+//! (`qpack`): a request's method and path from its stream's first bytes,
+//! a response's status from its. Does not reassemble a stream: fields
+//! past its first STREAM frame are not read.
 
 use std::collections::BTreeMap;
 
 use super::initial::{self, Keys};
 use super::qpack;
+use crate::analyze::http::{count_status, Exchange};
 use crate::analyze::stats::Samples;
 use crate::analyze::tls::crypto::{Cipher, Hash};
 use crate::analyze::tls::keylog::Secrets;
@@ -25,8 +28,6 @@ use crate::time::Timestamp;
 /// Requests waiting for their responses; past it the oldest is dropped
 /// (counted, never timed).
 const MAX_OPEN_STREAMS: usize = 1_024;
-/// Distinct status codes counted per connection; others are not.
-const MAX_STATUSES: usize = 64;
 
 /// The hash and AEAD of a TLS 1.3 suite whose header protection this tool
 /// applies (AES; ChaCha20's is not implemented).
@@ -67,15 +68,29 @@ pub struct App {
     /// The client's 0-RTT keys, and its largest 0-RTT packet number.
     early: Option<Keys>,
     early_largest: Option<u64>,
-    /// Requests by stream ID: when each started, waiting for its response.
-    open: BTreeMap<u64, Timestamp>,
+    /// Requests waiting for their responses, by stream ID.
+    open: BTreeMap<u64, Open>,
     /// Client bidirectional streams seen: the next ID not yet seen.
     next_stream: u64,
     pub http: QuicHttp,
-    /// The server's QPACK dynamic table, for its responses' statuses.
-    qpack: qpack::Decoder,
+    /// The first requests, at most `keep`.
+    pub list: Vec<Exchange>,
+    keep: usize,
+    /// The client's and the server's QPACK dynamic tables, for requests'
+    /// methods and paths and responses' statuses.
+    qpack: [qpack::Decoder; 2],
     /// Request → response end, of every request answered.
     pub latency: Samples,
+}
+
+/// A request waiting for its response.
+#[derive(Clone, Copy, Debug)]
+struct Open {
+    start: Timestamp,
+    /// Its place in the list, if listed.
+    listed: Option<usize>,
+    /// Its response's status was read (a frame sent again is not).
+    status: bool,
 }
 
 impl std::fmt::Debug for App {
@@ -87,8 +102,9 @@ impl std::fmt::Debug for App {
 
 impl App {
     /// The keys `secrets` give a connection of `version` that chose the
-    /// suite `cipher`; the outcome says why there are none.
-    pub fn new(version: u32, cipher: u16, secrets: Option<Secrets>) -> App {
+    /// suite `cipher`; the outcome says why there are none. The first
+    /// `keep` requests are listed.
+    pub fn new(version: u32, cipher: u16, secrets: Option<Secrets>, keep: usize) -> App {
         let suite = suite(cipher);
         let secrets = secrets.unwrap_or_default();
         let direction = |s: &Option<Box<[u8]>>| {
@@ -118,8 +134,10 @@ impl App {
                 decryption: outcome,
                 ..QuicHttp::default()
             },
+            list: Vec::new(),
+            keep,
             latency: Samples::default(),
-            qpack: qpack::Decoder::default(),
+            qpack: Default::default(),
         }
     }
 
@@ -198,15 +216,53 @@ impl App {
         self.frames(side, &plain, ts);
     }
 
-    /// Counts the status of a response whose stream begins with `data`.
-    fn status(&mut self, data: &[u8]) {
-        let Some(code) = self.qpack.status(data) else {
+    /// Counts the status of a response whose stream begins with `data`,
+    /// and notes it on its request if listed: once for a request waiting
+    /// for its response.
+    fn status(&mut self, stream: u64, data: &[u8]) {
+        let Some(open) = self.open.get_mut(&stream).filter(|o| !o.status) else {
             return;
         };
-        let codes = &mut self.http.status_codes;
-        if codes.len() < MAX_STATUSES || codes.contains_key(&code) {
-            *codes.entry(code).or_default() += 1;
+        let Some(code) = self.qpack[1].fields(data).status else {
+            return;
+        };
+        open.status = true;
+        count_status(&mut self.http.status_codes, code, 1);
+        if let Some(e) = self.listed(stream) {
+            e.status.get_or_insert(code);
         }
+    }
+
+    /// The listed request on `stream`, while it waits for its response.
+    fn listed(&mut self, stream: u64) -> Option<&mut Exchange> {
+        let i = self.open.get(&stream)?.listed?;
+        self.list.get_mut(i)
+    }
+
+    /// Counts the request a client's new `stream` starts at `ts`.
+    fn request(&mut self, stream: u64, ts: Timestamp) {
+        // Opening stream N opens the lower ones of its kind too
+        // (RFC 9000 §2.1); those not seen count, never timed.
+        let skipped = (stream - self.next_stream) / 4;
+        self.http.requests += skipped + 1;
+        self.next_stream = stream + 4;
+        if self.open.len() >= MAX_OPEN_STREAMS {
+            self.open.pop_first();
+        }
+        let listed = (self.list.len() < self.keep).then(|| {
+            self.list.push(Exchange::started(ts));
+            self.list.len() - 1
+        });
+        self.http.list_truncated |= listed.is_none();
+        let status = false;
+        self.open.insert(
+            stream,
+            Open {
+                start: ts,
+                listed,
+                status,
+            },
+        );
     }
 
     fn failed(&mut self) {
@@ -218,11 +274,12 @@ impl App {
 
     /// Notes the STREAM frames of a plaintext from `side`.
     fn frames(&mut self, side: usize, plain: &[u8], ts: Timestamp) {
-        // The server's unidirectional streams first: its QPACK encoder
-        // stream may insert, in the same packet, what a response refers to.
-        if side == 1 {
-            for f in stream_frames(plain).filter(|f| f.id & 0x03 == 0x03) {
-                self.qpack.uni_stream(f.id, f.offset, f.data);
+        // The unidirectional streams first: the QPACK encoder stream may
+        // insert, in the same packet, what a request or response refers to.
+        if let Some(qpack) = self.qpack.get_mut(side) {
+            let uni = 0x02 | side as u64;
+            for f in stream_frames(plain).filter(|f| f.id & 0x03 == uni) {
+                qpack.uni_stream(f.id, f.offset, f.data);
             }
         }
         for StreamFrame {
@@ -237,28 +294,32 @@ impl App {
                 continue;
             }
             if side == 0 {
-                if stream < self.next_stream {
-                    continue; // more of a request already counted
+                if stream >= self.next_stream {
+                    self.request(stream, ts);
                 }
-                // Opening stream N opens the lower ones of its kind too
-                // (RFC 9000 §2.1); those not seen count, never timed.
-                let skipped = (stream - self.next_stream) / 4;
-                self.http.requests += skipped + 1;
-                self.next_stream = stream + 4;
-                if self.open.len() >= MAX_OPEN_STREAMS {
-                    self.open.pop_first();
+                if offset == 0 {
+                    let fields = self.qpack[0].fields(data);
+                    if let Some(e) = self.listed(stream) {
+                        e.method = fields.method.unwrap_or_default();
+                        e.target = fields.path.unwrap_or_default();
+                    }
                 }
-                self.open.insert(stream, ts);
-            } else {
-                if offset == 0 && stream < self.next_stream {
-                    self.status(data);
-                }
-                if !fin {
-                    continue;
-                }
-                if let Some(start) = self.open.remove(&stream) {
+                continue;
+            }
+            if stream >= self.next_stream {
+                continue; // no request seen on it
+            }
+            if let Some(e) = self.listed(stream) {
+                e.response_first.get_or_insert(ts);
+                e.response_last = Some(ts);
+            }
+            if offset == 0 {
+                self.status(stream, data);
+            }
+            if fin {
+                if let Some(open) = self.open.remove(&stream) {
                     self.http.responses += 1;
-                    self.latency.push(ts.secs_since(start));
+                    self.latency.push(ts.secs_since(open.start));
                 }
             }
         }
@@ -366,15 +427,20 @@ mod tests {
 
     #[test]
     fn requests_count_once_and_lower_streams_are_opened_too() {
-        let mut app = App::new(1, 0x1301, None);
+        let mut app = App::new(1, 0x1301, None, 2);
         assert_eq!(app.http.decryption, DecryptionOutcome::NoSecrets);
         let t = |ms: i64| Timestamp(ms * 1_000_000);
-        // A request on stream 0 in two frames, its response; then stream 8
-        // (stream 4's frames were lost), answered.
-        app.frames(0, &[0x0a, 0x00, 0x01, b'a'], t(0));
-        app.frames(0, &[0x0f, 0x00, 0x01, 0x01, b'b'], t(1));
-        // The responses: HEADERS with :status 200 (static 25), 429 (literal).
-        app.frames(1, &[0x0b, 0x00, 0x05, 0x01, 0x03, 0x00, 0x00, 0xd9], t(5));
+        // A request on stream 0 in two frames (HEADERS: GET, static 17, and
+        // :path "/", static 1), its response; then stream 8 (stream 4's
+        // frames were lost), answered.
+        app.frames(0, &[0x0a, 0x00, 0x06, 0x01, 0x04, 0, 0, 0xd1, 0xc1], t(0));
+        app.frames(0, &[0x0f, 0x00, 0x06, 0x01, b'b'], t(1));
+        // The responses: HEADERS with :status 200 (static 25), sent twice
+        // (counted once), then the FIN; a 429 (literal) on stream 8.
+        let ok = [0x0a, 0x00, 0x05, 0x01, 0x03, 0x00, 0x00, 0xd9];
+        app.frames(1, &ok, t(4));
+        app.frames(1, &ok, t(5));
+        app.frames(1, &[0x0f, 0x00, 0x05, 0x01, b'z'], t(6));
         app.frames(0, &[0x0b, 0x08, 0x01, b'd'], t(6));
         let literal_429 = [
             0x0b, 0x08, 0x0a, 0x01, 0x08, 0x00, 0x00, 0x5f, 9, 3, b'4', b'2', b'9',
@@ -392,6 +458,32 @@ mod tests {
             .collect();
         assert_eq!(codes, [(200, 1), (429, 1)]);
         assert_eq!(app.latency.len(), 2);
-        assert!(App::new(1, 0x1303, None).http.decryption == DecryptionOutcome::Unsupported);
+        // Listed: stream 0 (with its method and path) and stream 8; the
+        // list is full, stream 4 was never seen.
+        let got: Vec<_> = app
+            .list
+            .iter()
+            .map(|e| {
+                (
+                    &*e.method,
+                    &*e.target,
+                    e.start,
+                    e.status,
+                    e.response_first,
+                    e.response_last,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("GET", "/", t(0), Some(200), Some(t(4)), Some(t(6))),
+                ("", "", t(6), Some(429), Some(t(9)), Some(t(9))),
+            ]
+        );
+        assert!(!app.http.list_truncated);
+        app.frames(0, &[0x0b, 0x0c, 0x01, b'e'], t(11));
+        assert!(app.http.list_truncated && app.list.len() == 2);
+        assert!(App::new(1, 0x1303, None, 2).http.decryption == DecryptionOutcome::Unsupported);
     }
 }

@@ -28,6 +28,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::analyze::stats::Samples;
+use crate::analyze::streams::request;
 use crate::analyze::tls::hello::{self, ClientHelloFacts, ServerHelloFacts};
 use crate::analyze::tls::keylog::KeyLog;
 use crate::decode::{
@@ -36,7 +37,8 @@ use crate::decode::{
 #[cfg(test)]
 use crate::record::QuicPackets;
 use crate::record::{
-    DecryptionOutcome, Instant, Overlay, PerSide, QuicHandshake, QuicRecord, QuicSummary, QuicTls,
+    DecryptionOutcome, Instant, Overlay, PerSide, QuicHandshake, QuicHttp, QuicRecord, QuicSummary,
+    QuicTls,
 };
 use crate::time::Timestamp;
 
@@ -132,6 +134,8 @@ pub struct QuicTable {
     scratch: Vec<u8>,
     /// `--keylog`: opens 0-RTT and 1-RTT packets.
     keylog: Option<Arc<KeyLog>>,
+    /// HTTP/3 requests listed per connection.
+    keep: usize,
     summary: QuicSummary,
     /// Request → response end over every connection a key log opened.
     latency: Samples,
@@ -141,10 +145,12 @@ pub struct QuicTable {
 }
 
 impl QuicTable {
-    /// A table that opens 0-RTT and 1-RTT packets with `keylog`'s secrets.
-    pub fn new(keylog: Option<Arc<KeyLog>>) -> QuicTable {
+    /// A table that opens 0-RTT and 1-RTT packets with `keylog`'s secrets
+    /// and lists the first `keep` HTTP/3 requests of each connection.
+    pub fn new(keylog: Option<Arc<KeyLog>>, keep: usize) -> QuicTable {
         QuicTable {
             keylog,
+            keep,
             ..QuicTable::default()
         }
     }
@@ -403,7 +409,8 @@ impl QuicTable {
                 tls.resumed = Some(sh.psk);
                 if let Some(keylog) = &self.keylog {
                     let secrets = conn.random.and_then(|r| keylog.get(&r));
-                    let mut app = Box::new(App::new(conn.version, sh.cipher, secrets));
+                    let keep = self.keep;
+                    let mut app = Box::new(App::new(conn.version, sh.cipher, secrets, keep));
                     for (bytes, at) in std::mem::take(&mut conn.early) {
                         if let Some((packet, _)) = long_packet(&bytes) {
                             app.zero_rtt(&packet, at, &mut self.scratch);
@@ -457,7 +464,9 @@ impl QuicTable {
             }
             self.summary.responses += app.http.responses;
             self.latency.merge(&app.latency);
-            app.http
+            let at = |t: Timestamp| self.instant(t);
+            let list = app.list.iter().map(|e| request(e, &at)).collect();
+            QuicHttp { list, ..app.http }
         });
         handshake.duration = complete.map(|t| t.secs_since(start));
         let (first, end) = (self.instant(start), self.instant(last));

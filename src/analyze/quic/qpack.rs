@@ -1,38 +1,103 @@
-//! The `:status` of an HTTP/3 response, from the first bytes of its request
-//! stream (RFC 9114 §7.2.2: a HEADERS frame; RFC 9204 §4.5: its field
-//! lines): from the static table, a literal (plain or Huffman-coded), or
-//! the dynamic table, which [`Decoder`] builds from the server's encoder
-//! stream (RFC 9204 §4.3) — keeping of each entry only whether it is a
-//! `:status` and which.
+//! The fields of an HTTP/3 request or response this tool reads — a
+//! request's `:method` and `:path`, a response's `:status` — from the first
+//! bytes of its stream (RFC 9114 §7.2.2: a HEADERS frame; RFC 9204 §4.5:
+//! its field lines): from the static table, a literal (plain or
+//! Huffman-coded), or the dynamic table, which a [`Decoder`] builds from
+//! its peer's encoder stream (RFC 9204 §4.3) — keeping of each entry only
+//! its name, as far as those three fields go, a status's code, and the
+//! text of the latest few methods and paths.
 //!
 //! Does not read any other field, nor a HEADERS frame that does not start
-//! the bytes it is given; a field section that refers to entries not yet
-//! seen on the encoder stream gives no status.
+//! the bytes it is given (another frame first is passed over); a field
+//! line that refers to an entry not yet seen on the encoder stream tells
+//! nothing.
 
 use std::collections::VecDeque;
 
 use crate::analyze::h2::huffman;
+use crate::analyze::http::MAX_TARGET;
 use crate::decode::varint;
 
 /// Dynamic table entries remembered (the oldest are forgotten first).
 const MAX_ENTRIES: usize = 4_096;
+/// Texts of dynamic `:method` and `:path` entries kept (the latest ones).
+const MAX_TEXTS: usize = 32;
 /// Encoder stream bytes held while an instruction is incomplete.
 const MAX_PENDING: usize = 16 * 1024;
+/// Field lines read before giving up: pseudo-header fields come first.
+const MAX_LINES: usize = 32;
+/// Frames passed over before a stream's HEADERS (reserved types, RFC 9114
+/// §7.2.8).
+const MAX_SKIPPED_FRAMES: usize = 4;
 
-/// A dynamic table entry, as far as a status needs it: a `:status` name,
-/// and its value when that is three digits.
+/// A field's name, as far as this tool reads it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Entry {
-    Status(Option<u16>),
+enum Name {
+    Status,
+    Method,
+    Path,
     Other,
 }
 
-/// The dynamic table of the server's encoder, from its encoder stream.
+impl Name {
+    fn of(name: &[u8]) -> Name {
+        match name {
+            b":status" => Name::Status,
+            b":method" => Name::Method,
+            b":path" => Name::Path,
+            _ => Name::Other,
+        }
+    }
+}
+
+/// A dynamic table entry: its name, and a status's code when it is three
+/// digits (a method's or path's text is in [`Decoder::texts`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Entry {
+    name: Name,
+    code: Option<u16>,
+}
+
+/// What a field section says of a request or its response.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Fields {
+    pub status: Option<u16>,
+    pub method: Option<Box<str>>,
+    pub path: Option<Box<str>>,
+}
+
+impl Fields {
+    /// Sets a field from its value's octets, unless it is set already.
+    fn put(&mut self, name: Name, value: &[u8]) {
+        let text = || -> Box<str> {
+            String::from_utf8_lossy(value)
+                .chars()
+                .take(MAX_TARGET)
+                .collect()
+        };
+        match name {
+            Name::Status => self.status = self.status.or_else(|| digits(value)),
+            Name::Method => self.method = self.method.take().or_else(|| Some(text())),
+            Name::Path => self.path = self.path.take().or_else(|| Some(text())),
+            Name::Other => {}
+        }
+    }
+
+    /// Whether nothing more is wanted: a status, or a method and a path.
+    fn complete(&self) -> bool {
+        self.status.is_some() || (self.method.is_some() && self.path.is_some())
+    }
+}
+
+/// The dynamic table of one side's encoder, from its encoder stream.
 #[derive(Debug, Default)]
 pub struct Decoder {
     /// Entries by absolute index: `entries[i]` is entry `first + i`.
     entries: VecDeque<Entry>,
     first: u64,
+    /// The texts of the latest `:method` and `:path` entries, by absolute
+    /// index (in order).
+    texts: VecDeque<(u64, Box<str>)>,
     /// Entries inserted so far (the next absolute index).
     inserted: u64,
     /// The largest capacity the encoder set: the decoder's maximum, as far
@@ -47,26 +112,40 @@ pub struct Decoder {
     lost: bool,
 }
 
-/// The static table's `:status` entries (RFC 9204 Appendix A).
-const STATIC_STATUS: [(u64, u16); 14] = [
-    (24, 103),
-    (25, 200),
-    (26, 304),
-    (27, 404),
-    (28, 503),
-    (63, 100),
-    (64, 204),
-    (65, 206),
-    (66, 302),
-    (67, 400),
-    (68, 403),
-    (69, 421),
-    (70, 425),
-    (71, 500),
+/// The static table's entries this tool reads (RFC 9204 Appendix A); every
+/// other index names another field.
+const STATIC: [(u64, Name, &str); 22] = [
+    (1, Name::Path, "/"),
+    (15, Name::Method, "CONNECT"),
+    (16, Name::Method, "DELETE"),
+    (17, Name::Method, "GET"),
+    (18, Name::Method, "HEAD"),
+    (19, Name::Method, "OPTIONS"),
+    (20, Name::Method, "POST"),
+    (21, Name::Method, "PUT"),
+    (24, Name::Status, "103"),
+    (25, Name::Status, "200"),
+    (26, Name::Status, "304"),
+    (27, Name::Status, "404"),
+    (28, Name::Status, "503"),
+    (63, Name::Status, "100"),
+    (64, Name::Status, "204"),
+    (65, Name::Status, "206"),
+    (66, Name::Status, "302"),
+    (67, Name::Status, "400"),
+    (68, Name::Status, "403"),
+    (69, Name::Status, "421"),
+    (70, Name::Status, "425"),
+    (71, Name::Status, "500"),
 ];
 
-/// Field lines read before giving up: `:status` comes first.
-const MAX_LINES: usize = 8;
+/// A static entry's name and value.
+fn static_entry(index: u64) -> (Name, &'static [u8]) {
+    STATIC
+        .iter()
+        .find(|e| e.0 == index)
+        .map_or((Name::Other, &[][..]), |e| (e.1, e.2.as_bytes()))
+}
 
 /// An integer with an `n`-bit prefix (RFC 7541 §5.1), and the bytes after it.
 fn prefixed(b: &[u8], n: u32) -> Option<(u64, &[u8])> {
@@ -91,13 +170,29 @@ fn prefixed(b: &[u8], n: u32) -> Option<(u64, &[u8])> {
     }
 }
 
-/// A string with an H bit and an `n`-bit length prefix: its octets.
-fn string(b: &[u8], n: u32) -> Option<(Vec<u8>, &[u8])> {
-    let coded = b.first()? & (1 << n) != 0;
+/// A string with an H bit and an `n`-bit length prefix, as sent.
+#[derive(Clone, Copy)]
+struct Coded<'a> {
+    huffman: bool,
+    octets: &'a [u8],
+}
+
+impl Coded<'_> {
+    /// The string's octets; `None` if its Huffman code is invalid or too
+    /// long to decode.
+    fn text(self) -> Option<Vec<u8>> {
+        match self.huffman {
+            true => huffman(self.octets),
+            false => Some(self.octets.to_vec()),
+        }
+    }
+}
+
+fn string(b: &[u8], n: u32) -> Option<(Coded<'_>, &[u8])> {
+    let huffman = b.first()? & (1 << n) != 0;
     let (len, rest) = prefixed(b, n)?;
-    let (text, rest) = rest.split_at_checked(usize::try_from(len).ok()?)?;
-    let text = if coded { huffman(text)? } else { text.to_vec() };
-    Some((text, rest))
+    let (octets, rest) = rest.split_at_checked(usize::try_from(len).ok()?)?;
+    Some((Coded { huffman, octets }, rest))
 }
 
 /// A status's three digits.
@@ -106,15 +201,33 @@ fn digits(value: &[u8]) -> Option<u16> {
     (text.len() == 3).then(|| text.parse().ok()).flatten()
 }
 
+/// The field section of the HEADERS frame a request stream begins with
+/// (past any frames of other types before it; a DATA frame first means
+/// none).
+fn field_section(mut b: &[u8]) -> Option<&[u8]> {
+    for _ in 0..=MAX_SKIPPED_FRAMES {
+        let (ty, rest) = varint(b)?;
+        let (len, rest) = varint(rest)?;
+        let len = usize::try_from(len).ok()?;
+        match ty {
+            // What fits of it: the fields read come first.
+            0x01 => return Some(rest.get(..len).unwrap_or(rest)),
+            0x00 => return None,
+            _ => b = rest.get(len..)?,
+        }
+    }
+    None
+}
+
 /// The `:status` of the response whose request stream begins with `b`,
 /// with no dynamic table.
 #[cfg(test)]
 pub fn status(b: &[u8]) -> Option<u16> {
-    Decoder::default().status(b)
+    Decoder::default().fields(b).status
 }
 
 impl Decoder {
-    /// Reads a STREAM frame of the server's unidirectional stream `id` at
+    /// Reads a STREAM frame of the peer's unidirectional stream `id` at
     /// `offset`: the encoder stream's type, then its instructions, in
     /// order (a frame that leaves a gap ends the table's knowledge).
     pub fn uni_stream(&mut self, id: u64, offset: u64, data: &[u8]) {
@@ -162,19 +275,20 @@ impl Decoder {
             // Insert with a name reference (static if T).
             let (index, rest) = prefixed(b, 6)?;
             let (value, rest) = string(rest, 7)?;
-            let status_name = if first & 0x40 != 0 {
-                STATIC_STATUS.iter().any(|e| e.0 == index)
+            let name = if first & 0x40 != 0 {
+                static_entry(index).0
             } else {
                 let absolute = self.inserted.checked_sub(1 + index)?;
-                matches!(self.entry(absolute), Some(Entry::Status(_)))
+                self.entry(absolute).map_or(Name::Other, |e| e.name)
             };
-            self.insert(status_name, &value);
+            self.insert(name, value);
             rest
         } else if first & 0x40 != 0 {
             // Insert with a literal name.
             let (name, rest) = string(b, 5)?;
             let (value, rest) = string(rest, 7)?;
-            self.insert(name == b":status", &value);
+            let name = name.text().map_or(Name::Other, |n| Name::of(&n));
+            self.insert(name, value);
             rest
         } else if first & 0x20 != 0 {
             // Set the dynamic table's capacity.
@@ -185,33 +299,54 @@ impl Decoder {
             // Duplicate.
             let (index, rest) = prefixed(b, 5)?;
             let absolute = self.inserted.checked_sub(1 + index)?;
-            let entry = self.entry(absolute).unwrap_or(Entry::Other);
-            self.push(entry);
+            let entry = self.entry(absolute).unwrap_or(Entry {
+                name: Name::Other,
+                code: None,
+            });
+            let text = self.text(absolute).map(Box::from);
+            self.push(entry, text);
             rest
         };
         Some(b.len() - rest.len())
     }
 
-    fn insert(&mut self, status_name: bool, value: &[u8]) {
-        let entry = match status_name {
-            true => Entry::Status(digits(value)),
-            false => Entry::Other,
+    fn insert(&mut self, name: Name, value: Coded<'_>) {
+        let value = match name {
+            Name::Other => None,
+            _ => value.text(),
         };
-        self.push(entry);
+        let mut fields = Fields::default();
+        if let Some(value) = &value {
+            fields.put(name, value);
+        }
+        let code = fields.status;
+        let text = fields.method.or(fields.path);
+        self.push(Entry { name, code }, text);
     }
 
-    fn push(&mut self, entry: Entry) {
+    fn push(&mut self, entry: Entry, text: Option<Box<str>>) {
         if self.entries.len() >= MAX_ENTRIES {
             self.entries.pop_front();
             self.first += 1;
         }
         self.entries.push_back(entry);
+        if let Some(text) = text {
+            if self.texts.len() >= MAX_TEXTS {
+                self.texts.pop_front();
+            }
+            self.texts.push_back((self.inserted, text));
+        }
         self.inserted += 1;
     }
 
     fn entry(&self, absolute: u64) -> Option<Entry> {
         let i = usize::try_from(absolute.checked_sub(self.first)?).ok()?;
         self.entries.get(i).copied()
+    }
+
+    fn text(&self, absolute: u64) -> Option<&str> {
+        let i = self.texts.binary_search_by_key(&absolute, |t| t.0).ok()?;
+        self.texts.get(i).map(|t| &*t.1)
     }
 
     /// The Required Insert Count an encoded one stands for (RFC 9204
@@ -235,76 +370,118 @@ impl Decoder {
         }
     }
 
-    /// The `:status` of the response whose request stream begins with `b`.
-    pub fn status(&self, b: &[u8]) -> Option<u16> {
-        let (ty, rest) = varint(b)?;
-        if ty != 0x01 {
-            return None; // not HEADERS
-        }
-        let (len, rest) = varint(rest)?;
-        let block = rest.get(..usize::try_from(len).ok()?).unwrap_or(rest);
-        let (encoded, block) = prefixed(block, 8)?;
-        let ric = self.required_insert_count(encoded)?;
-        let sign = block.first()? & 0x80 != 0;
-        let (delta, mut line) = prefixed(block, 7)?;
-        let base = if sign {
-            ric.checked_sub(delta + 1)?
-        } else {
-            ric.checked_add(delta)?
+    /// The fields this tool reads of the request or response whose
+    /// stream begins with `b` (none when it does not begin with HEADERS).
+    pub fn fields(&self, b: &[u8]) -> Fields {
+        let mut fields = Fields::default();
+        let Some(section) = field_section(b) else {
+            return fields;
         };
-        let static_status = |i: u64| STATIC_STATUS.iter().find(|e| e.0 == i).map(|e| e.1);
-        // What a dynamic entry says of the status: Some(code) for a
-        // `:status` entry (code unknown if not yet seen), None for another.
-        let dynamic = |absolute: Option<u64>| match absolute.and_then(|a| self.entry(a)) {
-            Some(Entry::Status(code)) => Some(code),
-            Some(Entry::Other) => None,
-            None => Some(None),
+        let Some((encoded, section)) = prefixed(section, 8) else {
+            return fields;
+        };
+        let Some(ric) = self.required_insert_count(encoded) else {
+            return fields;
+        };
+        let sign = section.first().is_some_and(|b| b & 0x80 != 0);
+        let Some((delta, mut lines)) = prefixed(section, 7) else {
+            return fields;
+        };
+        let base = match sign {
+            true => delta.checked_add(1).and_then(|d| ric.checked_sub(d)),
+            false => ric.checked_add(delta),
         };
         for _ in 0..MAX_LINES {
-            let first = *line.first()?;
-            let found = if first & 0x80 != 0 {
-                // Indexed field line: static (T) or dynamic.
-                let (index, rest) = prefixed(line, 6)?;
-                line = rest;
-                if first & 0x40 != 0 {
-                    static_status(index).map(Some)
-                } else {
-                    dynamic(base.checked_sub(index + 1))
-                }
-            } else if first & 0x40 != 0 {
-                // Literal with a name reference.
-                let (index, rest) = prefixed(line, 4)?;
-                let (value, rest) = string(rest, 7)?;
-                line = rest;
-                let status_name = if first & 0x10 != 0 {
-                    static_status(index).is_some()
-                } else {
-                    dynamic(base.checked_sub(index + 1)).is_some()
-                };
-                status_name.then(|| digits(&value))
-            } else if first & 0x20 != 0 {
-                // Literal with a literal name.
-                let (name, rest) = string(line, 3)?;
-                let (value, rest) = string(rest, 7)?;
-                line = rest;
-                (name == b":status").then(|| digits(&value))
-            } else if first & 0x10 != 0 {
-                // Indexed with a post-base index.
-                let (index, rest) = prefixed(line, 4)?;
-                line = rest;
-                dynamic(base.checked_add(index))
-            } else {
-                // Literal with a post-base name reference.
-                let (index, rest) = prefixed(line, 3)?;
-                let (value, rest) = string(rest, 7)?;
-                line = rest;
-                dynamic(base.checked_add(index)).map(|_| digits(&value))
-            };
-            if let Some(code) = found {
-                return code;
+            if fields.complete() {
+                break;
+            }
+            match self.line(lines, base, &mut fields) {
+                Some(rest) => lines = rest,
+                None => break,
             }
         }
-        None
+        fields
+    }
+
+    /// Reads the field line `b` begins with into `fields`; the bytes after
+    /// it. `base` is the section's Base (`None`: it did not compute).
+    fn line<'a>(&self, b: &'a [u8], base: Option<u64>, fields: &mut Fields) -> Option<&'a [u8]> {
+        let first = *b.first()?;
+        let before = |index: u64| base?.checked_sub(index.checked_add(1)?);
+        let post = |index: u64| base?.checked_add(index);
+        let rest = if first & 0x80 != 0 {
+            // Indexed field line: static (T) or dynamic.
+            let (index, rest) = prefixed(b, 6)?;
+            match first & 0x40 != 0 {
+                true => static_line(index, None, fields),
+                false => self.dynamic_line(before(index), None, fields),
+            }
+            rest
+        } else if first & 0x40 != 0 {
+            // Literal with a name reference (static if T).
+            let (index, rest) = prefixed(b, 4)?;
+            let (value, rest) = string(rest, 7)?;
+            match first & 0x10 != 0 {
+                true => static_line(index, Some(value), fields),
+                false => self.dynamic_line(before(index), Some(value), fields),
+            }
+            rest
+        } else if first & 0x20 != 0 {
+            // Literal with a literal name.
+            let (name, rest) = string(b, 3)?;
+            let (value, rest) = string(rest, 7)?;
+            let name = name.text().map_or(Name::Other, |n| Name::of(&n));
+            put(fields, name, value);
+            rest
+        } else if first & 0x10 != 0 {
+            // Indexed with a post-base index.
+            let (index, rest) = prefixed(b, 4)?;
+            self.dynamic_line(post(index), None, fields);
+            rest
+        } else {
+            // Literal with a post-base name reference.
+            let (index, rest) = prefixed(b, 3)?;
+            let (value, rest) = string(rest, 7)?;
+            self.dynamic_line(post(index), Some(value), fields);
+            rest
+        };
+        Some(rest)
+    }
+
+    /// A field line naming dynamic entry `absolute`, with its own `value`
+    /// or the entry's (as far as it was kept).
+    fn dynamic_line(&self, absolute: Option<u64>, value: Option<Coded<'_>>, fields: &mut Fields) {
+        let Some((absolute, entry)) = absolute.and_then(|a| Some((a, self.entry(a)?))) else {
+            return;
+        };
+        match (value, entry.name) {
+            (Some(value), name) => put(fields, name, value),
+            (None, Name::Status) => fields.status = fields.status.or(entry.code),
+            (None, name) => {
+                if let Some(text) = self.text(absolute) {
+                    fields.put(name, text.as_bytes());
+                }
+            }
+        }
+    }
+}
+
+/// A field line naming static entry `index`, with its own `value` or the
+/// entry's.
+fn static_line(index: u64, value: Option<Coded<'_>>, fields: &mut Fields) {
+    let (name, static_value) = static_entry(index);
+    match value {
+        Some(value) => put(fields, name, value),
+        None => fields.put(name, static_value),
+    }
+}
+
+/// Sets a field from a coded value, decoding it only for a field read.
+fn put(fields: &mut Fields, name: Name, value: Coded<'_>) {
+    if name != Name::Other {
+        if let Some(value) = value.text() {
+            fields.put(name, &value);
+        }
     }
 }
 
@@ -371,15 +548,19 @@ mod tests {
         assert_eq!((d.inserted, d.max_capacity), (2, 4096));
         // A field section with Required Insert Count 2 (encoded 3), Base 2:
         // the entry before the base twice removed is :status 429 …
-        assert_eq!(d.status(&headers_with(3, 0x00, &[0x81])), Some(429));
+        assert_eq!(status_with(&d, &headers_with(3, 0x00, &[0x81])), Some(429));
         // … so is the post-base index 0 with Base 0 (S set, delta 1: 2 − 1 − 1).
-        assert_eq!(d.status(&headers_with(3, 0x81, &[0x10])), Some(429));
+        assert_eq!(status_with(&d, &headers_with(3, 0x81, &[0x10])), Some(429));
         // The other entry is no status; an entry not seen yet tells none.
-        assert_eq!(d.status(&headers_with(3, 0x00, &[0x80])), None);
-        assert_eq!(d.status(&headers_with(3, 0x00, &[0x11])), None);
+        assert_eq!(status_with(&d, &headers_with(3, 0x00, &[0x80])), None);
+        assert_eq!(status_with(&d, &headers_with(3, 0x00, &[0x11])), None);
         // A gap on the encoder stream: nothing more is learned.
         d.uni_stream(3, 40, &[0xc0 | 25, 0]);
         assert_eq!(d.inserted, 2);
+    }
+
+    fn status_with(d: &Decoder, b: &[u8]) -> Option<u16> {
+        d.fields(b).status
     }
 
     /// A HEADERS frame with Required Insert Count `ric` (encoded), the
@@ -408,5 +589,94 @@ mod tests {
             None
         );
         assert_eq!(status(&[]), None);
+    }
+
+    /// A request's method and path.
+    fn request(d: &Decoder, b: &[u8]) -> (Option<String>, Option<String>) {
+        let f = d.fields(b);
+        (f.method.map(String::from), f.path.map(String::from))
+    }
+
+    fn some(method: &str, path: &str) -> (Option<String>, Option<String>) {
+        (Some(method.into()), Some(path.into()))
+    }
+
+    #[test]
+    fn requests_static_literal_and_huffman_coded() {
+        let d = Decoder::default();
+        // :method GET (static 17), :scheme https (23), :path "/" (1).
+        let lines = [0xc0 | 17, 0xc0 | 23, 0xc0 | 1];
+        assert_eq!(request(&d, &headers(&lines)), some("GET", "/"));
+        // :method POST (20), :path with a static name reference and the
+        // literal "/api"; a reserved frame type (0x21) before the HEADERS.
+        let lines = [0xc0 | 20, 0x51, 4, b'/', b'a', b'p', b'i'];
+        let framed = [&[0x21, 0x01, 0xaa][..], &headers(&lines)].concat();
+        assert_eq!(request(&d, &framed), some("POST", "/api"));
+        // Huffman-coded "/a": '/' 011000, 'a' 00011, EOS padding 11111:
+        // 0110 0000 0111 1111 = 0x60 0x7f.
+        let lines = [0xc0 | 17, 0x51, 0x82, 0x60, 0x7f];
+        assert_eq!(request(&d, &headers(&lines)), some("GET", "/a"));
+        // A literal name ":method" with the value "PATCH", then a long
+        // path, cut to MAX_TARGET characters.
+        let mut lines = vec![0x27, 0x00];
+        lines.extend_from_slice(b":method");
+        lines.extend_from_slice(&[5, b'P', b'A', b'T', b'C', b'H']);
+        // 300 past a 7-bit prefix: 127, then 173 in two bytes.
+        lines.extend_from_slice(&[0x51, 0x7f, 0x80 | (173 & 0x7f), 173 >> 7]);
+        lines.extend(std::iter::repeat_n(b'x', 300));
+        let len = 2 + lines.len();
+        let frame = [
+            &[0x01, 0x40 | (len >> 8) as u8, len as u8, 0, 0][..],
+            &lines,
+        ]
+        .concat();
+        let (method, path) = request(&d, &frame);
+        assert_eq!(method.as_deref(), Some("PATCH"));
+        assert_eq!(path.map(|p| p.len()), Some(MAX_TARGET));
+        // A DATA frame first, or no frame at all: nothing.
+        assert_eq!(request(&d, &[0x00, 0x01, 0xc0 | 17]), (None, None));
+        assert_eq!(request(&d, &[]), (None, None));
+    }
+
+    #[test]
+    fn requests_from_the_dynamic_table_and_duplicates() {
+        let mut d = Decoder::default();
+        // The client's encoder stream (type 0x02, on stream 2): capacity
+        // 4 096; `:path /v1/items` with a static name reference (1);
+        // `:method` with a literal name and the value "PURGE"; a duplicate
+        // of the path (relative index 1).
+        let mut stream = vec![0x02, 0x3f, 0xe1, 0x1f, 0xc0 | 1, 9];
+        stream.extend_from_slice(b"/v1/items");
+        stream.extend_from_slice(&[0x47]);
+        stream.extend_from_slice(b":method");
+        stream.extend_from_slice(&[5]);
+        stream.extend_from_slice(b"PURGE");
+        stream.push(0x01);
+        d.uni_stream(2, 0, &stream);
+        assert_eq!(d.inserted, 3);
+        // Required Insert Count 3 (encoded 4), Base 3: relative 1 is the
+        // method (absolute 1), relative 0 the duplicated path (absolute 2).
+        let lines = [0x81, 0x80];
+        assert_eq!(
+            request(&d, &headers_with(4, 0x00, &lines)),
+            some("PURGE", "/v1/items")
+        );
+        // A literal value with a dynamic name reference (the path's name).
+        let lines = [0x81, 0x42, 2, b'/', b'z'];
+        assert_eq!(
+            request(&d, &headers_with(4, 0x00, &lines)),
+            some("PURGE", "/z")
+        );
+        // An entry whose text was forgotten (past the latest MAX_TEXTS)
+        // tells its name, not its value.
+        for _ in 0..MAX_TEXTS {
+            d.uni_stream(2, d.next, &[0x00]); // duplicate the latest
+        }
+        let ric = u8::try_from(d.inserted + 1).unwrap_or(0);
+        let base_delta = ric - 1 - 3; // Base 3
+        let lines = [0x81, 0x80];
+        let f = d.fields(&headers_with(ric, 0x80 | (base_delta - 1), &lines));
+        assert_eq!((f.method, f.path), (None, None));
+        assert!(d.text(2).is_none() && d.text(d.inserted - 1).is_some());
     }
 }
