@@ -191,25 +191,39 @@ fn cards(h: &mut String, s: &Summary) {
         .as_ref()
         .map(|q| q.handshake.clone())
         .unwrap_or_default();
+    // With a key log: HTTP/3 requests, and their statuses or latency.
+    let http3 = match s.quic.as_ref().filter(|q| q.decrypted > 0) {
+        Some(q) => {
+            let sub = match q.status_codes.is_empty() {
+                true => format!("latency median {}", opt_dur(q.request_latency.median)),
+                false => counts_text(&q.status_codes),
+            };
+            (true, q.requests.to_string(), sub)
+        }
+        None => (false, String::new(), String::new()),
+    };
+    // A capture of QUIC alone leaves out the cards only TCP fills.
+    let tcp = s.connections > 0 || s.quic_connections == 0;
     #[rustfmt::skip]
     let cards: Vec<(bool, &str, String, String)> = vec![
         (true, "requests", s.requests.to_string(), format!("{} exact", s.requests_exact)),
         (true, "connections", s.connections.to_string(), format!("{} TCP handshakes", s.tcp_handshakes)),
-        (true, "TCP handshakes / request", opt_ratio(per_req.tcp), "1.00: no reuse".into()),
+        (tcp, "TCP handshakes / request", opt_ratio(per_req.tcp), "1.00: no reuse".into()),
         (tls, "full TLS handshakes / request", opt_ratio(per_req.tls_full),
             format!("{full} full · {resumed} resumed · {failed} failed")),
-        (true, "requests / connection", opt_ratio(s.requests_per_connection.mean), format!("max {max_rpc}")),
-        (true, "setup time (SYN → 1st request)", human_duration(hs.total),
+        (tcp, "requests / connection", opt_ratio(s.requests_per_connection.mean), format!("max {max_rpc}")),
+        (tcp, "setup time (SYN → 1st request)", human_duration(hs.total),
             format!("median {} per connection", opt_dur(hs.median))),
-        (true, "connect (median)", opt_dur(s.connect.median), tail(&s.connect)),
+        (tcp, "connect (median)", opt_dur(s.connect.median), tail(&s.connect)),
         (tls, "TLS handshake (median)", opt_dur(s.tls_handshake.median), tail(&s.tls_handshake)),
-        (true, "request latency (median)", opt_dur(l.median), tail(l)),
+        (tcp, "request latency (median)", opt_dur(l.median), tail(l)),
         (!s.status_codes.is_empty(), "responses with a status", s.status_codes.values().sum::<u64>().to_string(),
             counts_text(&s.status_codes)),
         (s.packets.quic > 0, "QUIC connections", s.quic_connections.to_string(), quic_sub(s)),
         (quic_times.count > 0, "QUIC handshake (median)", opt_dur(quic_times.median), tail(&quic_times)),
-        (true, "peak concurrency", peak.connections.to_string(), "connections".into()),
-        (true, "requests / second", rate, format!("over {}", human_duration(s.span))),
+        (http3.0, "HTTP/3 requests", http3.1, http3.2),
+        (tcp, "peak concurrency", peak.connections.to_string(), "connections".into()),
+        (tcp, "requests / second", rate, format!("over {}", human_duration(s.span))),
     ];
     h.push_str("<div class=\"cards\">\n");
     for (_, k, v, sub) in cards.iter().filter(|c| c.0) {
@@ -218,9 +232,14 @@ fn cards(h: &mut String, s: &Summary) {
     h.push_str("</div>\n");
 }
 
-/// The QUIC card's second line: its handshakes by kind.
+/// The QUIC card's second line: its handshakes by kind, and whether a key
+/// log opened its HTTP/3.
 fn quic_sub(s: &Summary) -> String {
     match &s.quic {
+        Some(q) if q.decrypted > 0 => format!(
+            "{} full · {} resumed · {} opened by the key log",
+            q.handshakes_full, q.handshakes_resumed, q.decrypted
+        ),
         Some(q) => format!(
             "{} full · {} resumed · HTTP/3 requests not counted",
             q.handshakes_full, q.handshakes_resumed
@@ -251,13 +270,22 @@ fn document(h: &mut String, doc: &Labeled, tag: &str) {
     }
     h.push_str("<h3>Connections over time</h3>\n<div class=\"legend\">");
     use Phase::{Close, Idle, Tcp, Tls, Transfer, Wait};
+    let quic = s.quic.as_ref().is_some_and(|q| !q.list.is_empty());
     for p in [Tcp, Tls, Wait, Transfer, Idle, Close] {
-        let (c, name) = (color(p), esc(p.name()));
+        let name = match p {
+            Tls if quic => "TLS or QUIC handshake",
+            _ => p.name(),
+        };
+        let (c, name) = (color(p), esc(name));
         let _ = write!(h, "<span><i style=\"background:{c}\"></i>{name}</span>");
     }
     h.push_str("</div>\n");
     let drawn = &doc.drawn;
-    waterfall(h, &drawn.first, drawn.total);
+    let (quic, quic_total) = s
+        .quic
+        .as_ref()
+        .map_or((&[][..], 0), |q| (&q.list[..], q.connections));
+    waterfall(h, &drawn.first, drawn.total, quic, quic_total);
     h.push_str("<div class=\"hists\">\n");
     histogram(
         h,

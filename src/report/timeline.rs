@@ -4,9 +4,13 @@
 //! waiting for the first byte > idle), with a legend and axis labels; for one
 //! connection (`conn`) also its event list with offsets from the SYN
 //! (`timeline/events.rs`), from the rows kept as records went by
-//! (`timeline/rows.rs`). Also owns `segments` (the phases of a connection,
-//! which the HTML waterfall draws too) and the short texts both share
-//! (`tls_kind`, `close_text`, `requests_text`).
+//! (`timeline/rows.rs`). QUIC connections (`summary.quic`) follow the TCP
+//! ones, labelled `q1`, `q2`, …: their handshake (first Initial → the
+//! client's Finished) drawn as a TLS handshake, and with a key log their
+//! HTTP/3 requests. Also owns `segments` and `quic_segments` (the phases of
+//! a connection, which the HTML waterfall draws too) and the short texts
+//! both share (`tls_kind`, `close_text`, `requests_text`,
+//! `quic_requests_text`).
 //!
 //! Does not compute statistics or decide anything about the capture: it only
 //! lays out the times already in `ConnectionRecord`. Every line it writes is
@@ -20,7 +24,9 @@ mod rows;
 pub use rows::Rows;
 
 use super::{human_duration, sanitize};
-use crate::record::{CloseKind, ConnectionRecord, HttpMethod, Summary, TlsOutcome};
+use crate::record::{
+    CloseKind, ConnectionRecord, HttpMethod, HttpRequest, QuicRecord, Summary, TlsOutcome,
+};
 use rows::Row;
 
 /// How to draw the waterfall.
@@ -150,7 +156,17 @@ pub fn segments(rec: &ConnectionRecord) -> Vec<Segment> {
             out.push(seg(Phase::Tls, ch.at, to, None));
         }
     }
-    for (i, req) in rec.http.list.iter().enumerate() {
+    requests(&mut out, &rec.http.list, end);
+    if let (CloseKind::Fin | CloseKind::Rst, Some(t)) = (rec.close.kind, rec.close.time) {
+        out.push(seg(Phase::Close, t.at, t.at, None));
+    }
+    out
+}
+
+/// Each listed request's wait and transfer, a request without a response
+/// waiting until `end`.
+fn requests(out: &mut Vec<Segment>, list: &[HttpRequest], end: f64) {
+    for (i, req) in list.iter().enumerate() {
         let n = Some(i.saturating_add(1));
         match req.response_first {
             Some(first) => {
@@ -161,8 +177,21 @@ pub fn segments(rec: &ConnectionRecord) -> Vec<Segment> {
             None => out.push(seg(Phase::Wait, req.start.at, end, n)),
         }
     }
-    if let (CloseKind::Fin | CloseKind::Rst, Some(t)) = (rec.close.kind, rec.close.time) {
-        out.push(seg(Phase::Close, t.at, t.at, None));
+}
+
+/// The phases of a QUIC connection: idle over its life, its handshake
+/// (the client's first Initial → its Finished, drawn as a TLS handshake:
+/// QUIC's transport and TLS handshakes are one) and, with a key log, each
+/// listed HTTP/3 request. A QUIC connection has no close marker.
+pub fn quic_segments(q: &QuicRecord) -> Vec<Segment> {
+    let (start, end) = (q.start.at, q.end.at.max(q.start.at));
+    let mut out = vec![seg(Phase::Idle, start, end, None)];
+    if let Some(first) = q.handshake.client_initial {
+        let to = q.handshake.client_handshake.map_or(end, |c| c.at);
+        out.push(seg(Phase::Tls, first.at, to, None));
+    }
+    if let Some(http) = &q.http {
+        requests(&mut out, &http.list, end);
     }
     out
 }
@@ -182,10 +211,11 @@ fn truncate(s: &str, width: usize) -> String {
     s.chars().take(width).collect()
 }
 
-fn client_port(rec: &ConnectionRecord) -> String {
-    rec.client
+/// The port of an `address:port` (the whole text if it has none).
+fn client_port(client: &str) -> String {
+    client
         .rsplit_once(':')
-        .map_or_else(|| rec.client.clone(), |(_, p)| p.to_string())
+        .map_or_else(|| client.to_string(), |(_, p)| p.to_string())
 }
 
 /// Requests on a connection: `~9` when estimated, `-` without HTTP.
@@ -194,6 +224,14 @@ pub(crate) fn requests_text(rec: &ConnectionRecord) -> String {
         HttpMethod::None => "-".to_string(),
         _ if rec.http.estimated => format!("~{}", rec.http.requests),
         _ => rec.http.requests.to_string(),
+    }
+}
+
+/// HTTP/3 requests on a QUIC connection: `-` where no key log opened it.
+pub(crate) fn quic_requests_text(q: &QuicRecord) -> String {
+    match &q.http {
+        Some(http) if http.packets_opened > 0 => http.requests.to_string(),
+        _ => "-".to_string(),
     }
 }
 
@@ -239,8 +277,13 @@ pub fn draw(
     opts: &TimelineOpts,
 ) -> io::Result<()> {
     let width = opts.width;
-    let kept = rows.finish();
-    let (extent, total) = (kept.extent, kept.total);
+    let mut kept = rows.finish();
+    let quic = quic_rows(summary, opts);
+    for row in &quic {
+        kept.extent.add(row);
+    }
+    let quic_total = summary.quic.as_ref().map_or(0, |q| q.connections);
+    let (extent, total) = (kept.extent, kept.total + quic_total);
     let Some((t0, t1)) = extent.span else {
         let msg = match opts.conn {
             Some(id) => format!(
@@ -275,6 +318,9 @@ pub fn draw(
     if let Some(n) = opts.top {
         header.push_str(&format!("  (the {n} longest)"));
     }
+    if !quic.is_empty() {
+        header.push_str(&format!("  ({} QUIC)", quic.len()));
+    }
     writeln!(out, "{}", truncate(&header, width))?;
     if label_w > 0 {
         let head = format!("{:>id_w$} :{:<port_w$} {:>req_w$} ", "id", "port", "reqs");
@@ -282,11 +328,11 @@ pub fn draw(
     } else {
         write_axis(out, "", bar_w, span, opts.color)?;
     }
-    kept.each(|row| {
+    let mut line = |row: &Row| {
         let label = if label_w > 0 {
             format!(
                 "{:>id_w$} :{:<port_w$} {:>req_w$} ",
-                row.id,
+                row.label(),
                 sanitize(&row.port),
                 row.requests
             )
@@ -296,13 +342,30 @@ pub fn draw(
         let mut line = truncate(&label, label_w);
         line.push_str(&bar(row, t0, dt, bar_w, opts.color));
         writeln!(out, "{}", line.trim_end())
-    })?;
-    write_legend(out, width, opts.color)?;
+    };
+    kept.each(&mut line)?;
+    quic.iter().try_for_each(line)?;
+    write_legend(out, width, opts.color, !quic.is_empty())?;
     if let Some(rec) = &kept.record {
         writeln!(out)?;
         events::write_events(rec, out, width, opts.color)?;
     }
     Ok(())
+}
+
+/// The QUIC connections drawn: none for `--conn` (a TCP connection's
+/// number), the longest `--top` N of them, or all listed, in id order.
+fn quic_rows(summary: &Summary, opts: &TimelineOpts) -> Vec<Row> {
+    let Some(q) = summary.quic.as_ref().filter(|_| opts.conn.is_none()) else {
+        return Vec::new();
+    };
+    let mut rows: Vec<Row> = q.list.iter().map(Row::of_quic).collect();
+    if let Some(n) = opts.top {
+        rows.sort_by(|a, b| rows::longest_first((a.duration, a.id), (b.duration, b.id)));
+        rows.truncate(n);
+        rows.sort_by_key(|r| r.id);
+    }
+    rows
 }
 
 /// The bar of one connection: `bar_w` cells, each the highest-priority phase
@@ -388,10 +451,16 @@ fn write_axis(
     writeln!(out, "{pad}{}", marks.iter().collect::<String>())
 }
 
-fn write_legend(out: &mut dyn Write, width: usize, color: bool) -> io::Result<()> {
+/// The legend; `quic` when QUIC connections are drawn (their handshake
+/// shares the TLS handshake's glyph).
+fn write_legend(out: &mut dyn Write, width: usize, color: bool, quic: bool) -> io::Result<()> {
+    let tls = match quic {
+        true => "TLS or QUIC handshake",
+        false => "TLS handshake",
+    };
     let items = [
         (Phase::Tcp, false, "TCP handshake"),
-        (Phase::Tls, false, "TLS handshake"),
+        (Phase::Tls, false, tls),
         (Phase::Wait, false, "waiting for 1st byte"),
         (Phase::Transfer, false, "response"),
         (Phase::Idle, false, "idle"),

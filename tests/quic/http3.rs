@@ -196,6 +196,11 @@ fn a_pcapngs_own_secrets_open_its_http3() {
         (http.requests, http.responses, http.packets_failed),
         (1, 1, 0)
     );
+    // Chromium's request, read through QPACK (tshark 4.0 does not decode
+    // QPACK, so only the count is checked against it).
+    let r = &http.list[0];
+    let ours = (r.method.as_deref(), r.target.as_deref(), r.status);
+    assert_eq!(ours, (Some("GET"), Some("/"), Some(200)));
     if tshark_present() {
         assert_eq!(tshark_http3_requests(&path, None), [1]);
     }
@@ -231,4 +236,74 @@ fn compare_sets_http3_requests_and_429s_side_by_side() {
         verdict.contains("12 vs 5 HTTP/3 requests; 4 vs 0 HTTP/3 responses 429"),
         "{verdict}"
     );
+}
+
+/// `timeline` and `--html` draw QUIC connections after the TCP ones: the
+/// handshake, and with the key log each HTTP/3 request with its tooltip.
+#[test]
+fn the_timeline_and_the_html_report_draw_quic_connections() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("captures");
+    let pcap = dir.join("quic-aioquic-h3-post-429.pcap");
+    let keylog = dir.join("quic-aioquic-h3-post-429.keylog");
+    let timeline = |keys: bool| -> String {
+        let mut cmd = bin();
+        cmd.args(["timeline", "-q", "--width", "100"]).arg(&pcap);
+        if keys {
+            cmd.arg("--keylog").arg(&keylog);
+        }
+        let out = cmd.output().expect("runs");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).expect("UTF-8")
+    };
+    let text = timeline(true);
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("q1 "))
+        .expect("a QUIC row");
+    let fields: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(fields.get(1..3), Some(&[":43416", "12"][..]), "{text}");
+    // The handshake first, then twelve responses apart from each other.
+    let bar = fields.get(3..).expect("a bar").concat();
+    assert!(bar.starts_with("###"), "{text}");
+    let responses = bar
+        .split(|c| c != '=')
+        .filter(|run| !run.is_empty())
+        .count();
+    assert_eq!(responses, 12, "{text}");
+    assert!(text.contains("(1 QUIC)") && text.contains("TLS or QUIC handshake"));
+    // Without the key log: the handshake, no requests.
+    let sealed = timeline(false);
+    let row = sealed
+        .lines()
+        .find(|l| l.starts_with("q1 "))
+        .expect("a QUIC row");
+    assert!(row.contains(" - #") && !row.contains('='), "{sealed}");
+
+    let html = std::env::temp_dir().join(format!("quic-{}.html", std::process::id()));
+    let out = bin()
+        .args(["analyze", "-q", "--html"])
+        .arg(&html)
+        .arg("--keylog")
+        .arg(&keylog)
+        .arg(&pcap)
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{out:?}");
+    let page = std::fs::read_to_string(&html).expect("the report");
+    let _ = std::fs::remove_file(&html);
+    assert!(page.contains("<g class=\"conn\" data-id=\"q1\"><title>QUIC connection q1"));
+    assert!(
+        page.contains("<title>QUIC handshake 9.87ms"),
+        "the handshake's tooltip"
+    );
+    assert_eq!(
+        page.matches("POST /api → 429</title>").count(),
+        8,
+        "wait and transfer of four"
+    );
+    assert!(page.contains("HTTP/3 requests") && page.contains("200 ×8, 429 ×4"));
+    // QUIC alone: no cards that only TCP fills.
+    for card in ["TCP handshakes / request", "setup time", "peak concurrency"] {
+        assert!(!page.contains(card), "{card}");
+    }
 }

@@ -54,14 +54,20 @@ fn html_for_every_capture_is_self_contained_with_a_row_per_connection() {
         let label = path.file_name().unwrap().to_string_lossy().to_string();
         let html = html_of(&[labeled(&label, &d)]);
         assert!(html.starts_with("<!DOCTYPE html>") && html.trim_end().ends_with("</html>"));
-        if d.1.is_empty() {
+        // A lane per TCP connection, and one per QUIC connection listed.
+        let quic = d.0.quic.as_ref().map_or(&[][..], |q| &q.list[..]);
+        if d.1.is_empty() && quic.is_empty() {
             // Nothing to draw (tunnel-vxlan-8472.pcap without `-d`).
             assert!(html.contains("No connections."), "{label}");
         } else {
             assert!(html.contains("<svg"), "{label}");
         }
         let rows = html.matches("<g class=\"conn\"").count();
-        assert_eq!(rows, d.1.len(), "{label}");
+        assert_eq!(rows, d.1.len() + quic.len(), "{label}");
+        for q in quic {
+            let id = format!("data-id=\"q{}\"", q.id);
+            assert!(html.contains(&id), "{label} q{}", q.id);
+        }
         for r in &d.1 {
             assert!(
                 html.contains(&format!("data-id=\"{}\"", r.id)),

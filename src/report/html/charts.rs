@@ -1,16 +1,20 @@
 //! The HTML report's pictures: the waterfall of connections (time axis,
-//! one row per connection, a segment per phase with its tooltip) and the
-//! histograms of connect and TLS handshake times, as inline SVG.
+//! one row per connection — TCP, then QUIC — a segment per phase with its
+//! tooltip) and the histograms of connect and TLS handshake times, as
+//! inline SVG.
 //!
 //! Does not compute statistics beyond binning; every string from a capture
 //! goes through `esc`.
 
 use std::fmt::Write as _;
 
-use super::super::timeline::{close_text, requests_text, segments, tls_kind, Phase, Segment};
+use super::super::timeline::{
+    close_text, quic_requests_text, quic_segments, requests_text, segments, tls_kind, Phase,
+    Segment,
+};
 use super::super::{human_duration, server_text};
 use super::{color, esc, rect, text, MAX_ROWS};
-use crate::record::{CloseKind, ConnectionRecord};
+use crate::record::{CloseKind, ConnectionRecord, HttpRequest, QuicRecord};
 
 /// Tick step of about `span / 8`, rounded to 1, 2 or 5 × 10^k.
 fn nice_step(span: f64) -> f64 {
@@ -51,7 +55,6 @@ fn ms(origin: f64, t: f64) -> String {
 fn segment_title(rec: &ConnectionRecord, seg: &Segment, origin: f64) -> String {
     let hs = &rec.tcp.handshake;
     let span = format!("{} → {}", ms(origin, seg.from), ms(origin, seg.to));
-    let took = human_duration(seg.to - seg.from);
     match seg.phase {
         Phase::Tcp => {
             let mut t = format!("TCP handshake: SYN {}", ms(origin, seg.from));
@@ -105,19 +108,7 @@ fn segment_title(rec: &ConnectionRecord, seg: &Segment, origin: f64) -> String {
             lines.join("\n")
         }
         Phase::Wait | Phase::Transfer => {
-            let n = seg.request.unwrap_or(0);
-            let req = n.checked_sub(1).and_then(|i| rec.http.list.get(i));
-            let what = match req.map(|r| (&r.method, &r.target, r.status)) {
-                Some((Some(m), Some(tg), Some(st))) => format!("\n{m} {tg} → {st}"),
-                Some((Some(m), Some(tg), None)) => format!("\n{m} {tg}"),
-                _ if rec.http.estimated => "\n(estimated from TLS records)".to_string(),
-                _ => String::new(),
-            };
-            if seg.phase == Phase::Wait {
-                format!("request {n}: waiting {took} (sent → first byte: {span}){what}")
-            } else {
-                format!("response {n}: {took} (first → last byte: {span}){what}")
-            }
+            request_title(seg, &rec.http.list, rec.http.estimated, origin)
         }
         Phase::Idle => format!(
             "connection {}: open {} ({})",
@@ -129,13 +120,186 @@ fn segment_title(rec: &ConnectionRecord, seg: &Segment, origin: f64) -> String {
     }
 }
 
-/// The waterfall of `records` (the first `MAX_ROWS` of `total`).
-pub(super) fn waterfall(h: &mut String, records: &[ConnectionRecord], total: u64) {
-    let shown = records.get(..MAX_ROWS).unwrap_or(records);
-    let (Some(t0), Some(t1)) = (
-        shown.iter().map(|r| r.start.at).min_by(f64::total_cmp),
-        shown.iter().map(|r| r.end.at).max_by(f64::total_cmp),
-    ) else {
+/// The tooltip of a request's wait or transfer, request `seg.request` of
+/// `list`.
+fn request_title(seg: &Segment, list: &[HttpRequest], estimated: bool, origin: f64) -> String {
+    let span = format!("{} → {}", ms(origin, seg.from), ms(origin, seg.to));
+    let took = human_duration(seg.to - seg.from);
+    let n = seg.request.unwrap_or(0);
+    let req = n.checked_sub(1).and_then(|i| list.get(i));
+    let what = match req.map(|r| (&r.method, &r.target, r.status)) {
+        Some((Some(m), Some(tg), Some(st))) => format!("\n{m} {tg} → {st}"),
+        Some((Some(m), Some(tg), None)) => format!("\n{m} {tg}"),
+        _ if estimated => "\n(estimated from TLS records)".to_string(),
+        _ => String::new(),
+    };
+    if seg.phase == Phase::Wait {
+        format!("request {n}: waiting {took} (sent → first byte: {span}){what}")
+    } else {
+        format!("response {n}: {took} (first → last byte: {span}){what}")
+    }
+}
+
+/// The tooltip of one segment of a QUIC connection.
+fn quic_title(q: &QuicRecord, seg: &Segment) -> String {
+    let origin = q.start.at;
+    let span = format!("{} → {}", ms(origin, seg.from), ms(origin, seg.to));
+    let t = &q.tls;
+    match seg.phase {
+        Phase::Tls => {
+            let took = q
+                .handshake
+                .duration
+                .map_or("not completed".into(), human_duration);
+            let kind = match t.resumed {
+                Some(true) => "resumed",
+                Some(false) => "full",
+                None => "?",
+            };
+            let mut lines = vec![
+                format!("QUIC handshake {took}: first Initial → the client's Finished {span}"),
+                format!(
+                    "QUIC {} · {} {kind} {}",
+                    q.version,
+                    t.version.as_deref().unwrap_or("TLS ?"),
+                    t.cipher.as_deref().unwrap_or("")
+                ),
+                format!("SNI {}", t.sni.as_deref().unwrap_or("-")),
+            ];
+            if !t.alpn_offered.is_empty() {
+                lines.push(format!("ALPN offered {}", t.alpn_offered.join(", ")));
+            }
+            if q.handshake.packets.zero_rtt > 0 {
+                lines.push(format!("{} 0-RTT packets", q.handshake.packets.zero_rtt));
+            }
+            if q.handshake.retry {
+                lines.push("after a Retry".into());
+            }
+            lines.join("\n")
+        }
+        Phase::Wait | Phase::Transfer => {
+            let list = q.http.as_ref().map_or(&[][..], |h| &h.list);
+            request_title(seg, list, false, origin)
+        }
+        _ => format!(
+            "QUIC connection q{}: open {} ({span})",
+            q.id,
+            human_duration(q.duration)
+        ),
+    }
+}
+
+/// One row of the waterfall: its labels, its tooltip, and its segments
+/// each with its own.
+struct Lane {
+    /// `#3`, or `q3` for a QUIC connection.
+    id: String,
+    port: String,
+    requests: String,
+    summary: String,
+    segments: Vec<(Segment, String)>,
+    rst: bool,
+}
+
+impl Lane {
+    fn of(rec: &ConnectionRecord) -> Lane {
+        let origin = rec.tcp.handshake.syn.map_or(rec.start.at, |s| s.at);
+        let sni = rec
+            .tls
+            .as_ref()
+            .and_then(|t| t.sni.as_deref())
+            .map_or(String::new(), |s| format!(" · SNI {s}"));
+        let summary = format!(
+            "connection {} · {} → {} · {} requests · {}{sni} · open {} · {}",
+            rec.id,
+            rec.client,
+            server_text(rec),
+            requests_text(rec),
+            tls_kind(rec),
+            human_duration(rec.duration),
+            close_text(rec)
+        );
+        let segments = segments(rec).into_iter();
+        Lane {
+            id: format!("#{}", rec.id),
+            port: port_of(&rec.client),
+            requests: requests_text(rec),
+            summary,
+            segments: segments
+                .map(|seg| {
+                    let title = segment_title(rec, &seg, origin);
+                    (seg, title)
+                })
+                .collect(),
+            rst: rec.close.kind == CloseKind::Rst,
+        }
+    }
+
+    fn of_quic(q: &QuicRecord) -> Lane {
+        let sni = q
+            .tls
+            .sni
+            .as_deref()
+            .map_or(String::new(), |s| format!(" · SNI {s}"));
+        let summary = format!(
+            "QUIC connection q{} · {} → {} · {} HTTP/3 requests · version {}{sni} · open {}",
+            q.id,
+            q.client,
+            q.server,
+            quic_requests_text(q),
+            q.version,
+            human_duration(q.duration),
+        );
+        Lane {
+            id: format!("q{}", q.id),
+            port: port_of(&q.client),
+            requests: quic_requests_text(q),
+            summary,
+            segments: quic_segments(q)
+                .into_iter()
+                .map(|seg| {
+                    let title = quic_title(q, &seg);
+                    (seg, title)
+                })
+                .collect(),
+            rst: false,
+        }
+    }
+}
+
+fn port_of(client: &str) -> String {
+    client
+        .rsplit_once(':')
+        .map_or(client, |(_, p)| p)
+        .to_string()
+}
+
+/// The waterfall of `records` (the first `MAX_ROWS` of `total` TCP
+/// connections), then of the QUIC connections `quic` (the first
+/// `MAX_ROWS` of `quic_total`).
+pub(super) fn waterfall(
+    h: &mut String,
+    records: &[ConnectionRecord],
+    total: u64,
+    quic: &[QuicRecord],
+    quic_total: u64,
+) {
+    let records = records.get(..MAX_ROWS).unwrap_or(records);
+    let quic = quic.get(..MAX_ROWS).unwrap_or(quic);
+    let lanes: Vec<Lane> = records
+        .iter()
+        .map(Lane::of)
+        .chain(quic.iter().map(Lane::of_quic))
+        .collect();
+    let starts = records
+        .iter()
+        .map(|r| r.start.at)
+        .chain(quic.iter().map(|q| q.start.at));
+    let ends = records
+        .iter()
+        .map(|r| r.end.at)
+        .chain(quic.iter().map(|q| q.end.at));
+    let (Some(t0), Some(t1)) = (starts.min_by(f64::total_cmp), ends.max_by(f64::total_cmp)) else {
         h.push_str("<p class=\"note\">No connections.</p>\n");
         return;
     };
@@ -143,7 +307,7 @@ pub(super) fn waterfall(h: &mut String, records: &[ConnectionRecord], total: u64
     let chart_w = width - label_w - 40.0;
     let span = (t1 - t0).max(1e-6);
     let x = |t: f64| label_w + (t - t0) / span * chart_w;
-    let height = axis_h + row_h * shown.len() as f64 + 6.0;
+    let height = axis_h + row_h * lanes.len() as f64 + 6.0;
     let _ = writeln!(
         h,
         "<svg class=\"waterfall\" viewBox=\"0 0 {width} {height}\" role=\"img\" \
@@ -165,55 +329,30 @@ pub(super) fn waterfall(h: &mut String, records: &[ConnectionRecord], total: u64
     }
     text(h, 6.0, 14.0, "start", "muted", "conn · client port · reqs");
     h.push('\n');
-    for (row, rec) in shown.iter().enumerate() {
+    for (row, lane) in lanes.iter().enumerate() {
         let y = axis_h + row_h * row as f64;
         let base = y + row_h / 2.0 + 4.0;
-        let origin = rec.tcp.handshake.syn.map_or(rec.start.at, |s| s.at);
-        let port = rec
-            .client
-            .rsplit_once(':')
-            .map_or(rec.client.as_str(), |(_, p)| p);
-        let sni = rec
-            .tls
-            .as_ref()
-            .and_then(|t| t.sni.as_deref())
-            .map_or(String::new(), |s| format!(" · SNI {s}"));
-        let summary = format!(
-            "connection {} · {} → {} · {} requests · {}{sni} · open {} · {}",
-            rec.id,
-            rec.client,
-            server_text(rec),
-            requests_text(rec),
-            tls_kind(rec),
-            human_duration(rec.duration),
-            close_text(rec)
-        );
         let _ = write!(
             h,
             "<g class=\"conn\" data-id=\"{}\"><title>{}</title>",
-            rec.id,
-            esc(&summary)
+            esc(lane.id.trim_start_matches('#')),
+            esc(&lane.summary)
         );
         let fill = if row % 2 == 0 { "#ffffff" } else { "#f6f8fa" };
         let _ = write!(
             h,
             "<rect class=\"bg\" x=\"0\" y=\"{y:.1}\" width=\"{width}\" height=\"{row_h}\" fill=\"{fill}\"/>"
         );
-        text(h, 6.0, base, "start", "", &format!("#{}", rec.id));
-        text(h, 56.0, base, "start", "", &format!(":{port}"));
-        text(h, label_w - 12.0, base, "end", "muted", &requests_text(rec));
+        text(h, 6.0, base, "start", "", &lane.id);
+        text(h, 56.0, base, "start", "", &format!(":{}", lane.port));
+        text(h, label_w - 12.0, base, "end", "muted", &lane.requests);
         h.push('\n');
-        for seg in segments(rec) {
-            let title = segment_title(rec, &seg, origin);
+        for (seg, title) in &lane.segments {
             let (x0, x1) = (x(seg.from), x(seg.to));
             let (geometry, extra) = match seg.phase {
                 Phase::Idle => ([x0, y + 9.0, (x1 - x0).max(1.0), 2.0], ""),
                 Phase::Close => {
-                    let w = if rec.close.kind == CloseKind::Rst {
-                        3.0
-                    } else {
-                        2.0
-                    };
+                    let w = if lane.rst { 3.0 } else { 2.0 };
                     ([x0 - w / 2.0, y + 3.0, w, row_h - 6.0], "")
                 }
                 _ => (
@@ -221,16 +360,23 @@ pub(super) fn waterfall(h: &mut String, records: &[ConnectionRecord], total: u64
                     " rx=\"1.5\"",
                 ),
             };
-            rect(h, geometry, color(seg.phase), extra, &title);
+            rect(h, geometry, color(seg.phase), extra, title);
         }
         h.push_str("</g>\n");
     }
     h.push_str("</svg>\n");
-    if total > shown.len() as u64 {
+    if total > records.len() as u64 {
         let _ = writeln!(
             h,
             "<p class=\"note\">Showing the first {} of {total} connections.</p>",
-            shown.len(),
+            records.len(),
+        );
+    }
+    if quic_total > quic.len() as u64 {
+        let _ = writeln!(
+            h,
+            "<p class=\"note\">Showing the first {} of {quic_total} QUIC connections.</p>",
+            quic.len(),
         );
     }
 }

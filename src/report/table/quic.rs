@@ -9,6 +9,7 @@ use std::io::{self, Write};
 
 use super::{dist_line, plural};
 use crate::record::{QuicRecord, QuicSummary};
+use crate::report::timeline::quic_requests_text;
 use crate::report::{counts_text, human_duration, sanitize};
 
 /// The summary block's QUIC lines: connections and handshakes by kind,
@@ -64,7 +65,8 @@ pub fn write_figures(q: &QuicSummary, out: &mut dyn Write) -> io::Result<()> {
 
 /// One connection's cells: id, client, server, version, SNI, ALPN, how
 /// the handshake went, ClientHello → ServerHello, and first packet →
-/// the client's Finished, and the HTTP/3 requests a key log found.
+/// the client's Finished, and the HTTP/3 requests a key log found (`-`
+/// where it opened no packet).
 pub(crate) fn cells(r: &QuicRecord) -> [String; 10] {
     let t = &r.tls;
     let h = &r.handshake;
@@ -98,9 +100,7 @@ pub(crate) fn cells(r: &QuicRecord) -> [String; 10] {
         kind,
         hellos,
         h.duration.map_or("-".to_owned(), human_duration),
-        r.http
-            .as_ref()
-            .map_or("-".to_owned(), |h| h.requests.to_string()),
+        quic_requests_text(r),
     ]
 }
 

@@ -12,10 +12,13 @@
 use std::cmp::Ordering;
 use std::io;
 
-use super::{client_port, requests_text, sanitize, segments, Phase, Segment, TimelineOpts};
+use super::{
+    client_port, quic_requests_text, quic_segments, requests_text, sanitize, segments, Phase,
+    Segment, TimelineOpts,
+};
 use crate::analyze::RecordSink;
 use crate::least::{Keyed, Least};
-use crate::record::{CloseKind, ConnectionRecord};
+use crate::record::{CloseKind, ConnectionRecord, QuicRecord};
 use crate::report::spool::{put_text, take_text, Purpose, Spool, Spooled};
 
 /// Row bytes kept in memory before the spool moves to a temporary file.
@@ -40,6 +43,8 @@ pub(super) struct Row {
     pub requests: String,
     pub segments: Vec<Segment>,
     pub rst: bool,
+    /// A QUIC connection's (never spooled: they come with the summary).
+    pub quic: bool,
 }
 
 impl Row {
@@ -49,10 +54,33 @@ impl Row {
             start: rec.start.at,
             end: rec.end.at,
             duration: rec.duration,
-            port: client_port(rec),
+            port: client_port(&rec.client),
             requests: requests_text(rec),
             segments: segments(rec),
             rst: rec.close.kind == CloseKind::Rst,
+            quic: false,
+        }
+    }
+
+    pub(super) fn of_quic(q: &QuicRecord) -> Row {
+        Row {
+            id: q.id,
+            start: q.start.at,
+            end: q.end.at,
+            duration: q.duration,
+            port: client_port(&q.client),
+            requests: quic_requests_text(q),
+            segments: quic_segments(q),
+            rst: false,
+            quic: true,
+        }
+    }
+
+    /// The id column: `12`, or `q3` for a QUIC connection.
+    pub(super) fn label(&self) -> String {
+        match self.quic {
+            true => format!("q{}", self.id),
+            false => self.id.to_string(),
         }
     }
 }
@@ -121,7 +149,7 @@ impl Default for Extent {
 }
 
 impl Extent {
-    fn add(&mut self, row: &Row) {
+    pub(super) fn add(&mut self, row: &Row) {
         self.count += 1;
         self.span = Some(match self.span {
             None => (row.start, row.end),
@@ -130,7 +158,7 @@ impl Extent {
                 std::cmp::max_by(t1, row.end, f64::total_cmp),
             ),
         });
-        self.id_w = self.id_w.max(row.id.to_string().len());
+        self.id_w = self.id_w.max(row.label().len());
         self.port_w = self.port_w.max(sanitize(&row.port).chars().count());
         self.req_w = self.req_w.max(row.requests.chars().count());
     }
@@ -328,12 +356,13 @@ fn decode(mut bytes: &[u8]) -> Option<Row> {
         requests,
         segments,
         rst,
+        quic: false,
     })
 }
 
 /// `--top`'s order of connections by (duration, id): longest first, then
 /// by id.
-fn longest_first(a: (f64, u64), b: (f64, u64)) -> Ordering {
+pub(super) fn longest_first(a: (f64, u64), b: (f64, u64)) -> Ordering {
     b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
 }
 
