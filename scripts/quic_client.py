@@ -14,12 +14,15 @@ session ticket the server sends on a connection is kept (and written to
 With --zero-rtt, a connection that offers a ticket sends its first request
 at once, in 0-RTT (early data) packets, before the handshake completes;
 without it, the ticket is offered without the early_data extension (a
-plain PSK resumption, no 0-RTT packets).
+plain PSK resumption, no 0-RTT packets). With --cipher, the ClientHello
+offers that one TLS 1.3 cipher suite only (aioquic's name, e.g.
+CHACHA20_POLY1305_SHA256), so the server must choose it.
 Prints one line a response to stdout; exits 1 if any request failed.
 
 Usage: quic_client.py HOST PORT --cafile CERT [--server-name localhost]
                       [--requests 3] [--connections 1] [--ticket FILE]
                       [--zero-rtt] [--keylog FILE] [--timeout 10]
+                      [--post-every N] [--cipher SUITE]
 """
 import argparse
 import asyncio
@@ -33,6 +36,7 @@ from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived, H3Event
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import HandshakeCompleted, QuicEvent
+from aioquic.tls import CipherSuite
 
 
 class H3Client(QuicConnectionProtocol):
@@ -97,6 +101,8 @@ async def one_connection(args, index: int, ticket, keylog) -> tuple:
         secrets_log_file=keylog,
     )
     config.load_verify_locations(args.cafile)
+    if args.cipher:
+        config.cipher_suites = [CipherSuite[args.cipher]]
     zero_rtt = args.zero_rtt and ticket is not None
     if ticket is not None:
         if not zero_rtt:
@@ -179,6 +185,8 @@ if __name__ == "__main__":
     p.add_argument("--post-every", type=int, default=0,
                    help="make every Nth request a POST to /api (answered 429)")
     p.add_argument("--keylog")
+    p.add_argument("--cipher", choices=[c.name for c in CipherSuite],
+                   help="offer only this TLS 1.3 cipher suite")
     p.add_argument("--pause", type=float, default=0.5, help="seconds between connections")
     p.add_argument("--timeout", type=float, default=10, help="seconds per connection")
     sys.exit(asyncio.run(main(p.parse_args())))

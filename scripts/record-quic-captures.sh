@@ -15,10 +15,11 @@
 # certificate, the session ticket and Chromium's profile are throw-away, in
 # a temporary directory deleted at the end.
 #
-# Usage:  sudo [PARTS="h3-5 resumed 0rtt ipv6 chromium post"] scripts/record-quic-captures.sh
+# Usage:  sudo [PARTS="h3-5 resumed 0rtt ipv6 chromium post chacha"] scripts/record-quic-captures.sh
 #
 # PARTS picks the captures to record (default: all): h3-5 ("ah"), resumed
-# ("ai"), 0rtt ("aj"), ipv6 ("ak"), chromium ("al"), post ("am").
+# ("ai"), 0rtt ("aj"), ipv6 ("ak"), chromium ("al"), post ("am"),
+# chacha ("an").
 #
 # Requirements (Debian): tcpdump, openssl, iproute2 (ss), python3 with
 # venv and pip (and PyPI reachable, the first time), chromium (for the
@@ -33,7 +34,7 @@ OUT_DIR="${OUT_DIR:-$REPO_DIR/captures}"
 QUIC_VENV="${QUIC_VENV:-/tmp/quicenv}"
 QUIC_PORT=18453      # quic_server.py, UDP, HTTP/3 (ALPN h3)
 
-PARTS=${PARTS:-h3-5 resumed 0rtt ipv6 chromium post}
+PARTS=${PARTS:-h3-5 resumed 0rtt ipv6 chromium post chacha}
 # part NAME: whether capture NAME is to be recorded.
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 
@@ -136,6 +137,15 @@ fi
 if part post; then
     aioquic_capture quic-aioquic-h3-post-429 127.0.0.1 \
         --requests 12 --connections 1 --post-every 3
+fi
+
+# quic-aioquic-h3-chacha20: one connection whose client offers only
+# TLS_CHACHA20_POLY1305_SHA256, so its packets are sealed with
+# ChaCha20-Poly1305 and their headers protected with ChaCha20; 4 requests,
+# the fourth a POST answered 429.
+if part chacha; then
+    aioquic_capture quic-aioquic-h3-chacha20 127.0.0.1 \
+        --requests 4 --connections 1 --post-every 4 --cipher CHACHA20_POLY1305_SHA256
 fi
 
 # quic-aioquic-h3-resumed: one client program, two connections one after

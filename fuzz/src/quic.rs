@@ -21,7 +21,9 @@ use std::io::Cursor;
 use std::path::Path;
 use std::sync::Arc;
 
-use handshakes::analyze::tls::crypto::{expand_label, extract_sha256, Aead, Block, Cipher, Hash};
+use handshakes::analyze::tls::crypto::{
+    expand_label, extract_sha256, Aead, Cipher, Hash, HeaderKey,
+};
 use handshakes::source::file::FileSource;
 use handshakes::KeyLog;
 
@@ -108,7 +110,7 @@ fn sealed_initial(
     }
     p.extend_from_slice(&body);
     let sample: [u8; 16] = p.get(pn_offset + 4..pn_offset + 20)?.try_into().ok()?;
-    let mask = Block::new(&hp)?.encrypt_one(&sample);
+    let mask = HeaderKey::new(Cipher::Aes128Gcm, &hp)?.mask(&sample);
     p[0] ^= mask[0] & 0x0f;
     for i in 0..pn_len {
         p[pn_offset + i] ^= mask[1 + i];
@@ -286,10 +288,10 @@ fn traffic_keys(
     suite: (Hash, Cipher),
     secret: &[u8],
     generation: u8,
-) -> Option<(Aead, [u8; 12], Block)> {
+) -> Option<(Aead, [u8; 12], HeaderKey)> {
     let (hash, cipher) = suite;
     let len = cipher.key_len();
-    let hp = Block::new(&expand_label(hash, secret, "quic hp", len)?)?;
+    let hp = HeaderKey::new(cipher, &expand_label(hash, secret, "quic hp", len)?)?;
     let mut secret = secret.to_vec();
     for _ in 0..generation {
         secret = expand_label(hash, &secret, "quic ku", hash.output_len())?;
@@ -304,7 +306,7 @@ fn traffic_keys(
 /// A short-header packet to `dcid`, key phase `generation & 1`, packet
 /// number `pn` (two bytes), carrying `frames`, sealed with `keys`.
 fn sealed_short(
-    keys: &(Aead, [u8; 12], Block),
+    keys: &(Aead, [u8; 12], HeaderKey),
     generation: u8,
     dcid: &[u8],
     pn: u16,
@@ -326,7 +328,7 @@ fn sealed_short(
     }
     p.extend_from_slice(&body);
     let sample: [u8; 16] = p.get(pn_offset + 4..pn_offset + 20)?.try_into().ok()?;
-    let mask = hp.encrypt_one(&sample);
+    let mask = hp.mask(&sample);
     p[0] ^= mask[0] & 0x1f;
     p[pn_offset] ^= mask[1];
     p[pn_offset + 1] ^= mask[2];

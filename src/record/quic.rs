@@ -45,8 +45,7 @@ pub struct QuicRecord {
 pub struct QuicHttp {
     /// `complete`: every packet opened; `partial`: some did not;
     /// `no_secrets`: the key log has none for this ClientHello;
-    /// `unsupported`: a cipher suite whose header protection this tool
-    /// does not apply (ChaCha20).
+    /// `unsupported`: a cipher suite this tool does not open (AES-CCM).
     pub decryption: DecryptionOutcome,
     pub packets_opened: u64,
     pub packets_failed: u64,

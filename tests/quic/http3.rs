@@ -25,6 +25,7 @@ fn with_the_key_log_http3_requests_are_the_servers_log() {
         "quic-aioquic-h3-ipv6-2",
         "quic-chromium-h3-2",
         "quic-aioquic-h3-post-429",
+        "quic-aioquic-h3-chacha20",
     ] {
         let pcap = dir.join(format!("{name}.pcap"));
         let keylog = dir.join(format!("{name}.keylog"));
@@ -86,6 +87,9 @@ fn with_the_key_log_http3_requests_are_the_servers_log() {
                 serde_json::from_value(http["status_codes"].clone()).expect("statuses");
             assert_eq!(ours, statuses, "{name} {client}");
             assert_eq!(http["decryption"], "complete", "{name} {client}");
+            // ChaCha20-Poly1305, and ChaCha20's header protection, opened.
+            let chacha = rec["tls"]["cipher"] == "TLS_CHACHA20_POLY1305_SHA256";
+            assert_eq!(chacha, name.ends_with("chacha20"), "{name} {client}");
             assert_eq!(http["packets_failed"], 0, "{name} {client}");
             assert_eq!(http["requests"], logged, "{name} {client}");
             assert_eq!(http["responses"], logged, "{name} {client}");
@@ -108,9 +112,10 @@ fn with_the_key_log_http3_requests_are_the_servers_log() {
             "{verdict}"
         );
     }
-    // Eight connections: 5, 3 + 3, 3 + 3 (one in 0-RTT), 2, 2 and 12
-    // requests (4 answered 429, their statuses from QPACK's dynamic table).
-    assert_eq!(checked, 8);
+    // Nine connections: 5, 3 + 3, 3 + 3 (one in 0-RTT), 2, 2, 12 requests
+    // (4 answered 429, their statuses from QPACK's dynamic table) and 4
+    // sealed with ChaCha20-Poly1305.
+    assert_eq!(checked, 9);
 }
 
 /// Per QUIC connection, in tshark's order: the client-initiated

@@ -29,12 +29,13 @@ use crate::time::Timestamp;
 /// (counted, never timed).
 const MAX_OPEN_STREAMS: usize = 1_024;
 
-/// The hash and AEAD of a TLS 1.3 suite whose header protection this tool
-/// applies (AES; ChaCha20's is not implemented).
+/// The hash and AEAD of a TLS 1.3 suite this tool opens QUIC packets of
+/// (AES-GCM and ChaCha20-Poly1305; not AES-CCM).
 pub fn suite(id: u16) -> Option<(Hash, Cipher)> {
     match id {
         0x1301 => Some((Hash::Sha256, Cipher::Aes128Gcm)),
         0x1302 => Some((Hash::Sha384, Cipher::Aes256Gcm)),
+        0x1303 => Some((Hash::Sha256, Cipher::ChaCha20Poly1305)),
         _ => None,
     }
 }
@@ -484,6 +485,8 @@ mod tests {
         assert!(!app.http.list_truncated);
         app.frames(0, &[0x0b, 0x0c, 0x01, b'e'], t(11));
         assert!(app.http.list_truncated && app.list.len() == 2);
-        assert!(App::new(1, 0x1303, None, 2).http.decryption == DecryptionOutcome::Unsupported);
+        // AES-128-CCM is not opened; ChaCha20-Poly1305 is, with secrets.
+        assert!(App::new(1, 0x1304, None, 2).http.decryption == DecryptionOutcome::Unsupported);
+        assert!(App::new(1, 0x1303, None, 2).http.decryption == DecryptionOutcome::NoSecrets);
     }
 }

@@ -10,7 +10,7 @@
 //! connections or TLS messages (`super` does). Bytes are hostile: any input
 //! gives `None` or frames, never a panic; nothing grows beyond the packet.
 
-use crate::analyze::tls::crypto::{self, Aead, Block, Cipher, Hash, BLOCK};
+use crate::analyze::tls::crypto::{self, Aead, Cipher, Hash, HeaderKey, BLOCK};
 use crate::decode::{varint, LongPacket};
 
 /// Initial salts by version (RFC 9001 §5.2, RFC 9369 §3.3.1, and the
@@ -50,12 +50,12 @@ fn schedule(version: u32) -> Option<(&'static [u8; 20], [&'static str; 3])> {
     })
 }
 
-/// One direction's Initial keys: AES-128-GCM, its IV, and the
-/// header-protection key.
+/// One direction's packet protection keys: the AEAD (AES-128-GCM for
+/// Initial packets), its IV, and the header-protection key.
 pub struct Keys {
     aead: Aead,
     iv: [u8; 12],
-    hp: Block,
+    hp: HeaderKey,
 }
 
 impl std::fmt::Debug for Keys {
@@ -74,18 +74,16 @@ impl Keys {
         version: u32,
         (hash, cipher): (Hash, Cipher),
         secret: &[u8],
-        hp: Option<&Block>,
+        hp: Option<&HeaderKey>,
     ) -> Option<Keys> {
         let (_, [key, iv, hp_label]) = schedule(version)?;
         let iv = crypto::expand_label(hash, secret, iv, 12)?;
         let hp = match hp {
             Some(hp) => hp.clone(),
-            None => Block::new(&crypto::expand_label(
-                hash,
-                secret,
-                hp_label,
-                cipher.key_len(),
-            )?)?,
+            None => HeaderKey::new(
+                cipher,
+                &crypto::expand_label(hash, secret, hp_label, cipher.key_len())?,
+            )?,
         };
         Some(Keys {
             aead: Aead::new(
@@ -98,7 +96,7 @@ impl Keys {
     }
 
     /// The header-protection key.
-    pub fn hp(&self) -> &Block {
+    pub fn hp(&self) -> &HeaderKey {
         &self.hp
     }
 }
@@ -123,7 +121,7 @@ pub fn keys(version: u32, dcid: &[u8]) -> Option<[Keys; 2]> {
         Some(Keys {
             aead: Aead::new(Cipher::Aes128Gcm, &key)?,
             iv: iv.try_into().ok()?,
-            hp: Block::new(&hp)?,
+            hp: HeaderKey::new(Cipher::Aes128Gcm, &hp)?,
         })
     };
     Some([side(client)?, side(server)?])
@@ -198,7 +196,7 @@ pub struct Header {
 /// §5.4; `long`: a long header, whose first byte keeps 4 bits clear, a
 /// short one 5); `None` if it is too short to sample.
 pub fn unprotect(
-    hp: &Block,
+    hp: &HeaderKey,
     bytes: &[u8],
     pn_offset: usize,
     long: bool,
@@ -208,7 +206,7 @@ pub fn unprotect(
     let sample = bytes
         .get(pn_offset + 4..pn_offset + 4 + BLOCK)?
         .first_chunk::<BLOCK>()?;
-    let mask = hp.encrypt_one(sample);
+    let mask = hp.mask(sample);
     scratch.clear();
     scratch.extend_from_slice(bytes);
     let first = scratch.first_mut()?;

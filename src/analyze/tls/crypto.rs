@@ -4,7 +4,9 @@
 //! of TLS 1.0 and 1.1 (RFC 2246 §5), the AEAD ciphers (AES-128/256-GCM,
 //! ChaCha20-Poly1305), and AES-CBC with the HMACs of the CBC suites, that
 //! open records with a key log's secrets; HKDF-Extract and one AES block
-//! for QUIC's Initial packets (RFC 9001 §5.2, §5.4.3), which need no key log.
+//! for QUIC's Initial packets (RFC 9001 §5.2, §5.4.3), which need no key
+//! log, and ChaCha20 for the header protection of its other packets when a
+//! connection chose ChaCha20-Poly1305 (§5.4.4).
 //!
 //! Does not know about records, handshakes or key logs: `hello` and
 //! `decrypt` do. Public for the benchmarks, which seal records with it.
@@ -272,6 +274,56 @@ impl Block {
             Block::Aes128(k) => run(k.as_ref(), iv, data),
             Block::Aes256(k) => run(k.as_ref(), iv, data),
         }
+    }
+}
+
+/// A QUIC header-protection key (RFC 9001 §5.4): an AES block key for the
+/// AES-GCM suites, a ChaCha20 key for ChaCha20-Poly1305.
+#[derive(Clone)]
+pub enum HeaderKey {
+    Aes(Block),
+    ChaCha20(Box<[u8; 32]>),
+}
+
+impl std::fmt::Debug for HeaderKey {
+    // Never prints key material.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HeaderKey")
+    }
+}
+
+impl HeaderKey {
+    /// The header-protection key `key` of a suite whose AEAD is `cipher`;
+    /// `None` if its length is not the cipher's.
+    pub fn new(cipher: Cipher, key: &[u8]) -> Option<HeaderKey> {
+        match cipher {
+            Cipher::Aes128Gcm | Cipher::Aes256Gcm => Some(HeaderKey::Aes(Block::new(key)?)),
+            Cipher::ChaCha20Poly1305 => Some(HeaderKey::ChaCha20(Box::new(key.try_into().ok()?))),
+        }
+    }
+
+    /// The mask a packet's `sample` gives (§5.4.3: one AES block; §5.4.4:
+    /// ChaCha20 keyed with the sample's first four bytes as the block
+    /// counter, little-endian, and the other twelve as the nonce, over five
+    /// zero bytes). The first five bytes are the mask; AES's other eleven
+    /// are unused.
+    pub fn mask(&self, sample: &[u8; BLOCK]) -> [u8; 5] {
+        let mut mask = [0u8; 5];
+        match self {
+            HeaderKey::Aes(block) => {
+                let out = block.encrypt_one(sample);
+                mask.copy_from_slice(out.first_chunk::<5>().unwrap_or(&[0; 5]));
+            }
+            HeaderKey::ChaCha20(key) => {
+                use chacha20::cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
+                let (counter, nonce) = sample.split_at(4);
+                let counter = u32::from_le_bytes(counter.try_into().unwrap_or_default());
+                let mut c = chacha20::ChaCha20::new(key.as_ref().into(), nonce.into());
+                c.seek(u64::from(counter) * 64);
+                c.apply_keystream(&mut mask);
+            }
+        }
+        mask
     }
 }
 

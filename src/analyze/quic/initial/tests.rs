@@ -34,6 +34,34 @@ fn version_2_keys_are_those_of_rfc_9369_appendix_a() {
 }
 
 #[test]
+fn a_chacha20_packet_opens_as_rfc_9001_a5_shows() {
+    // RFC 9001 A.5: a short-header packet, one PING, sealed with
+    // ChaCha20-Poly1305 and its header protected with ChaCha20.
+    let secret = hex("9ac312a7f877468ebe69422748ad00a15443f18203a07d6060f688f30f21632b");
+    let suite = (Hash::Sha256, Cipher::ChaCha20Poly1305);
+    let keys = Keys::from_secret(1, suite, &secret, None).unwrap();
+    let sample = hex("5e5cd55c41f69080575d7999c25a5bfb");
+    let mask = keys.hp().mask(sample.first_chunk().unwrap());
+    assert_eq!(mask.to_vec(), hex("aefefe7d03"));
+    let packet = hex("4cfe4189655e5cd55c41f69080575d7999c25a5bfb");
+    let mut scratch = Vec::new();
+    let header = unprotect(
+        keys.hp(),
+        &packet,
+        1,
+        false,
+        Some(654_360_563),
+        &mut scratch,
+    );
+    let header = header.unwrap();
+    assert_eq!(
+        (header.first, header.pn, header.len),
+        (0x42, 654_360_564, 4)
+    );
+    assert_eq!(unseal(&keys, &header, &mut scratch), Some(&[1u8][..]));
+}
+
+#[test]
 fn unknown_versions_have_no_keys() {
     assert!(keys(0x0a0a_0a0a, &[1; 8]).is_none());
     assert!(keys(0xff00_0015, &[1; 8]).is_none(), "draft 21");
@@ -99,7 +127,7 @@ pub(crate) fn sealed(
     assert!(keys.aead.seal(&nonce, &p, &mut body));
     p.extend_from_slice(&body);
     let sample: [u8; 16] = p[pn_offset + 4..pn_offset + 20].try_into().unwrap();
-    let mask = keys.hp.encrypt_one(&sample);
+    let mask = keys.hp.mask(&sample);
     p[0] ^= mask[0] & 0x0f;
     p[pn_offset] ^= mask[1];
     p[pn_offset + 1] ^= mask[2];
