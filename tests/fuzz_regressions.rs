@@ -151,6 +151,31 @@ fn quic_keyed_harness_reaches_the_requests() {
         let requests = quic::quic_keyed(&input).map(|q| q.requests);
         assert_eq!(requests, Some(2), "suite {suite}");
     }
+    // Handshake packets: the server's EncryptedExtensions (ALPN h3) and
+    // the client's Finished, sealed with the handshake secrets.
+    let ee = [8, 0, 0, 11, 0, 9, 0, 0x10, 0, 5, 0, 3, 2, b'h', b'3'];
+    let mut fin = vec![20, 0, 0, 32];
+    fin.extend_from_slice(&[7; 32]);
+    let mut input = vec![0];
+    for (head, message) in [(0x41, &ee[..]), (0x40, &fin[..])] {
+        let frame = [&[0x06, 0x00, message.len() as u8][..], message].concat();
+        input.extend_from_slice(&[head, 1, 0, frame.len() as u8, 0]);
+        input.extend_from_slice(&frame);
+    }
+    let quic = quic::quic_keyed(&input).expect("QUIC figures");
+    let rec = &quic.list[0];
+    assert_eq!(rec.tls.alpn.as_deref(), Some("h3"));
+    let names: Vec<&str> = rec.tls.events.iter().map(|e| e.name).collect();
+    assert_eq!(
+        names,
+        [
+            "client_hello",
+            "server_hello",
+            "encrypted_extensions",
+            "finished"
+        ]
+    );
+    assert!(rec.handshake.client_handshake.is_some());
     // The seed with a QPACK encoder stream: its response's status comes
     // from the dynamic table.
     let seed = fs::read(root().join("fuzz/corpus/quic_keyed/qpack-dynamic")).expect("seed");

@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::support::{bin, json_of};
 use crate::tools::{all_captures, analyze_path, skip_or_fail, tshark_present};
 
+mod handshake;
 mod http3;
 
 /// tshark's count of frames with a QUIC long header.

@@ -10,10 +10,11 @@
 //! several threads against one).
 //!
 //! With a key log ([`quic_keyed`]): a whole handshake whose secrets the
-//! key log gives, then 0-RTT and 1-RTT packets the input describes (side,
-//! key generation, packet number, plaintext frames), sealed with those
-//! secrets, so hostile frames reach the HTTP/3 request count and key
-//! updates are exercised; one thread against two.
+//! key log gives, then Handshake, 0-RTT and 1-RTT packets the input
+//! describes (side, key generation, packet number, plaintext frames),
+//! sealed with those secrets, so hostile frames reach the handshake
+//! messages' walk, the HTTP/3 request count and key updates; one thread
+//! against two.
 //!
 //! Shared, like `harness`, by the fuzz binary and the regression tests.
 
@@ -217,9 +218,10 @@ pub fn quic(data: &[u8]) -> Vec<u8> {
 }
 
 /// The keyed target's client random and traffic secrets (client 1-RTT,
-/// server 1-RTT, client 0-RTT), per byte value.
+/// server 1-RTT, client 0-RTT, client and server Handshake), per byte
+/// value.
 const RANDOM: [u8; 32] = [0x5a; 32];
-const SECRETS: [u8; 3] = [0x11, 0x22, 0x33];
+const SECRETS: [u8; 5] = [0x11, 0x22, 0x33, 0x44, 0x55];
 
 fn v16(d: &[u8]) -> Vec<u8> {
     [&(d.len() as u16).to_be_bytes()[..], d].concat()
@@ -312,9 +314,38 @@ fn sealed_short(
     pn: u16,
     frames: &[u8],
 ) -> Option<Vec<u8>> {
-    let (aead, iv, hp) = keys;
-    let mut p = vec![0x40 | ((generation & 1) << 2) | 0x01];
-    p.extend_from_slice(dcid);
+    let mut header = vec![0x40 | ((generation & 1) << 2) | 0x01];
+    header.extend_from_slice(dcid);
+    seal(keys, header, pn, frames, 0x1f)
+}
+
+/// A Handshake packet (version 1) to `dcid` from `scid`, packet number
+/// `pn` (two bytes), carrying `frames`, sealed with `keys`.
+fn sealed_handshake(
+    keys: &(Aead, [u8; 12], HeaderKey),
+    dcid: &[u8],
+    scid: &[u8],
+    pn: u16,
+    frames: &[u8],
+) -> Option<Vec<u8>> {
+    let mut header = plain_packet(1, 2, dcid, scid, 0);
+    header[0] |= 0x01; // a two-byte packet number
+    header.truncate(header.len() - 2);
+    let len = 2 + frames.len().max(20) + 16;
+    header.extend_from_slice(&(0x4000 | len as u16).to_be_bytes());
+    seal(keys, header, pn, frames, 0x0f)
+}
+
+/// `header` (up to its packet number), then `pn` (two bytes) and `frames`
+/// (padded for the sample) sealed with `keys`, the header protected with
+/// `first_bits` of the first byte masked (RFC 9001 §5.4.1).
+fn seal(
+    (aead, iv, hp): &(Aead, [u8; 12], HeaderKey),
+    mut p: Vec<u8>,
+    pn: u16,
+    frames: &[u8],
+    first_bits: u8,
+) -> Option<Vec<u8>> {
     let pn_offset = p.len();
     p.extend_from_slice(&pn.to_be_bytes());
     let mut nonce = *iv;
@@ -329,7 +360,7 @@ fn sealed_short(
     p.extend_from_slice(&body);
     let sample: [u8; 16] = p.get(pn_offset + 4..pn_offset + 20)?.try_into().ok()?;
     let mask = hp.mask(&sample);
-    p[0] ^= mask[0] & 0x1f;
+    p[0] ^= mask[0] & first_bits;
     p[pn_offset] ^= mask[1];
     p[pn_offset + 1] ^= mask[2];
     Some(p)
@@ -351,6 +382,8 @@ pub fn quic_keyed(data: &[u8]) -> Option<handshakes::record::QuicSummary> {
         "CLIENT_TRAFFIC_SECRET_0",
         "SERVER_TRAFFIC_SECRET_0",
         "CLIENT_EARLY_TRAFFIC_SECRET",
+        "CLIENT_HANDSHAKE_TRAFFIC_SECRET",
+        "SERVER_HANDSHAKE_TRAFFIC_SECRET",
     ]
     .iter()
     .enumerate()
@@ -375,7 +408,15 @@ pub fn quic_keyed(data: &[u8]) -> Option<handshakes::record::QuicSummary> {
         let pn = b.u16();
         let len = usize::from(b.u16() % 1400);
         let frames = b.take(len);
-        let packet = if head & 0x80 != 0 {
+        let packet = if head & 0xc0 == 0x40 {
+            // Handshake: that side's handshake secret, a long header.
+            let keys = traffic_keys(suite, &secret(3 + usize::from(side)), 0);
+            let (dcid, scid) = match side {
+                0 => (server_id, client_id),
+                _ => (client_id, server_id),
+            };
+            keys.and_then(|k| sealed_handshake(&k, dcid, scid, pn, frames))
+        } else if head & 0x80 != 0 {
             // 0-RTT: the early secret, a long header.
             let keys = traffic_keys(suite, &secret(2), 0);
             keys.and_then(|k| {

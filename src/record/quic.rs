@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{DecryptionOutcome, Distribution, HttpRequest, Instant, Name, Overlay, PerSide};
+use super::{
+    DecryptionOutcome, Distribution, HttpRequest, Instant, Name, Overlay, PerSide, TlsEvent,
+};
 
 /// One QUIC connection: its endpoints, version and handshake.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -86,10 +88,11 @@ pub struct QuicHandshake {
     pub client_initial: Option<Instant>,
     /// The server's first Initial packet.
     pub server_initial: Option<Instant>,
-    /// The client's first Handshake packet large enough to carry its
-    /// Finished (56 bytes or more after the Length field; one that only
-    /// acknowledges the server's flight is about half that): the handshake
-    /// is complete for the client.
+    /// The client's Finished: the handshake is complete for the client.
+    /// With a key log that opens its Handshake packets, the packet that
+    /// completed the message; without, its first Handshake packet large
+    /// enough to carry it (56 bytes or more after the Length field; one
+    /// that only acknowledges the server's flight is about half that).
     pub client_handshake: Option<Instant>,
     /// `client_initial` → `client_handshake`, seconds; null when either
     /// was not seen.
@@ -125,6 +128,9 @@ pub struct QuicTls {
     pub server_hello: Option<Instant>,
     pub sni: Option<String>,
     pub alpn_offered: Vec<String>,
+    /// The protocol the server chose, from its EncryptedExtensions: read
+    /// only with a key log (in a Handshake packet); null without.
+    pub alpn: Option<String>,
     /// From the ServerHello (`TLS 1.3`); null without one.
     pub version: Option<Name>,
     pub cipher: Option<Name>,
@@ -134,8 +140,15 @@ pub struct QuicTls {
     /// The client offered a pre-shared key, and early data (0-RTT).
     pub psk_offered: bool,
     pub early_data_offered: bool,
+    /// The server accepted the client's 0-RTT data (its
+    /// EncryptedExtensions, with a key log); null without.
+    pub early_data_accepted: Option<bool>,
     /// JA4 of the ClientHello, `q` for QUIC.
     pub ja4: Option<String>,
+    /// The handshake's messages with their times, as a TCP connection's
+    /// `tls.events`: the two hellos from the Initial packets, and with a
+    /// key log the rest from the Handshake packets (at most 64).
+    pub events: Vec<TlsEvent>,
 }
 
 /// The summary's QUIC figures: every connection counts in them, listed or

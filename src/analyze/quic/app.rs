@@ -15,6 +15,7 @@
 
 use std::collections::BTreeMap;
 
+use super::handshake::Flight;
 use super::initial::{self, Keys};
 use super::qpack;
 use crate::analyze::http::{count_status, Exchange};
@@ -28,6 +29,9 @@ use crate::time::Timestamp;
 /// Requests waiting for their responses; past it the oldest is dropped
 /// (counted, never timed).
 const MAX_OPEN_STREAMS: usize = 1_024;
+/// Handshake messages after the handshake waiting to be noted (the
+/// connection's events keep 64 at most).
+const MAX_MESSAGES: usize = 64;
 
 /// The hash and AEAD of a TLS 1.3 suite this tool opens QUIC packets of
 /// (AES-GCM and ChaCha20-Poly1305; not AES-CCM).
@@ -82,6 +86,11 @@ pub struct App {
     qpack: [qpack::Decoder; 2],
     /// Request → response end, of every request answered.
     pub latency: Samples,
+    /// Each side's CRYPTO stream after the handshake, read in order only
+    /// (a piece ahead of its turn ends it), and the messages it completed
+    /// (NewSessionTicket), by side, for the connection's events.
+    crypto: [Flight; 2],
+    pub messages: Vec<(usize, u8, Timestamp)>,
 }
 
 /// A request waiting for its response.
@@ -139,6 +148,8 @@ impl App {
             keep,
             latency: Samples::default(),
             qpack: Default::default(),
+            crypto: Default::default(),
+            messages: Vec::new(),
         }
     }
 
@@ -273,8 +284,21 @@ impl App {
         }
     }
 
-    /// Notes the STREAM frames of a plaintext from `side`.
+    /// Notes the STREAM and CRYPTO frames of a plaintext from `side`.
     fn frames(&mut self, side: usize, plain: &[u8], ts: Timestamp) {
+        if let Some(flight) = self.crypto.get_mut(side) {
+            let mut done = Vec::new();
+            for f in app_frames(plain) {
+                if let AppFrame::Crypto { offset, data } = f {
+                    flight.add(offset, data, 0, &mut done);
+                }
+            }
+            for m in done {
+                if self.messages.len() < MAX_MESSAGES {
+                    self.messages.push((side, m.kind, ts));
+                }
+            }
+        }
         // The unidirectional streams first: the QPACK encoder stream may
         // insert, in the same packet, what a request or response refers to.
         if let Some(qpack) = self.qpack.get_mut(side) {
@@ -336,13 +360,40 @@ struct StreamFrame<'a> {
     data: &'a [u8],
 }
 
+/// A frame of a 0-RTT or 1-RTT packet that this tool reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AppFrame<'a> {
+    Stream(StreamFrame<'a>),
+    /// CRYPTO: handshake messages after the handshake (NewSessionTicket).
+    Crypto {
+        offset: u64,
+        data: &'a [u8],
+    },
+}
+
 /// Every STREAM frame of a 0-RTT or 1-RTT plaintext, past the other
 /// frames; it stops at a frame it does not know or that does not fit.
 fn stream_frames(plain: &[u8]) -> impl Iterator<Item = StreamFrame<'_>> {
+    app_frames(plain).filter_map(|f| match f {
+        AppFrame::Stream(s) => Some(s),
+        AppFrame::Crypto { .. } => None,
+    })
+}
+
+/// Every STREAM and CRYPTO frame of a 0-RTT or 1-RTT plaintext, past the
+/// other frames; it stops at a frame it does not know or that does not fit.
+fn app_frames(plain: &[u8]) -> impl Iterator<Item = AppFrame<'_>> {
     let mut rest = plain;
     std::iter::from_fn(move || loop {
         let (ty, after) = varint(rest)?;
         rest = after;
+        if ty == 0x06 {
+            let (offset, after) = varint(rest)?;
+            let (len, after) = varint(after)?;
+            let data;
+            (data, rest) = after.split_at_checked(usize::try_from(len).ok()?)?;
+            return Some(AppFrame::Crypto { offset, data });
+        }
         if (0x08..=0x0f).contains(&ty) {
             let (id, mut after) = varint(rest)?;
             let mut offset = 0;
@@ -357,12 +408,12 @@ fn stream_frames(plain: &[u8]) -> impl Iterator<Item = StreamFrame<'_>> {
                 (after, &[][..])
             };
             let fin = ty & 0x01 != 0;
-            return Some(StreamFrame {
+            return Some(AppFrame::Stream(StreamFrame {
                 id,
                 offset,
                 fin,
                 data,
-            });
+            }));
         }
         rest = skip_frame(ty, rest)?;
     })

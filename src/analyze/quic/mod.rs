@@ -7,21 +7,25 @@
 //! client's next ones to the server's, and after a Retry to the ID the
 //! Retry gave: all seen already. Its Initial packets are opened with keys
 //! derived from that first ID (`initial`), their CRYPTO frames gathered
-//! (`stream`) into the ClientHello and ServerHello, which `tls::hello`
-//! reads; the other long-header packets are timed and counted. A datagram
+//! (`stream`) into the ClientHello and ServerHello, which the analysis's
+//! `tls::hello` reads (the table's steps for them are in this module's
+//! `tls`); the other long-header packets are timed and counted. A datagram
 //! that may be a short-header packet belongs to the connection known on
-//! its endpoints. With a key log, `app` opens the 0-RTT and 1-RTT packets
-//! and counts the HTTP/3 requests on them.
+//! its endpoints. With a key log, `handshake` opens the Handshake packets
+//! (the server's EncryptedExtensions, certificate and Finished, the
+//! client's Finished) and `app` the 0-RTT and 1-RTT packets, and counts the
+//! HTTP/3 requests on them.
 //!
 //! Owns the QUIC connection table, bounded in connections, IDs and bytes
 //! held, and the records and summary figures it hands over at the end.
-//! Does not open Handshake packets (the server's certificate), nor follow
-//! a connection to new endpoints (migration).
+//! Does not follow a connection to new endpoints (migration).
 
 mod app;
+mod handshake;
 mod initial;
 mod qpack;
 mod stream;
+mod tls;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -29,8 +33,8 @@ use std::sync::Arc;
 
 use crate::analyze::stats::Samples;
 use crate::analyze::streams::request;
-use crate::analyze::tls::hello::{self, ClientHelloFacts, ServerHelloFacts};
 use crate::analyze::tls::keylog::KeyLog;
+use crate::analyze::tls::steps::{StepName, Steps};
 use crate::decode::{
     long_packet, long_packets, quic_version_name, LongPacket, PacketKind, QuicDatagram,
 };
@@ -38,11 +42,12 @@ use crate::decode::{
 use crate::record::QuicPackets;
 use crate::record::{
     DecryptionOutcome, Instant, Overlay, PerSide, QuicHandshake, QuicHttp, QuicRecord, QuicSummary,
-    QuicTls,
+    QuicTls, Side,
 };
 use crate::time::Timestamp;
 
 use app::App;
+use handshake::Handshake;
 use stream::CryptoStream;
 
 /// Connection IDs remembered; when full, forgotten all at once (a client's
@@ -88,6 +93,7 @@ struct Conn {
     /// what its secrets open; 0-RTT packets wait for them in `early`.
     random: Option<[u8; 32]>,
     app: Option<Box<App>>,
+    sealed: Option<Box<Handshake>>,
     early: Vec<(Vec<u8>, Timestamp)>,
     /// The client's first packet, and its first Handshake packet.
     start: Timestamp,
@@ -98,6 +104,7 @@ struct Conn {
     bytes: PerSide,
     handshake: QuicHandshake,
     tls: QuicTls,
+    steps: Steps,
 }
 
 impl Conn {
@@ -236,6 +243,7 @@ impl QuicTable {
             cid_len: [0, d.header.scid.len()],
             random: None,
             app: None,
+            sealed: None,
             early: Vec::new(),
             start: ts,
             complete: None,
@@ -247,6 +255,7 @@ impl QuicTable {
                 ..QuicHandshake::default()
             },
             tls: QuicTls::default(),
+            steps: Steps::default(),
         };
         self.by_endpoints.insert((d.src, d.dst), id);
         self.open.insert(id, Box::new(conn));
@@ -301,7 +310,10 @@ impl QuicTable {
                 PacketKind::Handshake => {
                     h.packets.handshake += 1;
                     let carries_finished = packet.bytes.len() - packet.pn_offset >= MIN_FINISHED;
-                    if side == 0 && carries_finished && h.client_handshake.is_none() {
+                    let opens = conn.sealed.as_ref().is_some_and(|s| s.opens(side));
+                    if opens {
+                        self.handshake_packet(conn, &packet, side, ts);
+                    } else if side == 0 && carries_finished && h.client_handshake.is_none() {
                         h.client_handshake = Some(self.instant(ts));
                         conn.complete = Some(ts);
                     }
@@ -335,100 +347,14 @@ impl QuicTable {
         }
     }
 
-    /// Opens an Initial packet of `conn` from `side` and reads its frames.
-    fn initial(&mut self, conn: &mut Conn, packet: &LongPacket<'_>, side: usize, ts: Timestamp) {
-        if conn.hellos_over() {
-            return;
-        }
-        if conn.keys.is_none() {
-            conn.keys = initial::keys(packet.version, &conn.key_id).map(Box::new);
-        }
-        let Some(keys) = &conn.keys else {
-            conn.handshake.packets.undecryptable += 1;
-            return;
-        };
-        let (Some(keys), Some(largest)) = (keys.get(side), conn.largest.get_mut(side)) else {
-            return;
-        };
-        let Some((pn, plain)) = initial::open(keys, packet, *largest, &mut self.scratch) else {
-            conn.handshake.packets.undecryptable += 1;
-            return;
-        };
-        *largest = Some(largest.map_or(pn, |l| l.max(pn)));
-        let mut hello = None;
-        for frame in initial::frames(plain) {
-            match frame {
-                initial::Frame::Crypto { offset, data } => {
-                    let Some(stream) = conn.streams.get_mut(side) else {
-                        break;
-                    };
-                    let before = stream.held();
-                    let budget = CRYPTO_BUDGET.saturating_sub(self.held);
-                    if let Some(m) = stream.add(offset, data, budget) {
-                        hello = Some(m);
-                    }
-                    self.held = (self.held + stream.held()).saturating_sub(before);
-                }
-                initial::Frame::Close { error } => {
-                    conn.handshake.close_error.get_or_insert(error);
-                }
-            }
-        }
-        if let Some(message) = hello {
-            self.hello(conn, side, &message, ts);
-        }
-    }
-
-    /// Reads the first handshake message of `side`'s stream.
-    fn hello(&mut self, conn: &mut Conn, side: usize, message: &[u8], ts: Timestamp) {
-        let (Some(&ty), Some(body)) = (message.first(), message.get(4..)) else {
-            return;
-        };
-        let tls = &mut conn.tls;
-        match (side, ty) {
-            (0, 1) => {
-                let Some(ch) = ClientHelloFacts::parse(body) else {
-                    return;
-                };
-                conn.random = body.get(2..34).and_then(|r| r.try_into().ok());
-                tls.client_hello = Some(self.instant(ts));
-                tls.sni = ch.sni.clone();
-                tls.alpn_offered = ch.alpn.clone();
-                tls.psk_offered = ch.psk;
-                tls.early_data_offered = ch.early_data;
-                let ja4 = ch.ja4();
-                tls.ja4 = Some(format!("q{}", ja4.get(1..).unwrap_or_default()));
-            }
-            (1, 2) => {
-                let Some(sh) = ServerHelloFacts::parse(body) else {
-                    return;
-                };
-                tls.server_hello = Some(self.instant(ts));
-                tls.version = Some(hello::version_name(sh.version()));
-                tls.cipher = Some(hello::cipher_name(sh.cipher));
-                tls.resumed = Some(sh.psk);
-                if let Some(keylog) = &self.keylog {
-                    let secrets = conn.random.and_then(|r| keylog.get(&r));
-                    let keep = self.keep;
-                    let mut app = Box::new(App::new(conn.version, sh.cipher, secrets, keep));
-                    for (bytes, at) in std::mem::take(&mut conn.early) {
-                        if let Some((packet, _)) = long_packet(&bytes) {
-                            app.zero_rtt(&packet, at, &mut self.scratch);
-                        }
-                    }
-                    conn.app = Some(app);
-                }
-            }
-            _ => {}
-        }
-    }
-
     /// Folds a connection into the summary's figures, listing it when it
     /// is among the first.
     fn retire(&mut self, conn: Box<Conn>) {
         for s in &conn.streams {
             self.held = self.held.saturating_sub(s.held());
         }
+        let sealed = conn.sealed.as_deref();
+        self.held = self.held.saturating_sub(sealed.map_or(0, Handshake::held));
         if self.by_endpoints.get(&(conn.client, conn.server)) == Some(&conn.id) {
             self.by_endpoints.remove(&(conn.client, conn.server));
         }
@@ -444,11 +370,25 @@ impl QuicTable {
             datagrams,
             bytes,
             mut handshake,
-            tls,
+            mut tls,
             app,
+            sealed,
+            steps,
             ..
         } = *conn;
-        let http = app.map(|app| {
+        tls.events = steps.into_events(start, &|t| self.instant(t));
+        if let Some(sealed) = &sealed {
+            tls.alpn.clone_from(&sealed.alpn);
+            tls.early_data_accepted = sealed.early_data_accepted;
+        }
+        let http = app.map(|mut app| {
+            if let Some(sealed) = &sealed {
+                app.http.packets_opened += sealed.opened;
+                app.http.packets_failed += sealed.failed;
+                if sealed.failed > 0 && app.http.decryption == DecryptionOutcome::Complete {
+                    app.http.decryption = DecryptionOutcome::Partial;
+                }
+            }
             let opened = matches!(
                 app.http.decryption,
                 DecryptionOutcome::Complete | DecryptionOutcome::Partial
@@ -537,6 +477,14 @@ fn one_rtt(conn: &mut Conn, side: usize, bytes: &[u8], ts: Timestamp, scratch: &
     let cid_len = conn.cid_len.get(side).copied().unwrap_or(0);
     if let Some(app) = &mut conn.app {
         app.one_rtt(side, bytes, cid_len, ts, scratch);
+        for (side, kind, at) in app.messages.drain(..) {
+            let who = if side == 0 {
+                Side::Client
+            } else {
+                Side::Server
+            };
+            conn.steps.push(StepName::handshake(kind), who, at, None);
+        }
     }
 }
 

@@ -157,7 +157,6 @@ impl TlsAnalyzer {
 
     fn message(&mut self, side: Side, kind: u8, body: &[u8], ts: Timestamp) {
         let name = match kind {
-            0 => StepName::HelloRequest,
             1 => {
                 self.client_hellos += 1;
                 self.first_hello.get_or_insert(ts);
@@ -199,8 +198,6 @@ impl TlsAnalyzer {
                     StepName::ServerHello
                 }
             },
-            4 => StepName::NewSessionTicket,
-            5 => StepName::EndOfEarlyData,
             6 => {
                 self.hello_retry = true;
                 StepName::HelloRetryRequest
@@ -221,30 +218,23 @@ impl TlsAnalyzer {
                 }
                 StepName::EncryptedExtensions
             }
-            11 => {
+            11 | 25 => {
                 if side == Side::Server {
                     self.certificate_from_server = true;
                 }
-                StepName::Certificate
+                StepName::handshake(kind)
             }
-            12 => StepName::ServerKeyExchange,
             13 => {
                 self.certificate_requested = true;
                 StepName::CertificateRequest
             }
-            14 => StepName::ServerHelloDone,
-            15 => StepName::CertificateVerify,
-            16 => StepName::ClientKeyExchange,
             20 => {
                 let dir = self.dir(side);
                 dir.finished.get_or_insert(ts);
                 self.check_complete_12();
                 StepName::Finished
             }
-            22 => StepName::CertificateStatus,
-            24 => StepName::KeyUpdate,
-            67 => StepName::NextProtocol,
-            _ => StepName::UnknownHandshake,
+            _ => StepName::handshake(kind),
         };
         self.event(name, side, ts, None);
     }

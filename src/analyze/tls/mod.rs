@@ -18,7 +18,7 @@ mod messages;
 pub mod records;
 mod sealed;
 mod sizes;
-mod steps;
+pub(crate) mod steps;
 
 use std::cell::Cell;
 use std::sync::Arc;

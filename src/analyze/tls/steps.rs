@@ -41,6 +41,7 @@ pub enum StepName {
     CertificateStatus,
     KeyUpdate,
     NextProtocol,
+    CompressedCertificate,
     UnknownHandshake,
     ChangeCipherSpec,
     Alert,
@@ -71,11 +72,39 @@ impl StepName {
         StepName::CertificateStatus,
         StepName::KeyUpdate,
         StepName::NextProtocol,
+        StepName::CompressedCertificate,
         StepName::UnknownHandshake,
         StepName::ChangeCipherSpec,
         StepName::Alert,
         StepName::EncryptedRecord,
     ];
+
+    /// The step a handshake message of type `kind` is (RFC 8446 §4, RFC
+    /// 5246 §7.4, RFC 8879 for a compressed certificate); a ServerHello that is a HelloRetryRequest is told by
+    /// its random, not its type, so the caller decides that one.
+    pub fn handshake(kind: u8) -> StepName {
+        match kind {
+            0 => StepName::HelloRequest,
+            1 => StepName::ClientHello,
+            2 => StepName::ServerHello,
+            4 => StepName::NewSessionTicket,
+            5 => StepName::EndOfEarlyData,
+            6 => StepName::HelloRetryRequest,
+            8 => StepName::EncryptedExtensions,
+            11 => StepName::Certificate,
+            12 => StepName::ServerKeyExchange,
+            13 => StepName::CertificateRequest,
+            14 => StepName::ServerHelloDone,
+            15 => StepName::CertificateVerify,
+            16 => StepName::ClientKeyExchange,
+            20 => StepName::Finished,
+            22 => StepName::CertificateStatus,
+            24 => StepName::KeyUpdate,
+            25 => StepName::CompressedCertificate,
+            67 => StepName::NextProtocol,
+            _ => StepName::UnknownHandshake,
+        }
+    }
 
     /// The event's name in the record.
     pub fn as_str(self) -> &'static str {
@@ -99,6 +128,7 @@ impl StepName {
             StepName::CertificateStatus => "certificate_status",
             StepName::KeyUpdate => "key_update",
             StepName::NextProtocol => "next_protocol",
+            StepName::CompressedCertificate => "compressed_certificate",
             StepName::UnknownHandshake => "unknown_handshake",
             StepName::ChangeCipherSpec => "change_cipher_spec",
             StepName::Alert => "alert",

@@ -63,7 +63,8 @@ pub fn write_figures(q: &QuicSummary, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
-/// One connection's cells: id, client, server, version, SNI, ALPN, how
+/// One connection's cells: id, client, server, version, SNI, ALPN (the
+/// server's choice with a key log, else the client's first offer), how
 /// the handshake went, ClientHello → ServerHello, and first packet →
 /// the client's Finished, and the HTTP/3 requests a key log found (`-`
 /// where it opened no packet).
@@ -76,7 +77,11 @@ pub(crate) fn cells(r: &QuicRecord) -> [String; 10] {
         None => "-".to_owned(),
     };
     if h.packets.zero_rtt > 0 {
-        kind.push_str(", 0-RTT");
+        // Whether the server took it is known with a key log only.
+        kind.push_str(match t.early_data_accepted {
+            Some(false) => ", 0-RTT rejected",
+            _ => ", 0-RTT",
+        });
     }
     if h.retry {
         kind.push_str(", retry");
@@ -94,8 +99,9 @@ pub(crate) fn cells(r: &QuicRecord) -> [String; 10] {
         r.server.clone(),
         r.version.to_string(),
         t.sni.as_deref().map_or("-".to_owned(), sanitize),
-        t.alpn_offered
-            .first()
+        t.alpn
+            .as_ref()
+            .or(t.alpn_offered.first())
             .map_or("-".to_owned(), |a| sanitize(a)),
         kind,
         hellos,

@@ -1,0 +1,212 @@
+//! A QUIC connection's TLS handshake message by message (`tls.events`):
+//! with the key log, the Handshake packets' messages and the tickets after
+//! them, each at the time of the packet that completed it, as tshark reads
+//! them with the same secrets; and what the server's EncryptedExtensions
+//! say (the ALPN chosen, 0-RTT accepted).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::support::{bin, json_of};
+use crate::tools::{skip_or_fail, tshark_present};
+
+/// A handshake message's type, by the name an event gives it.
+fn message_type(name: &str) -> u64 {
+    match name {
+        "client_hello" => 1,
+        "server_hello" => 2,
+        "new_session_ticket" => 4,
+        "encrypted_extensions" => 8,
+        "certificate" => 11,
+        "certificate_verify" => 15,
+        "finished" => 20,
+        "compressed_certificate" => 25,
+        other => panic!("an event tshark would not name: {other}"),
+    }
+}
+
+/// Our QUIC connections, with the key log if there is one.
+fn quic_list(pcap: &Path, keylog: Option<&Path>) -> Vec<Value> {
+    let mut cmd = bin();
+    cmd.args(["analyze", "-q", "-T", "json"]);
+    if let Some(k) = keylog {
+        cmd.arg("--keylog").arg(k);
+    }
+    let out = cmd.arg(pcap).output().expect("runs");
+    let v = json_of(&out);
+    v["summary"]["quic"]["list"]
+        .as_array()
+        .expect("QUIC connections")
+        .clone()
+}
+
+/// Per QUIC connection, in tshark's order: each handshake message tshark
+/// reads with `keylog` (or a pcapng's own secrets), as (type, sender's
+/// UDP port, time).
+fn tshark_messages(pcap: &Path, keylog: Option<&Path>) -> Vec<Vec<(u64, String, f64)>> {
+    let keylog = keylog.map_or(String::new(), |k| k.display().to_string());
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(pcap)
+        .args(["-o", &format!("tls.keylog_file:{keylog}")])
+        .args(["-Y", "quic && tls.handshake.type", "-T", "fields"])
+        .args(["-e", "quic.connection.number", "-e", "udp.srcport"])
+        .args(["-e", "frame.time_epoch", "-e", "tls.handshake.type"])
+        .output()
+        .expect("tshark runs");
+    let mut conns = BTreeMap::<u64, Vec<(u64, String, f64)>>::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        let Some(n) = f[0].split(',').next().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        let time: f64 = f[2].parse().expect("a time");
+        for ty in f[3].split(',').filter_map(|t| t.parse().ok()) {
+            conns
+                .entry(n)
+                .or_default()
+                .push((ty, f[1].to_owned(), time));
+        }
+    }
+    conns.into_values().collect()
+}
+
+/// Our events as (type, sender's port, time).
+fn our_messages(rec: &Value) -> Vec<(u64, String, f64)> {
+    let port = |a: &Value| {
+        a.as_str()
+            .and_then(|a| a.rsplit(':').next())
+            .map(str::to_owned)
+    };
+    let (client, server) = (port(&rec["client"]), port(&rec["server"]));
+    rec["tls"]["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| {
+            let side = match e["side"].as_str() {
+                Some("client") => client.clone(),
+                _ => server.clone(),
+            };
+            let ts = e["time"]["ts"].as_f64().expect("a time");
+            (
+                message_type(e["name"].as_str().expect("a name")),
+                side.expect("a port"),
+                ts,
+            )
+        })
+        .collect()
+}
+
+/// Every QUIC capture recorded here with its key log, and ja4's Chromium
+/// to Cloudflare pcapng with its own secrets.
+fn keyed_captures() -> Vec<(PathBuf, Option<PathBuf>)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found: Vec<(PathBuf, Option<PathBuf>)> = std::fs::read_dir(root.join("captures"))
+        .expect("captures/")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            name.starts_with("quic-") && name.ends_with(".pcap")
+        })
+        .map(|p| {
+            let keylog = p.with_extension("keylog");
+            (p, Some(keylog))
+        })
+        .collect();
+    found.sort();
+    let ja4 = root.join("../shared/corpus/ja4/pcap/chrome-cloudflare-quic-with-secrets.pcapng");
+    if ja4.is_file() {
+        found.push((ja4, None));
+    } else {
+        skip_or_fail(
+            "peer corpus",
+            "ja4's chrome-cloudflare-quic-with-secrets.pcapng not found",
+        );
+    }
+    found
+}
+
+#[test]
+fn with_the_key_log_every_handshake_message_is_timed_as_tshark_reads_it() {
+    let captures = keyed_captures();
+    assert!(captures.len() >= 7, "the QUIC captures of sections ah–an");
+    let tshark = tshark_present();
+    let mut messages = 0;
+    for (pcap, keylog) in &captures {
+        let list = quic_list(pcap, keylog.as_deref());
+        for rec in &list {
+            // The server's choice, from its EncryptedExtensions.
+            assert_eq!(rec["tls"]["alpn"], "h3", "{pcap:?}");
+            let events = our_messages(rec);
+            let kinds: Vec<u64> = events.iter().map(|e| e.0).collect();
+            // A full handshake: the hellos, the server's EncryptedExtensions,
+            // certificate (compressed by Cloudflare), CertificateVerify and
+            // Finished, the client's Finished; a resumed one without the
+            // certificate. Tickets follow.
+            let resumed = rec["tls"]["resumed"] == true;
+            let flight: &[u64] = if resumed {
+                &[1, 2, 8, 20, 20]
+            } else if kinds.contains(&25) {
+                &[1, 2, 8, 25, 15, 20, 20]
+            } else {
+                &[1, 2, 8, 11, 15, 20, 20]
+            };
+            assert!(kinds.starts_with(flight), "{pcap:?}: {kinds:?}");
+            assert!(kinds[flight.len()..].iter().all(|&k| k == 4), "{kinds:?}");
+            // The client's Finished is the handshake's end.
+            let finished = events.iter().rfind(|e| e.0 == 20).map(|e| e.2);
+            assert_eq!(
+                rec["handshake"]["client_handshake"]["ts"].as_f64(),
+                finished,
+                "{pcap:?}"
+            );
+            messages += events.len();
+        }
+        if !tshark {
+            continue; // tshark_present said so, loudly (or failed under CI)
+        }
+        let theirs = tshark_messages(pcap, keylog.as_deref());
+        assert_eq!(theirs.len(), list.len(), "{pcap:?}");
+        for (rec, want) in list.iter().zip(theirs) {
+            let ours = our_messages(rec);
+            assert_eq!(ours.len(), want.len(), "{pcap:?}: {ours:?} {want:?}");
+            for (o, w) in ours.iter().zip(&want) {
+                assert_eq!((o.0, &o.1), (w.0, &w.1), "{pcap:?}: {ours:?} {want:?}");
+                assert!((o.2 - w.2).abs() < 2e-6, "{pcap:?}: {o:?} {w:?}");
+            }
+        }
+    }
+    // 77 over the 10 connections (docs/accuracy.md), 9 of them ja4's.
+    let ja4 = captures.iter().any(|(_, keylog)| keylog.is_none());
+    assert_eq!(messages, if ja4 { 77 } else { 68 });
+}
+
+/// The 0-RTT capture's second connection sent a request in 0-RTT; its
+/// server's EncryptedExtensions said it took it (the server log: that
+/// request answered before the handshake completed).
+#[test]
+fn the_key_log_tells_whether_the_server_took_0rtt() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("captures");
+    let list = quic_list(
+        &dir.join("quic-aioquic-h3-0rtt.pcap"),
+        Some(&dir.join("quic-aioquic-h3-0rtt.keylog")),
+    );
+    let accepted: Vec<&Value> = list
+        .iter()
+        .map(|r| &r["tls"]["early_data_accepted"])
+        .collect();
+    assert_eq!(accepted, [false, true]);
+    // Without the key log neither is known, nor the ALPN chosen; the
+    // events are the hellos alone.
+    let sealed = quic_list(&dir.join("quic-aioquic-h3-0rtt.pcap"), None);
+    for rec in &sealed {
+        assert!(rec["tls"]["early_data_accepted"].is_null());
+        assert!(rec["tls"]["alpn"].is_null());
+        let kinds: Vec<u64> = our_messages(rec).iter().map(|e| e.0).collect();
+        assert_eq!(kinds, [1, 2]);
+    }
+}
