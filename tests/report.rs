@@ -124,6 +124,7 @@ fn compare_json_has_the_documented_keys() {
         "quic_handshakes_resumed",
         "quic_handshake_median",
         "quic_requests",
+        "quic_handshakes_per_request",
         "quic_status_429",
         "tcp_handshakes",
         "tls_full",

@@ -178,6 +178,10 @@ pub struct QuicSummary {
     pub requests: u64,
     pub responses: u64,
     pub request_latency: Distribution,
+    /// With `--keylog`: the handshakes of the connections that carried
+    /// HTTP/3 requests, per request (1.00: a connection per request, as
+    /// TCP's `handshakes_per_request.tcp`); null without requests.
+    pub handshakes_per_request: Option<f64>,
     /// With `--keylog`: HTTP/3 responses by status, over every connection.
     pub status_codes: BTreeMap<String, u64>,
     /// The connections, in order of their first packets: the first

@@ -202,6 +202,7 @@ fn cards(h: &mut String, s: &Summary) {
         }
         None => (false, String::new(), String::new()),
     };
+    let quic_per_request = s.quic.as_ref().and_then(|q| q.handshakes_per_request);
     // A capture of QUIC alone leaves out the cards only TCP fills.
     let tcp = s.connections > 0 || s.quic_connections == 0;
     #[rustfmt::skip]
@@ -222,6 +223,8 @@ fn cards(h: &mut String, s: &Summary) {
         (s.packets.quic > 0, "QUIC connections", s.quic_connections.to_string(), quic_sub(s)),
         (quic_times.count > 0, "QUIC handshake (median)", opt_dur(quic_times.median), tail(&quic_times)),
         (http3.0, "HTTP/3 requests", http3.1, http3.2),
+        (quic_per_request.is_some(), "QUIC handshakes / HTTP/3 request", opt_ratio(quic_per_request),
+            "1.00: no reuse".into()),
         (tcp, "peak concurrency", peak.connections.to_string(), "connections".into()),
         (tcp, "requests / second", rate, format!("over {}", human_duration(s.span))),
     ];

@@ -80,6 +80,17 @@ pub fn write_headline(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
     } else {
         format!(", TLS full {}", ratio(s.handshakes_per_request.tls_full))
     };
+    // HTTP/3's, with a key log: after TCP's, or alone when no request
+    // went over TCP.
+    let quic_per_request = s.quic.as_ref().and_then(|q| q.handshakes_per_request);
+    let per_request = match quic_per_request {
+        Some(q) if s.requests == 0 => format!("QUIC {}", ratio(Some(q))),
+        q => format!(
+            "TCP {}{tls_per_request}{}",
+            ratio(s.handshakes_per_request.tcp),
+            q.map_or(String::new(), |q| format!(", QUIC {}", ratio(Some(q))))
+        ),
+    };
     let quic = s.quic.as_ref().map_or(String::new(), |q| {
         format!(
             "QUIC {} full, {} resumed · ",
@@ -88,9 +99,8 @@ pub fn write_headline(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
     });
     writeln!(
         out,
-        "handshakes    TCP {} · {tls} · {quic}per request: TCP {}{tls_per_request}",
+        "handshakes    TCP {} · {tls} · {quic}per request: {per_request}",
         s.tcp_handshakes,
-        ratio(s.handshakes_per_request.tcp),
     )?;
     if let Some(median) = s.handshake_time.median {
         writeln!(

@@ -105,6 +105,11 @@ fn with_the_key_log_http3_requests_are_the_servers_log() {
             assert_eq!(ours, theirs, "{name}: tshark with the key log");
         }
         assert_eq!(quic["requests"], total, "{name}");
+        // Every connection carried requests: one handshake each.
+        let per_request = list.len() as f64 / total as f64;
+        assert_eq!(quic["handshakes_per_request"].as_f64(), Some(per_request));
+        let sealed_quic = &sealed["quic"];
+        assert!(sealed_quic["handshakes_per_request"].is_null(), "{name}");
         assert_eq!(quic["request_latency"]["count"], total, "{name}");
         let verdict = summary["verdict"].as_str().expect("a verdict");
         assert!(
@@ -307,6 +312,8 @@ fn the_timeline_and_the_html_report_draw_quic_connections() {
         "wait and transfer of four"
     );
     assert!(page.contains("HTTP/3 requests") && page.contains("200 ×8, 429 ×4"));
+    // One handshake for twelve requests.
+    assert!(page.contains("QUIC handshakes / HTTP/3 request</div><div class=\"v\">0.08<"));
     // QUIC alone: no cards that only TCP fills.
     for card in ["TCP handshakes / request", "setup time", "peak concurrency"] {
         assert!(!page.contains(card), "{card}");

@@ -148,6 +148,8 @@ pub struct QuicTable {
     latency: Samples,
     /// Every handshake time, for the summary's distribution.
     durations: Samples,
+    /// Connections a key log opened that carried HTTP/3 requests.
+    carried: u64,
     origin: Option<Timestamp>,
 }
 
@@ -395,6 +397,7 @@ impl QuicTable {
             );
             self.summary.decrypted += u64::from(opened);
             self.summary.requests += app.http.requests;
+            self.carried += u64::from(app.http.requests > 0);
             for (code, n) in &app.http.status_codes {
                 *self
                     .summary
@@ -461,6 +464,8 @@ impl QuicTable {
         summary.connections = self.opened;
         summary.handshake = self.durations.distribution();
         summary.request_latency = self.latency.distribution();
+        summary.handshakes_per_request =
+            (summary.requests > 0).then(|| self.carried as f64 / summary.requests as f64);
         Some(summary)
     }
 }
