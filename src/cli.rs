@@ -11,6 +11,7 @@ use clap::{Args, Parser, Subcommand};
 
 use handshakes::decode::{UdpTunnel, UdpTunnels};
 use handshakes::record::{Overlay, OverlayKind};
+use handshakes::report::timeline::ConnId;
 use handshakes::report::Format;
 use handshakes::source::file::Access;
 use handshakes::Config;
@@ -145,9 +146,10 @@ pub struct TimelineArgs {
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
 
-    /// Only this connection, with its event list
+    /// Only this connection, with its event list: a TCP connection's id,
+    /// or q and a QUIC connection's (q1)
     #[arg(long, value_name = "ID", conflicts_with = "top")]
-    pub conn: Option<u64>,
+    pub conn: Option<ConnId>,
 
     /// Only the N longest connections
     #[arg(long, value_name = "N")]

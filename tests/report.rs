@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use handshakes::report::compare::{self, CompareOpts, Labeled};
 use handshakes::report::drawn::Drawn;
-use handshakes::report::timeline::{self, TimelineOpts};
+use handshakes::report::timeline::{self, ConnId, TimelineOpts};
 use handshakes::{ConnectionRecord, Summary};
 
 use crate::tools::analyze_path;
@@ -230,7 +230,7 @@ fn timeline_has_one_line_per_connection_within_the_width() {
             let opts = TimelineOpts {
                 width,
                 color,
-                conn: Some(1),
+                conn: Some(ConnId::Tcp(1)),
                 top: None,
             };
             for line in strip_ansi(&timeline_text(&d, &opts)).lines() {
@@ -256,7 +256,7 @@ fn timeline_of_one_connection_lists_its_events() {
     let opts = TimelineOpts {
         width: 100,
         color: false,
-        conn: Some(1),
+        conn: Some(ConnId::Tcp(1)),
         top: None,
     };
     let text = timeline_text(&d, &opts);
@@ -283,7 +283,7 @@ fn timeline_of_one_connection_lists_its_events() {
     let missing = timeline_text(
         &d,
         &TimelineOpts {
-            conn: Some(999),
+            conn: Some(ConnId::Tcp(999)),
             ..opts
         },
     );

@@ -489,7 +489,9 @@ fn other_reports(summary: &handshakes::Summary, records: &[handshakes::Connectio
         rows.record(rec.clone()).expect("csv row");
     }
     rows.finish().expect("csv report");
-    for (conn, top) in [(None, None), (None, Some(3)), (Some(1), None)] {
+    use timeline::ConnId::{Quic, Tcp};
+    let one = [(Some(Tcp(1)), None), (Some(Quic(1)), None)];
+    for (conn, top) in [(None, None), (None, Some(3))].into_iter().chain(one) {
         let opts = timeline::TimelineOpts {
             width: 80,
             color: conn.is_some(),

@@ -37,9 +37,45 @@ pub struct TimelineOpts {
     /// ANSI colours (and Unicode glyphs); plain ASCII otherwise.
     pub color: bool,
     /// Only this connection, followed by its event list.
-    pub conn: Option<u64>,
+    pub conn: Option<ConnId>,
     /// Only the N longest connections (shown in id order).
     pub top: Option<usize>,
+}
+
+/// A connection named on the command line: a TCP connection's `id`, or
+/// `q` and a QUIC connection's (`summary.quic.list[].id`), as the rows
+/// label them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnId {
+    Tcp(u64),
+    Quic(u64),
+}
+
+impl std::str::FromStr for ConnId {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<ConnId, String> {
+        let (quic, n) = match s.strip_prefix('q') {
+            Some(n) => (true, n),
+            None => (false, s),
+        };
+        match (quic, n.parse::<u64>()) {
+            (true, Ok(n)) => Ok(ConnId::Quic(n)),
+            (false, Ok(n)) => Ok(ConnId::Tcp(n)),
+            _ => Err(format!(
+                "`{s}` is not a connection id: give a number (a TCP connection's `id`) or q and a number (a QUIC connection's, as the rows show it: q1)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for ConnId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnId::Tcp(n) => write!(f, "{n}"),
+            ConnId::Quic(n) => write!(f, "q{n}"),
+        }
+    }
 }
 
 impl Default for TimelineOpts {
@@ -350,16 +386,29 @@ pub fn draw(
         writeln!(out)?;
         events::write_events(rec, out, width, opts.color)?;
     }
+    if let (Some(ConnId::Quic(id)), Some(q)) = (opts.conn, &summary.quic) {
+        if let Some(rec) = q.list.iter().find(|r| r.id == id) {
+            writeln!(out)?;
+            events::write_quic_events(rec, out, width, opts.color)?;
+        }
+    }
     Ok(())
 }
 
-/// The QUIC connections drawn: none for `--conn` (a TCP connection's
-/// number), the longest `--top` N of them, or all listed, in id order.
+/// The QUIC connections drawn: for `--conn`, the one it names (none for a
+/// TCP connection's number); else the longest `--top` N of them, or all
+/// listed, in id order.
 fn quic_rows(summary: &Summary, opts: &TimelineOpts) -> Vec<Row> {
-    let Some(q) = summary.quic.as_ref().filter(|_| opts.conn.is_none()) else {
+    let Some(q) = summary.quic.as_ref() else {
         return Vec::new();
     };
-    let mut rows: Vec<Row> = q.list.iter().map(Row::of_quic).collect();
+    let one = match opts.conn {
+        Some(ConnId::Tcp(_)) => return Vec::new(),
+        Some(ConnId::Quic(id)) => Some(id),
+        None => None,
+    };
+    let listed = q.list.iter().filter(|r| one.is_none_or(|id| r.id == id));
+    let mut rows: Vec<Row> = listed.map(Row::of_quic).collect();
     if let Some(n) = opts.top {
         rows.sort_by(|a, b| rows::longest_first((a.duration, a.id), (b.duration, b.id)));
         rows.truncate(n);

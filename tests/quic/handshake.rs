@@ -210,3 +210,57 @@ fn the_key_log_tells_whether_the_server_took_0rtt() {
         assert_eq!(kinds, [1, 2]);
     }
 }
+
+/// `timeline --conn q2` draws that QUIC connection alone and lists its
+/// events in time order: with the key log, the 0-RTT request sent with
+/// the ClientHello and answered before the handshake completed.
+#[test]
+fn timeline_conn_lists_a_quic_connections_events() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("captures");
+    let run = |conn: &str| {
+        let out = bin()
+            .args(["timeline", "-q", "--width", "120", "--conn", conn])
+            .arg("--keylog")
+            .arg(dir.join("quic-aioquic-h3-0rtt.keylog"))
+            .arg(dir.join("quic-aioquic-h3-0rtt.pcap"))
+            .output()
+            .expect("runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, text) = run("q2");
+    assert_eq!(code, Some(0), "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("1/2 connections"), "{text}");
+    assert!(lines[3].starts_with("q2 :52870"), "{text}");
+    assert!(
+        text.contains("connection q2  127.0.0.1:52870 -> 127.0.0.1:18453  (3 requests, QUIC 1 resumed 0-RTT, 12.40ms)"),
+        "{text}"
+    );
+    let at = |what: &str| {
+        lines
+            .iter()
+            .position(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("{what}: {text}"))
+    };
+    // In time order: the early request, its answer, then the handshake's end.
+    assert!(at("client  request 1 sent GET /") < at("response 1 first and last byte 200"));
+    assert!(
+        at("response 1 first and last byte 200")
+            < at("QUIC handshake complete (TLS 1.3 resumed, h3, 8.18ms)")
+    );
+    assert!(at("QUIC handshake complete") < at("request 2 sent GET /2"));
+    assert!(at("server  TLS new_session_ticket") > at("client  TLS finished"));
+    // A TCP connection's number draws no QUIC row; a QUIC one not there
+    // says so.
+    let (code, text) = run("q9");
+    assert_eq!(code, Some(0));
+    assert!(
+        text.starts_with("no connection with id q9 (2 connections in "),
+        "{text}"
+    );
+    let (_, text) = run("1");
+    assert!(text.starts_with("no connection with id 1 "), "{text}");
+}

@@ -1,14 +1,20 @@
 //! The event list of one connection under `timeline --conn ID`: its TCP,
 //! TLS and HTTP events and its close, in time order, with offsets in ms
-//! from its SYN (or first packet).
+//! from its SYN (or first packet); for a QUIC connection (`--conn qID`),
+//! its Initial packets, TLS messages and HTTP/3 requests, from the
+//! client's first packet.
 //!
 //! Does not draw the waterfall (`timeline`) or choose the connection.
 
 use std::io::{self, Write};
 
 use super::super::{sanitize, server_text};
-use super::{close_text, dur, requests_text, tls_kind, truncate};
-use crate::record::{CloseKind, ConnectionRecord, Side};
+use super::{close_text, dur, quic_requests_text, requests_text, tls_kind, truncate};
+use crate::record::{CloseKind, ConnectionRecord, HttpRequest, QuicRecord, Side, TlsEvent};
+
+/// An event: its time (seconds from the capture's start), who sent it,
+/// and what it was.
+type Event = (f64, Option<Side>, String);
 
 /// One connection's events, offsets in ms from its SYN (or first packet).
 pub(super) fn write_events(
@@ -19,7 +25,7 @@ pub(super) fn write_events(
 ) -> io::Result<()> {
     let hs = &rec.tcp.handshake;
     let origin = hs.syn.map_or(rec.start.at, |s| s.at);
-    let mut events: Vec<(f64, Option<Side>, String)> = Vec::new();
+    let mut events: Vec<Event> = Vec::new();
     if let Some(t) = hs.syn {
         let resent = match hs.syn_retransmissions {
             0 => String::new(),
@@ -37,13 +43,7 @@ pub(super) fn write_events(
         events.push((t.at, Some(Side::Client), format!("TCP ACK{connect}")));
     }
     if let Some(tls) = &rec.tls {
-        for e in &tls.events {
-            let detail = e
-                .detail
-                .as_deref()
-                .map_or(String::new(), |d| format!(" ({})", sanitize(d)));
-            events.push((e.time.at, Some(e.side), format!("TLS {}{detail}", e.name)));
-        }
+        tls_events(&tls.events, &mut events);
         if let Some(c) = tls.complete {
             let kind = if tls.resumed { "resumed" } else { "full" };
             let version = tls.version.as_deref().map_or("?".to_string(), sanitize);
@@ -57,7 +57,116 @@ pub(super) fn write_events(
             ));
         }
     }
-    for (i, req) in rec.http.list.iter().enumerate() {
+    request_events(&rec.http.list, color, &mut events);
+    if let (CloseKind::Fin | CloseKind::Rst, Some(t)) = (rec.close.kind, rec.close.time) {
+        let both = if rec.close.fin_both {
+            ", FIN from both sides"
+        } else {
+            ""
+        };
+        events.push((
+            t.at,
+            rec.close.by,
+            format!("{}{both}", rec.close.kind.as_str().to_uppercase()),
+        ));
+    }
+    events.push((rec.end.at, None, "last packet".to_string()));
+    let title = format!(
+        "connection {}  {} -> {}  ({} requests, {}, {}, {})",
+        rec.id,
+        sanitize(&rec.client),
+        sanitize(&server_text(rec)),
+        requests_text(rec),
+        sanitize(&tls_kind(rec)),
+        dur(rec.duration, color),
+        close_text(rec)
+    );
+    let more = rec.http.requests.saturating_sub(rec.http.list.len() as u64);
+    let more = if rec.http.list_truncated { more } else { 0 };
+    let from = "the SYN";
+    write_list(out, width, &title, from, origin, events, more)
+}
+
+/// One QUIC connection's events, offsets in ms from the client's first
+/// packet.
+pub(super) fn write_quic_events(
+    rec: &QuicRecord,
+    out: &mut dyn Write,
+    width: usize,
+    color: bool,
+) -> io::Result<()> {
+    let (h, tls) = (&rec.handshake, &rec.tls);
+    let mut events: Vec<Event> = Vec::new();
+    let origin = rec.start.at;
+    if let Some(t) = h.client_initial {
+        events.push((t.at, Some(Side::Client), "QUIC Initial".to_string()));
+    }
+    if let Some(t) = h.server_initial {
+        let retry = if h.retry { " (after a Retry)" } else { "" };
+        events.push((t.at, Some(Side::Server), format!("QUIC Initial{retry}")));
+    }
+    tls_events(&tls.events, &mut events);
+    let kind = match tls.resumed {
+        Some(true) => "resumed",
+        Some(false) => "full",
+        None => "handshake unread",
+    };
+    if let Some(c) = h.client_handshake {
+        let version = tls.version.as_deref().map_or("?".to_string(), sanitize);
+        let took = h
+            .duration
+            .map_or(String::new(), |d| format!(", {}", dur(d, color)));
+        let alpn = tls
+            .alpn
+            .as_deref()
+            .map_or(String::new(), |a| format!(", {}", sanitize(a)));
+        events.push((
+            c.at,
+            None,
+            format!("QUIC handshake complete ({version} {kind}{alpn}{took})"),
+        ));
+    }
+    let http = rec.http.as_ref();
+    request_events(http.map_or(&[], |h| &h.list), color, &mut events);
+    events.push((rec.end.at, None, "last packet".to_string()));
+    let requests = match http {
+        Some(_) => format!("{} requests", quic_requests_text(rec)),
+        None => "requests sealed".to_string(),
+    };
+    let zero_rtt = match (h.packets.zero_rtt > 0, tls.early_data_accepted) {
+        (false, _) => "",
+        (true, Some(false)) => " 0-RTT rejected",
+        (true, _) => " 0-RTT",
+    };
+    let title = format!(
+        "connection q{}  {} -> {}  ({requests}, QUIC {} {kind}{zero_rtt}, {})",
+        rec.id,
+        sanitize(&rec.client),
+        sanitize(&rec.server),
+        sanitize(&rec.version),
+        dur(rec.duration, color),
+    );
+    let more = http
+        .filter(|h| h.list_truncated)
+        .map_or(0, |h| h.requests.saturating_sub(h.list.len() as u64));
+    let from = "its first packet";
+    write_list(out, width, &title, from, origin, events, more)
+}
+
+/// The TLS messages (and alerts) of a handshake.
+fn tls_events(list: &[TlsEvent], events: &mut Vec<Event>) {
+    for e in list {
+        let detail = e
+            .detail
+            .as_deref()
+            .map_or(String::new(), |d| format!(" ({})", sanitize(d)));
+        events.push((e.time.at, Some(e.side), format!("TLS {}{detail}", e.name)));
+    }
+}
+
+/// Each listed request sent, and its response's first and last bytes.
+fn request_events(list: &[HttpRequest], color: bool, events: &mut Vec<Event>) {
+    for (i, req) in list.iter().enumerate() {
         let n = i + 1;
         let what = match (&req.method, &req.target) {
             (Some(m), Some(t)) => format!(" {} {}", sanitize(m), sanitize(t)),
@@ -98,40 +207,23 @@ pub(super) fn write_events(
             (None, _) => {}
         }
     }
-    if let (CloseKind::Fin | CloseKind::Rst, Some(t)) = (rec.close.kind, rec.close.time) {
-        let both = if rec.close.fin_both {
-            ", FIN from both sides"
-        } else {
-            ""
-        };
-        events.push((
-            t.at,
-            rec.close.by,
-            format!("{}{both}", rec.close.kind.as_str().to_uppercase()),
-        ));
-    }
-    events.push((rec.end.at, None, "last packet".to_string()));
-    events.sort_by(|a, b| a.0.total_cmp(&b.0));
+}
 
-    let title = format!(
-        "connection {}  {} -> {}  ({} requests, {}, {}, {})",
-        rec.id,
-        sanitize(&rec.client),
-        sanitize(&server_text(rec)),
-        requests_text(rec),
-        sanitize(&tls_kind(rec)),
-        dur(rec.duration, color),
-        close_text(rec)
-    );
-    writeln!(out, "{}", truncate(&title, width))?;
-    writeln!(
-        out,
-        "{}",
-        truncate(
-            "      offset ms  side    event (offsets from the SYN)",
-            width
-        )
-    )?;
+/// The title, the column heads, each event in time order with its offset
+/// from `origin`, and a line for `more` requests not listed.
+fn write_list(
+    out: &mut dyn Write,
+    width: usize,
+    title: &str,
+    from: &str,
+    origin: f64,
+    mut events: Vec<Event>,
+    more: u64,
+) -> io::Result<()> {
+    events.sort_by(|a, b| a.0.total_cmp(&b.0));
+    writeln!(out, "{}", truncate(title, width))?;
+    let heads = format!("      offset ms  side    event (offsets from {from})");
+    writeln!(out, "{}", truncate(&heads, width))?;
     for (at, side, what) in &events {
         let line = format!(
             "{:>15.3}  {:<6}  {what}",
@@ -140,8 +232,7 @@ pub(super) fn write_events(
         );
         writeln!(out, "{}", truncate(&line, width))?;
     }
-    if rec.http.list_truncated {
-        let more = rec.http.requests.saturating_sub(rec.http.list.len() as u64);
+    if more > 0 {
         let line = format!("{:>15}  {:<6}  ... {more} more requests not listed", "", "");
         writeln!(out, "{}", truncate(&line, width))?;
     }

@@ -13,8 +13,8 @@ use std::cmp::Ordering;
 use std::io;
 
 use super::{
-    client_port, quic_requests_text, quic_segments, requests_text, sanitize, segments, Phase,
-    Segment, TimelineOpts,
+    client_port, quic_requests_text, quic_segments, requests_text, sanitize, segments, ConnId,
+    Phase, Segment, TimelineOpts,
 };
 use crate::analyze::RecordSink;
 use crate::least::{Keyed, Least};
@@ -115,7 +115,9 @@ enum Keep {
         bytes: Vec<u8>,
     },
     Longest(Least<Longest>),
-    One(u64, Option<Box<ConnectionRecord>>),
+    /// `--conn`: the TCP connection named (none when it names a QUIC
+    /// one), and its record once seen.
+    One(Option<u64>, Option<Box<ConnectionRecord>>),
 }
 
 /// The rows a `timeline` draws, gathered as records go by.
@@ -215,7 +217,9 @@ impl Rows {
     /// to a file (tests use a small one to reach the file).
     fn with_memory(opts: &TimelineOpts, memory: usize) -> Rows {
         let keep = match (opts.conn, opts.top) {
-            (Some(id), _) => Keep::One(id, None),
+            // A QUIC connection named: no TCP row.
+            (Some(ConnId::Tcp(id)), _) => Keep::One(Some(id), None),
+            (Some(ConnId::Quic(_)), _) => Keep::One(None, None),
             (None, Some(n)) => Keep::Longest(Least::new(n)),
             (None, None) => Keep::All {
                 spool: Spool::new(memory, &PURPOSE),
@@ -251,7 +255,7 @@ impl Rows {
                 |last| longest_first((rec.duration, rec.id), (last.0.duration, last.0.id)).is_lt(),
                 || Longest(Row::of(rec)),
             ),
-            Keep::One(id, kept) if rec.id == *id => *kept = Some(Box::new(rec.clone())),
+            Keep::One(id, kept) if *id == Some(rec.id) => *kept = Some(Box::new(rec.clone())),
             Keep::One(..) => {}
         }
         Ok(())
@@ -499,12 +503,12 @@ mod tests {
         all.sort_unstable();
         assert_eq!(kept(&reversed, &TimelineOpts::default()), (all, None));
         let one = TimelineOpts {
-            conn: Some(3),
+            conn: Some(ConnId::Tcp(3)),
             ..TimelineOpts::default()
         };
         assert_eq!(kept(&reversed, &one), (vec![3], Some(3)));
         let none = TimelineOpts {
-            conn: Some(100_000),
+            conn: Some(ConnId::Tcp(100_000)),
             ..TimelineOpts::default()
         };
         assert_eq!(kept(&records, &none), (vec![], None));
