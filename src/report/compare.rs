@@ -105,6 +105,23 @@ pub(crate) fn verdict_of(a: &Labeled, b: &Labeled, ms: &[Metric], names: (char, 
                 });
             }
         }
+        // No request over TCP on either side, HTTP/3 ones on both: theirs
+        // is the headline.
+        None if pair("requests") == Some((0.0, 0.0))
+            && pair("quic_handshakes_per_request").is_some() =>
+        {
+            let (x, y) = pair("quic_handshakes_per_request").unwrap_or_default();
+            if let Some(first) = parts.first_mut() {
+                first.push_str(&match how_many(x, y) {
+                    None => format!(
+                        "used as many QUIC handshakes per HTTP/3 request as {a_name} ({x:.2} each), and no request over TCP"
+                    ),
+                    Some(s) => format!(
+                        "used {s} QUIC handshakes per HTTP/3 request than {a_name} ({y:.2} vs {x:.2}), and no request over TCP"
+                    ),
+                });
+            }
+        }
         None => {
             let (x, y) = pair("tcp_handshakes").unwrap_or((0.0, 0.0));
             let (ra, rb) = pair("requests").unwrap_or((0.0, 0.0));

@@ -246,6 +246,18 @@ fn compare_sets_http3_requests_and_429s_side_by_side() {
         verdict.contains("12 vs 5 HTTP/3 requests; 4 vs 0 HTTP/3 responses 429"),
         "{verdict}"
     );
+    // No request over TCP: HTTP/3's handshakes per request lead, one
+    // handshake for 12 requests against one for 5.
+    let (a, b) = (1.0 / 5.0, 1.0 / 12.0);
+    let per_request = &m["quic_handshakes_per_request"];
+    assert_eq!(
+        (per_request["a"].as_f64(), per_request["b"].as_f64()),
+        (Some(a), Some(b))
+    );
+    assert!(
+        verdict.starts_with("B used 2.4× fewer QUIC handshakes per HTTP/3 request than A (0.08 vs 0.20), and no request over TCP;"),
+        "{verdict}"
+    );
 }
 
 /// `timeline` and `--html` draw QUIC connections after the TCP ones: the
