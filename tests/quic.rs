@@ -19,6 +19,24 @@ use crate::tools::{all_captures, analyze_path, skip_or_fail, tshark_present};
 mod handshake;
 mod http3;
 
+/// tshark's `fields` (tab-separated, a line a packet) of the packets of
+/// `pcap` that match `filter`, opening QUIC with `keylog` (or with a
+/// pcapng's own secrets when there is none).
+fn tshark_keyed(pcap: &Path, keylog: Option<&Path>, filter: &str, fields: &[&str]) -> String {
+    let keylog = keylog.map_or(String::new(), |k| k.display().to_string());
+    let mut tshark = Command::new("tshark");
+    tshark
+        .arg("-r")
+        .arg(pcap)
+        .args(["-o", &format!("tls.keylog_file:{keylog}")])
+        .args(["-Y", filter, "-T", "fields"]);
+    for f in fields {
+        tshark.args(["-e", f]);
+    }
+    let out = tshark.output().expect("tshark runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// tshark's count of frames with a QUIC long header.
 fn tshark_long_headers(path: &Path) -> u64 {
     let out = Command::new("tshark")

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::{
-    DecryptionOutcome, Distribution, HttpRequest, Instant, Name, Overlay, PerSide, TlsEvent,
+    DecryptionOutcome, Distribution, HttpRequest, Instant, Name, Overlay, PerSide, Side, TlsEvent,
 };
 
 /// One QUIC connection: its endpoints, version and handshake.
@@ -39,6 +39,22 @@ pub struct QuicRecord {
     /// With `--keylog`: what its secrets opened, and the HTTP/3 requests
     /// on it; null without a key log, or before a ServerHello.
     pub http: Option<QuicHttp>,
+    /// With `--keylog`: the first CONNECTION_CLOSE frame in a Handshake or
+    /// 1-RTT packet (sealed without it); null when none was read.
+    pub close: Option<QuicClose>,
+}
+
+/// How a QUIC connection was closed: its first CONNECTION_CLOSE frame.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct QuicClose {
+    pub by: Side,
+    pub time: Instant,
+    /// `transport` (frame type 0x1c: the QUIC layer's error codes, RFC
+    /// 9000 §20.1) or `application` (0x1d: HTTP/3's, RFC 9114 §8.1).
+    pub kind: Name,
+    pub error_code: u64,
+    /// The reason phrase, if any (at most 100 characters, made printable).
+    pub reason: Option<String>,
 }
 
 /// The HTTP/3 requests of a QUIC connection whose 0-RTT and 1-RTT packets

@@ -1,15 +1,16 @@
 //! A QUIC connection's TLS handshake message by message (`tls.events`):
 //! with the key log, the Handshake packets' messages and the tickets after
 //! them, each at the time of the packet that completed it, as tshark reads
-//! them with the same secrets; and what the server's EncryptedExtensions
-//! say (the ALPN chosen, 0-RTT accepted).
+//! them with the same secrets; what the server's EncryptedExtensions say
+//! (the ALPN chosen, 0-RTT accepted); how each connection was closed; and
+//! `timeline --conn q…`, which lists all of it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 
+use super::tshark_keyed;
 use crate::support::{bin, json_of};
 use crate::tools::{skip_or_fail, tshark_present};
 
@@ -47,18 +48,15 @@ fn quic_list(pcap: &Path, keylog: Option<&Path>) -> Vec<Value> {
 /// reads with `keylog` (or a pcapng's own secrets), as (type, sender's
 /// UDP port, time).
 fn tshark_messages(pcap: &Path, keylog: Option<&Path>) -> Vec<Vec<(u64, String, f64)>> {
-    let keylog = keylog.map_or(String::new(), |k| k.display().to_string());
-    let out = Command::new("tshark")
-        .arg("-r")
-        .arg(pcap)
-        .args(["-o", &format!("tls.keylog_file:{keylog}")])
-        .args(["-Y", "quic && tls.handshake.type", "-T", "fields"])
-        .args(["-e", "quic.connection.number", "-e", "udp.srcport"])
-        .args(["-e", "frame.time_epoch", "-e", "tls.handshake.type"])
-        .output()
-        .expect("tshark runs");
+    let fields = [
+        "quic.connection.number",
+        "udp.srcport",
+        "frame.time_epoch",
+        "tls.handshake.type",
+    ];
+    let text = tshark_keyed(pcap, keylog, "quic && tls.handshake.type", &fields);
     let mut conns = BTreeMap::<u64, Vec<(u64, String, f64)>>::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    for line in text.lines() {
         let f: Vec<&str> = line.split('\t').collect();
         let Some(n) = f[0].split(',').next().and_then(|n| n.parse().ok()) else {
             continue;
@@ -263,4 +261,93 @@ fn timeline_conn_lists_a_quic_connections_events() {
     );
     let (_, text) = run("1");
     assert!(text.starts_with("no connection with id 1 "), "{text}");
+}
+
+/// Per QUIC connection, in tshark's order: its first CONNECTION_CLOSE as
+/// tshark reads it with the secrets — (sender's port, time, kind, error
+/// code, reason phrase).
+fn tshark_closes(
+    pcap: &Path,
+    keylog: Option<&Path>,
+) -> BTreeMap<u64, (String, f64, &'static str, u64, String)> {
+    let fields = [
+        "quic.connection.number",
+        "udp.srcport",
+        "frame.time_epoch",
+        "quic.frame_type",
+        "quic.cc.error_code",
+        "quic.cc.error_code.app",
+        "quic.cc.reason_phrase",
+    ];
+    let filter = "quic.frame_type == 0x1c || quic.frame_type == 0x1d";
+    let text = tshark_keyed(pcap, keylog, filter, &fields);
+    let mut closes = BTreeMap::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        let Some(n) = f[0].split(',').next().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        let types: Vec<&str> = f[3].split(',').collect();
+        let kind = if types.contains(&"29") {
+            "application"
+        } else {
+            "transport"
+        };
+        let code = if kind == "application" { f[5] } else { f[4] };
+        let close = (
+            f[1].to_owned(),
+            f[2].parse().expect("a time"),
+            kind,
+            code.parse().expect("an error code"),
+            f[6].to_owned(),
+        );
+        closes.entry(n).or_insert(close);
+    }
+    closes
+}
+
+/// With the key log, each connection's CONNECTION_CLOSE is the first
+/// tshark reads with the same secrets: sender, time, kind, code, reason.
+#[test]
+fn with_the_key_log_each_close_is_tshark_s() {
+    if !tshark_present() {
+        return; // tshark_present said so, loudly (or failed under CI)
+    }
+    let mut checked = 0;
+    for (pcap, keylog) in keyed_captures() {
+        let list = quic_list(&pcap, keylog.as_deref());
+        let theirs: Vec<_> = tshark_closes(&pcap, keylog.as_deref())
+            .into_values()
+            .collect();
+        assert_eq!(
+            theirs.len(),
+            list.len(),
+            "{pcap:?}: every connection closed"
+        );
+        for (rec, want) in list.iter().zip(theirs) {
+            let c = &rec["close"];
+            let by = match c["by"].as_str() {
+                Some("client") => &rec["client"],
+                _ => &rec["server"],
+            };
+            let port = by
+                .as_str()
+                .and_then(|a| a.rsplit(':').next())
+                .expect("a port");
+            assert_eq!(port, want.0, "{pcap:?}");
+            let at = c["time"]["ts"].as_f64().expect("a time");
+            assert!((at - want.1).abs() < 2e-6, "{pcap:?}: {at} {}", want.1);
+            assert_eq!(c["kind"], want.2, "{pcap:?}");
+            assert_eq!(c["error_code"], want.3, "{pcap:?}");
+            assert_eq!(c["reason"].as_str().unwrap_or_default(), want.4, "{pcap:?}");
+            checked += 1;
+        }
+        // Sealed without the key log.
+        if keylog.is_some() {
+            for rec in quic_list(&pcap, None) {
+                assert!(rec["close"].is_null(), "{pcap:?}");
+            }
+        }
+    }
+    assert!(checked >= 9, "{checked} closes");
 }

@@ -3,10 +3,10 @@
 //! what tshark opens with the same secrets.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
+use super::tshark_keyed;
 use crate::support::{bin, json_of};
 use crate::tools::{analyze_path, skip_or_fail, tshark_present};
 
@@ -127,24 +127,12 @@ fn with_the_key_log_http3_requests_are_the_servers_log() {
 /// bidirectional streams (HTTP/3 requests) tshark sees in the client's
 /// STREAM frames once it opens them with `keylog`.
 fn tshark_http3_requests(pcap: &Path, keylog: Option<&Path>) -> Vec<u64> {
-    let keylog = keylog.map_or(String::new(), |k| k.display().to_string());
-    let out = Command::new("tshark")
-        .arg("-r")
-        .arg(pcap)
-        .args(["-o", &format!("tls.keylog_file:{keylog}")])
-        .args(["-Y", "quic.stream.stream_id"])
-        .args([
-            "-T",
-            "fields",
-            "-e",
-            "quic.connection.number",
-            "-e",
-            "udp.srcport",
-        ])
-        .args(["-e", "quic.stream.stream_id"])
-        .output()
-        .expect("tshark runs");
-    let text = String::from_utf8_lossy(&out.stdout);
+    let fields = [
+        "quic.connection.number",
+        "udp.srcport",
+        "quic.stream.stream_id",
+    ];
+    let text = tshark_keyed(pcap, keylog, "quic.stream.stream_id", &fields);
     let mut clients = std::collections::BTreeMap::<u64, String>::new();
     let mut streams = std::collections::BTreeMap::<u64, std::collections::BTreeSet<u64>>::new();
     // The client is the first sender of a STREAM frame on a request

@@ -91,6 +91,8 @@ pub struct App {
     /// (NewSessionTicket), by side, for the connection's events.
     crypto: [Flight; 2],
     pub messages: Vec<(usize, u8, Timestamp)>,
+    /// The first CONNECTION_CLOSE read.
+    pub close: Option<Closed>,
 }
 
 /// A request waiting for its response.
@@ -150,6 +152,7 @@ impl App {
             qpack: Default::default(),
             crypto: Default::default(),
             messages: Vec::new(),
+            close: None,
         }
     }
 
@@ -289,8 +292,23 @@ impl App {
         if let Some(flight) = self.crypto.get_mut(side) {
             let mut done = Vec::new();
             for f in app_frames(plain) {
-                if let AppFrame::Crypto { offset, data } = f {
-                    flight.add(offset, data, 0, &mut done);
+                match f {
+                    AppFrame::Crypto { offset, data } => flight.add(offset, data, 0, &mut done),
+                    AppFrame::Close {
+                        application,
+                        error,
+                        reason,
+                    } if self.close.is_none() => {
+                        let reason = reason.get(..MAX_REASON).unwrap_or(reason);
+                        self.close = Some(Closed {
+                            side,
+                            at: ts,
+                            application,
+                            error,
+                            reason: String::from_utf8_lossy(reason).into_owned(),
+                        });
+                    }
+                    _ => {}
                 }
             }
             for m in done {
@@ -369,14 +387,35 @@ enum AppFrame<'a> {
         offset: u64,
         data: &'a [u8],
     },
+    /// CONNECTION_CLOSE: of the application (0x1d) or the transport
+    /// (0x1c), its error code and reason phrase.
+    Close {
+        application: bool,
+        error: u64,
+        reason: &'a [u8],
+    },
 }
+
+/// A CONNECTION_CLOSE read: who sent it, when, and what it said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Closed {
+    pub side: usize,
+    pub at: Timestamp,
+    pub application: bool,
+    pub error: u64,
+    /// The reason phrase, its first [`MAX_REASON`] bytes as text.
+    pub reason: String,
+}
+
+/// Bytes of a reason phrase kept.
+pub const MAX_REASON: usize = 100;
 
 /// Every STREAM frame of a 0-RTT or 1-RTT plaintext, past the other
 /// frames; it stops at a frame it does not know or that does not fit.
 fn stream_frames(plain: &[u8]) -> impl Iterator<Item = StreamFrame<'_>> {
     app_frames(plain).filter_map(|f| match f {
         AppFrame::Stream(s) => Some(s),
-        AppFrame::Crypto { .. } => None,
+        AppFrame::Crypto { .. } | AppFrame::Close { .. } => None,
     })
 }
 
@@ -393,6 +432,21 @@ fn app_frames(plain: &[u8]) -> impl Iterator<Item = AppFrame<'_>> {
             let data;
             (data, rest) = after.split_at_checked(usize::try_from(len).ok()?)?;
             return Some(AppFrame::Crypto { offset, data });
+        }
+        if ty == 0x1c || ty == 0x1d {
+            let (error, mut after) = varint(rest)?;
+            if ty == 0x1c {
+                (_, after) = varint(after)?; // the frame type that failed
+            }
+            let (len, after) = varint(after)?;
+            let reason;
+            (reason, rest) = after.split_at_checked(usize::try_from(len).ok()?)?;
+            let application = ty == 0x1d;
+            return Some(AppFrame::Close {
+                application,
+                error,
+                reason,
+            });
         }
         if (0x08..=0x0f).contains(&ty) {
             let (id, mut after) = varint(rest)?;

@@ -177,6 +177,9 @@ pub struct Handshake {
     pub early_data_accepted: Option<bool>,
     pub opened: u64,
     pub failed: u64,
+    /// The error code of a CONNECTION_CLOSE the latest packet carried (a
+    /// handshake given up), until taken.
+    pub close: Option<u64>,
 }
 
 impl std::fmt::Debug for Handshake {
@@ -204,6 +207,7 @@ impl Handshake {
             early_data_accepted: None,
             opened: 0,
             failed: 0,
+            close: None,
         })
     }
 
@@ -242,10 +246,15 @@ impl Handshake {
         self.opened += 1;
         let mut budget = budget;
         for frame in initial::frames(plain) {
-            if let Frame::Crypto { offset, data } = frame {
-                let before = flight.held();
-                flight.add(offset, data, budget, &mut out);
-                budget = budget.saturating_sub(flight.held().saturating_sub(before));
+            match frame {
+                Frame::Crypto { offset, data } => {
+                    let before = flight.held();
+                    flight.add(offset, data, budget, &mut out);
+                    budget = budget.saturating_sub(flight.held().saturating_sub(before));
+                }
+                Frame::Close { error } => {
+                    self.close.get_or_insert(error);
+                }
             }
         }
         for m in &out {

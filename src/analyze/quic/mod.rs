@@ -41,12 +41,12 @@ use crate::decode::{
 #[cfg(test)]
 use crate::record::QuicPackets;
 use crate::record::{
-    DecryptionOutcome, Instant, Overlay, PerSide, QuicHandshake, QuicHttp, QuicRecord, QuicSummary,
-    QuicTls, Side,
+    DecryptionOutcome, Instant, Overlay, PerSide, QuicClose, QuicHandshake, QuicHttp, QuicRecord,
+    QuicSummary, QuicTls, Side,
 };
 use crate::time::Timestamp;
 
-use app::App;
+use app::{App, Closed};
 use handshake::Handshake;
 use stream::CryptoStream;
 
@@ -105,6 +105,8 @@ struct Conn {
     handshake: QuicHandshake,
     tls: QuicTls,
     steps: Steps,
+    /// The first CONNECTION_CLOSE a key log opened.
+    close: Option<Closed>,
 }
 
 impl Conn {
@@ -258,6 +260,7 @@ impl QuicTable {
             },
             tls: QuicTls::default(),
             steps: Steps::default(),
+            close: None,
         };
         self.by_endpoints.insert((d.src, d.dst), id);
         self.open.insert(id, Box::new(conn));
@@ -376,8 +379,21 @@ impl QuicTable {
             app,
             sealed,
             steps,
+            close,
             ..
         } = *conn;
+        let close = close.map(|c| QuicClose {
+            by: side_of(c.side),
+            time: self.instant(c.at),
+            kind: if c.application {
+                "application"
+            } else {
+                "transport"
+            }
+            .into(),
+            error_code: c.error,
+            reason: Some(c.reason).filter(|r| !r.is_empty()),
+        });
         tls.events = steps.into_events(start, &|t| self.instant(t));
         if let Some(sealed) = &sealed {
             tls.alpn.clone_from(&sealed.alpn);
@@ -447,6 +463,7 @@ impl QuicTable {
             handshake,
             tls,
             http,
+            close,
         });
     }
 
@@ -483,13 +500,20 @@ fn one_rtt(conn: &mut Conn, side: usize, bytes: &[u8], ts: Timestamp, scratch: &
     if let Some(app) = &mut conn.app {
         app.one_rtt(side, bytes, cid_len, ts, scratch);
         for (side, kind, at) in app.messages.drain(..) {
-            let who = if side == 0 {
-                Side::Client
-            } else {
-                Side::Server
-            };
-            conn.steps.push(StepName::handshake(kind), who, at, None);
+            conn.steps
+                .push(StepName::handshake(kind), side_of(side), at, None);
         }
+        if conn.close.is_none() {
+            conn.close = app.close.take();
+        }
+    }
+}
+
+/// The side a direction's index names (0: the client).
+fn side_of(side: usize) -> Side {
+    match side {
+        0 => Side::Client,
+        _ => Side::Server,
     }
 }
 

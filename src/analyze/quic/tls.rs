@@ -7,9 +7,9 @@
 //! Owns nothing of its own: these are the connection table's steps for
 //! those packets. Does not find connections or retire them (`mod`).
 
-use super::app::App;
+use super::app::{App, Closed};
 use super::handshake::{self, Handshake};
-use super::{initial, Conn, QuicTable, CRYPTO_BUDGET};
+use super::{initial, side_of, Conn, QuicTable, CRYPTO_BUDGET};
 use crate::analyze::tls::hello::{self, ClientHelloFacts, ServerHelloFacts};
 use crate::analyze::tls::steps::StepName;
 use crate::decode::{long_packet, LongPacket};
@@ -83,13 +83,18 @@ impl QuicTable {
         let budget = CRYPTO_BUDGET.saturating_sub(self.held);
         let messages = sealed.packet(side, packet, budget, &mut self.scratch);
         self.held = (self.held + sealed.held()).saturating_sub(before);
-        let who = if side == 0 {
-            Side::Client
-        } else {
-            Side::Server
-        };
+        if let (Some(error), None) = (sealed.close.take(), &conn.close) {
+            conn.close = Some(Closed {
+                side,
+                at: ts,
+                application: false,
+                error,
+                reason: String::new(),
+            });
+        }
         for m in messages {
-            conn.steps.push(StepName::handshake(m.kind), who, ts, None);
+            conn.steps
+                .push(StepName::handshake(m.kind), side_of(side), ts, None);
             if side == 0 && m.kind == handshake::FINISHED && conn.complete.is_none() {
                 conn.handshake.client_handshake = Some(self.instant(ts));
                 conn.complete = Some(ts);

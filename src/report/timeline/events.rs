@@ -1,8 +1,8 @@
 //! The event list of one connection under `timeline --conn ID`: its TCP,
 //! TLS and HTTP events and its close, in time order, with offsets in ms
 //! from its SYN (or first packet); for a QUIC connection (`--conn qID`),
-//! its Initial packets, TLS messages and HTTP/3 requests, from the
-//! client's first packet.
+//! its Initial packets, TLS messages, HTTP/3 requests and CONNECTION_CLOSE,
+//! from the client's first packet.
 //!
 //! Does not draw the waterfall (`timeline`) or choose the connection.
 
@@ -128,6 +128,20 @@ pub(super) fn write_quic_events(
     }
     let http = rec.http.as_ref();
     request_events(http.map_or(&[], |h| &h.list), color, &mut events);
+    if let Some(c) = &rec.close {
+        let reason = c
+            .reason
+            .as_deref()
+            .map_or(String::new(), |r| format!(", \"{}\"", sanitize(r)));
+        events.push((
+            c.time.at,
+            Some(c.by),
+            format!(
+                "CONNECTION_CLOSE ({}, error {:#x}{reason})",
+                c.kind, c.error_code
+            ),
+        ));
+    }
     events.push((rec.end.at, None, "last packet".to_string()));
     let requests = match http {
         Some(_) => format!("{} requests", quic_requests_text(rec)),
