@@ -351,3 +351,52 @@ fn with_the_key_log_each_close_is_tshark_s() {
     }
     assert!(checked >= 9, "{checked} closes");
 }
+
+/// A key log whose client handshake secret is wrong: the client's
+/// Handshake packets do not open (counted as failed, the decryption
+/// partial), its Finished is then told by its packet's size — at the same
+/// time — and the server's messages are still read.
+#[test]
+fn a_wrong_handshake_secret_falls_back_to_the_finisheds_size() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("captures");
+    let pcap = dir.join("quic-aioquic-h3-5.pcap");
+    let good = dir.join("quic-aioquic-h3-5.keylog");
+    let text = std::fs::read_to_string(&good).expect("the key log");
+    let bad: String = text
+        .lines()
+        .map(
+            |l| match l.strip_prefix("CLIENT_HANDSHAKE_TRAFFIC_SECRET ") {
+                // The secret's last hex digit changed.
+                Some(rest) => {
+                    let flipped = if rest.ends_with('0') { '1' } else { '0' };
+                    format!(
+                        "CLIENT_HANDSHAKE_TRAFFIC_SECRET {}{flipped}\n",
+                        &rest[..rest.len() - 1]
+                    )
+                }
+                None => format!("{l}\n"),
+            },
+        )
+        .collect();
+    assert_ne!(bad, text);
+    let path = std::env::temp_dir().join(format!("handshakes-bad-{}.keylog", std::process::id()));
+    std::fs::write(&path, bad).expect("a temporary key log");
+    let (ours, right) = (quic_list(&pcap, Some(&path)), quic_list(&pcap, Some(&good)));
+    let _ = std::fs::remove_file(&path);
+    let (rec, want) = (&ours[0], &right[0]);
+    assert_eq!(
+        rec["handshake"]["client_handshake"],
+        want["handshake"]["client_handshake"]
+    );
+    assert_eq!(rec["http"]["decryption"], "partial");
+    assert!(rec["http"]["packets_failed"].as_u64() > Some(0));
+    let kinds: Vec<u64> = our_messages(rec).iter().map(|e| e.0).collect();
+    assert_eq!(kinds[..6], [1, 2, 8, 11, 15, 20], "the server's read");
+    assert!(
+        !our_messages(rec)
+            .iter()
+            .any(|e| e.0 == 20 && e.1 == "49348"),
+        "{kinds:?}"
+    );
+    assert_eq!(rec["http"]["requests"], 5, "the 1-RTT packets opened");
+}

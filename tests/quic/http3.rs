@@ -302,6 +302,11 @@ fn the_timeline_and_the_html_report_draw_quic_connections() {
     let page = std::fs::read_to_string(&html).expect("the report");
     let _ = std::fs::remove_file(&html);
     assert!(page.contains("<g class=\"conn\" data-id=\"q1\"><title>QUIC connection q1"));
+    // The key log's: the ALPN chosen, and the client's close.
+    assert!(
+        page.contains("SNI localhost · ALPN h3 · open 32.04ms · closed by the client (application error 0x0)</title>"),
+        "the connection's tooltip"
+    );
     assert!(
         page.contains("<title>QUIC handshake 9.87ms"),
         "the handshake's tooltip"

@@ -315,11 +315,13 @@ impl QuicTable {
                 PacketKind::Handshake => {
                     h.packets.handshake += 1;
                     let carries_finished = packet.bytes.len() - packet.pn_offset >= MIN_FINISHED;
+                    // Read with the key log; told by its size when it
+                    // gives no keys for the side, or they do not open it.
                     let opens = conn.sealed.as_ref().is_some_and(|s| s.opens(side));
-                    if opens {
-                        self.handshake_packet(conn, &packet, side, ts);
-                    } else if side == 0 && carries_finished && h.client_handshake.is_none() {
-                        h.client_handshake = Some(self.instant(ts));
+                    let opened = opens && self.handshake_packet(conn, &packet, side, ts);
+                    let told = side == 0 && carries_finished && conn.complete.is_none();
+                    if !opened && told {
+                        conn.handshake.client_handshake = Some(self.instant(ts));
                         conn.complete = Some(ts);
                     }
                 }

@@ -68,17 +68,18 @@ impl QuicTable {
     }
 
     /// Opens a Handshake packet of `conn` from `side` with the key log's
-    /// secrets and notes the messages it completed.
+    /// secrets and notes the messages it completed; whether it opened.
     pub(super) fn handshake_packet(
         &mut self,
         conn: &mut Conn,
         packet: &LongPacket<'_>,
         side: usize,
         ts: Timestamp,
-    ) {
+    ) -> bool {
         let Some(sealed) = conn.sealed.as_mut() else {
-            return;
+            return false;
         };
+        let opened = sealed.opened;
         let before = sealed.held();
         let budget = CRYPTO_BUDGET.saturating_sub(self.held);
         let messages = sealed.packet(side, packet, budget, &mut self.scratch);
@@ -100,6 +101,7 @@ impl QuicTable {
                 conn.complete = Some(ts);
             }
         }
+        conn.sealed.as_ref().is_some_and(|s| s.opened > opened)
     }
 
     /// Reads the first handshake message of `side`'s stream.

@@ -241,8 +241,22 @@ impl Lane {
             .sni
             .as_deref()
             .map_or(String::new(), |s| format!(" · SNI {s}"));
+        // With a key log: the protocol the server chose, and how it closed.
+        let alpn = q
+            .tls
+            .alpn
+            .as_deref()
+            .map_or(String::new(), |a| format!(" · ALPN {a}"));
+        let close = q.close.as_ref().map_or(String::new(), |c| {
+            format!(
+                " · closed by the {} ({} error {:#x})",
+                c.by.as_str(),
+                c.kind,
+                c.error_code
+            )
+        });
         let summary = format!(
-            "QUIC connection q{} · {} → {} · {} HTTP/3 requests · version {}{sni} · open {}",
+            "QUIC connection q{} · {} → {} · {} HTTP/3 requests · version {}{sni}{alpn} · open {}{close}",
             q.id,
             q.client,
             q.server,
