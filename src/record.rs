@@ -296,6 +296,27 @@ pub struct TlsAlert {
     pub time: Instant,
 }
 
+/// A server's certificate chain, as its Certificate message carried it
+/// (in the clear before TLS 1.3; with a key log in TLS 1.3 and QUIC).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CertificateInfo {
+    /// Certificates in the chain, and their DER bytes together.
+    pub chain: u64,
+    pub bytes: u64,
+    /// Of the first certificate (the server's own): the subject's and the
+    /// issuer's common name (or whole name without one), its
+    /// subjectAltName DNS names (at most 8), the end of its validity (RFC
+    /// 3339, UTC), its public key (`RSA 2048`, `EC 256`, `Ed25519`), and
+    /// whether it names itself as issuer; null (empty) when it does not
+    /// parse as X.509.
+    pub subject: Option<String>,
+    pub issuer: Option<String>,
+    pub dns_names: Vec<String>,
+    pub not_after: Option<String>,
+    pub key: Option<String>,
+    pub self_signed: bool,
+}
+
 /// 0-RTT early data.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct EarlyData {
@@ -387,6 +408,10 @@ pub struct TlsInfo {
     pub early_data: EarlyData,
     /// The server asked for a client certificate (null when the request is encrypted, TLS 1.3).
     pub client_certificate_requested: Option<bool>,
+    /// The server's certificate chain; null when its Certificate message
+    /// was not read (sealed in TLS 1.3 without a key log, a resumed
+    /// session, longer than 64 KiB).
+    pub certificate: Option<CertificateInfo>,
     pub outcome: TlsOutcome,
     /// The first alert seen, if any.
     pub alert: Option<TlsAlert>,

@@ -3,6 +3,7 @@
 //! real captures in captures/, and on the peer corpus in ../shared/corpus.
 
 mod captures;
+mod certificates;
 mod compare_many;
 mod corpus;
 mod csv_rows;

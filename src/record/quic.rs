@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::{
-    DecryptionOutcome, Distribution, HttpRequest, Instant, Name, Overlay, PerSide, Side, TlsEvent,
+    CertificateInfo, DecryptionOutcome, Distribution, HttpRequest, Instant, Name, Overlay, PerSide,
+    Side, TlsEvent,
 };
 
 /// One QUIC connection: its endpoints, version and handshake.
@@ -161,6 +162,9 @@ pub struct QuicTls {
     pub early_data_accepted: Option<bool>,
     /// JA4 of the ClientHello, `q` for QUIC.
     pub ja4: Option<String>,
+    /// With `--keylog`: the server's certificate chain (its Certificate
+    /// message, at most 16 KiB; not a compressed one); null without.
+    pub certificate: Option<CertificateInfo>,
     /// The handshake's messages with their times, as a TCP connection's
     /// `tls.events`: the two hellos from the Initial packets, and with a
     /// key log the rest from the Handshake packets (at most 64).

@@ -400,3 +400,63 @@ fn a_wrong_handshake_secret_falls_back_to_the_finisheds_size() {
     );
     assert_eq!(rec["http"]["requests"], 5, "the 1-RTT packets opened");
 }
+
+/// With the key log, each full handshake's certificate chain is the one
+/// tshark reads with the same secrets (Cloudflare's is compressed, RFC
+/// 8879, and not read); a resumed handshake sends none.
+#[test]
+fn with_the_key_log_each_certificate_is_tshark_s() {
+    let mut checked = 0;
+    for (pcap, keylog) in keyed_captures() {
+        let list = quic_list(&pcap, keylog.as_deref());
+        let theirs = if tshark_present() {
+            let fields = [
+                "quic.connection.number",
+                "tls.handshake.certificate_length",
+                "x509ce.dNSName",
+            ];
+            let filter = "quic && tls.handshake.type == 11";
+            let text = tshark_keyed(&pcap, keylog.as_deref(), filter, &fields);
+            let mut found = BTreeMap::new();
+            for line in text.lines() {
+                let f: Vec<&str> = line.split('\t').collect();
+                let n: u64 = f[0]
+                    .split(',')
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .expect("a number");
+                let lengths: Vec<u64> = f[1].split(',').filter_map(|l| l.parse().ok()).collect();
+                let names: Vec<String> = f[2].split(',').map(str::to_owned).collect();
+                found.insert(
+                    n,
+                    (lengths.len() as u64, lengths.iter().sum::<u64>(), names),
+                );
+            }
+            Some(found)
+        } else {
+            None
+        };
+        for (i, rec) in list.iter().enumerate() {
+            let cert = &rec["tls"]["certificate"];
+            let resumed = rec["tls"]["resumed"] == true;
+            let compressed = our_messages(rec).iter().any(|e| e.0 == 25);
+            assert_eq!(cert.is_null(), resumed || compressed, "{pcap:?} {i}");
+            if cert.is_null() {
+                continue;
+            }
+            assert_eq!(cert["subject"], "localhost", "{pcap:?}");
+            assert_eq!(cert["key"], "RSA 2048", "{pcap:?}");
+            if let Some(theirs) = &theirs {
+                let (chain, bytes, names) = theirs.get(&(i as u64)).expect("tshark's");
+                assert_eq!(
+                    (cert["chain"].as_u64(), cert["bytes"].as_u64()),
+                    (Some(*chain), Some(*bytes))
+                );
+                assert_eq!(cert["dns_names"], serde_json::json!(names), "{pcap:?}");
+            }
+            checked += 1;
+        }
+    }
+    // Every full handshake of our seven captures.
+    assert_eq!(checked, 7);
+}

@@ -15,22 +15,26 @@ use std::collections::BTreeMap;
 
 use super::app::suite;
 use super::initial::{self, Frame, Keys};
-use crate::analyze::tls::hello;
 use crate::analyze::tls::keylog::Secrets;
+use crate::analyze::tls::{certificate, hello};
 use crate::decode::LongPacket;
+use crate::record::CertificateInfo;
 
 /// Pieces of a stream held ahead of the bytes read so far.
 const MAX_AHEAD: usize = 32;
 /// The longest EncryptedExtensions read (its ALPN and early_data are a
 /// few bytes; transport parameters are about 100).
 const MAX_KEPT: usize = 4 * 1024;
-/// The message whose body is kept: EncryptedExtensions.
+/// The longest Certificate read (within the table's budget too).
+const MAX_CERTIFICATE: usize = 16 * 1024;
+/// The messages whose bodies are kept: EncryptedExtensions, Certificate.
 const ENCRYPTED_EXTENSIONS: u8 = 8;
+const CERTIFICATE: u8 = 11;
 /// Finished.
 pub const FINISHED: u8 = 20;
 
 /// A handshake message a stream completed: its type, and its body when it
-/// is an EncryptedExtensions (empty otherwise).
+/// is an EncryptedExtensions or a Certificate (empty otherwise).
 #[derive(Debug, PartialEq, Eq)]
 pub struct Message {
     pub kind: u8,
@@ -52,7 +56,8 @@ pub struct Flight {
     /// Body bytes of the current message still to come.
     remaining: usize,
     /// The current message's body, if it is kept: an EncryptedExtensions
-    /// of at most [`MAX_KEPT`] bytes.
+    /// of at most [`MAX_KEPT`] bytes, a Certificate of at most
+    /// [`MAX_CERTIFICATE`] within the budget.
     keep: bool,
     body: Vec<u8>,
     /// A piece was dropped (too far ahead, over the budget): the rest of
@@ -94,7 +99,7 @@ impl Flight {
             return;
         }
         let skip = usize::try_from(self.next - offset).unwrap_or(usize::MAX);
-        self.walk(data.get(skip..).unwrap_or_default(), out);
+        self.walk(data.get(skip..).unwrap_or_default(), budget, out);
         self.next = end;
         // Pieces that now meet the bytes read.
         while let Some(entry) = self.ahead.first_entry() {
@@ -106,14 +111,15 @@ impl Flight {
             let piece_end = at + piece.len() as u64;
             if piece_end > self.next {
                 let skip = usize::try_from(self.next - at).unwrap_or(usize::MAX);
-                self.walk(piece.get(skip..).unwrap_or_default(), out);
+                self.walk(piece.get(skip..).unwrap_or_default(), budget, out);
                 self.next = piece_end;
             }
         }
     }
 
-    /// Walks stream bytes that follow the ones walked before.
-    fn walk(&mut self, mut data: &[u8], out: &mut Vec<Message>) {
+    /// Walks stream bytes that follow the ones walked before; a body kept
+    /// grows by at most `budget` bytes.
+    fn walk(&mut self, mut data: &[u8], budget: usize, out: &mut Vec<Message>) {
         while !data.is_empty() {
             if self.header_len < 4 {
                 let take = (4 - self.header_len).min(data.len());
@@ -126,8 +132,11 @@ impl Flight {
                 if self.header_len == 4 {
                     let [_, a, b, c] = self.header;
                     self.remaining = usize::from(a) << 16 | usize::from(b) << 8 | usize::from(c);
-                    self.keep =
-                        self.header[0] == ENCRYPTED_EXTENSIONS && self.remaining <= MAX_KEPT;
+                    self.keep = match self.header[0] {
+                        ENCRYPTED_EXTENSIONS => self.remaining <= MAX_KEPT,
+                        CERTIFICATE => self.remaining <= MAX_CERTIFICATE.min(budget),
+                        _ => false,
+                    };
                     self.body = Vec::new();
                     if self.remaining == 0 {
                         self.finish(out);
@@ -172,9 +181,10 @@ pub struct Handshake {
     largest: [Option<u64>; 2],
     flights: [Flight; 2],
     /// From the server's EncryptedExtensions: the ALPN it chose, and
-    /// whether it accepted 0-RTT.
+    /// whether it accepted 0-RTT; its certificate chain.
     pub alpn: Option<String>,
     pub early_data_accepted: Option<bool>,
+    pub certificate: Option<CertificateInfo>,
     pub opened: u64,
     pub failed: u64,
     /// The error code of a CONNECTION_CLOSE the latest packet carried (a
@@ -205,6 +215,7 @@ impl Handshake {
             flights: Default::default(),
             alpn: None,
             early_data_accepted: None,
+            certificate: None,
             opened: 0,
             failed: 0,
             close: None,
@@ -257,12 +268,18 @@ impl Handshake {
                 }
             }
         }
-        for m in &out {
-            if side == 1 && m.kind == ENCRYPTED_EXTENSIONS {
-                if let Some((alpn, early)) = hello::encrypted_extensions(&m.body) {
-                    self.alpn = alpn;
-                    self.early_data_accepted = Some(early);
+        for m in out.iter().filter(|_| side == 1) {
+            match m.kind {
+                ENCRYPTED_EXTENSIONS => {
+                    if let Some((alpn, early)) = hello::encrypted_extensions(&m.body) {
+                        self.alpn = alpn;
+                        self.early_data_accepted = Some(early);
+                    }
                 }
+                CERTIFICATE if self.certificate.is_none() => {
+                    self.certificate = certificate::certificate_message(&m.body, true);
+                }
+                _ => {}
             }
         }
         out
@@ -306,7 +323,7 @@ mod tests {
         f.add(0, &stream[..500], 1 << 20, &mut out);
         f.add(900, &stream[900..2100], 1 << 20, &mut out);
         assert_eq!(kinds(&out), [8, 11, 15, 20]);
-        assert!(out[1].body.is_empty(), "a certificate is not kept");
+        assert_eq!(out[1].body.len(), 3000, "a certificate is kept");
         assert_eq!(f.held(), 0);
         f.add(0, &stream, 1 << 20, &mut out);
         assert_eq!(out.len(), 4, "sent again: nothing new");

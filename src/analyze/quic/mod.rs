@@ -400,6 +400,7 @@ impl QuicTable {
         if let Some(sealed) = &sealed {
             tls.alpn.clone_from(&sealed.alpn);
             tls.early_data_accepted = sealed.early_data_accepted;
+            tls.certificate.clone_from(&sealed.certificate);
         }
         let http = app.map(|mut app| {
             if let Some(sealed) = &sealed {

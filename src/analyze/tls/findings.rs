@@ -16,7 +16,9 @@ use super::alerts::Alert;
 use super::hello::{cipher_name, version_name, ClientHelloFacts, ClientPrints, ServerHelloFacts};
 use super::steps::Steps;
 use super::{is_tls13, TlsAnalyzer};
-use crate::record::{Decryption, EarlyData, Instant, Name, Side, TlsAlert, TlsInfo, TlsOutcome};
+use crate::record::{
+    CertificateInfo, Decryption, EarlyData, Instant, Name, Side, TlsAlert, TlsInfo, TlsOutcome,
+};
 use crate::time::Timestamp;
 
 /// A connection's TLS section, before its names and clocks are made.
@@ -53,12 +55,36 @@ pub struct Findings {
     pub(super) ja3s: Option<Arc<str>>,
     pub(super) steps: Steps,
     pub(super) gap_bytes: u64,
-    /// Boxed: only runs with a key log have it, and the findings a closed
+    /// Boxed together: only runs with a key log have a decryption, only
+    /// full handshakes a certificate read, and the findings a closed
     /// connection keeps stay in their size class.
-    pub(super) decryption: Option<Box<Decryption>>,
+    pub(super) rare: Option<Box<Rare>>,
     /// The connection's SYN (or first packet): the times since the start
     /// count from it.
     pub(super) start: Timestamp,
+}
+
+/// The findings few connections have.
+#[derive(Debug)]
+pub(super) struct Rare {
+    decryption: Option<Decryption>,
+    certificate: Option<CertificateInfo>,
+}
+
+impl Rare {
+    /// Both, boxed; `None` when neither is there.
+    fn new(
+        decryption: Option<Decryption>,
+        certificate: Option<Box<CertificateInfo>>,
+    ) -> Option<Box<Rare>> {
+        let certificate = certificate.map(|c| *c);
+        (decryption.is_some() || certificate.is_some()).then(|| {
+            Box::new(Rare {
+                decryption,
+                certificate,
+            })
+        })
+    }
 }
 
 /// How a session was resumed: a byte, its name made with the record.
@@ -91,6 +117,10 @@ impl Findings {
         };
         let start = self.start;
         let hello = self.client_hello;
+        let (decryption, certificate) = match self.rare {
+            Some(r) => (r.decryption, r.certificate),
+            None => (None, None),
+        };
         TlsInfo {
             version: self.version.map(version_name),
             offered_version: self.offered.map(version_name),
@@ -109,6 +139,7 @@ impl Findings {
                 accepted: self.early_data_accepted,
             },
             client_certificate_requested: self.client_certificate_requested,
+            certificate,
             outcome: self.outcome,
             alert: self.alert.map(|(side, alert, ts)| {
                 let (level, description) = alert.names();
@@ -130,7 +161,7 @@ impl Findings {
             ja3s: self.ja3s,
             events: self.steps.into_events(start, at),
             gap_bytes: self.gap_bytes,
-            decryption: self.decryption.map(|d| *d),
+            decryption,
         }
     }
 }
@@ -201,7 +232,7 @@ impl TlsAnalyzer {
             ja3s: sh.map(|(_, s)| s.ja3s_remembered()),
             steps: Steps::default(),
             gap_bytes: self.gap_bytes,
-            decryption: self.decryption().map(Box::new),
+            rare: Rare::new(self.decryption(), self.certificate.take()),
             start,
         };
         findings.sni = self

@@ -4,16 +4,22 @@
 //!
 //! Does not read records (`records`) or decide completion (`mod.rs`).
 
+use super::certificate;
 use super::hello::{self, ClientHelloFacts, ServerHelloFacts};
 use super::steps::StepName;
 use super::{is_tls13, TlsAnalyzer};
 use crate::record::Side;
 use crate::time::Timestamp;
 
-/// Handshake messages whose bodies are read: the hellos, and TLS 1.3's
-/// EncryptedExtensions (with a key log). Others are skipped by length.
-fn kept(kind: u8) -> bool {
-    matches!(kind, 1 | 2 | 8)
+/// The longest Certificate message read (a chain of four 4 KiB
+/// certificates is 16 KiB); a longer one is counted, not read.
+const MAX_CERTIFICATE: usize = 64 * 1024;
+
+/// Handshake messages of `len` bytes whose bodies are read: the hellos,
+/// TLS 1.3's EncryptedExtensions (with a key log) and a Certificate. Others
+/// are skipped by length.
+fn kept(kind: u8, len: usize) -> bool {
+    matches!(kind, 1 | 2 | 8) || (kind == 11 && len <= MAX_CERTIFICATE)
 }
 
 impl TlsAnalyzer {
@@ -72,7 +78,7 @@ impl TlsAnalyzer {
                     return;
                 };
                 let len = u32::from_be_bytes([0, a, b, c]) as usize;
-                if !kept(kind) {
+                if !kept(kind, len) {
                     // Not kept: skip the body, here or as it arrives.
                     let here = len.min(rest.len());
                     input = rest.get(here..).unwrap_or(&[]);
@@ -116,7 +122,7 @@ impl TlsAnalyzer {
                 return;
             };
             let len = u32::from_be_bytes([0, a, b, c]) as usize;
-            if !kept(kind) {
+            if !kept(kind, len) {
                 let here = len.min(rest.len());
                 dir.pending.clear();
                 if here < len {
@@ -221,6 +227,14 @@ impl TlsAnalyzer {
             11 | 25 => {
                 if side == Side::Server {
                     self.certificate_from_server = true;
+                    let tls13 = self
+                        .server_hello
+                        .as_ref()
+                        .is_some_and(|(_, s)| is_tls13(s.version()));
+                    if self.certificate.is_none() && kind == 11 {
+                        self.certificate =
+                            certificate::certificate_message(body, tls13).map(Box::new);
+                    }
                 }
                 StepName::handshake(kind)
             }

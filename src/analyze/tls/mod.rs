@@ -8,6 +8,7 @@
 
 mod alerts;
 mod appdata;
+pub mod certificate;
 pub mod crypto;
 mod decrypt;
 mod findings;
@@ -24,7 +25,7 @@ use std::cell::Cell;
 use std::sync::Arc;
 
 use crate::analyze::http::Exchanges;
-use crate::record::Side;
+use crate::record::{CertificateInfo, Side};
 use crate::time::Timestamp;
 use alerts::Alert;
 use decrypt::{Decrypter, Opened};
@@ -107,6 +108,8 @@ pub struct TlsAnalyzer {
     sslv2_version: Option<u16>,
     hello_retry: bool,
     certificate_from_server: bool,
+    /// The server's Certificate message, read.
+    certificate: Option<Box<CertificateInfo>>,
     certificate_requested: bool,
     /// TLS 1.3: the server's encrypted flight has begun.
     server_flight: bool,
@@ -165,6 +168,7 @@ impl TlsAnalyzer {
             sslv2_version: None,
             hello_retry: false,
             certificate_from_server: false,
+            certificate: None,
             certificate_requested: false,
             server_flight: false,
             client_flight_first: None,

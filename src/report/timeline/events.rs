@@ -10,7 +10,9 @@ use std::io::{self, Write};
 
 use super::super::{sanitize, server_text};
 use super::{close_text, dur, quic_requests_text, requests_text, tls_kind, truncate};
-use crate::record::{CloseKind, ConnectionRecord, HttpRequest, QuicRecord, Side, TlsEvent};
+use crate::record::{
+    CertificateInfo, CloseKind, ConnectionRecord, HttpRequest, QuicRecord, Side, TlsEvent,
+};
 
 /// An event: its time (seconds from the capture's start), who sent it,
 /// and what it was.
@@ -43,7 +45,7 @@ pub(super) fn write_events(
         events.push((t.at, Some(Side::Client), format!("TCP ACK{connect}")));
     }
     if let Some(tls) = &rec.tls {
-        tls_events(&tls.events, &mut events);
+        tls_events(&tls.events, tls.certificate.as_ref(), &mut events);
         if let Some(c) = tls.complete {
             let kind = if tls.resumed { "resumed" } else { "full" };
             let version = tls.version.as_deref().map_or("?".to_string(), sanitize);
@@ -105,7 +107,7 @@ pub(super) fn write_quic_events(
         let retry = if h.retry { " (after a Retry)" } else { "" };
         events.push((t.at, Some(Side::Server), format!("QUIC Initial{retry}")));
     }
-    tls_events(&tls.events, &mut events);
+    tls_events(&tls.events, tls.certificate.as_ref(), &mut events);
     let kind = match tls.resumed {
         Some(true) => "resumed",
         Some(false) => "full",
@@ -167,13 +169,22 @@ pub(super) fn write_quic_events(
     write_list(out, width, &title, from, origin, events, more)
 }
 
-/// The TLS messages (and alerts) of a handshake.
-fn tls_events(list: &[TlsEvent], events: &mut Vec<Event>) {
+/// The TLS messages (and alerts) of a handshake; the server's first
+/// certificate message says what its chain held.
+fn tls_events(list: &[TlsEvent], cert: Option<&CertificateInfo>, events: &mut Vec<Event>) {
+    let mut cert = cert;
     for e in list {
-        let detail = e
-            .detail
-            .as_deref()
-            .map_or(String::new(), |d| format!(" ({})", sanitize(d)));
+        let detail = match (e.detail.as_deref(), e.name, e.side) {
+            (Some(d), ..) => format!(" ({})", sanitize(d)),
+            (None, "certificate", Side::Server) => cert.take().map_or(String::new(), |c| {
+                let subject = c
+                    .subject
+                    .as_deref()
+                    .map_or(String::new(), |s| format!(", {}", sanitize(s)));
+                format!(" ({} in the chain, {} B{subject})", c.chain, c.bytes)
+            }),
+            _ => String::new(),
+        };
         events.push((e.time.at, Some(e.side), format!("TLS {}{detail}", e.name)));
     }
 }
