@@ -21,6 +21,7 @@
 //! Does not follow a connection to new endpoints (migration).
 
 mod app;
+mod frames;
 mod handshake;
 mod initial;
 mod qpack;
