@@ -88,6 +88,11 @@ fn pointer(column: &str) -> &'static str {
         "tls_records_failed" => "/tls/decryption/records_failed",
         "tls_alpn_by_size" => "/tls/alpn_by_size",
         "http_status_codes" => "/http/status_codes",
+        "tls_cert_chain" => "/tls/certificate/chain",
+        "tls_cert_bytes" => "/tls/certificate/bytes",
+        "tls_cert_subject" => "/tls/certificate/subject",
+        "tls_cert_issuer" => "/tls/certificate/issuer",
+        "tls_cert_not_after" => "/tls/certificate/not_after",
         other => panic!("column {other} has no JSON field in this test: add it"),
     }
 }

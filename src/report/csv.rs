@@ -83,6 +83,11 @@ pub const COLUMNS: &[&str] = &[
     "tls_records_failed",
     "tls_alpn_by_size",
     "http_status_codes",
+    "tls_cert_chain",
+    "tls_cert_bytes",
+    "tls_cert_subject",
+    "tls_cert_issuer",
+    "tls_cert_not_after",
 ];
 
 /// Writes the header once: several files make one table, told apart by
@@ -222,6 +227,14 @@ fn row(file: &str, r: &ConnectionRecord) -> Vec<String> {
             .and_then(|t| t.alpn_by_size.clone())
             .unwrap_or_default(),
         statuses.join(";"),
+    ]);
+    let cert = r.tls.as_ref().and_then(|t| t.certificate.as_ref());
+    row.extend([
+        cert.map_or(String::new(), |c| c.chain.to_string()),
+        cert.map_or(String::new(), |c| c.bytes.to_string()),
+        text(cert.and_then(|c| c.subject.as_deref())),
+        text(cert.and_then(|c| c.issuer.as_deref())),
+        text(cert.and_then(|c| c.not_after.as_deref())),
     ]);
     row
 }
