@@ -304,7 +304,7 @@ fn the_timeline_and_the_html_report_draw_quic_connections() {
     assert!(page.contains("<g class=\"conn\" data-id=\"q1\"><title>QUIC connection q1"));
     // The key log's: the ALPN chosen, and the client's close.
     assert!(
-        page.contains("SNI localhost · ALPN h3 · open 32.04ms · closed by the client (application error 0x0)</title>"),
+        page.contains("SNI localhost · ALPN h3 · certificate localhost (1 in the chain, 828 B) · open 32.04ms · closed by the client (application error 0x0)</title>"),
         "the connection's tooltip"
     );
     assert!(

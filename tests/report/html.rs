@@ -75,6 +75,13 @@ fn html_for_every_capture_is_self_contained_with_a_row_per_connection() {
                 r.id
             );
         }
+        // Each server certificate read is named in its lane's tooltip.
+        let certs = d.1.iter().filter(|r| {
+            let cert = r.tls.as_ref().and_then(|t| t.certificate.as_ref());
+            cert.is_some_and(|c| c.chain > 0)
+        });
+        let shown = html.matches(" in the chain, ").count();
+        assert!(shown >= certs.count().min(2000), "{label}");
         assert_eq!(html.matches("<svg").count(), html.matches("</svg>").count());
         assert_eq!(html.matches("<g ").count(), html.matches("</g>").count());
         assert_self_contained(&html);

@@ -14,7 +14,7 @@ use super::super::timeline::{
 };
 use super::super::{human_duration, server_text};
 use super::{color, esc, rect, text, MAX_ROWS};
-use crate::record::{CloseKind, ConnectionRecord, HttpRequest, QuicRecord};
+use crate::record::{CertificateInfo, CloseKind, ConnectionRecord, HttpRequest, QuicRecord};
 
 /// Tick step of about `span / 8`, rounded to 1, 2 or 5 × 10^k.
 fn nice_step(span: f64) -> f64 {
@@ -201,6 +201,18 @@ struct Lane {
     rst: bool,
 }
 
+/// A tooltip's words on a server's certificate chain.
+fn certificate_text(c: &CertificateInfo) -> String {
+    let subject = c
+        .subject
+        .as_deref()
+        .map_or(String::new(), |s| format!(" {s}"));
+    format!(
+        " · certificate{subject} ({} in the chain, {} B)",
+        c.chain, c.bytes
+    )
+}
+
 impl Lane {
     fn of(rec: &ConnectionRecord) -> Lane {
         let origin = rec.tcp.handshake.syn.map_or(rec.start.at, |s| s.at);
@@ -209,8 +221,13 @@ impl Lane {
             .as_ref()
             .and_then(|t| t.sni.as_deref())
             .map_or(String::new(), |s| format!(" · SNI {s}"));
+        let cert = rec
+            .tls
+            .as_ref()
+            .and_then(|t| t.certificate.as_ref())
+            .map_or(String::new(), certificate_text);
         let summary = format!(
-            "connection {} · {} → {} · {} requests · {}{sni} · open {} · {}",
+            "connection {} · {} → {} · {} requests · {}{sni}{cert} · open {} · {}",
             rec.id,
             rec.client,
             server_text(rec),
@@ -255,8 +272,13 @@ impl Lane {
                 c.error_code
             )
         });
+        let cert = q
+            .tls
+            .certificate
+            .as_ref()
+            .map_or(String::new(), certificate_text);
         let summary = format!(
-            "QUIC connection q{} · {} → {} · {} HTTP/3 requests · version {}{sni}{alpn} · open {}{close}",
+            "QUIC connection q{} · {} → {} · {} HTTP/3 requests · version {}{sni}{alpn}{cert} · open {}{close}",
             q.id,
             q.client,
             q.server,
