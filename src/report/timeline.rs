@@ -218,7 +218,9 @@ fn requests(out: &mut Vec<Segment>, list: &[HttpRequest], end: f64) {
 /// The phases of a QUIC connection: idle over its life, its handshake
 /// (the client's first Initial → its Finished, drawn as a TLS handshake:
 /// QUIC's transport and TLS handshakes are one) and, with a key log, each
-/// listed HTTP/3 request. A QUIC connection has no close marker.
+/// listed HTTP/3 request. No close marker: a CONNECTION_CLOSE (`close`,
+/// with a key log) is not the FIN or RST the marker means; `--conn qN`
+/// lists it.
 pub fn quic_segments(q: &QuicRecord) -> Vec<Segment> {
     let (start, end) = (q.start.at, q.end.at.max(q.start.at));
     let mut out = vec![seg(Phase::Idle, start, end, None)];
