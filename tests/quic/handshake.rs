@@ -460,3 +460,31 @@ fn with_the_key_log_each_certificate_is_tshark_s() {
     // Every full handshake of our seven captures.
     assert_eq!(checked, 7);
 }
+
+/// The QUIC table's `close` column: who closed and how, with the key
+/// log; `-` without (the frame is sealed).
+#[test]
+fn the_quic_table_says_how_each_connection_closed() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("captures");
+    let table = |keylog: bool| {
+        let mut cmd = bin();
+        cmd.args(["analyze", "-q"]);
+        if keylog {
+            cmd.arg("--keylog")
+                .arg(dir.join("quic-chromium-h3-2.keylog"));
+        }
+        let out = cmd
+            .arg(dir.join("quic-chromium-h3-2.pcap"))
+            .output()
+            .expect("runs");
+        assert!(out.status.success());
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines().last().unwrap_or_default().to_owned()
+    };
+    assert!(
+        table(true).ends_with("  2     client transport 0x0"),
+        "{}",
+        table(true)
+    );
+    assert!(table(false).ends_with("  -     -"), "{}", table(false));
+}

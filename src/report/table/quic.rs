@@ -66,9 +66,9 @@ pub fn write_figures(q: &QuicSummary, out: &mut dyn Write) -> io::Result<()> {
 /// One connection's cells: id, client, server, version, SNI, ALPN (the
 /// server's choice with a key log, else the client's first offer), how
 /// the handshake went, ClientHello → ServerHello, and first packet →
-/// the client's Finished, and the HTTP/3 requests a key log found (`-`
-/// where it opened no packet).
-pub(crate) fn cells(r: &QuicRecord) -> [String; 10] {
+/// the client's Finished, the HTTP/3 requests a key log found (`-`
+/// where it opened no packet), and how it closed.
+pub(crate) fn cells(r: &QuicRecord) -> [String; 11] {
     let t = &r.tls;
     let h = &r.handshake;
     let mut kind = match t.resumed {
@@ -107,10 +107,24 @@ pub(crate) fn cells(r: &QuicRecord) -> [String; 10] {
         hellos,
         h.duration.map_or("-".to_owned(), human_duration),
         quic_requests_text(r),
+        close_text(r),
     ]
 }
 
-pub(crate) const HEADS: [&str; 10] = [
+/// Who closed the connection, and how: `client app 0x0`, `server
+/// transport 0xa`; `-` where no CONNECTION_CLOSE was read (without a key
+/// log it is sealed).
+fn close_text(r: &QuicRecord) -> String {
+    r.close.as_ref().map_or("-".to_owned(), |c| {
+        let kind = match c.kind.as_ref() {
+            "application" => "app",
+            other => other,
+        };
+        format!("{} {kind} {:#x}", c.by.as_str(), c.error_code)
+    })
+}
+
+pub(crate) const HEADS: [&str; 11] = [
     "id",
     "client",
     "server",
@@ -121,13 +135,14 @@ pub(crate) const HEADS: [&str; 10] = [
     "hello→hello",
     "complete",
     "reqs",
+    "close",
 ];
 
 /// The QUIC connections the summary lists, the first `limit` (0: all),
 /// one aligned line each, and a line for those not shown.
 pub fn write_connections(q: &QuicSummary, limit: usize, out: &mut dyn Write) -> io::Result<()> {
     let limit = if limit == 0 { usize::MAX } else { limit };
-    let rows: Vec<[String; 10]> = q.list.iter().take(limit).map(cells).collect();
+    let rows: Vec<[String; 11]> = q.list.iter().take(limit).map(cells).collect();
     if rows.is_empty() {
         return Ok(());
     }
