@@ -166,7 +166,7 @@ impl App {
         match initial::open(keys, packet, self.early_largest, scratch) {
             Some((pn, plain)) => {
                 self.early_largest = Some(self.early_largest.map_or(pn, |l| l.max(pn)));
-                self.http.packets_opened += 1;
+                self.counted(1, 0);
                 let plain = plain.to_vec();
                 self.frames(0, &plain, ts);
             }
@@ -229,7 +229,7 @@ impl App {
         if let Some(Some(dir)) = self.one_rtt.get_mut(side) {
             dir.largest = Some(dir.largest.map_or(header.pn, |l| l.max(header.pn)));
         }
-        self.http.packets_opened += 1;
+        self.counted(1, 0);
         self.frames(side, &plain, ts);
     }
 
@@ -283,8 +283,16 @@ impl App {
     }
 
     fn failed(&mut self) {
-        self.http.packets_failed += 1;
-        if self.http.decryption == DecryptionOutcome::Complete {
+        self.counted(0, 1);
+    }
+
+    /// Counts `opened` packets and `failed` ones (those opened elsewhere
+    /// too: the Handshake packets); one that failed makes the decryption
+    /// partial.
+    pub fn counted(&mut self, opened: u64, failed: u64) {
+        self.http.packets_opened += opened;
+        self.http.packets_failed += failed;
+        if failed > 0 && self.http.decryption == DecryptionOutcome::Complete {
             self.http.decryption = DecryptionOutcome::Partial;
         }
     }

@@ -380,7 +380,7 @@ impl QuicTable {
             mut handshake,
             mut tls,
             app,
-            sealed,
+            mut sealed,
             steps,
             close,
             ..
@@ -398,18 +398,14 @@ impl QuicTable {
             reason: Some(c.reason).filter(|r| !r.is_empty()),
         });
         tls.events = steps.into_events(start, &|t| self.instant(t));
-        if let Some(sealed) = &sealed {
-            tls.alpn.clone_from(&sealed.alpn);
+        if let Some(sealed) = sealed.as_mut() {
+            tls.alpn = sealed.alpn.take();
             tls.early_data_accepted = sealed.early_data_accepted;
-            tls.certificate.clone_from(&sealed.certificate);
+            tls.certificate = sealed.certificate.take();
         }
         let http = app.map(|mut app| {
             if let Some(sealed) = &sealed {
-                app.http.packets_opened += sealed.opened;
-                app.http.packets_failed += sealed.failed;
-                if sealed.failed > 0 && app.http.decryption == DecryptionOutcome::Complete {
-                    app.http.decryption = DecryptionOutcome::Partial;
-                }
+                app.counted(sealed.opened, sealed.failed);
             }
             let opened = matches!(
                 app.http.decryption,
