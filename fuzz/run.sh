@@ -9,7 +9,7 @@ cd "$(dirname "$0")"
 secs=${1:-600}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(pipeline reassembly tls_stream tls_sealed http split merge quic quic_keyed)
+[ ${#targets[@]} -gt 0 ] || targets=(pipeline reassembly tls_stream tls_sealed http split merge quic quic_keyed certificate)
 for t in "${targets[@]}"; do
     mkdir -p "corpus/$t" artifacts
     echo "== $t for ${secs}s"

@@ -16,6 +16,7 @@ pub mod analyze;
 pub mod decode;
 pub mod error;
 pub mod flow;
+pub mod inflate;
 pub mod least;
 pub mod record;
 pub mod report;

@@ -315,6 +315,9 @@ pub struct CertificateInfo {
     pub not_after: Option<String>,
     pub key: Option<String>,
     pub self_signed: bool,
+    /// How the server compressed the message (RFC 8879): `brotli`,
+    /// `zlib` or `zstd`; null when it was sent as it is.
+    pub compression: Option<&'static str>,
 }
 
 /// 0-RTT early data.

@@ -285,3 +285,43 @@ fn tls_sealed_seeds_open() {
     }
     assert!(opened >= 15, "only {opened} sealed seeds open completely");
 }
+
+#[test]
+fn certificate_regressions() {
+    replay("certificate", |data| {
+        harness::certificate(data);
+    });
+}
+
+/// The certificate seeds (fuzz/seeds.py) read as the chains they hold:
+/// TLS 1.2's and 1.3's localhost certificate, the latter compressed with
+/// zlib and zstd, and Cloudflare's two certificates compressed with brotli
+/// (from the peer corpus).
+#[test]
+fn certificate_seeds_read() {
+    let dir = root().join("fuzz/corpus/certificate");
+    let seeds = fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let seeds = seeds.filter_map(|e| {
+        let path = e.ok()?.path();
+        let name = path.file_name()?.to_str()?;
+        // What a running fuzzer adds is not a seed.
+        name.starts_with("seed-").then(|| fs::read(&path).ok())?
+    });
+    let mut got: Vec<(u8, u64, u64)> = seeds
+        .map(|seed| {
+            let (chain, bytes) = harness::certificate(&seed).expect("a chain");
+            (seed[0], chain, bytes)
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            (0, 1, 828),
+            (1, 1, 828),
+            (2, 1, 828),
+            (2, 1, 828),
+            (2, 2, 2328)
+        ]
+    );
+}

@@ -782,3 +782,19 @@ pub fn http(data: &[u8]) -> (bool, u64, u64) {
         }
     }
 }
+
+/// `certificate`: byte 0 chooses how the rest is read — 0 as TLS 1.2's
+/// Certificate body, 1 as TLS 1.3's, anything else as a
+/// CompressedCertificate body (RFC 8879: zlib, brotli or zstd, opened by
+/// `handshakes::inflate`). Returns the chain's length and bytes.
+pub fn certificate(data: &[u8]) -> Option<(u64, u64)> {
+    use handshakes::analyze::tls::certificate::{
+        certificate_message, compressed_certificate_message,
+    };
+    let (&mode, body) = data.split_first()?;
+    let info = match mode {
+        0 | 1 => certificate_message(body, mode == 1),
+        _ => compressed_certificate_message(body),
+    }?;
+    Some((info.chain, info.bytes))
+}

@@ -402,8 +402,8 @@ fn a_wrong_handshake_secret_falls_back_to_the_finisheds_size() {
 }
 
 /// With the key log, each full handshake's certificate chain is the one
-/// tshark reads with the same secrets (Cloudflare's is compressed, RFC
-/// 8879, and not read); a resumed handshake sends none.
+/// tshark reads with the same secrets (Cloudflare's compressed with
+/// brotli, RFC 8879); a resumed handshake sends none.
 #[test]
 fn with_the_key_log_each_certificate_is_tshark_s() {
     let mut checked = 0;
@@ -415,7 +415,7 @@ fn with_the_key_log_each_certificate_is_tshark_s() {
                 "tls.handshake.certificate_length",
                 "x509ce.dNSName",
             ];
-            let filter = "quic && tls.handshake.type == 11";
+            let filter = "quic && (tls.handshake.type == 11 || tls.handshake.type == 25)";
             let text = tshark_keyed(&pcap, keylog.as_deref(), filter, &fields);
             let mut found = BTreeMap::new();
             for line in text.lines() {
@@ -440,12 +440,19 @@ fn with_the_key_log_each_certificate_is_tshark_s() {
             let cert = &rec["tls"]["certificate"];
             let resumed = rec["tls"]["resumed"] == true;
             let compressed = our_messages(rec).iter().any(|e| e.0 == 25);
-            assert_eq!(cert.is_null(), resumed || compressed, "{pcap:?} {i}");
+            assert_eq!(cert.is_null(), resumed, "{pcap:?} {i}");
             if cert.is_null() {
                 continue;
             }
-            assert_eq!(cert["subject"], "localhost", "{pcap:?}");
-            assert_eq!(cert["key"], "RSA 2048", "{pcap:?}");
+            if compressed {
+                assert_eq!(cert["compression"], "brotli", "{pcap:?}");
+                assert_eq!(cert["subject"], "sni.cloudflaressl.com", "{pcap:?}");
+                assert_eq!(cert["key"], "EC 256", "{pcap:?}");
+            } else {
+                assert!(cert["compression"].is_null(), "{pcap:?}");
+                assert_eq!(cert["subject"], "localhost", "{pcap:?}");
+                assert_eq!(cert["key"], "RSA 2048", "{pcap:?}");
+            }
             if let Some(theirs) = &theirs {
                 let (chain, bytes, names) = theirs.get(&(i as u64)).expect("tshark's");
                 assert_eq!(
@@ -457,8 +464,8 @@ fn with_the_key_log_each_certificate_is_tshark_s() {
             checked += 1;
         }
     }
-    // Every full handshake of our seven captures.
-    assert_eq!(checked, 7);
+    // Every full handshake of our seven captures, and Cloudflare's.
+    assert_eq!(checked, 8);
 }
 
 /// The QUIC table's `close` column: who closed and how, with the key

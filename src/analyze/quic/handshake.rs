@@ -25,11 +25,14 @@ const MAX_AHEAD: usize = 32;
 /// The longest EncryptedExtensions read (its ALPN and early_data are a
 /// few bytes; transport parameters are about 100).
 const MAX_KEPT: usize = 4 * 1024;
-/// The longest Certificate read (within the table's budget too).
+/// The longest Certificate (or CompressedCertificate) read (within the
+/// table's budget too).
 const MAX_CERTIFICATE: usize = 16 * 1024;
-/// The messages whose bodies are kept: EncryptedExtensions, Certificate.
+/// The messages whose bodies are kept: EncryptedExtensions, Certificate,
+/// CompressedCertificate (RFC 8879).
 const ENCRYPTED_EXTENSIONS: u8 = 8;
 const CERTIFICATE: u8 = 11;
+const COMPRESSED_CERTIFICATE: u8 = 25;
 /// Finished.
 pub const FINISHED: u8 = 20;
 
@@ -134,7 +137,9 @@ impl Flight {
                     self.remaining = usize::from(a) << 16 | usize::from(b) << 8 | usize::from(c);
                     self.keep = match self.header[0] {
                         ENCRYPTED_EXTENSIONS => self.remaining <= MAX_KEPT,
-                        CERTIFICATE => self.remaining <= MAX_CERTIFICATE.min(budget),
+                        CERTIFICATE | COMPRESSED_CERTIFICATE => {
+                            self.remaining <= MAX_CERTIFICATE.min(budget)
+                        }
                         _ => false,
                     };
                     self.body = Vec::new();
@@ -278,6 +283,9 @@ impl Handshake {
                 }
                 CERTIFICATE if self.certificate.is_none() => {
                     self.certificate = certificate::certificate_message(&m.body, true);
+                }
+                COMPRESSED_CERTIFICATE if self.certificate.is_none() => {
+                    self.certificate = certificate::compressed_certificate_message(&m.body);
                 }
                 _ => {}
             }

@@ -1,7 +1,8 @@
 //! What a server's Certificate message says: how many certificates its
 //! chain holds and their bytes, and of the first one (the server's own)
-//! the subject, issuer, DNS names, end of validity and public key. The
-//! only module that names `x509-parser`.
+//! the subject, issuer, DNS names, end of validity and public key; a
+//! compressed one (RFC 8879) is opened first. The only module that names
+//! `x509-parser`.
 //!
 //! Does not gather the message (`messages` for TLS over TCP,
 //! `quic::handshake` for QUIC) nor check the chain: a capture is no place
@@ -15,6 +16,7 @@ use x509_parser::extensions::GeneralName;
 use x509_parser::prelude::{FromDer, X509Certificate};
 use x509_parser::public_key::PublicKey;
 
+use crate::inflate;
 use crate::record::CertificateInfo;
 
 /// DNS names kept of the first certificate's subjectAltName.
@@ -74,6 +76,31 @@ pub fn certificate_message(body: &[u8], tls13: bool) -> Option<CertificateInfo> 
         };
     }
     (chain > 0).then_some(info)
+}
+
+/// The longest Certificate message a compressed one may announce: the
+/// bound an uncompressed one is read within over TCP.
+pub const MAX_UNCOMPRESSED: usize = 64 * 1024;
+
+/// The facts of a CompressedCertificate message's `body` (RFC 8879 §4:
+/// the algorithm, the length of the Certificate message it holds, and
+/// that message compressed), with `compression` named; `None` when the
+/// algorithm is unknown, the message announced is longer than
+/// [`MAX_UNCOMPRESSED`], or it does not decompress to its announced length
+/// (or, as [`certificate_message`], holds no chain). Only TLS 1.3 has it.
+pub fn compressed_certificate_message(body: &[u8]) -> Option<CertificateInfo> {
+    let (algorithm, rest) = body.split_first_chunk::<2>()?;
+    let block = inflate::Block::from_number(u16::from_be_bytes(*algorithm))?;
+    let (&[x, y, z], rest) = rest.split_first_chunk::<3>()?;
+    let len = usize::from(x) << 16 | usize::from(y) << 8 | usize::from(z);
+    if len > MAX_UNCOMPRESSED {
+        return None;
+    }
+    let (compressed, _) = u24_prefixed(rest)?;
+    let plain = block.decompress(compressed, len)?;
+    let mut info = certificate_message(&plain, true)?;
+    info.compression = Some(block.name());
+    Some(info)
 }
 
 /// The facts of the first certificate `der`, parsed or remembered.
@@ -189,6 +216,47 @@ mod tests {
             assert_eq!((info.chain, info.bytes), (2, 30));
             assert_eq!((info.subject, info.key), (None, None), "not X.509");
         }
+    }
+
+    /// A CompressedCertificate body: `algorithm`, the announced length,
+    /// and `plain` compressed with zlib.
+    fn compressed(algorithm: u16, announced: usize, plain: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        z.write_all(plain).unwrap();
+        let packed = z.finish().unwrap();
+        let mut b = algorithm.to_be_bytes().to_vec();
+        b.extend_from_slice(&u24(announced));
+        b.extend_from_slice(&u24(packed.len()));
+        b.extend_from_slice(&packed);
+        b
+    }
+
+    #[test]
+    fn compressed_certificates_are_opened_when_they_are_what_they_announce() {
+        let plain = body(&[&[1; 300], &[2; 200]], true);
+        let info = compressed_certificate_message(&compressed(1, plain.len(), &plain));
+        let info = info.expect("a chain");
+        assert_eq!((info.chain, info.bytes), (2, 500));
+        assert_eq!(info.compression, Some("zlib"));
+        // Not zlib by its number, a length other than announced, an
+        // announced length over the bound, a cut body.
+        for bad in [
+            compressed(2, plain.len(), &plain),
+            compressed(9, plain.len(), &plain),
+            compressed(1, plain.len() + 1, &plain),
+            compressed(1, MAX_UNCOMPRESSED + 1, &vec![0; MAX_UNCOMPRESSED + 1]),
+            compressed(1, plain.len(), &plain)[..20].to_vec(),
+        ] {
+            assert_eq!(compressed_certificate_message(&bad), None);
+        }
+        // What comes out is read as TLS 1.3's Certificate: 1.2's layout
+        // is not.
+        let old = body(&[&[1; 300]], false);
+        assert_eq!(
+            compressed_certificate_message(&compressed(1, old.len(), &old)),
+            None
+        );
     }
 
     #[test]

@@ -12,14 +12,15 @@ use crate::record::Side;
 use crate::time::Timestamp;
 
 /// The longest Certificate message read (a chain of four 4 KiB
-/// certificates is 16 KiB); a longer one is counted, not read.
-const MAX_CERTIFICATE: usize = 64 * 1024;
+/// certificates is 16 KiB), compressed or not; a longer one is counted,
+/// not read.
+const MAX_CERTIFICATE: usize = certificate::MAX_UNCOMPRESSED;
 
 /// Handshake messages of `len` bytes whose bodies are read: the hellos,
-/// TLS 1.3's EncryptedExtensions (with a key log) and a Certificate. Others
-/// are skipped by length.
+/// TLS 1.3's EncryptedExtensions (with a key log) and a Certificate or
+/// CompressedCertificate. Others are skipped by length.
 fn kept(kind: u8, len: usize) -> bool {
-    matches!(kind, 1 | 2 | 8) || (kind == 11 && len <= MAX_CERTIFICATE)
+    matches!(kind, 1 | 2 | 8) || (matches!(kind, 11 | 25) && len <= MAX_CERTIFICATE)
 }
 
 impl TlsAnalyzer {
@@ -231,9 +232,13 @@ impl TlsAnalyzer {
                         .server_hello
                         .as_ref()
                         .is_some_and(|(_, s)| is_tls13(s.version()));
-                    if self.certificate.is_none() && kind == 11 {
-                        self.certificate =
-                            certificate::certificate_message(body, tls13).map(Box::new);
+                    if self.certificate.is_none() {
+                        self.certificate = if kind == 11 {
+                            certificate::certificate_message(body, tls13)
+                        } else {
+                            certificate::compressed_certificate_message(body)
+                        }
+                        .map(Box::new);
                     }
                 }
                 StepName::handshake(kind)

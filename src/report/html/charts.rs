@@ -207,8 +207,9 @@ fn certificate_text(c: &CertificateInfo) -> String {
         .subject
         .as_deref()
         .map_or(String::new(), |s| format!(" {s}"));
+    let packed = c.compression.map_or(String::new(), |a| format!(", {a}"));
     format!(
-        " · certificate{subject} ({} in the chain, {} B)",
+        " · certificate{subject} ({} in the chain, {} B{packed})",
         c.chain, c.bytes
     )
 }

@@ -170,19 +170,23 @@ pub(super) fn write_quic_events(
 }
 
 /// The TLS messages (and alerts) of a handshake; the server's first
-/// certificate message says what its chain held.
+/// certificate message (compressed or not) says what its chain held.
 fn tls_events(list: &[TlsEvent], cert: Option<&CertificateInfo>, events: &mut Vec<Event>) {
     let mut cert = cert;
     for e in list {
         let detail = match (e.detail.as_deref(), e.name, e.side) {
             (Some(d), ..) => format!(" ({})", sanitize(d)),
-            (None, "certificate", Side::Server) => cert.take().map_or(String::new(), |c| {
-                let subject = c
-                    .subject
-                    .as_deref()
-                    .map_or(String::new(), |s| format!(", {}", sanitize(s)));
-                format!(" ({} in the chain, {} B{subject})", c.chain, c.bytes)
-            }),
+            (None, "certificate" | "compressed_certificate", Side::Server) => {
+                cert.take().map_or(String::new(), |c| {
+                    let subject = c
+                        .subject
+                        .as_deref()
+                        .map_or(String::new(), |s| format!(", {}", sanitize(s)));
+                    let packed = c.compression.map_or(String::new(), |a| format!(", {a}"));
+                    let (n, bytes) = (c.chain, c.bytes);
+                    format!(" ({n} in the chain, {bytes} B{packed}{subject})")
+                })
+            }
             _ => String::new(),
         };
         events.push((e.time.at, Some(e.side), format!("TLS {}{detail}", e.name)));

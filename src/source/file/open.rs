@@ -1,7 +1,6 @@
 //! Opening a capture: telling gzip and zstd from a plain capture, and
 //! classic pcap from pcapng, by the first bytes of the input, and starting
-//! the right reader on it. The only module that names `flate2` and `ruzstd`
-//! outside tests.
+//! the right reader on it (decompressing through `crate::inflate`).
 //!
 //! Does not read records or blocks past the headers it needs (that is the
 //! readers') nor decide how a regular file is read (`file`).
@@ -13,6 +12,7 @@ use std::sync::Arc;
 
 use super::{FileSource, Kind};
 use crate::error::SourceError;
+use crate::inflate;
 use crate::source::classic::{self, ClassicReader, Header, Records};
 use crate::source::pcapng::{self, Blocks, OpenFailure};
 use crate::source::SourceInfo;
@@ -71,19 +71,13 @@ impl FileSource {
                 count(&read, head.len());
                 let raw = io::Cursor::new(head).chain(counting(input, read));
                 let raw = BufReader::with_capacity(PEEK, raw);
-                let gz = flate2::read::MultiGzDecoder::new(raw);
-                (Some("gzip"), Vec::new(), Box::new(gz), None)
+                (Some("gzip"), Vec::new(), inflate::gzip(raw), None)
             } else if head.starts_with(&ZSTD_MAGIC) {
                 count(&read, head.len());
                 let raw = io::Cursor::new(head).chain(counting(input, read));
                 let raw = BufReader::with_capacity(PEEK, raw);
-                let zst = ruzstd::decoding::StreamingDecoder::new(raw).map_err(|e| {
-                    read_err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("zstd: {e}"),
-                    ))
-                })?;
-                (Some("zstd"), Vec::new(), Box::new(zst), None)
+                let zst = inflate::zstd(raw).map_err(read_err)?;
+                (Some("zstd"), Vec::new(), zst, None)
             } else {
                 (None, head, input, read)
             };
