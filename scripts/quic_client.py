@@ -16,17 +16,23 @@ at once, in 0-RTT (early data) packets, before the handshake completes;
 without it, the ticket is offered without the early_data extension (a
 plain PSK resumption, no 0-RTT packets). With --cipher, the ClientHello
 offers that one TLS 1.3 cipher suite only (aioquic's name, e.g.
-CHACHA20_POLY1305_SHA256), so the server must choose it.
+CHACHA20_POLY1305_SHA256), so the server must choose it. With
+--cookie-bytes N, each request carries a `cookie` header of N bytes (hex,
+too long for QPACK's dynamic table), so its HEADERS frame spans several
+packets; with --query-bytes N, each path ends with `?q=` and N bytes (hex),
+so the :path field itself spans them.
 Prints one line a response to stdout; exits 1 if any request failed.
 
 Usage: quic_client.py HOST PORT --cafile CERT [--server-name localhost]
                       [--requests 3] [--connections 1] [--ticket FILE]
                       [--zero-rtt] [--keylog FILE] [--timeout 10]
-                      [--post-every N] [--cipher SUITE]
+                      [--post-every N] [--cipher SUITE] [--cookie-bytes N]
+                      [--query-bytes N]
 """
 import argparse
 import asyncio
 import dataclasses
+import hashlib
 import os
 import pickle
 import sys
@@ -37,6 +43,19 @@ from aioquic.h3.events import DataReceived, HeadersReceived, H3Event
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import HandshakeCompleted, QuicEvent
 from aioquic.tls import CipherSuite
+
+
+def padding(name: bytes, size: int) -> list:
+    """A header field `name` whose value is `size` bytes that neither
+    Huffman coding nor repetition shrinks much (hex of SHA-256 chained), or
+    none for size 0."""
+    if size <= 0:
+        return []
+    value, block = b"", b"handshakes"
+    while len(value) < size:
+        block = hashlib.sha256(block).hexdigest().encode()
+        value += block
+    return [(name, value[:size])]
 
 
 class H3Client(QuicConnectionProtocol):
@@ -63,8 +82,8 @@ class H3Client(QuicConnectionProtocol):
                 if not waiter[0].done():
                     waiter[0].set_result(waiter[1])
 
-    async def get(self, authority: str, path: str, body: bytes = None):
-        """A GET, or with `body` a POST of it."""
+    async def get(self, authority: str, path: str, body: bytes = None, extra=()):
+        """A GET, or with `body` a POST of it; `extra` header fields after."""
         stream_id = self._quic.get_next_available_stream_id()
         self.http.send_headers(
             stream_id,
@@ -74,7 +93,8 @@ class H3Client(QuicConnectionProtocol):
                 (b":authority", authority.encode()),
                 (b":path", path.encode()),
                 (b"user-agent", b"quic_client.py (aioquic)"),
-            ],
+            ]
+            + list(extra),
             end_stream=body is None,
         )
         if body is not None:
@@ -127,7 +147,10 @@ async def one_connection(args, index: int, ticket, keylog) -> tuple:
             if post:
                 path = "/api"
             sent = b'{"n": %d}' % n if post else None
-            stream_id, status, body = await client.get(authority, path, sent)
+            for _, value in padding(b"q", args.query_bytes):
+                path += "?q=" + value.decode()
+            extra = padding(b"cookie", args.cookie_bytes)
+            stream_id, status, body = await client.get(authority, path, sent, extra)
             hs = client.handshake
             print(
                 f"conn={index} stream={stream_id} {'POST' if post else 'GET'} {path} -> {status} {len(body)} bytes"
@@ -187,6 +210,12 @@ if __name__ == "__main__":
     p.add_argument("--keylog")
     p.add_argument("--cipher", choices=[c.name for c in CipherSuite],
                    help="offer only this TLS 1.3 cipher suite")
+    p.add_argument("--cookie-bytes", type=int, default=0,
+                   help="send a cookie header this long (too long for QPACK's table, "
+                        "so each request's HEADERS spans several packets)")
+    p.add_argument("--query-bytes", type=int, default=0,
+                   help="end every path with ?q= and this many bytes (a :path too long "
+                        "for one packet)")
     p.add_argument("--pause", type=float, default=0.5, help="seconds between connections")
     p.add_argument("--timeout", type=float, default=10, help="seconds per connection")
     sys.exit(asyncio.run(main(p.parse_args())))

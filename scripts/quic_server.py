@@ -21,7 +21,10 @@ Session tickets are kept in memory (one use each), so a client may resume
 
 Usage: quic_server.py --cert CERT --key KEY [--host 127.0.0.1 ...]
                       [--port 18453] [--log FILE] [--keylog FILE]
-                      [--max-seconds 120]
+                      [--max-seconds 120] [--header-bytes N]
+With --header-bytes N every response carries an x-padding header of N
+bytes (hex, too long for QPACK's dynamic table), so its HEADERS frame
+spans several packets.
 The server exits on its own after --max-seconds (safety bound).
 """
 import argparse
@@ -34,7 +37,10 @@ from aioquic.h3.events import DataReceived, HeadersReceived, H3Event
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import HandshakeCompleted, ProtocolNegotiated, QuicEvent
 
+from quic_client import padding  # beside this file
+
 LOG = None  # the request log, a text file opened for append
+HEADER_BYTES = 0  # --header-bytes
 
 PAGE = (
     b'<!DOCTYPE html><html><head><title>h3</title>'
@@ -117,7 +123,8 @@ class H3Server(QuicConnectionProtocol):
                 (b"content-type", ctype),
                 (b"content-length", str(len(body)).encode()),
             ]
-            + extra,
+            + extra
+            + padding(b"x-padding", HEADER_BYTES),
         )
         self._http.send_data(stream_id, body, end_stream=True)
         self.transmit()
@@ -131,7 +138,8 @@ class H3Server(QuicConnectionProtocol):
 
 
 async def main(args) -> None:
-    global LOG
+    global LOG, HEADER_BYTES
+    HEADER_BYTES = args.header_bytes
     if args.log:
         LOG = open(args.log, "a")
     config = QuicConfiguration(
@@ -170,6 +178,8 @@ if __name__ == "__main__":
     p.add_argument("--key", required=True)
     p.add_argument("--log")
     p.add_argument("--keylog")
+    p.add_argument("--header-bytes", type=int, default=0,
+                   help="add an x-padding header this long to every response")
     p.add_argument("--max-seconds", type=float, default=120)
     a = p.parse_args()
     a.host = a.host or ["127.0.0.1"]

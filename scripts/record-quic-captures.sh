@@ -4,9 +4,9 @@
 # resumption, handshake times): an HTTP/3 server on aioquic
 # (scripts/quic_server.py) and two clients, aioquic (scripts/quic_client.py:
 # a full handshake; a PSK resumption; a resumption with a request in 0-RTT;
-# one over ::1) and headless Chromium. Every capture has a key log (the
+# one over ::1; headers too long for one packet) and headless Chromium. Every capture has a key log (the
 # truth tshark can read) and the server's request log beside it.
-# See captures/README.md, sections "ah" to "am".
+# See captures/README.md, sections "ah" to "ao".
 #
 # Owns: in OUT_DIR (default captures/) only the files named quic-*.pcap,
 # quic-*.keylog and quic-*.server.log below (overwritten); the python venv
@@ -15,11 +15,11 @@
 # certificate, the session ticket and Chromium's profile are throw-away, in
 # a temporary directory deleted at the end.
 #
-# Usage:  sudo [PARTS="h3-5 resumed 0rtt ipv6 chromium post chacha"] scripts/record-quic-captures.sh
+# Usage:  sudo [PARTS="h3-5 resumed 0rtt ipv6 chromium post chacha big"] scripts/record-quic-captures.sh
 #
 # PARTS picks the captures to record (default: all): h3-5 ("ah"), resumed
 # ("ai"), 0rtt ("aj"), ipv6 ("ak"), chromium ("al"), post ("am"),
-# chacha ("an").
+# chacha ("an"), big ("ao").
 #
 # Requirements (Debian): tcpdump, openssl, iproute2 (ss), python3 with
 # venv and pip (and PyPI reachable, the first time), chromium (for the
@@ -34,7 +34,9 @@ OUT_DIR="${OUT_DIR:-$REPO_DIR/captures}"
 QUIC_VENV="${QUIC_VENV:-/tmp/quicenv}"
 QUIC_PORT=18453      # quic_server.py, UDP, HTTP/3 (ALPN h3)
 
-PARTS=${PARTS:-h3-5 resumed 0rtt ipv6 chromium post chacha}
+PARTS=${PARTS:-h3-5 resumed 0rtt ipv6 chromium post chacha big}
+# Arguments the next start_quic_server gives the server.
+SERVER_ARGS=()
 # part NAME: whether capture NAME is to be recorded.
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 
@@ -67,6 +69,7 @@ start_quic_server() {
     "$QPY" "$SCRIPT_DIR/quic_server.py" "${hosts[@]}" --port "$QUIC_PORT" \
         --cert "$WORK/cert.pem" --key "$WORK/key.pem" --max-seconds 120 \
         --log "$OUT_DIR/$name.server.log" --keylog "$WORK/$name.server.keylog" \
+        "${SERVER_ARGS[@]}" \
         >"$WORK/$name.server.out" 2>&1 &
     QUIC_PID=$!
     PIDS+=("$QUIC_PID")
@@ -146,6 +149,18 @@ fi
 if part chacha; then
     aioquic_capture quic-aioquic-h3-chacha20 127.0.0.1 \
         --requests 4 --connections 1 --post-every 4 --cipher CHACHA20_POLY1305_SHA256
+fi
+
+# quic-aioquic-h3-big-headers: one connection, 4 requests (the fourth a
+# POST answered 429), each with a path ending in a 3000-byte query and a
+# 3000-byte cookie header, each answer with a 5000-byte x-padding header,
+# longer than QPACK's table holds: every HEADERS frame is sent as
+# literals, over several packets, the :path field across two.
+if part big; then
+    SERVER_ARGS=(--header-bytes 5000)
+    aioquic_capture quic-aioquic-h3-big-headers 127.0.0.1 \
+        --requests 4 --connections 1 --post-every 4 --query-bytes 3000 --cookie-bytes 3000
+    SERVER_ARGS=()
 fi
 
 # quic-aioquic-h3-resumed: one client program, two connections one after

@@ -25,9 +25,11 @@ pub fn huffman(coded: &[u8]) -> Option<Vec<u8>> {
         .ok()
 }
 
-/// The longest Huffman-coded string [`huffman`] decodes: room for a
-/// request target of [`MAX_TARGET`] characters and more.
-pub const MAX_HUFFMAN: usize = 1024;
+/// The longest Huffman-coded string [`huffman`] decodes: a request target
+/// as long as servers take (nginx's 8 KiB request line, by default), of
+/// which [`MAX_TARGET`] characters are kept. Only the method, path and
+/// status are decoded, never a cookie's value.
+pub const MAX_HUFFMAN: usize = 8 * 1024;
 
 use super::http::{Exchange, Exchanges, MAX_TARGET};
 use crate::record::Side;

@@ -9,15 +9,17 @@
 //! the frames (`frames`) of 0-RTT and 1-RTT packets say — the requests in
 //! flight (at most [`MAX_OPEN_STREAMS`]; a stream's request counts once),
 //! the first requests listed (`--max-requests-listed`), each side's QPACK
-//! table (`qpack`: a request's method and path from its stream's first
-//! bytes, a response's status from its), the tickets after the handshake
-//! (CRYPTO, read in order) and the first CONNECTION_CLOSE. Does not
-//! reassemble a stream: fields past its first STREAM frame are not read.
+//! table (`qpack`: a request's method and path from its stream's head,
+//! gathered by `heads` across STREAM frames, a response's status from
+//! its), the tickets after the handshake (CRYPTO, read in order) and the
+//! first CONNECTION_CLOSE. Does not keep a stream's bytes past its first
+//! HEADERS frame.
 
 use std::collections::BTreeMap;
 
 use super::frames::{app_frames, stream_frames, AppFrame, StreamFrame};
 use super::handshake::Flight;
+use super::heads::{Gathered, Heads};
 use super::initial::{self, Keys};
 use super::qpack;
 use crate::analyze::http::{count_status, Exchange};
@@ -30,7 +32,7 @@ use crate::time::Timestamp;
 
 /// Requests waiting for their responses; past it the oldest is dropped
 /// (counted, never timed).
-const MAX_OPEN_STREAMS: usize = 1_024;
+pub const MAX_OPEN_STREAMS: usize = 1_024;
 /// Handshake messages after the handshake waiting to be noted (the
 /// connection's events keep 64 at most).
 const MAX_MESSAGES: usize = 64;
@@ -86,6 +88,8 @@ pub struct App {
     /// The client's and the server's QPACK dynamic tables, for requests'
     /// methods and paths and responses' statuses.
     qpack: [qpack::Decoder; 2],
+    /// Each side's request and response heads being gathered.
+    heads: [Heads; 2],
     /// Request → response end, of every request answered.
     pub latency: Samples,
     /// Each side's CRYPTO stream after the handshake, read in order only
@@ -152,6 +156,7 @@ impl App {
             keep,
             latency: Samples::default(),
             qpack: Default::default(),
+            heads: Default::default(),
             crypto: Default::default(),
             messages: Vec::new(),
             close: None,
@@ -236,11 +241,11 @@ impl App {
     /// Counts the status of a response whose stream begins with `data`,
     /// and notes it on its request if listed: once for a request waiting
     /// for its response.
-    fn status(&mut self, stream: u64, data: &[u8]) {
+    fn status(&mut self, stream: u64, code: Option<u16>) {
         let Some(open) = self.open.get_mut(&stream).filter(|o| !o.status) else {
             return;
         };
-        let Some(code) = self.qpack[1].fields(data).status else {
+        let Some(code) = code else {
             return;
         };
         open.status = true;
@@ -350,12 +355,15 @@ impl App {
                 if stream >= self.next_stream {
                     self.request(stream, ts);
                 }
-                if offset == 0 {
-                    let fields = self.qpack[0].fields(data);
+                if let Gathered::Whole(head) = self.heads[0].add(stream, offset, data) {
+                    let fields = self.qpack[0].fields(head);
                     if let Some(e) = self.listed(stream) {
                         e.method = fields.method.unwrap_or_default();
                         e.target = fields.path.unwrap_or_default();
                     }
+                }
+                if fin {
+                    self.heads[0].end(stream);
                 }
                 continue;
             }
@@ -366,10 +374,14 @@ impl App {
                 e.response_first.get_or_insert(ts);
                 e.response_last = Some(ts);
             }
-            if offset == 0 {
-                self.status(stream, data);
+            if self.open.contains_key(&stream) {
+                if let Gathered::Whole(head) = self.heads[1].add(stream, offset, data) {
+                    let code = self.qpack[1].fields(head).status;
+                    self.status(stream, code);
+                }
             }
             if fin {
+                self.heads[1].end(stream);
                 if let Some(open) = self.open.remove(&stream) {
                     self.http.responses += 1;
                     self.latency.push(ts.secs_since(open.start));

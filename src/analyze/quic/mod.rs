@@ -23,6 +23,7 @@
 mod app;
 mod frames;
 mod handshake;
+mod heads;
 mod initial;
 mod qpack;
 mod stream;

@@ -201,22 +201,81 @@ fn digits(value: &[u8]) -> Option<u16> {
     (text.len() == 3).then(|| text.parse().ok()).flatten()
 }
 
-/// The field section of the HEADERS frame a request stream begins with
-/// (past any frames of other types before it; a DATA frame first means
-/// none).
-fn field_section(mut b: &[u8]) -> Option<&[u8]> {
+/// Where a request stream's first HEADERS frame is, past any frames of
+/// other types before it.
+enum Located {
+    /// Its field section starts at `start` and is `len` bytes long (which
+    /// the bytes at hand may not hold yet).
+    Headers { start: usize, len: usize },
+    /// The bytes end before its frame header: at least `needed` are.
+    Short { needed: usize },
+    /// A DATA frame first, or too many others: it has none.
+    NotHeaders,
+}
+
+fn locate(b: &[u8]) -> Located {
+    let mut at = 0usize;
     for _ in 0..=MAX_SKIPPED_FRAMES {
-        let (ty, rest) = varint(b)?;
-        let (len, rest) = varint(rest)?;
-        let len = usize::try_from(len).ok()?;
+        let rest = b.get(at..).unwrap_or_default();
+        let short = Located::Short {
+            needed: b.len() + 1,
+        };
+        let Some((ty, after)) = varint(rest) else {
+            return short;
+        };
+        let Some((len, after)) = varint(after) else {
+            return short;
+        };
+        let Ok(len) = usize::try_from(len) else {
+            return Located::NotHeaders;
+        };
+        let start = at + (rest.len() - after.len());
         match ty {
-            // What fits of it: the fields read come first.
-            0x01 => return Some(rest.get(..len).unwrap_or(rest)),
-            0x00 => return None,
-            _ => b = rest.get(len..)?,
+            0x01 => return Located::Headers { start, len },
+            0x00 => return Located::NotHeaders,
+            _ => at = start.saturating_add(len),
+        }
+        if at > b.len() {
+            return Located::Short { needed: at };
         }
     }
-    None
+    Located::NotHeaders
+}
+
+/// The field section of the HEADERS frame a request stream begins with
+/// (past any frames of other types before it; a DATA frame first means
+/// none): what `b` holds of it, the fields read coming first.
+fn field_section(b: &[u8]) -> Option<&[u8]> {
+    match locate(b) {
+        Located::Headers { start, len } => {
+            let rest = b.get(start..)?;
+            Some(rest.get(..len).unwrap_or(rest))
+        }
+        _ => None,
+    }
+}
+
+/// How much of a stream's first bytes its head needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    /// The first HEADERS frame ends `n` bytes in, within the bytes given.
+    Whole(usize),
+    /// At least `n` bytes are needed.
+    More(usize),
+    /// The stream does not begin with HEADERS.
+    NotHeaders,
+}
+
+/// What `b`, a stream's first bytes, holds of its first HEADERS frame.
+pub fn head_needed(b: &[u8]) -> Need {
+    match locate(b) {
+        Located::Headers { start, len } => match start.saturating_add(len) {
+            end if end <= b.len() => Need::Whole(end),
+            end => Need::More(end),
+        },
+        Located::Short { needed } => Need::More(needed),
+        Located::NotHeaders => Need::NotHeaders,
+    }
 }
 
 /// The `:status` of the response whose request stream begins with `b`,
