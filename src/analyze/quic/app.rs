@@ -238,9 +238,9 @@ impl App {
         self.frames(side, &plain, ts);
     }
 
-    /// Counts the status of a response whose stream begins with `data`,
-    /// and notes it on its request if listed: once for a request waiting
-    /// for its response.
+    /// Counts the status `code` read from a response's HEADERS, and notes
+    /// it on its request if listed: once for a request waiting for its
+    /// response.
     fn status(&mut self, stream: u64, code: Option<u16>) {
         let Some(open) = self.open.get_mut(&stream).filter(|o| !o.status) else {
             return;
@@ -356,7 +356,7 @@ impl App {
                     self.request(stream, ts);
                 }
                 if let Gathered::Whole(head) = self.heads[0].add(stream, offset, data) {
-                    let fields = self.qpack[0].fields(head);
+                    let fields = self.qpack[0].fields(&head);
                     if let Some(e) = self.listed(stream) {
                         e.method = fields.method.unwrap_or_default();
                         e.target = fields.path.unwrap_or_default();
@@ -376,7 +376,7 @@ impl App {
             }
             if self.open.contains_key(&stream) {
                 if let Gathered::Whole(head) = self.heads[1].add(stream, offset, data) {
-                    let code = self.qpack[1].fields(head).status;
+                    let code = self.qpack[1].fields(&head).status;
                     self.status(stream, code);
                 }
             }

@@ -281,11 +281,8 @@ impl Handshake {
                         self.early_data_accepted = Some(early);
                     }
                 }
-                CERTIFICATE if self.certificate.is_none() => {
-                    self.certificate = certificate::certificate_message(&m.body, true);
-                }
-                COMPRESSED_CERTIFICATE if self.certificate.is_none() => {
-                    self.certificate = certificate::compressed_certificate_message(&m.body);
+                CERTIFICATE | COMPRESSED_CERTIFICATE if self.certificate.is_none() => {
+                    self.certificate = certificate::of_message(m.kind, &m.body, true);
                 }
                 _ => {}
             }

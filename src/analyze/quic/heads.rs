@@ -7,7 +7,8 @@
 //! Owns the held bytes and their bounds. Does not decode a field section
 //! (`qpack`) nor decide what a stream is (`app`).
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::app::MAX_OPEN_STREAMS;
 use super::qpack::{head_needed, Need};
@@ -72,8 +73,9 @@ impl Head {
 /// What a STREAM frame did for its stream's head.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Gathered<'a> {
-    /// The head is whole (or as whole as it will be): read it.
-    Whole(&'a [u8]),
+    /// The head is whole (or as whole as it will be): read it — in place
+    /// when one frame held it, else the bytes gathered.
+    Whole(Cow<'a, [u8]>),
     /// More is to come.
     Waiting,
     /// The stream does not begin with HEADERS, or its head was read
@@ -87,24 +89,22 @@ pub struct Heads {
     /// Streams whose heads are being gathered.
     open: BTreeMap<u64, Head>,
     /// Streams whose heads were read or given up: their later frames pass.
-    done: BTreeMap<u64, ()>,
+    done: BTreeSet<u64>,
     held: usize,
-    /// The whole head last read, lent out by [`Heads::add`].
-    last: Vec<u8>,
 }
 
 impl Heads {
     /// Notes the STREAM frame of `stream` at `offset`. A frame at offset 0
     /// holding the whole head is read in place, nothing copied.
-    pub fn add<'a>(&'a mut self, stream: u64, offset: u64, data: &'a [u8]) -> Gathered<'a> {
-        if self.done.contains_key(&stream) {
+    pub fn add<'a>(&mut self, stream: u64, offset: u64, data: &'a [u8]) -> Gathered<'a> {
+        if self.done.contains(&stream) {
             return Gathered::Nothing;
         }
         if offset == 0 && !self.open.contains_key(&stream) {
             match head_needed(data) {
                 Need::Whole(n) => {
                     self.finish(stream);
-                    return Gathered::Whole(data.get(..n).unwrap_or(data));
+                    return Gathered::Whole(Cow::Borrowed(data.get(..n).unwrap_or(data)));
                 }
                 Need::NotHeaders => {
                     self.finish(stream);
@@ -130,11 +130,10 @@ impl Heads {
             Need::More(_) => None,
         };
         if let Some(n) = whole {
-            let head = self.forget(stream);
+            let mut bytes = self.forget(stream).map(|h| h.bytes).unwrap_or_default();
             self.finish(stream);
-            self.last = head.map(|h| h.bytes).unwrap_or_default();
-            self.last.truncate(n);
-            return Gathered::Whole(&self.last);
+            bytes.truncate(n);
+            return Gathered::Whole(Cow::Owned(bytes));
         }
         while self.held > MAX_HELD || self.open.len() > MAX_OPEN_STREAMS {
             let Some((&oldest, _)) = self.open.first_key_value() else {
@@ -163,7 +162,7 @@ impl Heads {
     /// frames are past their heads' bytes anyway, or start a head that
     /// never completes and is forgotten with the oldest).
     fn finish(&mut self, stream: u64) {
-        self.done.insert(stream, ());
+        self.done.insert(stream);
         if self.done.len() > 2 * MAX_OPEN_STREAMS {
             self.done.pop_first();
         }

@@ -82,6 +82,18 @@ pub fn certificate_message(body: &[u8], tls13: bool) -> Option<CertificateInfo> 
 /// bound an uncompressed one is read within over TCP.
 pub const MAX_UNCOMPRESSED: usize = 64 * 1024;
 
+/// The facts of a server's handshake message of type `kind` (its `body`):
+/// a Certificate (11, in TLS 1.3's layout when `tls13`) or a
+/// CompressedCertificate (25); `None` for another type, or as the two
+/// readers below say.
+pub fn of_message(kind: u8, body: &[u8], tls13: bool) -> Option<CertificateInfo> {
+    match kind {
+        11 => certificate_message(body, tls13),
+        25 => compressed_certificate_message(body),
+        _ => None,
+    }
+}
+
 /// The facts of a CompressedCertificate message's `body` (RFC 8879 §4:
 /// the algorithm, the length of the Certificate message it holds, and
 /// that message compressed), with `compression` named; `None` when the
@@ -91,8 +103,7 @@ pub const MAX_UNCOMPRESSED: usize = 64 * 1024;
 pub fn compressed_certificate_message(body: &[u8]) -> Option<CertificateInfo> {
     let (algorithm, rest) = body.split_first_chunk::<2>()?;
     let block = inflate::Block::from_number(u16::from_be_bytes(*algorithm))?;
-    let (&[x, y, z], rest) = rest.split_first_chunk::<3>()?;
-    let len = usize::from(x) << 16 | usize::from(y) << 8 | usize::from(z);
+    let (len, rest) = u24(rest)?;
     if len > MAX_UNCOMPRESSED {
         return None;
     }
@@ -127,10 +138,18 @@ fn remembered(der: &[u8]) -> CertificateInfo {
     facts
 }
 
+/// A 3-byte length, and what follows it.
+fn u24(b: &[u8]) -> Option<(usize, &[u8])> {
+    let (&[x, y, z], rest) = b.split_first_chunk::<3>()?;
+    Some((
+        usize::from(x) << 16 | usize::from(y) << 8 | usize::from(z),
+        rest,
+    ))
+}
+
 /// A 3-byte length and the bytes it counts, and what follows.
 fn u24_prefixed(b: &[u8]) -> Option<(&[u8], &[u8])> {
-    let (&[x, y, z], rest) = b.split_first_chunk::<3>()?;
-    let len = usize::from(x) << 16 | usize::from(y) << 8 | usize::from(z);
+    let (len, rest) = u24(b)?;
     rest.split_at_checked(len)
 }
 

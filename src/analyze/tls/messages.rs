@@ -233,12 +233,7 @@ impl TlsAnalyzer {
                         .as_ref()
                         .is_some_and(|(_, s)| is_tls13(s.version()));
                     if self.certificate.is_none() {
-                        self.certificate = if kind == 11 {
-                            certificate::certificate_message(body, tls13)
-                        } else {
-                            certificate::compressed_certificate_message(body)
-                        }
-                        .map(Box::new);
+                        self.certificate = certificate::of_message(kind, body, tls13).map(Box::new);
                     }
                 }
                 StepName::handshake(kind)
