@@ -57,33 +57,30 @@ pub(crate) fn analyze_file(
 
 /// The captures recorded with a key log, and the requests each connection
 /// carried (curl's, python's and s_client's own count: every one a
-/// `GET /index.html` answered 200). Together they use every cipher opened:
-/// TLS 1.3's three suites, TLS 1.2's AES-128/256-GCM and ChaCha20-Poly1305,
-/// and AES-CBC in TLS 1.0, 1.1 and 1.2 with each MAC and either MAC order.
-const RECORDED: [(&str, HttpMethod, &[u64]); 11] = [
-    ("tls13-curl-keepalive", HttpMethod::TlsHttp1, &[3]),
-    ("tls13-curl-keepalive-5", HttpMethod::TlsHttp1, &[5]),
-    (
-        "tls12-curl-3-new-connections",
-        HttpMethod::TlsHttp1,
-        &[1, 1, 1],
-    ),
-    ("tls-python-requests-session-5", HttpMethod::TlsHttp1, &[5]),
-    (
-        "tls-python-requests-nosession-5",
-        HttpMethod::TlsHttp1,
-        &[1; 5],
-    ),
-    ("h2-curl-10", HttpMethod::TlsH2, &[10]),
-    ("tls12-openssl-resumption", HttpMethod::TlsHttp1, &[1, 1]),
-    ("tls13-openssl-resumption", HttpMethod::TlsHttp1, &[1, 1]),
+/// `GET /index.html` answered 200), over HTTP/2 where ALPN chose h2 and
+/// HTTP/1.1 otherwise. Together they use every cipher opened: TLS 1.3's
+/// five suites, TLS 1.2's AES-128/256-GCM, AES-128/256-CCM(_8) and
+/// ChaCha20-Poly1305, and AES-CBC in TLS 1.0, 1.1 and 1.2 with each MAC and
+/// either MAC order.
+const RECORDED: [(&str, &[u64]); 12] = [
+    ("tls13-curl-keepalive", &[3]),
+    ("tls13-curl-keepalive-5", &[5]),
+    ("tls12-curl-3-new-connections", &[1, 1, 1]),
+    ("tls-python-requests-session-5", &[5]),
+    ("tls-python-requests-nosession-5", &[1; 5]),
+    ("h2-curl-10", &[10]),
+    ("tls12-openssl-resumption", &[1, 1]),
+    ("tls13-openssl-resumption", &[1, 1]),
     // TLS 1.3 AES-128-GCM and ChaCha20, TLS 1.2 AES-128-GCM and ChaCha20.
-    ("tls-suites-curl-4", HttpMethod::TlsHttp1, &[2, 2, 2, 2]),
+    ("tls-suites-curl-4", &[2, 2, 2, 2]),
     // Two KeyUpdates from the client, one from the server.
-    ("tls13-openssl-keyupdate", HttpMethod::TlsHttp1, &[3]),
+    ("tls13-openssl-keyupdate", &[3]),
     // AES-CBC: TLS 1.2 with HMAC-SHA-1, -SHA-256 and -SHA-384, TLS 1.1,
     // TLS 1.0 (IVs chained); encrypt-then-MAC, then MAC-then-encrypt.
-    ("tls-cbc-7", HttpMethod::TlsHttp1, &[2; 7]),
+    ("tls-cbc-7", &[2; 7]),
+    // AES-CCM: TLS 1.3's CCM and CCM_8 (HTTP/1.1, then h2), TLS 1.2's
+    // ECDHE-ECDSA, DHE-RSA and RSA suites with 16- and 8-byte tags.
+    ("tls-ccm-7", &[2; 7]),
 ];
 
 fn recorded(name: &str) -> (PathBuf, PathBuf) {
@@ -96,7 +93,7 @@ fn recorded(name: &str) -> (PathBuf, PathBuf) {
 
 #[test]
 fn recorded_key_logs_make_every_request_exact() {
-    for (name, method, requests) in RECORDED {
+    for (name, requests) in RECORDED {
         let (capture, keylog) = recorded(name);
         let records = analyze_with(&capture, &keylog, 1);
         let counts: Vec<u64> = records.iter().map(|r| r.http.requests).collect();
@@ -107,7 +104,11 @@ fn recorded_key_logs_make_every_request_exact() {
             assert_eq!(d.outcome, DecryptionOutcome::Complete, "{name} #{}", r.id);
             assert!(d.records_opened > 0 && d.records_failed == 0, "{name}");
             let h = &r.http;
-            assert_eq!(h.method, method, "{name}");
+            let method = match tls.alpn.as_deref() {
+                Some("h2") => HttpMethod::TlsH2,
+                _ => HttpMethod::TlsHttp1,
+            };
+            assert_eq!(h.method, method, "{name} #{}", r.id);
             assert!(
                 !h.estimated && h.confidence == "exact" && !h.lost_sync,
                 "{name}"

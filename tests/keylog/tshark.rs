@@ -85,7 +85,7 @@ fn tshark_decrypting_with_the_same_key_log_reads_the_same_requests() {
     }
     let mut cases: Vec<(String, PathBuf, PathBuf)> = RECORDED
         .iter()
-        .map(|(name, _, _)| {
+        .map(|(name, _)| {
             let (capture, keylog) = recorded(name);
             (name.to_string(), capture, keylog)
         })
@@ -173,7 +173,7 @@ fn with_the_key_log_the_handshake_reads_as_tshark_reads_it() {
     if !tshark_present() {
         return;
     }
-    for (name, _, _) in RECORDED {
+    for (name, _) in RECORDED {
         let (capture, keylog) = recorded(name);
         let records = analyze_with(&capture, &keylog, 1);
         let port = records[0].server.rsplit(':').next().unwrap().to_string();

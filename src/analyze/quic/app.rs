@@ -37,13 +37,14 @@ pub const MAX_OPEN_STREAMS: usize = 1_024;
 /// connection's events keep 64 at most).
 const MAX_MESSAGES: usize = 64;
 
-/// The hash and AEAD of a TLS 1.3 suite this tool opens QUIC packets of
-/// (AES-GCM and ChaCha20-Poly1305; not AES-CCM).
+/// The hash and AEAD of a TLS 1.3 suite QUIC packets are opened with: the
+/// four QUIC allows (RFC 9001 §5.3 forbids TLS_AES_128_CCM_8_SHA256).
 pub fn suite(id: u16) -> Option<(Hash, Cipher)> {
     match id {
         0x1301 => Some((Hash::Sha256, Cipher::Aes128Gcm)),
         0x1302 => Some((Hash::Sha384, Cipher::Aes256Gcm)),
         0x1303 => Some((Hash::Sha256, Cipher::ChaCha20Poly1305)),
+        0x1304 => Some((Hash::Sha256, Cipher::Aes128Ccm)),
         _ => None,
     }
 }
@@ -468,8 +469,10 @@ mod tests {
         assert!(!app.http.list_truncated);
         app.frames(0, &[0x0b, 0x0c, 0x01, b'e'], t(11));
         assert!(app.http.list_truncated && app.list.len() == 2);
-        // AES-128-CCM is not opened; ChaCha20-Poly1305 is, with secrets.
-        assert!(App::new(1, 0x1304, None, 2).http.decryption == DecryptionOutcome::Unsupported);
+        // AES-128-CCM_8 is not QUIC's (RFC 9001 §5.3); ChaCha20-Poly1305
+        // and AES-128-CCM are opened, with secrets.
+        assert!(App::new(1, 0x1305, None, 2).http.decryption == DecryptionOutcome::Unsupported);
         assert!(App::new(1, 0x1303, None, 2).http.decryption == DecryptionOutcome::NoSecrets);
+        assert!(App::new(1, 0x1304, None, 2).http.decryption == DecryptionOutcome::NoSecrets);
     }
 }

@@ -11,8 +11,6 @@
 
 use super::*;
 
-/// What TLS 1.3 seals around a record's content: its type and the tag.
-const RECORD_OVERHEAD_13: usize = 1 + 16;
 /// Padding beyond this is not taken for a client's habit.
 const MAX_PADDING: usize = 255;
 /// Records of the client's TLS 1.3 flight after its first, kept until the
@@ -102,7 +100,9 @@ impl TlsAnalyzer {
         let Some((_, hello)) = &self.client_hello else {
             return;
         };
-        let Some(message) = len.checked_sub(RECORD_OVERHEAD_13) else {
+        let cipher = self.server_hello.as_ref().map(|(_, server)| server.cipher);
+        let overhead = hello::record_overhead_13(cipher.unwrap_or_default());
+        let Some(message) = len.checked_sub(overhead) else {
             return;
         };
         if let Some(chosen) = sizes::alpn_from_encrypted_extensions(hello, message) {
@@ -122,10 +122,10 @@ impl TlsAnalyzer {
         let Some(finished) = hello::finished_len_13(server.cipher) else {
             return;
         };
-        if let Some(padding) = len.checked_sub(RECORD_OVERHEAD_13 + finished) {
+        let overhead = hello::record_overhead_13(server.cipher);
+        if let Some(padding) = len.checked_sub(overhead + finished) {
             if padding <= MAX_PADDING {
-                self.flights
-                    .set_overhead(RECORD_OVERHEAD_13 + padding, RECORD_OVERHEAD_13);
+                self.flights.set_overhead(overhead + padding, overhead);
             }
         }
     }

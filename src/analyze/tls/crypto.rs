@@ -2,20 +2,23 @@
 //! names their crates: MD5 and SHA-256 for the JA3/JA4 fingerprints;
 //! HKDF-Expand-Label (RFC 8446 §7.1), the PRFs of TLS 1.2 (RFC 5246 §5) and
 //! of TLS 1.0 and 1.1 (RFC 2246 §5), the AEAD ciphers (AES-128/256-GCM,
-//! ChaCha20-Poly1305), and AES-CBC with the HMACs of the CBC suites, that
-//! open records with a key log's secrets; HKDF-Extract and one AES block
-//! for QUIC's Initial packets (RFC 9001 §5.2, §5.4.3), which need no key
-//! log, and ChaCha20 for the header protection of its other packets when a
-//! connection chose ChaCha20-Poly1305 (§5.4.4).
+//! AES-128/256-CCM with 16- and 8-byte tags, ChaCha20-Poly1305), and
+//! AES-CBC with the HMACs of the CBC suites, that open records with a key
+//! log's secrets; HKDF-Extract and one AES block for QUIC's Initial packets
+//! (RFC 9001 §5.2, §5.4.3), which need no key log, and ChaCha20 for the
+//! header protection of its other packets when a connection chose
+//! ChaCha20-Poly1305 (§5.4.4).
 //!
 //! Does not know about records, handshakes or key logs: `hello` and
 //! `decrypt` do. Public for the benchmarks, which seal records with it.
 
 use aes::{Aes128, Aes256};
-use aes_gcm::aead::{AeadInPlace, KeyInit};
+use aes_gcm::aead::{AeadCore, AeadInPlace, KeyInit};
 use aes_gcm::{Aes128Gcm, Aes256Gcm};
 use cbc::cipher::block_padding::NoPadding;
 use cbc::cipher::{BlockDecryptMut, BlockEncryptMut, InnerIvInit};
+use ccm::consts::{U12, U16, U8};
+use ccm::Ccm;
 use chacha20poly1305::ChaCha20Poly1305;
 use hkdf::Hkdf;
 use hmac::Hmac;
@@ -278,7 +281,7 @@ impl Block {
 }
 
 /// A QUIC header-protection key (RFC 9001 §5.4): an AES block key for the
-/// AES-GCM suites, a ChaCha20 key for ChaCha20-Poly1305.
+/// AES-GCM and AES-CCM suites, a ChaCha20 key for ChaCha20-Poly1305.
 #[derive(Clone)]
 pub enum HeaderKey {
     Aes(Block),
@@ -297,8 +300,8 @@ impl HeaderKey {
     /// `None` if its length is not the cipher's.
     pub fn new(cipher: Cipher, key: &[u8]) -> Option<HeaderKey> {
         match cipher {
-            Cipher::Aes128Gcm | Cipher::Aes256Gcm => Some(HeaderKey::Aes(Block::new(key)?)),
             Cipher::ChaCha20Poly1305 => Some(HeaderKey::ChaCha20(Box::new(key.try_into().ok()?))),
+            _ => Some(HeaderKey::Aes(Block::new(key)?)),
         }
     }
 
@@ -327,30 +330,53 @@ impl HeaderKey {
     }
 }
 
-/// An AEAD cipher of the record layer.
+/// An AEAD cipher of the record layer. The CCM ones (RFC 6655, 7251,
+/// 8446) take a 12-byte nonce, as every cipher here does; `…Ccm8` has an
+/// 8-byte tag.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cipher {
     Aes128Gcm,
     Aes256Gcm,
+    Aes128Ccm,
+    Aes256Ccm,
+    Aes128Ccm8,
+    Aes256Ccm8,
     ChaCha20Poly1305,
 }
 
 impl Cipher {
     pub fn key_len(self) -> usize {
         match self {
-            Cipher::Aes128Gcm => 16,
-            Cipher::Aes256Gcm | Cipher::ChaCha20Poly1305 => 32,
+            Cipher::Aes128Gcm | Cipher::Aes128Ccm | Cipher::Aes128Ccm8 => 16,
+            Cipher::Aes256Gcm
+            | Cipher::Aes256Ccm
+            | Cipher::Aes256Ccm8
+            | Cipher::ChaCha20Poly1305 => 32,
+        }
+    }
+
+    /// The authentication tag's length: 16 bytes, CCM_8's 8.
+    pub fn tag_len(self) -> usize {
+        match self {
+            Cipher::Aes128Ccm8 | Cipher::Aes256Ccm8 => 8,
+            _ => 16,
         }
     }
 }
 
-/// The authentication tag's length, for every cipher here.
-pub const TAG: usize = 16;
+type Aes128Ccm = Ccm<Aes128, U16, U12>;
+type Aes256Ccm = Ccm<Aes256, U16, U12>;
+type Aes128Ccm8 = Ccm<Aes128, U8, U12>;
+type Aes256Ccm8 = Ccm<Aes256, U8, U12>;
 
 /// A record-layer key, ready to open records.
 pub enum Aead {
     Aes128Gcm(Box<Aes128Gcm>),
     Aes256Gcm(Box<Aes256Gcm>),
+    Aes128Ccm(Box<Aes128Ccm>),
+    Aes256Ccm(Box<Aes256Ccm>),
+    Aes128Ccm8(Box<Aes128Ccm8>),
+    Aes256Ccm8(Box<Aes256Ccm8>),
     ChaCha20Poly1305(Box<ChaCha20Poly1305>),
 }
 
@@ -364,46 +390,94 @@ impl std::fmt::Debug for Aead {
 impl Aead {
     /// `key` for `cipher`; `None` if its length is wrong.
     pub fn new(cipher: Cipher, key: &[u8]) -> Option<Aead> {
+        fn boxed<K: KeyInit>(key: &[u8]) -> Option<Box<K>> {
+            K::new_from_slice(key).ok().map(Box::new)
+        }
         Some(match cipher {
-            Cipher::Aes128Gcm => Aead::Aes128Gcm(Box::new(Aes128Gcm::new_from_slice(key).ok()?)),
-            Cipher::Aes256Gcm => Aead::Aes256Gcm(Box::new(Aes256Gcm::new_from_slice(key).ok()?)),
-            Cipher::ChaCha20Poly1305 => {
-                Aead::ChaCha20Poly1305(Box::new(ChaCha20Poly1305::new_from_slice(key).ok()?))
-            }
+            Cipher::Aes128Gcm => Aead::Aes128Gcm(boxed(key)?),
+            Cipher::Aes256Gcm => Aead::Aes256Gcm(boxed(key)?),
+            Cipher::Aes128Ccm => Aead::Aes128Ccm(boxed(key)?),
+            Cipher::Aes256Ccm => Aead::Aes256Ccm(boxed(key)?),
+            Cipher::Aes128Ccm8 => Aead::Aes128Ccm8(boxed(key)?),
+            Cipher::Aes256Ccm8 => Aead::Aes256Ccm8(boxed(key)?),
+            Cipher::ChaCha20Poly1305 => Aead::ChaCha20Poly1305(boxed(key)?),
         })
+    }
+
+    /// The authentication tag's length (`Cipher::tag_len`).
+    pub fn tag_len(&self) -> usize {
+        match self {
+            Aead::Aes128Ccm8(_) | Aead::Aes256Ccm8(_) => 8,
+            _ => 16,
+        }
     }
 
     /// Opens `sealed` (ciphertext, then the tag) in place under `nonce`
     /// and `aad`: the plaintext's length (at the front of `sealed`), or
-    /// `None` if it does not authenticate.
+    /// `None` if it does not authenticate — and then `sealed` is as it
+    /// was, for the caller to try another key or sequence number.
     pub fn open(&self, nonce: &[u8; 12], aad: &[u8], sealed: &mut [u8]) -> Option<usize> {
-        let len = sealed.len().checked_sub(TAG)?;
-        let (text, tag) = sealed.split_at_mut_checked(len)?;
-        let tag = &*tag;
-        let opened = match self {
-            Aead::Aes128Gcm(k) => k.decrypt_in_place_detached(nonce.into(), aad, text, tag.into()),
-            Aead::Aes256Gcm(k) => k.decrypt_in_place_detached(nonce.into(), aad, text, tag.into()),
-            Aead::ChaCha20Poly1305(k) => {
-                k.decrypt_in_place_detached(nonce.into(), aad, text, tag.into())
+        fn run<A>(k: &A, n: &[u8; 12], aad: &[u8], text: &mut [u8], tag: &[u8]) -> bool
+        where
+            A: AeadInPlace + AeadCore<NonceSize = U12>,
+        {
+            // The tag's length is the cipher's: `open` split it so.
+            let tag = aes_gcm::aead::Tag::<A>::from_slice(tag);
+            k.decrypt_in_place_detached(n.into(), aad, text, tag)
+                .is_ok()
+        }
+        // CCM's MAC is over the plaintext, so it deciphers before it
+        // checks, and wipes the buffer when the check fails: it opens a
+        // copy. GCM and ChaCha20-Poly1305 check first and leave a
+        // failure's buffer untouched.
+        fn copied<A>(k: &A, n: &[u8; 12], aad: &[u8], text: &mut [u8], tag: &[u8]) -> bool
+        where
+            A: AeadInPlace + AeadCore<NonceSize = U12>,
+        {
+            let mut copy = text.to_vec();
+            let opened = run(k, n, aad, &mut copy, tag);
+            if opened {
+                text.copy_from_slice(&copy);
             }
+            opened
+        }
+        let len = sealed.len().checked_sub(self.tag_len())?;
+        let (text, tag) = sealed.split_at_mut_checked(len)?;
+        let opened = match self {
+            Aead::Aes128Gcm(k) => run(k.as_ref(), nonce, aad, text, tag),
+            Aead::Aes256Gcm(k) => run(k.as_ref(), nonce, aad, text, tag),
+            Aead::Aes128Ccm(k) => copied(k.as_ref(), nonce, aad, text, tag),
+            Aead::Aes256Ccm(k) => copied(k.as_ref(), nonce, aad, text, tag),
+            Aead::Aes128Ccm8(k) => copied(k.as_ref(), nonce, aad, text, tag),
+            Aead::Aes256Ccm8(k) => copied(k.as_ref(), nonce, aad, text, tag),
+            Aead::ChaCha20Poly1305(k) => run(k.as_ref(), nonce, aad, text, tag),
         };
-        opened.ok().map(|()| len)
+        opened.then_some(len)
     }
 
     /// Seals `text` in place and appends the tag (tests and benchmarks
     /// build records so); `false` if the text is too long for the cipher.
     pub fn seal(&self, nonce: &[u8; 12], aad: &[u8], text: &mut Vec<u8>) -> bool {
-        let tag = match self {
-            Aead::Aes128Gcm(k) => k.encrypt_in_place_detached(nonce.into(), aad, text),
-            Aead::Aes256Gcm(k) => k.encrypt_in_place_detached(nonce.into(), aad, text),
-            Aead::ChaCha20Poly1305(k) => k.encrypt_in_place_detached(nonce.into(), aad, text),
-        };
-        match tag {
-            Ok(tag) => {
-                text.extend_from_slice(&tag);
-                true
+        fn run<A>(k: &A, n: &[u8; 12], aad: &[u8], text: &mut Vec<u8>) -> bool
+        where
+            A: AeadInPlace + AeadCore<NonceSize = U12>,
+        {
+            match k.encrypt_in_place_detached(n.into(), aad, text) {
+                Ok(tag) => {
+                    text.extend_from_slice(&tag);
+                    true
+                }
+                Err(_) => false,
             }
-            Err(_) => false,
+        }
+        match self {
+            Aead::Aes128Gcm(k) => run(k.as_ref(), nonce, aad, text),
+            Aead::Aes256Gcm(k) => run(k.as_ref(), nonce, aad, text),
+            Aead::Aes128Ccm(k) => run(k.as_ref(), nonce, aad, text),
+            Aead::Aes256Ccm(k) => run(k.as_ref(), nonce, aad, text),
+            Aead::Aes128Ccm8(k) => run(k.as_ref(), nonce, aad, text),
+            Aead::Aes256Ccm8(k) => run(k.as_ref(), nonce, aad, text),
+            Aead::ChaCha20Poly1305(k) => run(k.as_ref(), nonce, aad, text),
         }
     }
 }
@@ -501,6 +575,10 @@ mod tests {
         for cipher in [
             Cipher::Aes128Gcm,
             Cipher::Aes256Gcm,
+            Cipher::Aes128Ccm,
+            Cipher::Aes256Ccm,
+            Cipher::Aes128Ccm8,
+            Cipher::Aes256Ccm8,
             Cipher::ChaCha20Poly1305,
         ] {
             let key = vec![7u8; cipher.key_len()];
@@ -508,6 +586,8 @@ mod tests {
             let nonce = [3u8; 12];
             let mut sealed = b"GET / HTTP/1.1\r\n\r\n".to_vec();
             assert!(aead.seal(&nonce, b"aad", &mut sealed));
+            assert_eq!(sealed.len(), 18 + cipher.tag_len());
+            assert_eq!(aead.tag_len(), cipher.tag_len());
             let mut copy = sealed.clone();
             let n = aead.open(&nonce, b"aad", &mut copy).unwrap();
             assert_eq!(&copy[..n], b"GET / HTTP/1.1\r\n\r\n");
@@ -516,6 +596,8 @@ mod tests {
             assert!(aead.open(&[4u8; 12], b"aad", &mut copy).is_none());
             let mut copy = sealed.clone();
             assert!(aead.open(&nonce, b"aae", &mut copy).is_none());
+            // A failure leaves the bytes as they were, to be tried again.
+            assert_eq!(copy, sealed, "{cipher:?}");
             let mut copy = sealed.clone();
             copy[0] ^= 1;
             assert!(aead.open(&nonce, b"aad", &mut copy).is_none());

@@ -16,7 +16,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::crypto::{Aead, Block, Cipher, Mac, TAG};
+use super::crypto::{Aead, Block, Cipher, Mac};
 use super::hello::ServerHelloFacts;
 use super::keylog::{KeyLog, Secrets};
 use super::records::{ALERT, APPLICATION_DATA, HANDSHAKE};
@@ -151,11 +151,12 @@ impl Direction {
             return cbc.open(seq, content_type, version, body);
         }
         let key = self.current.as_ref()?;
-        // GCM carries an 8-byte explicit nonce before the ciphertext;
-        // ChaCha20-Poly1305 XORs the sequence number into its IV.
+        // GCM and CCM carry an 8-byte explicit nonce before the ciphertext
+        // (RFC 5288 §3, RFC 6655 §3); ChaCha20-Poly1305 XORs the sequence
+        // number into its IV.
         let (nonce, skip) = match suite.aead()? {
             Cipher::ChaCha20Poly1305 => (key.nonce(seq), 0),
-            Cipher::Aes128Gcm | Cipher::Aes256Gcm => {
+            _ => {
                 let explicit = body.get(..8)?;
                 let mut nonce = key.iv;
                 nonce.get_mut(4..)?.copy_from_slice(explicit);
@@ -163,7 +164,7 @@ impl Direction {
             }
         };
         let sealed = body.get_mut(skip..)?;
-        let text_len = sealed.len().checked_sub(TAG)?;
+        let text_len = sealed.len().checked_sub(key.aead.tag_len())?;
         let aad = associated_data(seq, content_type, version, text_len)?;
         let len = key.aead.open(&nonce, &aad, sealed)?;
         Some(skip..skip + len)

@@ -351,6 +351,12 @@ pub fn aead_overhead_12(id: u16) -> Option<usize> {
     }
 }
 
+/// TLS 1.3: what a suite seals around a record's content — its type and
+/// the tag (16 bytes; TLS_AES_128_CCM_8_SHA256's 8).
+pub fn record_overhead_13(id: u16) -> usize {
+    1 + if id == 0x1305 { 8 } else { 16 }
+}
+
 /// TLS 1.3: the length of a Finished message (its header and the
 /// suite's hash), by the suite.
 pub fn finished_len_13(id: u16) -> Option<usize> {

@@ -37,8 +37,9 @@ impl Suite {
     }
 }
 
-/// The suites opened, by their id: the AEAD suites — TLS 1.3's three, and
-/// TLS 1.2's GCM and ChaCha20-Poly1305 ones (RFC 5288, 5289, 7905) — and
+/// The suites opened, by their id: the AEAD suites — TLS 1.3's five, and
+/// TLS 1.2's GCM, CCM and ChaCha20-Poly1305 ones (RFC 5288, 5289, 6655,
+/// 7251, 7905, 8442) — and
 /// the AES-CBC suites with HMAC-SHA-1, -SHA-256 and -SHA-384 (RFC 3268,
 /// 4279, 4492, 5246, 5289, 5487, 5489) of every key exchange.
 pub(super) fn suite(id: u16) -> Option<Suite> {
@@ -48,6 +49,15 @@ pub(super) fn suite(id: u16) -> Option<Suite> {
         0x1301 | 0x009c | 0x009e | 0xc02b | 0xc02f => aead(Cipher::Aes128Gcm, Hash::Sha256),
         0x1302 | 0x009d | 0x009f | 0xc02c | 0xc030 => aead(Cipher::Aes256Gcm, Hash::Sha384),
         0x1303 | 0xcca8 | 0xcca9 | 0xccaa => aead(Cipher::ChaCha20Poly1305, Hash::Sha256),
+        // RSA, DHE-RSA, PSK, DHE-PSK, ECDHE-ECDSA, ECDHE-PSK.
+        0x1304 | 0xc09c | 0xc09e | 0xc0a4 | 0xc0a6 | 0xc0ac | 0xd005 => {
+            aead(Cipher::Aes128Ccm, Hash::Sha256)
+        }
+        0xc09d | 0xc09f | 0xc0a5 | 0xc0a7 | 0xc0ad => aead(Cipher::Aes256Ccm, Hash::Sha256),
+        0x1305 | 0xc0a0 | 0xc0a2 | 0xc0a8 | 0xc0aa | 0xc0ae | 0xd003 => {
+            aead(Cipher::Aes128Ccm8, Hash::Sha256)
+        }
+        0xc0a1 | 0xc0a3 | 0xc0a9 | 0xc0ab | 0xc0af => aead(Cipher::Aes256Ccm8, Hash::Sha256),
         0x002f..=0x0034
         | 0xc004
         | 0xc009
@@ -149,7 +159,7 @@ pub(super) fn associated_data(
 }
 
 /// One side's share of the key block: its MAC key (empty for AEAD
-/// suites), its write key, and its IV (GCM: the 4-byte salt; ChaCha20: 12
+/// suites), its write key, and its IV (GCM and CCM: the 4-byte salt; ChaCha20: 12
 /// bytes; CBC: TLS 1.0's first record IV, which later versions send with
 /// each record).
 pub(super) struct Share {

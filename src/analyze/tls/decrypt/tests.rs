@@ -51,9 +51,15 @@ fn decrypter_with(
 /// A TLS 1.3 record body: `text` and its inner type `ty`, padded, sealed
 /// with the key of `secret` as record `seq`.
 fn seal13(secret: &[u8], seq: u64, ty: u8, text: &[u8]) -> Vec<u8> {
-    let key = Key::from_secret(suite(AES128).unwrap(), secret).unwrap();
+    seal13_as(AES128, secret, seq, ty, text)
+}
+
+/// `seal13` under the suite `cipher`.
+fn seal13_as(cipher: u16, secret: &[u8], seq: u64, ty: u8, text: &[u8]) -> Vec<u8> {
+    let key = Key::from_secret(suite(cipher).unwrap(), secret).unwrap();
     let mut inner = [text, &[ty, 0, 0, 0]].concat();
-    let [hi, lo] = u16::try_from(inner.len() + TAG).unwrap().to_be_bytes();
+    let tag = key.aead.tag_len();
+    let [hi, lo] = u16::try_from(inner.len() + tag).unwrap().to_be_bytes();
     let header = [23, 3, 3, hi, lo];
     assert!(key.aead.seal(&key.nonce(seq), &header, &mut inner));
     inner
@@ -98,7 +104,15 @@ fn tls13_log(handshake: bool) -> String {
 
 #[test]
 fn tls13_opens_handshake_then_application_then_updated_keys() {
-    let mut d = decrypter(&tls13_log(true), AES128, true);
+    // AES-128-GCM, AES-128-CCM and AES-128-CCM_8 (an 8-byte tag).
+    for cipher in [AES128, 0x1304, 0x1305] {
+        tls13_opens_handshake_then_application_then_updated_keys_with(cipher);
+    }
+}
+
+fn tls13_opens_handshake_then_application_then_updated_keys_with(cipher: u16) {
+    let seal13 = |secret: &[u8], seq, ty, text: &[u8]| seal13_as(cipher, secret, seq, ty, text);
+    let mut d = decrypter(&tls13_log(true), cipher, true);
     let s = Side::Server;
     let c = Side::Client;
     // The server's flight under its handshake key, as records 0 and 1.
@@ -141,7 +155,7 @@ fn tls13_opens_handshake_then_application_then_updated_keys() {
         data(&mut d, s, seal13(&SERVER_APP, 1, APPLICATION_DATA, b"200")),
         b"200"
     );
-    let suite = suite(AES128).unwrap();
+    let suite = suite(cipher).unwrap();
     let updated = expand_label(suite.hash, &SERVER_APP, "traffic upd", 32).unwrap();
     assert_eq!(
         data(&mut d, s, seal13(&updated, 0, APPLICATION_DATA, b"two")),
@@ -287,7 +301,11 @@ fn seal12(cipher: u16, (key, iv): &(Aead, Vec<u8>), seq: u64, ty: u8, text: &[u8
 #[test]
 fn tls12_aead_suites_open_from_the_master_secret() {
     let master = [7u8; 48];
-    for cipher in [0xc02f, 0xc030, 0xcca8, 0x009c] {
+    // GCM, ChaCha20-Poly1305, RSA's GCM; CCM of RSA, ECDHE-ECDSA's CCM_8
+    // and 256-bit CCM, DHE-RSA's 256-bit CCM_8.
+    for cipher in [
+        0xc02f, 0xc030, 0xcca8, 0x009c, 0xc09c, 0xc0ae, 0xc0ad, 0xc0a3,
+    ] {
         let mut d = decrypter(&line("CLIENT_RANDOM", &master), cipher, false);
         let [client, server] = key_block12(cipher, &master);
         d.change_cipher_spec(Side::Client);
