@@ -370,10 +370,11 @@ fn seal(
 /// regression tests check that seeds reach the requests and statuses).
 pub fn quic_keyed(data: &[u8]) -> Option<handshakes::record::QuicSummary> {
     let mut b = Bytes::new(data);
-    let suite_id = [0x1301, 0x1302, 0x1303][usize::from(b.u8() % 3)];
+    let suite_id = [0x1301, 0x1302, 0x1303, 0x1304][usize::from(b.u8() % 4)];
     let suite = match suite_id {
         0x1302 => (Hash::Sha384, Cipher::Aes256Gcm),
         0x1303 => (Hash::Sha256, Cipher::ChaCha20Poly1305),
+        0x1304 => (Hash::Sha256, Cipher::Aes128Ccm),
         _ => (Hash::Sha256, Cipher::Aes128Gcm),
     };
     let secret = |i: usize| vec![SECRETS[i]; suite.0.output_len()];

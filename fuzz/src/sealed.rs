@@ -27,13 +27,17 @@ const CLIENT_RANDOM: [u8; 32] = [0x5a; 32];
 const SERVER_RANDOM: [u8; 32] = [0xa5; 32];
 
 /// The AEAD suites the input chooses from: id, TLS 1.3, cipher, hash.
-const SUITES: [(u16, bool, Cipher, Hash); 6] = [
+const SUITES: [(u16, bool, Cipher, Hash); 10] = [
     (0x1301, true, Cipher::Aes128Gcm, Hash::Sha256),
     (0x1302, true, Cipher::Aes256Gcm, Hash::Sha384),
     (0x1303, true, Cipher::ChaCha20Poly1305, Hash::Sha256),
     (0xc02f, false, Cipher::Aes128Gcm, Hash::Sha256),
     (0xc030, false, Cipher::Aes256Gcm, Hash::Sha384),
     (0xcca8, false, Cipher::ChaCha20Poly1305, Hash::Sha256),
+    (0x1304, true, Cipher::Aes128Ccm, Hash::Sha256),
+    (0x1305, true, Cipher::Aes128Ccm8, Hash::Sha256),
+    (0xc0ac, false, Cipher::Aes128Ccm, Hash::Sha256),
+    (0xc0af, false, Cipher::Aes256Ccm8, Hash::Sha256),
 ];
 
 fn hex(bytes: &[u8]) -> String {
@@ -214,7 +218,9 @@ impl Keys {
         let s = self.sealers.get_mut(side)?;
         let sealed = if tls13 {
             let mut plain = [text, &[inner]].concat();
-            let len = u16::try_from(plain.len() + 16).ok()?.to_be_bytes();
+            let len = u16::try_from(plain.len() + s.aead.tag_len())
+                .ok()?
+                .to_be_bytes();
             let header = [23, 3, 3, len[0], len[1]];
             s.aead.seal(&s.nonce(), &header, &mut plain).then_some(())?;
             record(23, &plain)
