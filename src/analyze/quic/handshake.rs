@@ -11,10 +11,9 @@
 //! are kept, never a certificate. Does not read the Initial packets
 //! (`initial`, `mod`) or the 0-RTT and 1-RTT ones (`app`).
 
-use std::collections::BTreeMap;
-
 use super::app::suite;
 use super::initial::{self, Frame, Keys};
+use super::reorder::{Bounds, Reorder};
 use crate::analyze::tls::keylog::Secrets;
 use crate::analyze::tls::{certificate, hello};
 use crate::decode::LongPacket;
@@ -48,11 +47,17 @@ pub struct Message {
 /// after the handshake), walked in order.
 #[derive(Debug, Default)]
 pub struct Flight {
-    /// Stream bytes walked so far.
-    next: u64,
-    /// Pieces past `next`, by offset, and their bytes.
-    ahead: BTreeMap<u64, Vec<u8>>,
-    ahead_bytes: usize,
+    /// The stream's pieces put in order.
+    order: Reorder,
+    walk: Walk,
+    /// A piece was dropped (too far ahead, over the budget): the rest of
+    /// the stream is not read.
+    lost: bool,
+}
+
+/// The walk of a stream's bytes, message by message.
+#[derive(Debug, Default)]
+struct Walk {
     /// The current message's header, as far as it came.
     header: [u8; 4],
     header_len: usize,
@@ -63,15 +68,12 @@ pub struct Flight {
     /// [`MAX_CERTIFICATE`] within the budget.
     keep: bool,
     body: Vec<u8>,
-    /// A piece was dropped (too far ahead, over the budget): the rest of
-    /// the stream is not read.
-    lost: bool,
 }
 
 impl Flight {
     /// Bytes held.
     fn held(&self) -> usize {
-        self.ahead_bytes + self.body.capacity()
+        self.order.held() + self.walk.body.capacity()
     }
 
     /// Adds `data` at stream offset `offset`, growing by at most `budget`
@@ -80,46 +82,23 @@ impl Flight {
         if self.lost {
             return;
         }
-        let Some(end) = offset.checked_add(data.len() as u64) else {
-            self.lose();
-            return;
+        let bounds = Bounds {
+            pieces: MAX_AHEAD,
+            reach: u64::MAX,
         };
-        if end <= self.next {
-            return; // sent again
-        }
-        if offset > self.next {
-            let known = self.ahead.get(&offset).map_or(0, Vec::len);
-            if data.len() <= known {
-                return;
-            }
-            let grows = data.len() - known;
-            if self.ahead.len() >= MAX_AHEAD || grows > budget {
-                self.lose();
-                return;
-            }
-            self.ahead.insert(offset, data.to_vec());
-            self.ahead_bytes += grows;
-            return;
-        }
-        let skip = usize::try_from(self.next - offset).unwrap_or(usize::MAX);
-        self.walk(data.get(skip..).unwrap_or_default(), budget, out);
-        self.next = end;
-        // Pieces that now meet the bytes read.
-        while let Some(entry) = self.ahead.first_entry() {
-            if *entry.key() > self.next {
-                break;
-            }
-            let (at, piece) = entry.remove_entry();
-            self.ahead_bytes -= piece.len();
-            let piece_end = at + piece.len() as u64;
-            if piece_end > self.next {
-                let skip = usize::try_from(self.next - at).unwrap_or(usize::MAX);
-                self.walk(piece.get(skip..).unwrap_or_default(), budget, out);
-                self.next = piece_end;
-            }
+        let walk = &mut self.walk;
+        let added = self.order.add(offset, data, bounds, budget, |bytes| {
+            walk.walk(bytes, budget, out)
+        });
+        if added.is_err() {
+            self.lost = true;
+            self.order = Reorder::default();
+            self.walk.body = Vec::new();
         }
     }
+}
 
+impl Walk {
     /// Walks stream bytes that follow the ones walked before; a body kept
     /// grows by at most `budget` bytes.
     fn walk(&mut self, mut data: &[u8], budget: usize, out: &mut Vec<Message>) {
@@ -169,13 +148,6 @@ impl Flight {
             body: std::mem::take(&mut self.body),
         });
         self.header_len = 0;
-    }
-
-    fn lose(&mut self) {
-        self.lost = true;
-        self.ahead = BTreeMap::new();
-        self.ahead_bytes = 0;
-        self.body = Vec::new();
     }
 }
 

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::app::MAX_OPEN_STREAMS;
 use super::qpack::{head_needed, Need};
+use super::reorder::{Bounds, Reorder};
 
 /// The longest head gathered; past it, what was gathered is read as it
 /// is (a field section's pseudo-header fields come first).
@@ -28,45 +29,29 @@ const MAX_HELD: usize = 256 * 1024;
 struct Head {
     /// The stream's bytes from offset 0, in order.
     bytes: Vec<u8>,
-    /// Pieces past them, by offset.
-    ahead: BTreeMap<u64, Vec<u8>>,
+    /// Its pieces put in order.
+    order: Reorder,
 }
 
 impl Head {
     fn held(&self) -> usize {
-        self.bytes.len() + self.ahead.values().map(Vec::len).sum::<usize>()
+        self.bytes.len() + self.order.held()
     }
 
-    /// Adds the stream bytes `data` at `offset`: appended when they meet
-    /// the bytes gathered, held when ahead (at most [`MAX_AHEAD`] pieces,
-    /// none past [`MAX_HEAD`]).
+    /// Adds the stream bytes `data` at `offset`, up to [`MAX_HEAD`]: a
+    /// piece ahead of the bytes gathered is held (at most [`MAX_AHEAD`]
+    /// pieces, none from past [`MAX_HEAD`]) or, when it cannot be, ignored —
+    /// a head that never completes is forgotten with the oldest.
     fn add(&mut self, offset: u64, data: &[u8]) {
-        let end = offset.saturating_add(data.len() as u64);
-        if offset > self.bytes.len() as u64 {
-            if end <= MAX_HEAD as u64 && self.ahead.len() < MAX_AHEAD {
-                self.ahead.entry(offset).or_insert_with(|| data.to_vec());
-            }
-            return;
-        }
-        self.append(offset, data);
-        while let Some(entry) = self.ahead.first_entry() {
-            if *entry.key() > self.bytes.len() as u64 {
-                break;
-            }
-            let (at, piece) = entry.remove_entry();
-            self.append(at, &piece);
-        }
-    }
-
-    /// Appends what of `data` at `offset` (not past the bytes gathered)
-    /// is new, up to [`MAX_HEAD`].
-    fn append(&mut self, offset: u64, data: &[u8]) {
-        let have = self.bytes.len();
-        let skip = usize::try_from(have as u64 - offset).unwrap_or(usize::MAX);
-        let room = MAX_HEAD.saturating_sub(have);
-        if let Some(new) = data.get(skip..) {
-            self.bytes.extend_from_slice(new.get(..room).unwrap_or(new));
-        }
+        let bounds = Bounds {
+            pieces: MAX_AHEAD,
+            reach: MAX_HEAD as u64,
+        };
+        let bytes = &mut self.bytes;
+        let _ignored = self.order.add(offset, data, bounds, usize::MAX, |new| {
+            let room = MAX_HEAD.saturating_sub(bytes.len());
+            bytes.extend_from_slice(new.get(..room).unwrap_or(new));
+        });
     }
 }
 

@@ -26,6 +26,7 @@ mod handshake;
 mod heads;
 mod initial;
 mod qpack;
+mod reorder;
 mod stream;
 mod tls;
 

@@ -3,25 +3,28 @@
 //! repeated (Chrome scatters its ClientHello over several frames on
 //! purpose), until its first TLS handshake message is whole.
 //!
-//! Owns: putting the pieces in place, within a fixed cap and a budget
-//! shared by every stream of the table. Does not parse the message
-//! (`tls::hello` does) or follow the stream past it: the ServerHello and
-//! ClientHello are all an Initial packet carries that this tool reads.
+//! Owns the message's bytes within a fixed cap and a budget shared by
+//! every stream of the table (`reorder` puts the pieces in order). Does
+//! not parse the message (`tls::hello` does) or follow the stream past
+//! it: the ServerHello and ClientHello are all an Initial packet carries
+//! that this tool reads.
+
+use super::reorder::{Bounds, Reorder};
 
 /// The longest first message kept: a ClientHello with a post-quantum key
 /// share and many ALPN protocols is about 2 KiB.
 pub const CAP: usize = 16 * 1024;
 
-/// Disjoint byte ranges at most: more pieces than that is not a
+/// Pieces held ahead at most: more pieces than that is not a
 /// ClientHello, it is noise.
-const MAX_RANGES: usize = 64;
+const MAX_AHEAD: usize = 64;
 
 /// The stream's first bytes as they arrive.
 #[derive(Debug, Default)]
 pub struct CryptoStream {
-    buf: Vec<u8>,
-    /// The ranges of `buf` received, sorted and disjoint.
-    have: Vec<(usize, usize)>,
+    /// The stream's bytes from offset 0, in order, up to [`CAP`].
+    bytes: Vec<u8>,
+    order: Reorder,
     /// The message was handed out, or will never be whole.
     done: bool,
 }
@@ -29,7 +32,7 @@ pub struct CryptoStream {
 impl CryptoStream {
     /// Bytes held now.
     pub fn held(&self) -> usize {
-        self.buf.capacity()
+        self.bytes.capacity() + self.order.held()
     }
 
     /// Whether the stream wants no more bytes.
@@ -40,71 +43,49 @@ impl CryptoStream {
     /// Gives up on the message and frees what was held.
     pub fn give_up(&mut self) {
         self.done = true;
-        self.buf = Vec::new();
-        self.have = Vec::new();
+        self.bytes = Vec::new();
+        self.order = Reorder::default();
     }
 
     /// Adds `data` at stream offset `offset`, growing by at most `budget`
     /// bytes; the first handshake message (its 4-byte header and body),
-    /// once, when it is whole. A piece past [`CAP`] or the budget, or one
-    /// piece too many, gives the message up.
+    /// once, when it is whole. A piece from past [`CAP`] or over the
+    /// budget, or one piece ahead too many, gives the message up.
     pub fn add(&mut self, offset: u64, data: &[u8], budget: usize) -> Option<Vec<u8>> {
         if self.done || data.is_empty() {
             return None;
         }
-        let start = usize::try_from(offset).ok().filter(|&s| s < CAP);
-        let end = start.and_then(|s| s.checked_add(data.len()));
-        let Some((start, end)) = start.zip(end) else {
-            self.give_up();
-            return None;
+        let bounds = Bounds {
+            pieces: MAX_AHEAD,
+            reach: CAP as u64,
         };
-        let end = end.min(CAP);
-        if end > self.buf.len() {
-            if end - self.buf.len() > budget {
-                self.give_up();
-                return None;
+        let (bytes, mut over) = (&mut self.bytes, false);
+        let start = bytes.len();
+        let added = self.order.add(offset, data, bounds, budget, |new| {
+            let room = CAP.saturating_sub(bytes.len());
+            let new = new.get(..room).unwrap_or(new);
+            over |= bytes.len() + new.len() - start > budget;
+            if !over {
+                bytes.extend_from_slice(new);
             }
-            self.buf.resize(end, 0);
-        }
-        let (Some(to), Some(from)) = (self.buf.get_mut(start..end), data.get(..end - start)) else {
-            self.give_up();
-            return None;
-        };
-        to.copy_from_slice(from);
-        self.insert(start, end);
-        if self.have.len() > MAX_RANGES {
+        });
+        if added.is_err() || over {
             self.give_up();
             return None;
         }
-        let whole = self.have.first().filter(|r| r.0 == 0).map_or(0, |r| r.1);
-        let &[_, a, b, c] = self.buf.first_chunk::<4>().filter(|_| whole >= 4)?;
+        let &[_, a, b, c] = self.bytes.first_chunk::<4>()?;
         let len = 4 + (usize::from(a) << 16 | usize::from(b) << 8 | usize::from(c));
         if len > CAP {
             self.give_up();
             return None;
         }
-        if whole < len {
+        if self.bytes.len() < len {
             return None;
         }
-        let mut message = std::mem::take(&mut self.buf);
+        let mut message = std::mem::take(&mut self.bytes);
         message.truncate(len);
         self.give_up();
         Some(message)
-    }
-
-    /// Notes `start..end` as received, merging it with the ranges it meets.
-    fn insert(&mut self, mut start: usize, mut end: usize) {
-        let first = self.have.partition_point(|r| r.1 < start);
-        let mut last = first;
-        while let Some(&(s, e)) = self.have.get(last) {
-            if s > end {
-                break;
-            }
-            start = start.min(s);
-            end = end.max(e);
-            last += 1;
-        }
-        self.have.splice(first..last, [(start, end)]);
     }
 }
 
@@ -153,17 +134,27 @@ mod tests {
         assert_eq!(s.add(100, &[1; 100], 50), None, "over the budget");
         assert!(s.is_done());
         let mut s = CryptoStream::default();
-        for i in 0..=MAX_RANGES as u64 {
+        for i in 0..MAX_AHEAD as u64 {
             assert_eq!(s.add(10 + 2 * i, &[0], CAP), None);
         }
-        assert!(s.is_done(), "{} ranges", s.have.len());
+        assert!(!s.is_done());
+        assert_eq!(s.add(9, &[0], CAP), None);
+        assert!(s.is_done(), "a piece ahead too many");
+        assert_eq!(s.held(), 0);
     }
 
     #[test]
     fn a_piece_running_past_the_cap_is_cut_there() {
+        // A message of exactly CAP bytes, its last piece running past it.
+        let mut m = message(CAP - 4);
         let mut s = CryptoStream::default();
-        assert_eq!(s.add(CAP as u64 - 2, &[0; 10], CAP), None);
-        assert_eq!(s.buf.len(), CAP);
+        assert_eq!(s.add(CAP as u64 - 2, &[0xee; 10], CAP), None);
         assert!(!s.is_done());
+        m.truncate(CAP - 2);
+        let got = s.add(0, &m, CAP).expect("whole");
+        assert_eq!(
+            (got.len(), &got[..CAP - 2], &got[CAP - 2..]),
+            (CAP, &m[..], &[0xee; 2][..])
+        );
     }
 }
