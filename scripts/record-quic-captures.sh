@@ -4,9 +4,10 @@
 # resumption, handshake times): an HTTP/3 server on aioquic
 # (scripts/quic_server.py) and two clients, aioquic (scripts/quic_client.py:
 # a full handshake; a PSK resumption; a resumption with a request in 0-RTT;
-# one over ::1; headers too long for one packet) and headless Chromium. Every capture has a key log (the
+# one over ::1; headers too long for one packet; one over a lossy, reordering
+# link) and headless Chromium. Every capture has a key log (the
 # truth tshark can read) and the server's request log beside it.
-# See captures/README.md, sections "ah" to "ao".
+# See captures/README.md, sections "ah" to "ao" and "aq".
 #
 # Owns: in OUT_DIR (default captures/) only the files named quic-*.pcap,
 # quic-*.keylog and quic-*.server.log below (overwritten); the python venv
@@ -15,11 +16,12 @@
 # certificate, the session ticket and Chromium's profile are throw-away, in
 # a temporary directory deleted at the end.
 #
-# Usage:  sudo [PARTS="h3-5 resumed 0rtt ipv6 chromium post chacha big"] scripts/record-quic-captures.sh
+# Usage:  sudo [PARTS="h3-5 resumed 0rtt ipv6 chromium post chacha big lossy"] scripts/record-quic-captures.sh
 #
 # PARTS picks the captures to record (default: all): h3-5 ("ah"), resumed
 # ("ai"), 0rtt ("aj"), ipv6 ("ak"), chromium ("al"), post ("am"),
-# chacha ("an"), big ("ao").
+# chacha ("an"), big ("ao"), lossy ("aq": through
+# scripts/udp_lossy_proxy.py, which drops, delays and reorders datagrams).
 #
 # Requirements (Debian): tcpdump, openssl, iproute2 (ss), python3 with
 # venv and pip (and PyPI reachable, the first time), chromium (for the
@@ -34,7 +36,7 @@ OUT_DIR="${OUT_DIR:-$REPO_DIR/captures}"
 QUIC_VENV="${QUIC_VENV:-/tmp/quicenv}"
 QUIC_PORT=18453      # quic_server.py, UDP, HTTP/3 (ALPN h3)
 
-PARTS=${PARTS:-h3-5 resumed 0rtt ipv6 chromium post chacha big}
+PARTS=${PARTS:-h3-5 resumed 0rtt ipv6 chromium post chacha big lossy}
 # Arguments the next start_quic_server gives the server.
 SERVER_ARGS=()
 # part NAME: whether capture NAME is to be recorded.
@@ -166,6 +168,36 @@ fi
 # quic-aioquic-h3-resumed: one client program, two connections one after
 # the other, 3 GETs each: the first a full handshake, the second resuming
 # (PSK) with the first one's session ticket, without early data.
+if part lossy; then
+    # A lossy, reordering link: the client talks to a relay
+    # (scripts/udp_lossy_proxy.py, seeded) that drops 8 % of datagrams
+    # each way and delays the others up to 4 ms, so later ones overtake
+    # earlier ones; the capture is of the relay's leg to the server, so it
+    # holds stream pieces out of order and retransmitted — the QPACK
+    # encoder stream's, the long heads', the handshake's.
+    NAME=quic-aioquic-h3-lossy
+    RELAY_PORT=$((QUIC_PORT + 1))
+    log "$NAME.pcap"
+    rm -f "$OUT_DIR/$NAME.keylog"
+    SERVER_ARGS=(--header-bytes 2000)
+    start_quic_server "$NAME" 127.0.0.1
+    SERVER_ARGS=()
+    "$QPY" "$SCRIPT_DIR/udp_lossy_proxy.py" --listen "$RELAY_PORT" --to-port "$QUIC_PORT" \
+        --loss 0.08 --jitter 4 --seed "${LOSSY_SEED:-8}" --max-seconds 120 >"$WORK/relay.out" 2>&1 &
+    RELAY_PID=$!
+    PIDS+=("$RELAY_PID")
+    wait_listen "$RELAY_PORT" udp
+    start_capture "$OUT_DIR/$NAME.pcap" "udp port $QUIC_PORT"
+    timeout 90 "$QPY" "$SCRIPT_DIR/quic_client.py" 127.0.0.1 "$RELAY_PORT" \
+        --cafile "$WORK/cert.pem" --server-name localhost --keylog "$OUT_DIR/$NAME.keylog" \
+        --requests 30 --connections 1 --post-every 5 --query-bytes 1500 --cookie-bytes 1200
+    stop_capture
+    stop_server "$RELAY_PID"
+    cat "$WORK/relay.out" >&2
+    stop_server "$QUIC_PID"
+    facts "$NAME"
+fi
+
 if part resumed; then
     aioquic_capture quic-aioquic-h3-resumed 127.0.0.1 \
         --requests 3 --connections 2 --ticket "$WORK/ticket.pkl"

@@ -36,6 +36,9 @@ pub const MAX_OPEN_STREAMS: usize = 1_024;
 /// Handshake messages after the handshake waiting to be noted (the
 /// connection's events keep 64 at most).
 const MAX_MESSAGES: usize = 64;
+/// Heads waiting for the dynamic table entries they refer to, over both
+/// sides; past it the oldest is read as it is.
+const MAX_BLOCKED: usize = 16;
 
 /// The hash and AEAD of a TLS 1.3 suite QUIC packets are opened with: the
 /// four QUIC allows (RFC 9001 §5.3 forbids TLS_AES_128_CCM_8_SHA256).
@@ -91,6 +94,11 @@ pub struct App {
     qpack: [qpack::Decoder; 2],
     /// Each side's request and response heads being gathered.
     heads: [Heads; 2],
+    /// Heads whose field sections refer to entries their side's encoder
+    /// stream has not shown yet (blocked streams, RFC 9204 §2.1.2: the
+    /// encoder's instructions were lost and are sent again, or come in a
+    /// later packet), read once they come.
+    blocked: Vec<Blocked>,
     /// Request → response end, of every request answered.
     pub latency: Samples,
     /// Each side's CRYPTO stream after the handshake, read in order only
@@ -100,6 +108,17 @@ pub struct App {
     pub messages: Vec<(usize, u8, Timestamp)>,
     /// The first CONNECTION_CLOSE read.
     pub close: Option<Closed>,
+}
+
+/// A head read once its side's dynamic table has the entries it refers
+/// to.
+#[derive(Debug)]
+struct Blocked {
+    side: usize,
+    stream: u64,
+    /// The request's place in the list, if listed.
+    listed: Option<usize>,
+    head: Vec<u8>,
 }
 
 /// A request waiting for its response.
@@ -158,6 +177,7 @@ impl App {
             latency: Samples::default(),
             qpack: Default::default(),
             heads: Default::default(),
+            blocked: Vec::new(),
             crypto: Default::default(),
             messages: Vec::new(),
             close: None,
@@ -256,6 +276,76 @@ impl App {
         }
     }
 
+    /// Reads the head of `stream` from `side` (a request's method and
+    /// path, a response's status) now, or once the entries of the dynamic
+    /// table it refers to have come.
+    fn head(&mut self, side: usize, stream: u64, head: &[u8]) {
+        let listed = self.open.get(&stream).and_then(|o| o.listed);
+        let Some(qpack) = self.qpack.get(side) else {
+            return;
+        };
+        if qpack.blocked(head) {
+            if self.blocked.len() >= MAX_BLOCKED {
+                let oldest = self.blocked.remove(0);
+                self.read(oldest.side, oldest.stream, oldest.listed, &oldest.head);
+            }
+            let head = head.to_vec();
+            self.blocked.push(Blocked {
+                side,
+                stream,
+                listed,
+                head,
+            });
+            return;
+        }
+        self.read(side, stream, listed, head);
+    }
+
+    /// Reads the heads of `side` that were waiting for entries its
+    /// encoder stream has now shown.
+    fn unblock(&mut self, side: usize) {
+        let Some(qpack) = self.qpack.get(side) else {
+            return;
+        };
+        if !self
+            .blocked
+            .iter()
+            .any(|b| b.side == side && !qpack.blocked(&b.head))
+        {
+            return;
+        }
+        let (ready, waiting) = std::mem::take(&mut self.blocked)
+            .into_iter()
+            .partition(|b| b.side == side && !qpack.blocked(&b.head));
+        self.blocked = waiting;
+        for b in ready {
+            self.read(b.side, b.stream, b.listed, &b.head);
+        }
+    }
+
+    /// Reads a head: a request's method and path into its place in the
+    /// list, a response's status (counted once, also when the response
+    /// ended before its head could be read).
+    fn read(&mut self, side: usize, stream: u64, listed: Option<usize>, head: &[u8]) {
+        let Some(qpack) = self.qpack.get(side) else {
+            return;
+        };
+        let fields = qpack.fields(head);
+        if side == 0 {
+            if let Some(e) = listed.and_then(|i| self.list.get_mut(i)) {
+                e.method = fields.method.unwrap_or_default();
+                e.target = fields.path.unwrap_or_default();
+            }
+        } else if self.open.contains_key(&stream) {
+            self.status(stream, fields.status);
+        } else if let Some(code) = fields.status {
+            count_status(&mut self.http.status_codes, code, 1);
+            if let Some(e) = listed.and_then(|i| self.list.get_mut(i)) {
+                e.status.get_or_insert(code);
+            }
+        }
+    }
+
     /// The listed request on `stream`, while it waits for its response.
     fn listed(&mut self, stream: u64) -> Option<&mut Exchange> {
         let i = self.open.get(&stream)?.listed?;
@@ -340,6 +430,7 @@ impl App {
             for f in stream_frames(plain).filter(|f| f.id & 0x03 == uni) {
                 qpack.uni_stream(f.id, f.offset, f.data);
             }
+            self.unblock(side);
         }
         for StreamFrame {
             id: stream,
@@ -357,11 +448,7 @@ impl App {
                     self.request(stream, ts);
                 }
                 if let Gathered::Whole(head) = self.heads[0].add(stream, offset, data) {
-                    let fields = self.qpack[0].fields(&head);
-                    if let Some(e) = self.listed(stream) {
-                        e.method = fields.method.unwrap_or_default();
-                        e.target = fields.path.unwrap_or_default();
-                    }
+                    self.head(0, stream, &head);
                 }
                 if fin {
                     self.heads[0].end(stream);
@@ -377,8 +464,7 @@ impl App {
             }
             if self.open.contains_key(&stream) {
                 if let Gathered::Whole(head) = self.heads[1].add(stream, offset, data) {
-                    let code = self.qpack[1].fields(&head).status;
-                    self.status(stream, code);
+                    self.head(1, stream, &head);
                 }
             }
             if fin {
@@ -474,5 +560,36 @@ mod tests {
         assert!(App::new(1, 0x1305, None, 2).http.decryption == DecryptionOutcome::Unsupported);
         assert!(App::new(1, 0x1303, None, 2).http.decryption == DecryptionOutcome::NoSecrets);
         assert!(App::new(1, 0x1304, None, 2).http.decryption == DecryptionOutcome::NoSecrets);
+    }
+
+    #[test]
+    fn heads_that_refer_to_entries_not_yet_shown_are_read_when_they_come() {
+        let mut app = App::new(1, 0x1301, None, 2);
+        let t = |ms: i64| Timestamp(ms * 1_000_000);
+        // A request (stream 0, with its FIN) whose HEADERS — Required
+        // Insert Count 1 (encoded 2), Base 1 — are :method GET (static 17)
+        // and the dynamic entry before the base, before the client's
+        // encoder stream (stream 2) has shown it: blocked.
+        app.frames(0, &[0x0b, 0x00, 6, 0x01, 4, 0x02, 0x00, 0xd1, 0x80], t(0));
+        assert_eq!((&*app.list[0].method, &*app.list[0].target), ("", ""));
+        // The response (stream 0, with its FIN) refers to the server's
+        // first entry too, and ends before the server's encoder stream
+        // (stream 3) shows it.
+        app.frames(1, &[0x0b, 0x00, 5, 0x01, 3, 0x02, 0x00, 0x80], t(1));
+        assert_eq!((app.http.responses, app.list[0].status), (1, None));
+        // The client's encoder stream: its type, a capacity of 4 096, and
+        // :path "/x" (a static name reference, 1): the request is read.
+        let encoder = [0x0a, 0x02, 8, 0x02, 0x3f, 0xe1, 0x1f, 0xc1, 2, b'/', b'x'];
+        app.frames(0, &encoder, t(2));
+        assert_eq!((&*app.list[0].method, &*app.list[0].target), ("GET", "/x"));
+        // The server's: :status 429 (static name 24): counted once.
+        let encoder = [
+            0x0a, 0x03, 9, 0x02, 0x3f, 0xe1, 0x1f, 0xd8, 3, b'4', b'2', b'9',
+        ];
+        app.frames(1, &encoder, t(3));
+        app.frames(1, &encoder, t(4));
+        assert_eq!(app.list[0].status, Some(429));
+        assert_eq!(app.http.status_codes.get(&429), Some(&1));
+        assert!(app.blocked.is_empty());
     }
 }

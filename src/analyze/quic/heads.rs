@@ -130,10 +130,14 @@ impl Heads {
         Gathered::Waiting
     }
 
-    /// Stops gathering `stream`'s head (its side ended it, or it was
-    /// dropped); what was held is given back.
+    /// Its side ended `stream` (a FIN): the head stops being gathered,
+    /// and what was held is given back — unless pieces are held ahead of
+    /// a gap, which the FIN may have overtaken (the bytes sent again fill
+    /// it; a head that never completes is forgotten with the oldest).
     pub fn end(&mut self, stream: u64) {
-        self.forget(stream);
+        if self.open.get(&stream).is_some_and(|h| h.order.held() == 0) {
+            self.forget(stream);
+        }
     }
 
     fn forget(&mut self, stream: u64) -> Option<Head> {
@@ -207,6 +211,20 @@ mod tests {
         assert_eq!(heads.add(8, 0, &head[..100]), Gathered::Waiting);
         assert_eq!(heads.add(8, 50, &head[50..2000]), Gathered::Waiting);
         assert!(matches!(heads.add(8, 1990, &head[1990..]), Gathered::Whole(g) if g == &head[..]));
+    }
+
+    #[test]
+    fn a_fin_that_overtakes_the_start_keeps_the_head_until_the_gap_fills() {
+        let head = headers(2000, 3);
+        let mut heads = Heads::default();
+        // The last piece, with the FIN, before the first.
+        assert_eq!(heads.add(0, 1000, &head[1000..]), Gathered::Waiting);
+        heads.end(0);
+        assert!(matches!(heads.add(0, 0, &head[..1000]), Gathered::Whole(g) if g == &head[..]));
+        // With nothing held ahead, a FIN gives the bytes back.
+        assert_eq!(heads.add(4, 0, &head[..1000]), Gathered::Waiting);
+        heads.end(4);
+        assert_eq!(heads.held(), 0);
     }
 
     #[test]

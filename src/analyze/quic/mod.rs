@@ -29,6 +29,7 @@ mod qpack;
 mod reorder;
 mod stream;
 mod tls;
+mod uni;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;

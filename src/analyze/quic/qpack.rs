@@ -14,6 +14,7 @@
 
 use std::collections::VecDeque;
 
+use super::uni::EncoderStream;
 use crate::analyze::h2::huffman;
 use crate::analyze::http::MAX_TARGET;
 use crate::decode::varint;
@@ -103,12 +104,12 @@ pub struct Decoder {
     /// The largest capacity the encoder set: the decoder's maximum, as far
     /// as a capture shows it (RFC 9204 §4.5.1.1 needs it).
     max_capacity: u64,
-    /// The encoder stream: its ID once its type was read, the next offset
-    /// wanted, and the bytes of an incomplete instruction.
-    stream: Option<u64>,
-    next: u64,
+    /// The encoder stream, found among the peer's unidirectional streams
+    /// and put in order, and the bytes of an incomplete instruction.
+    encoder: EncoderStream,
     pending: Vec<u8>,
-    /// A gap, or too much pending: the table is no longer known.
+    /// A piece of the encoder stream that could not be held, or too much
+    /// pending: the table is no longer known.
     lost: bool,
 }
 
@@ -287,33 +288,27 @@ pub fn status(b: &[u8]) -> Option<u16> {
 
 impl Decoder {
     /// Reads a STREAM frame of the peer's unidirectional stream `id` at
-    /// `offset`: the encoder stream's type, then its instructions, in
-    /// order (a frame that leaves a gap ends the table's knowledge).
+    /// `offset`: the encoder stream's instructions, in order (pieces ahead
+    /// of their turn held, within [`MAX_PENDING`] bytes; one that cannot
+    /// be ends the table's knowledge).
     pub fn uni_stream(&mut self, id: u64, offset: u64, data: &[u8]) {
-        let data = match self.stream {
-            None if offset == 0 => match varint(data) {
-                Some((0x02, rest)) => {
-                    self.stream = Some(id);
-                    self.next = (data.len() - rest.len()) as u64;
-                    rest
-                }
-                _ => return,
-            },
-            Some(s) if s == id => {
-                let Some(skip) = self.next.checked_sub(offset) else {
-                    self.lost = true; // a gap
-                    return;
-                };
-                data.get(usize::try_from(skip).unwrap_or(usize::MAX)..)
-                    .unwrap_or_default()
-            }
-            _ => return,
-        };
-        if self.lost || data.is_empty() {
+        if self.lost {
             return;
         }
-        self.next += data.len() as u64;
-        self.pending.extend_from_slice(data);
+        let before = self.pending.len();
+        let budget = MAX_PENDING.saturating_sub(self.encoder.held() + before);
+        let added = self
+            .encoder
+            .add(id, offset, data, budget, &mut self.pending);
+        if added.is_err() {
+            self.lost = true;
+            self.pending = Vec::new();
+            self.encoder = EncoderStream::default();
+            return;
+        }
+        if self.pending.len() == before {
+            return;
+        }
         let pending = std::mem::take(&mut self.pending);
         let mut at = 0;
         while let Some(used) = pending.get(at..).and_then(|rest| self.instruction(rest)) {
@@ -426,6 +421,23 @@ impl Decoder {
             ric.checked_sub(full_range).filter(|&r| r != 0)
         } else {
             Some(ric)
+        }
+    }
+
+    /// Whether the field section `b` begins with refers to entries the
+    /// encoder stream has not shown yet (RFC 9204 §2.1.2, a blocked
+    /// stream): its Required Insert Count is past the entries inserted, or
+    /// the table's capacity has not come. Never once the table is lost:
+    /// what is missing will not come.
+    pub fn blocked(&self, b: &[u8]) -> bool {
+        let encoded = field_section(b).and_then(|section| prefixed(section, 8));
+        match encoded {
+            Some((0, _)) | None => false,
+            _ if self.lost => false,
+            Some((encoded, _)) => match self.required_insert_count(encoded) {
+                Some(ric) => ric > self.inserted,
+                None => self.max_capacity == 0,
+            },
         }
     }
 

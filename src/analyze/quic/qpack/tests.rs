@@ -70,9 +70,18 @@ fn statuses_from_the_dynamic_table() {
     // The other entry is no status; an entry not seen yet tells none.
     assert_eq!(status_with(&d, &headers_with(3, 0x00, &[0x80])), None);
     assert_eq!(status_with(&d, &headers_with(3, 0x00, &[0x11])), None);
-    // A gap on the encoder stream: nothing more is learned.
-    d.uni_stream(3, 40, &[0xc0 | 25, 0]);
+    // A piece ahead of its turn on the encoder stream waits for the gap
+    // to be filled: :status 200 (static 25, empty value) twice, the
+    // second piece first.
+    d.uni_stream(3, 17, &[0xc0 | 25, 0]);
     assert_eq!(d.inserted, 2);
+    d.uni_stream(3, 15, &[0xc0 | 25, 0]);
+    assert_eq!(d.inserted, 4);
+    // One that cannot be held (past the bytes pending allowed) ends what
+    // the table knows.
+    d.uni_stream(3, 100, &vec![0; MAX_PENDING + 1]);
+    d.uni_stream(3, 19, &[0xc0 | 25, 0]);
+    assert_eq!(d.inserted, 4);
 }
 
 fn status_with(d: &Decoder, b: &[u8]) -> Option<u16> {
@@ -170,6 +179,7 @@ fn requests_from_the_dynamic_table_and_duplicates() {
     stream.push(0x01);
     d.uni_stream(2, 0, &stream);
     assert_eq!(d.inserted, 3);
+
     // Required Insert Count 3 (encoded 4), Base 3: relative 1 is the
     // method (absolute 1), relative 0 the duplicated path (absolute 2).
     let lines = [0x81, 0x80];
@@ -185,8 +195,9 @@ fn requests_from_the_dynamic_table_and_duplicates() {
     );
     // An entry whose text was forgotten (past the latest MAX_TEXTS)
     // tells its name, not its value.
-    for _ in 0..MAX_TEXTS {
-        d.uni_stream(2, d.next, &[0x00]); // duplicate the latest
+    let start = stream.len() as u64;
+    for next in start..start + MAX_TEXTS as u64 {
+        d.uni_stream(2, next, &[0x00]); // duplicate the latest
     }
     let ric = u8::try_from(d.inserted + 1).unwrap_or(0);
     let base_delta = ric - 1 - 3; // Base 3
