@@ -65,6 +65,20 @@ fn quic_handshake_datagrams_are_counted_as_tshark_counts_them() {
         let (summary, _) = analyze_path(&path);
         let quic = summary.packets.quic;
         assert!(quic <= summary.packets.skipped, "{name}");
+        // Every connection's datagrams, listed or not, are summed (and
+        // are among the frames that are not TCP).
+        if let Some(q) = &summary.quic {
+            let listed: u64 = q
+                .list
+                .iter()
+                .map(|c| c.datagrams.client + c.datagrams.server)
+                .sum();
+            assert!(
+                q.datagrams >= listed && q.datagrams <= summary.packets.skipped,
+                "{name}"
+            );
+            assert_eq!(q.datagrams == listed, q.not_listed == 0, "{name}");
+        }
         assert_eq!(summary.verdict.contains("QUIC"), quic > 0, "{name}");
         let named = name.starts_with("corpus/") && name.to_lowercase().contains("quic");
         if quic == 0 && !named {

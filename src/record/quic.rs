@@ -177,6 +177,9 @@ pub struct QuicTls {
 pub struct QuicSummary {
     /// QUIC connections opened (the same as `summary.quic_connections`).
     pub connections: u64,
+    /// Their UDP datagrams, both senders (`list[].datagrams`, over every
+    /// connection, listed or not).
+    pub datagrams: u64,
     /// Handshakes whose ServerHello was read: full and resumed.
     pub handshakes_full: u64,
     pub handshakes_resumed: u64,

@@ -158,14 +158,23 @@ pub fn write_summary(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
         s.packets.total,
         human_bytes(s.packets.bytes)
     )?;
-    let quic = match s.packets.quic {
-        0 => String::new(),
-        n => format!("; {n} of them QUIC handshake datagrams"),
+    let quic = s.quic.as_ref().map_or(0, |q| q.datagrams);
+    let mut packets = match (quic, s.packets.quic) {
+        (0, 0) => format!(
+            "{} TCP, {} skipped (not TCP or undecodable)",
+            s.packets.tcp, s.packets.skipped
+        ),
+        // QUIC datagrams seen, but no connection opened with them.
+        (0, handshakes) => format!(
+            "{} TCP, {} skipped (not TCP or undecodable; {handshakes} of them QUIC handshake datagrams)",
+            s.packets.tcp, s.packets.skipped
+        ),
+        (quic, handshakes) => format!(
+            "{} TCP, {quic} QUIC ({handshakes} of them handshake datagrams), {} skipped (not TCP or QUIC, or undecodable)",
+            s.packets.tcp,
+            s.packets.skipped.saturating_sub(quic)
+        ),
     };
-    let mut packets = format!(
-        "{} TCP, {} skipped (not TCP or undecodable{quic})",
-        s.packets.tcp, s.packets.skipped
-    );
     if s.packets.filtered_out > 0 {
         packets.push_str(&format!(", {} filtered out", s.packets.filtered_out));
     }

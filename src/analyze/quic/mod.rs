@@ -433,6 +433,7 @@ impl QuicTable {
         handshake.duration = complete.map(|t| t.secs_since(start));
         let (first, end) = (self.instant(start), self.instant(last));
         let s = &mut self.summary;
+        s.datagrams += datagrams.client + datagrams.server;
         match tls.resumed {
             Some(true) => s.handshakes_resumed += 1,
             Some(false) => s.handshakes_full += 1,
