@@ -7,7 +7,7 @@
 # The sourcing script sets OUT_DIR and calls, in order: require_root,
 # require_tools TOOL..., find_python, setup_work NAME; then uses PIDS,
 # start_capture / stop_capture, stop_server, wait_listen, log, make_docroot,
-# make_cert, make_java, write_nginx_conf, tls_server, start_nginx,
+# make_cert, make_java, write_nginx_conf, tls_server, start_nginx, start_nginx_in,
 # conn_access_log, mark_access_log and save_access_log.
 
 require_root() {
@@ -231,6 +231,22 @@ start_nginx() {
     PIDS+=("$NGINX_PID")
     local port
     for port in "$@"; do wait_listen "$port"; done
+}
+
+# start_nginx_in NS PORT : starts nginx with $WORK/nginx/nginx.conf inside
+# network namespace NS (NGINX_PID, stopped on exit) and waits (max 10 s)
+# until it listens on TCP PORT there.
+start_nginx_in() {
+    local ns=$1 port=$2
+    ip netns exec "$ns" nginx -e "$WORK/nginx/error.log" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" &
+    NGINX_PID=$!
+    PIDS+=("$NGINX_PID")
+    for _ in $(seq 1 100); do
+        ip netns exec "$ns" ss -Hltn "sport = :$port" | grep -q . && return 0
+        sleep 0.1
+    done
+    echo "error: nothing listening on port $port in $ns after 10 s" >&2
+    return 1
 }
 
 # conn_access_log : the lines for write_nginx_conf's HTTP_LINES that log

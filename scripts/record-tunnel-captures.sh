@@ -104,12 +104,7 @@ write_nginx_conf 64 "$(cat <<EOF
 $(tls_server "$OVER_B:$HTTPS_PORT ssl" "TLSv1.3")
 EOF
 )"
-ip netns exec "$NS_B" nginx -e "$WORK/nginx/error.log" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" &
-PIDS+=("$!")
-for _ in $(seq 1 100); do
-    ip netns exec "$NS_B" ss -Hltn "sport = :$HTTPS_PORT" | grep -q . && break
-    sleep 0.1
-done
+start_nginx_in "$NS_B" "$HTTPS_PORT"
 
 IN_A=(ip netns exec "$NS_A" timeout 30)
 CURL=(curl -sS --http1.1 -w '%{stderr}  -> %{http_code} num_connects=%{num_connects} %{url_effective}\n')

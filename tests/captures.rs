@@ -133,6 +133,19 @@ const FACTS: &[Fact] = &[
         tls: Some((7, 0)),
         ..fact("tls-ccm-7.pcap", 7, 14, TLS)
     },
+    // scripts/record-lossy-captures.sh: curl over a link that drops a
+    // fifth of the segments each way (retransmissions, dropped ACKs), 20
+    // requests over h2 and over HTTP/1.1, estimated without the key log.
+    Fact {
+        tls: Some((1, 0)),
+        clean: false,
+        ..fact("tls-lossy-h2-20.pcap", 1, 20, TLS)
+    },
+    Fact {
+        tls: Some((1, 0)),
+        clean: false,
+        ..fact("tls-lossy-h1-20.pcap", 1, 20, TLS)
+    },
     // Inside VXLAN (scripts/record-tunnel-captures.sh): the connections are
     // the inner ones; the outer UDP and the kernel's ICMPv6 inside the
     // tunnel are skipped.

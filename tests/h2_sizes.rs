@@ -50,7 +50,7 @@ pub(crate) fn client_port(r: &ConnectionRecord) -> u16 {
 }
 
 /// The captures and their key logs.
-const CAPTURES: [(&str, Option<&str>); 13] = [
+const CAPTURES: [(&str, Option<&str>); 14] = [
     ("java-httpclient-h2-10", None),
     ("java-httpclient-h2-10x10", None),
     ("h2-curl-parallel-20", Some("h2-curl-parallel-20.keylog")),
@@ -74,6 +74,9 @@ const CAPTURES: [(&str, Option<&str>); 13] = [
     // body, the first with the preface; streams closed in runs of
     // RST_STREAM frames, up to fifty in a record.
     ("netty-h2-post-429-100x50", None),
+    // curl over a lossy link (section ar): sequential GETs whose HEADERS
+    // for a path HPACK does not index are 26 bytes, as two WINDOW_UPDATEs.
+    ("tls-lossy-h2-20", Some("tls-lossy-h2-20.keylog")),
 ];
 
 /// Statuses by client port, from the same log.

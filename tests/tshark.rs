@@ -525,3 +525,40 @@ fn every_capture_matches_tshark_or_the_difference_is_known() {
         stale.join("\n")
     );
 }
+
+/// Over a lossy link (captures/README.md, section ar) the retransmitted
+/// segments, side by side, are the ones tshark 4.0 marks
+/// `tcp.analysis.retransmission` or `fast_retransmission`.
+#[test]
+fn over_a_lossy_link_the_retransmissions_are_tsharks() {
+    if !tshark_present() {
+        return;
+    }
+    for name in ["tls-lossy-h2-20", "tls-lossy-h1-20"] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("captures")
+            .join(format!("{name}.pcap"));
+        let (_, records) = analyze_path(&path);
+        let [r] = records.as_slice() else {
+            panic!("{name}: one connection");
+        };
+        let filter = "tcp.analysis.retransmission || tcp.analysis.fast_retransmission";
+        let out = Command::new("tshark")
+            .args(["-n", "-r"])
+            .arg(&path)
+            .args(["-Y", filter, "-T", "fields", "-e", "tcp.srcport"])
+            .output()
+            .expect("tshark runs");
+        let client_port = r.client.rsplit(':').next().unwrap_or_default();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let from_client = text.lines().filter(|p| *p == client_port).count() as u64;
+        let from_server = text.lines().count() as u64 - from_client;
+        let ours = &r.tcp.retransmissions;
+        assert_eq!(
+            (ours.client, ours.server),
+            (from_client, from_server),
+            "{name}"
+        );
+        assert!(from_client + from_server > 0, "{name}: no loss shows");
+    }
+}

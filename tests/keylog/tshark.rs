@@ -90,6 +90,11 @@ fn tshark_decrypting_with_the_same_key_log_reads_the_same_requests() {
             (name.to_string(), capture, keylog)
         })
         .collect();
+    // Over a lossy link (section ar): other targets than RECORDED's.
+    for name in ["tls-lossy-h2-20", "tls-lossy-h1-20"] {
+        let (capture, keylog) = recorded(name);
+        cases.push((name.to_string(), capture, keylog));
+    }
     let dir = corpus();
     for name in ["tls12-decryption", "tls-1.2-stream-keylog"] {
         let capture = dir.join(format!("Traces/tls/{name}.pcap"));

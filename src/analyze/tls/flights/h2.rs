@@ -86,6 +86,14 @@ const MAX_PREFACE: usize = 100;
 /// can hold a HEADERS frame (a GET whose fields are all in the HPACK table
 /// is 9 + 4–10 bytes; curl's repeated request is 15).
 const CONTROL: [usize; 7] = [9, 13, 14, 17, 18, 22, 26];
+/// A client record of a control frame's size that begins a flight, when
+/// the server has sent less than this since the last request — HTTP/2's
+/// initial window (RFC 9113 §6.9.2), so it cannot have been waiting for
+/// more — and that the server answers, was a request: a HEADERS frame of
+/// that size (curl's request for a path HPACK does not index is 26 bytes,
+/// as two WINDOW_UPDATEs are). A WINDOW_UPDATE the client sends then is
+/// answered by nothing.
+const WINDOW: usize = 65_535;
 /// A record this long after another in a client flight is a request's
 /// body (DATA)…
 const BODY: usize = 2048;
@@ -221,6 +229,12 @@ pub(super) struct H2 {
     preface_request: Option<(u32, usize)>,
     /// Streams closed by runs of RST_STREAM frames.
     streams_closed: u64,
+    /// The server's plaintext since the last request counted.
+    server_since_request: usize,
+    /// The client's last record was of a control frame's size and began a
+    /// flight the server could not be waiting on (at this time): a request
+    /// if the server answers it (see [`WINDOW`]).
+    control_request: Option<Timestamp>,
     /// Requests counted, and records taken for bodies by a size learned…
     requests: u64,
     bodies_taken: u64,
@@ -260,7 +274,12 @@ impl H2 {
         }
         self.counted = None;
         self.answered_single = false;
+        let control_request = self.control_request.take();
         if control || self.control_run(plain) {
+            let idle = self.server_since_request < WINDOW && self.requests > 0;
+            if !first && new_flight && control_request.is_none() && idle {
+                self.control_request = Some(ts);
+            }
             return H2Record::Control;
         }
         self.flight_single = false;
@@ -369,6 +388,7 @@ impl H2 {
             self.small_since_server = 0;
         }
         self.requests += 1 + earlier.len() as u64;
+        self.server_since_request = 0;
         H2Record::Request {
             earlier,
             multiplexed,
@@ -383,6 +403,7 @@ impl H2 {
     /// after the client's first request, between its HEADERS and its body.
     pub(super) fn server_spoke(&mut self, early: bool, tls13: bool, len: usize, plain: usize) {
         self.small_since_server = 0;
+        self.server_since_request = self.server_since_request.saturating_add(plain);
         // The server sends its SETTINGS once.
         self.settings_now = !self.settings_seen && server_settings(plain);
         self.settings_seen |= self.settings_now;
@@ -554,7 +575,14 @@ impl H2 {
     /// itself (it was a request: a client that seals a request's HEADERS
     /// and its body in one record, the first request's longer with the
     /// preface), at its time.
+    /// Or the client's last record, of a control frame's size, that the
+    /// server could not have been waiting on (see [`WINDOW`]).
     pub(super) fn answered_body(&mut self) -> Option<Timestamp> {
+        if let Some(at) = self.control_request.take() {
+            self.requests += 1;
+            self.server_since_request = 0;
+            return Some(at);
+        }
         let (at, learned) = self.provisional.take()?;
         if let Some(slot) = learned.and_then(|i| self.bodies.get_mut(i)) {
             *slot = 0;
