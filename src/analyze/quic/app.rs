@@ -304,17 +304,10 @@ impl App {
     /// Reads the heads of `side` that were waiting for entries its
     /// encoder stream has now shown.
     fn unblock(&mut self, side: usize) {
-        let Some(qpack) = self.qpack.get(side) else {
+        let Some(qpack) = self.qpack.get(side).filter(|_| !self.blocked.is_empty()) else {
             return;
         };
-        if !self
-            .blocked
-            .iter()
-            .any(|b| b.side == side && !qpack.blocked(&b.head))
-        {
-            return;
-        }
-        let (ready, waiting) = std::mem::take(&mut self.blocked)
+        let (ready, waiting): (Vec<_>, _) = std::mem::take(&mut self.blocked)
             .into_iter()
             .partition(|b| b.side == side && !qpack.blocked(&b.head));
         self.blocked = waiting;
