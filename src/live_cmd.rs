@@ -129,8 +129,15 @@ mod imp {
                     out.flush()
                 }
                 Output::Jsonl(j) => j.summary(summary),
-                // Rows only: the summary is for the other formats.
-                Output::Csv(c) => c.finish(),
+                // Rows only: the summary is for the other formats. QUIC
+                // connections are finished at the end, so their rows are
+                // written then.
+                Output::Csv(c) => {
+                    if let Some(quic) = &summary.quic {
+                        c.quic(quic)?;
+                    }
+                    c.finish()
+                }
             }
         }
     }

@@ -227,6 +227,9 @@ impl Run<'_> {
                 let file = source.info().name.clone();
                 let stream = (self.csv.sink(&file, out)?, drawn.as_mut());
                 let (summary, mut csv) = through(source, &config, stream, &mut progress)?;
+                if let Some(quic) = &summary.quic {
+                    csv.quic(quic)?;
+                }
                 csv.finish()?;
                 summary
             }

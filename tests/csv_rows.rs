@@ -1,8 +1,8 @@
 //! The CSV report, through the binary, against JSON Lines: every cell of
 //! every row agrees with the JSON field it flattens, for every connection
-//! of every capture in captures/ and the peer corpus; the rows stream as
-//! connections finish (the same order as JSON Lines); and docs/json.md
-//! lists the columns, in order.
+//! (TCP, then QUIC from `summary.quic.list`) of every capture in captures/
+//! and the peer corpus; the rows stream as connections finish (the same
+//! order as JSON Lines); and docs/json.md lists the columns, in order.
 //!
 //! Does not check what the JSON says (the other tests do); only that CSV
 //! says the same.
@@ -16,9 +16,10 @@ use serde_json::Value;
 use crate::support::{run, stdout};
 use crate::tools::all_captures;
 
-/// Where a column's value sits in a connection's JSON object.
-fn pointer(column: &str) -> &'static str {
-    match column {
+/// Where a column's value sits in a TCP connection's JSON object; `None`
+/// for a column that is QUIC's alone (its cell is empty).
+fn pointer(column: &str) -> Option<&'static str> {
+    Some(match column {
         "id" => "/id",
         "client" => "/client",
         "server" => "/server",
@@ -93,8 +94,62 @@ fn pointer(column: &str) -> &'static str {
         "tls_cert_subject" => "/tls/certificate/subject",
         "tls_cert_issuer" => "/tls/certificate/issuer",
         "tls_cert_not_after" => "/tls/certificate/not_after",
+        "tls_early_data_accepted" => "/tls/early_data/accepted",
+        "quic_version" | "quic_retry" | "close_error" | "close_reason" => return None,
         other => panic!("column {other} has no JSON field in this test: add it"),
-    }
+    })
+}
+
+/// Where a column's value sits in a QUIC connection's JSON object
+/// (`summary.quic.list[]`); `None` for a column QUIC has no field for
+/// (its cell is empty).
+fn quic_pointer(column: &str) -> Option<&'static str> {
+    Some(match column {
+        "id"
+        | "client"
+        | "server"
+        | "start_ts"
+        | "start_at"
+        | "end_ts"
+        | "duration"
+        | "close_kind"
+        | "close_by"
+        | "close_ts"
+        | "overlay_kind"
+        | "overlay_id"
+        | "tls_version"
+        | "tls_cipher"
+        | "tls_sni"
+        | "tls_alpn"
+        | "tls_alpn_offered"
+        | "tls_resumed"
+        | "tls_client_hello_ts"
+        | "tls_hello_to_hello"
+        | "tls_ja4"
+        | "http_requests"
+        | "http_responses"
+        | "http_status_codes"
+        | "tls_cert_chain"
+        | "tls_cert_bytes"
+        | "tls_cert_subject"
+        | "tls_cert_issuer"
+        | "tls_cert_not_after" => pointer(column)?,
+        "tls_early_data_accepted" => "/tls/early_data_accepted",
+        "packets_client" => "/datagrams/client",
+        "packets_server" => "/datagrams/server",
+        "bytes_client" => "/bytes/client",
+        "bytes_server" => "/bytes/server",
+        "close_error" => "/close/error_code",
+        "close_reason" => "/close/reason",
+        "tls_early_data_offered" => "/tls/early_data_offered",
+        "tls_handshake" => "/handshake/duration",
+        "tls_decryption" => "/http/decryption",
+        "tls_records_opened" => "/http/packets_opened",
+        "tls_records_failed" => "/http/packets_failed",
+        "quic_version" => "/version",
+        "quic_retry" => "/handshake/retry",
+        _ => return None,
+    })
 }
 
 /// Whether CSV cell `cell` says what JSON value `json` says: null or
@@ -145,16 +200,49 @@ fn analyze(format: &str, path: &std::path::Path) -> String {
     stdout(&out)
 }
 
+/// Checks every cell of `row` against `rec`, a connection's JSON object,
+/// with `pointer` saying where each column's value sits, and `transport`.
+fn check_row(
+    name: &str,
+    file: &str,
+    row: &csv::StringRecord,
+    rec: &Value,
+    transport: &str,
+    pointer: fn(&str) -> Option<&'static str>,
+) {
+    assert_eq!(row.len(), COLUMNS.len(), "{name}: row width");
+    for (column, cell) in COLUMNS.iter().zip(row.iter()) {
+        match *column {
+            "file" => assert_eq!(cell, file, "{name}: file"),
+            "transport" => assert_eq!(cell, transport, "{name}: transport"),
+            _ => {
+                let json = pointer(column).and_then(|p| rec.pointer(p));
+                assert!(
+                    agrees(column, cell, json),
+                    "{name}, {transport} connection {}: {column} is {cell:?} in CSV, {json:?} in JSON",
+                    rec["id"]
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn every_csv_cell_says_what_json_lines_say() {
     let mut rows_checked = 0;
     let mut tls_rows = 0;
+    let mut quic_rows = 0;
+    let mut quic_requests = 0;
     for (name, path) in all_captures() {
         let jsonl = analyze("jsonl", &path);
-        let records: Vec<Value> = jsonl
+        let (summaries, records): (Vec<Value>, Vec<Value>) = jsonl
             .lines()
             .map(|l| serde_json::from_str(l).expect("a JSON line"))
-            .filter(|v: &Value| v.get("summary").is_none())
+            .partition(|v: &Value| v.get("summary").is_some());
+        let quic: Vec<Value> = summaries
+            .iter()
+            .filter_map(|s| s.pointer("/summary/quic/list")?.as_array().cloned())
+            .flatten()
             .collect();
         let csv = analyze("csv", &path);
         let mut reader = csv::Reader::from_reader(csv.as_bytes());
@@ -167,30 +255,38 @@ fn every_csv_cell_says_what_json_lines_say() {
         assert_eq!(header, COLUMNS, "{name}: header");
         let rows: Vec<csv::StringRecord> =
             reader.records().map(|r| r.expect("a CSV row")).collect();
-        assert_eq!(rows.len(), records.len(), "{name}: one row per connection");
-        // In the same order as JSON Lines: as connections finish.
-        for (row, rec) in rows.iter().zip(&records) {
-            assert_eq!(row.len(), COLUMNS.len(), "{name}: row width");
-            for (column, cell) in COLUMNS.iter().zip(row.iter()) {
-                if *column == "file" {
-                    assert_eq!(cell, path.to_string_lossy(), "{name}: file");
-                    continue;
-                }
-                let json = rec.pointer(pointer(column));
-                assert!(
-                    agrees(column, cell, json),
-                    "{name}, connection {}: {column} is {cell:?} in CSV, {json:?} in JSON",
-                    rec["id"]
-                );
-            }
+        assert_eq!(
+            rows.len(),
+            records.len() + quic.len(),
+            "{name}: one row per connection, TCP and QUIC"
+        );
+        let file = path.to_string_lossy();
+        // In the same order as JSON Lines: as connections finish; then the
+        // QUIC connections, in the summary's order.
+        let (tcp_rows, quic_part) = rows.split_at(records.len());
+        for (row, rec) in tcp_rows.iter().zip(&records) {
+            check_row(&name, &file, row, rec, "tcp", pointer);
             rows_checked += 1;
             tls_rows += usize::from(!rec["tls"].is_null());
         }
+        for (row, rec) in quic_part.iter().zip(&quic) {
+            check_row(&name, &file, row, rec, "quic", quic_pointer);
+            quic_rows += 1;
+            quic_requests += rec
+                .pointer("/http/requests")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+        }
     }
-    // The captures hold TLS and cleartext connections alike.
+    // The captures hold TLS and cleartext connections alike, and QUIC ones
+    // (without and with a key log).
     assert!(
         rows_checked > 400 && tls_rows > 100,
         "{rows_checked} rows, {tls_rows} TLS"
+    );
+    assert!(
+        quic_rows > 20 && quic_requests > 0,
+        "{quic_rows} QUIC rows, {quic_requests} requests"
     );
 }
 

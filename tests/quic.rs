@@ -13,7 +13,9 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::support::{bin, json_of};
+use crate::support::{
+    addr, analyze_with, bin, json_of, ms, stderr, stdout, udp_frame, Packet, Pcap, T0,
+};
 use crate::tools::{all_captures, analyze_path, skip_or_fail, tshark_present};
 
 mod handshake;
@@ -517,4 +519,59 @@ fn compare_sets_quic_handshakes_side_by_side() {
             && verdict.contains("1 vs 2 QUIC connections (1 vs 1 full handshakes)"),
         "{verdict}"
     );
+}
+
+/// A capture of `n` QUIC connections: each one client Initial packet (a
+/// long header with a new 8-byte destination ID, no packet behind it that
+/// opens) from its own port, 1 ms apart.
+fn many_quic_connections(n: u32) -> Vec<u8> {
+    let packets: Vec<Packet> = (0..n)
+        .map(|i| {
+            let mut initial = vec![0xc0, 0, 0, 0, 1, 8];
+            initial.extend(i.to_be_bytes().repeat(2));
+            initial.extend([0, 0, 0x40, 0x20]);
+            initial.resize(64, 0xaa);
+            let client = addr(&format!("10.0.0.1:{}", 10_000 + i % 50_000));
+            let frame = udp_frame(client, addr("10.0.0.2:443"), &initial);
+            Packet::new(T0 + ms(i64::from(i)), frame)
+        })
+        .collect();
+    Pcap::new(1).write(&packets)
+}
+
+#[test]
+fn csv_has_a_row_for_each_listed_quic_connection_and_a_warning_for_the_rest() {
+    let capture = many_quic_connections(4_100);
+    let out = analyze_with(&capture, &["-q", "-T", "csv"]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let header = reader.headers().expect("a header").clone();
+    let at = |name: &str| header.iter().position(|c| c == name).expect(name);
+    let (transport, id, client) = (at("transport"), at("id"), at("client"));
+    let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("a row")).collect();
+    assert_eq!(rows.len(), 4_096, "the first 4 096 are listed");
+    for (n, row) in rows.iter().enumerate() {
+        assert_eq!(&row[transport], "quic");
+        assert_eq!(row[id].parse::<usize>(), Ok(n + 1), "in id order");
+    }
+    assert_eq!(&rows[0][client], "10.0.0.1:10000");
+    let err = stderr(&out);
+    assert!(
+        err.contains("4 QUIC connections past the first 4096 are in the figures but not listed"),
+        "{err}"
+    );
+    // The same warning in JSON, whose list holds the same 4 096.
+    let v = json_of(&analyze_with(&capture, &["-q", "-T", "json"]));
+    assert_eq!(v["summary"]["quic"]["not_listed"], 4);
+    assert_eq!(v["summary"]["quic_connections"], 4_100);
+    let warned = v["summary"]["warnings"]
+        .as_array()
+        .expect("warnings")
+        .iter()
+        .any(|w| {
+            w.as_str()
+                .is_some_and(|w| w.starts_with("4 QUIC connections past"))
+        });
+    assert!(warned, "{}", v["summary"]["warnings"]);
 }

@@ -374,6 +374,13 @@ impl SummaryBuilder {
                 if n == 1 { "its handshake is" } else { "their handshakes are" },
             ));
         }
+        if let Some(q) = self.quic.as_ref().filter(|q| q.not_listed > 0) {
+            warnings.push(format!(
+                "{} QUIC connections past the first {} are in the figures but not listed (no row, no list entry)",
+                q.not_listed,
+                q.list.len()
+            ));
+        }
         Summary {
             tls_connections: self.tls_connections,
             tls_decryption: self.tls_decryption,

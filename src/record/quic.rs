@@ -143,6 +143,9 @@ pub struct QuicTls {
     pub client_hello: Option<Instant>,
     /// When the ServerHello was complete.
     pub server_hello: Option<Instant>,
+    /// ClientHello → ServerHello, seconds (a TCP connection's
+    /// `tls.hello_to_hello`); null without both.
+    pub hello_to_hello: Option<f64>,
     pub sni: Option<String>,
     pub alpn_offered: Vec<String>,
     /// The protocol the server chose, from its EncryptedExtensions: read

@@ -3,13 +3,16 @@
 //! JSON Lines are), so a capture of millions of connections is never held
 //! in memory. The only module that names the `csv` crate.
 //!
-//! Does not compute anything; it flattens `ConnectionRecord`s. The lists
-//! (TLS events, HTTP requests) stay in JSON.
+//! Does not compute anything; it flattens `ConnectionRecord`s, and after a
+//! file's TCP rows its QUIC connections (`summary.quic.list`, the same
+//! columns where they mean the same, `transport` telling the two apart).
+//! The lists (TLS events, HTTP requests) stay in JSON.
 
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use crate::analyze::RecordSink;
-use crate::record::{ConnectionRecord, HttpInfo, TlsInfo};
+use crate::record::{ConnectionRecord, HttpInfo, QuicRecord, QuicSummary, TlsInfo};
 
 /// Column names, in order.
 pub const COLUMNS: &[&str] = &[
@@ -88,6 +91,12 @@ pub const COLUMNS: &[&str] = &[
     "tls_cert_subject",
     "tls_cert_issuer",
     "tls_cert_not_after",
+    "transport",
+    "quic_version",
+    "quic_retry",
+    "tls_early_data_accepted",
+    "close_error",
+    "close_reason",
 ];
 
 /// Writes the header once: several files make one table, told apart by
@@ -112,6 +121,15 @@ fn opt(v: Option<f64>) -> String {
 
 fn text(v: Option<&str>) -> String {
     v.unwrap_or_default().to_string()
+}
+
+/// Responses by status: `200=97;429=3`.
+fn statuses(codes: &BTreeMap<u16, u64>) -> String {
+    let pairs: Vec<String> = codes
+        .iter()
+        .map(|(code, n)| format!("{code}={n}"))
+        .collect();
+    pairs.join(";")
 }
 
 fn flag(v: Option<bool>) -> String {
@@ -151,6 +169,20 @@ impl CsvSink<'_> {
     pub fn finish(&mut self) -> io::Result<()> {
         self.writer.flush()
     }
+
+    /// A row for each QUIC connection `quic` lists (the first 4 096, in
+    /// `id` order: QUIC connections are finished at the end of the
+    /// capture, so their rows follow the TCP ones; the summary's warnings
+    /// say how many were not listed).
+    pub fn quic(&mut self, quic: &QuicSummary) -> io::Result<()> {
+        for q in &quic.list {
+            let row = COLUMNS
+                .iter()
+                .map(|column| quic_cell(&self.file, column, q));
+            self.writer.write_record(row).map_err(io_error)?;
+        }
+        Ok(())
+    }
 }
 
 impl RecordSink for CsvSink<'_> {
@@ -169,12 +201,6 @@ fn row(file: &str, r: &ConnectionRecord) -> Vec<String> {
         .0
         .iter()
         .map(|(k, n)| format!("{}={n}", k.as_str()))
-        .collect();
-    let statuses: Vec<String> = r
-        .http
-        .status_codes
-        .iter()
-        .map(|(status, n)| format!("{status}={n}"))
         .collect();
     let mut row = vec![
         file.to_string(),
@@ -226,7 +252,7 @@ fn row(file: &str, r: &ConnectionRecord) -> Vec<String> {
             .as_ref()
             .and_then(|t| t.alpn_by_size.clone())
             .unwrap_or_default(),
-        statuses.join(";"),
+        statuses(&r.http.status_codes),
     ]);
     let cert = r.tls.as_ref().and_then(|t| t.certificate.as_ref());
     row.extend([
@@ -235,8 +261,74 @@ fn row(file: &str, r: &ConnectionRecord) -> Vec<String> {
         text(cert.and_then(|c| c.subject.as_deref())),
         text(cert.and_then(|c| c.issuer.as_deref())),
         text(cert.and_then(|c| c.not_after.as_deref())),
+        "tcp".to_string(),
+        String::new(),
+        String::new(),
+        flag(r.tls.as_ref().and_then(|t| t.early_data.accepted)),
+        String::new(),
+        String::new(),
     ]);
     row
+}
+
+/// A QUIC connection's cell in `column`: the field that means what the
+/// column means for a TCP connection, or empty where QUIC has none (the
+/// TCP handshake, retransmissions, anomalies, the HTTP estimate).
+fn quic_cell(file: &str, column: &str, q: &QuicRecord) -> String {
+    let t = &q.tls;
+    let http = q.http.as_ref();
+    let close = q.close.as_ref();
+    let cert = t.certificate.as_ref();
+    match column {
+        "file" => file.to_string(),
+        "id" => q.id.to_string(),
+        "client" => q.client.clone(),
+        "server" => q.server.clone(),
+        "start_ts" => q.start.ts.to_string(),
+        "start_at" => q.start.at.to_string(),
+        "end_ts" => q.end.ts.to_string(),
+        "duration" => q.duration.to_string(),
+        "packets_client" => q.datagrams.client.to_string(),
+        "packets_server" => q.datagrams.server.to_string(),
+        "bytes_client" => q.bytes.client.to_string(),
+        "bytes_server" => q.bytes.server.to_string(),
+        "close_kind" => text(close.map(|c| &*c.kind)),
+        "close_by" => close.map_or(String::new(), |c| c.by.as_str().to_string()),
+        "close_ts" => opt(close.map(|c| c.time.ts)),
+        "close_error" => close.map_or(String::new(), |c| c.error_code.to_string()),
+        "close_reason" => text(close.and_then(|c| c.reason.as_deref())),
+        "overlay_kind" => q
+            .overlay
+            .map_or(String::new(), |o| o.kind.name().to_string()),
+        "overlay_id" => q.overlay.map_or(String::new(), |o| o.id.to_string()),
+        "tls_version" => text(t.version.as_deref()),
+        "tls_cipher" => text(t.cipher.as_deref()),
+        "tls_sni" => text(t.sni.as_deref()),
+        "tls_alpn" => text(t.alpn.as_deref()),
+        "tls_alpn_offered" => t.alpn_offered.join(";"),
+        "tls_resumed" => flag(t.resumed),
+        "tls_early_data_offered" => t.early_data_offered.to_string(),
+        "tls_early_data_accepted" => flag(t.early_data_accepted),
+        "tls_client_hello_ts" => opt(t.client_hello.map(|i| i.ts)),
+        "tls_hello_to_hello" => opt(t.hello_to_hello),
+        "tls_handshake" => opt(q.handshake.duration),
+        "tls_ja4" => text(t.ja4.as_deref()),
+        "tls_cert_chain" => cert.map_or(String::new(), |c| c.chain.to_string()),
+        "tls_cert_bytes" => cert.map_or(String::new(), |c| c.bytes.to_string()),
+        "tls_cert_subject" => text(cert.and_then(|c| c.subject.as_deref())),
+        "tls_cert_issuer" => text(cert.and_then(|c| c.issuer.as_deref())),
+        "tls_cert_not_after" => text(cert.and_then(|c| c.not_after.as_deref())),
+        "tls_decryption" => http.map_or(String::new(), |h| h.decryption.as_str().to_string()),
+        "tls_records_opened" => http.map_or(String::new(), |h| h.packets_opened.to_string()),
+        "tls_records_failed" => http.map_or(String::new(), |h| h.packets_failed.to_string()),
+        "http_requests" => http.map_or(String::new(), |h| h.requests.to_string()),
+        "http_responses" => http.map_or(String::new(), |h| h.responses.to_string()),
+        "http_status_codes" => http.map_or(String::new(), |h| statuses(&h.status_codes)),
+        "transport" => "quic".to_string(),
+        "quic_version" => q.version.to_string(),
+        "quic_retry" => q.handshake.retry.to_string(),
+        _ => String::new(),
+    }
 }
 
 /// The `tls_*` cells: all empty for a connection that was not TLS.

@@ -99,6 +99,8 @@ struct Conn {
     app: Option<Box<App>>,
     sealed: Option<Box<Handshake>>,
     early: Vec<(Vec<u8>, Timestamp)>,
+    /// When the ClientHello and the ServerHello were whole.
+    hellos: [Option<Timestamp>; 2],
     /// The client's first packet, and its first Handshake packet.
     start: Timestamp,
     complete: Option<Timestamp>,
@@ -253,6 +255,7 @@ impl QuicTable {
             app: None,
             sealed: None,
             early: Vec::new(),
+            hellos: [None; 2],
             start: ts,
             complete: None,
             last: ts,
@@ -386,8 +389,13 @@ impl QuicTable {
             mut sealed,
             steps,
             close,
+            hellos,
             ..
         } = *conn;
+        tls.hello_to_hello = match hellos {
+            [Some(c), Some(s)] => Some(s.secs_since(c)),
+            _ => None,
+        };
         let close = close.map(|c| QuicClose {
             by: side_of(c.side),
             time: self.instant(c.at),

@@ -119,6 +119,7 @@ impl QuicTable {
                 conn.steps
                     .push(StepName::ClientHello, Side::Client, ts, None);
                 tls.client_hello = Some(self.instant(ts));
+                conn.hellos[0] = Some(ts);
                 tls.sni = ch.sni.clone();
                 tls.alpn_offered = ch.alpn.clone();
                 tls.psk_offered = ch.psk;
@@ -133,6 +134,7 @@ impl QuicTable {
                 conn.steps
                     .push(StepName::ServerHello, Side::Server, ts, None);
                 tls.server_hello = Some(self.instant(ts));
+                conn.hellos[1] = Some(ts);
                 tls.version = Some(hello::version_name(sh.version()));
                 tls.cipher = Some(hello::cipher_name(sh.cipher));
                 tls.resumed = Some(sh.psk);

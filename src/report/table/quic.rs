@@ -89,10 +89,7 @@ pub(crate) fn cells(r: &QuicRecord) -> [String; 11] {
     if let Some(code) = h.close_error {
         kind.push_str(&format!(", closed {code:#x}"));
     }
-    let hellos = match (&t.client_hello, &t.server_hello) {
-        (Some(c), Some(s)) => human_duration(s.ts - c.ts),
-        _ => "-".to_owned(),
-    };
+    let hellos = t.hello_to_hello.map_or("-".to_owned(), human_duration);
     [
         r.id.to_string(),
         r.client.clone(),
