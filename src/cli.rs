@@ -14,6 +14,8 @@ use handshakes::record::{Overlay, OverlayKind};
 use handshakes::report::timeline::ConnId;
 use handshakes::report::Format;
 use handshakes::source::file::Access;
+#[cfg(feature = "live")]
+use handshakes::source::live::FilterExpression;
 use handshakes::Config;
 
 #[derive(Debug, Parser)]
@@ -242,6 +244,9 @@ impl LiveArgs {
             split_piece: None,
             slice: None,
             keylog: None,
+            // The capture filter is libpcap's, on the interface.
+            #[cfg(feature = "live")]
+            filter: None,
         })
     }
 }
@@ -348,6 +353,10 @@ pub struct AnalyzeArgs {
     #[arg(long = "overlay", value_name = "KIND:ID", value_parser = parse_overlay)]
     pub overlays: Vec<Overlay>,
 
+    /// Only the frames this capture filter matches, in BPF syntax as for `tcpdump -r FILE EXPRESSION` (e.g. 'tcp port 443 and net 10.1.0.0/16'); needs the `live` feature (libpcap compiles it)
+    #[arg(short = 'f', long = "filter", value_name = "BPF")]
+    pub filter: Option<String>,
+
     /// Table rows to show (0 shows all); JSON and CSV always have every connection
     #[arg(long, default_value_t = 50, value_name = "N")]
     pub limit: usize,
@@ -446,6 +455,7 @@ impl AnalyzeArgs {
             return Err("--idle must be longer than zero".into());
         }
         self.decode.udp_tunnels()?;
+        self.filter_expression()?;
         if self.threads > MAX_THREADS {
             return Err(format!(
                 "--threads {}: at most {MAX_THREADS} (0 means one per core)",
@@ -455,8 +465,28 @@ impl AnalyzeArgs {
         Ok(())
     }
 
+    /// `-f`'s expression, compiled; `Err` is one line for the user.
+    #[cfg(feature = "live")]
+    fn filter_expression(&self) -> Result<Option<FilterExpression>, String> {
+        self.filter
+            .as_deref()
+            .map(|e| FilterExpression::new(e).map_err(|why| format!("-f '{e}': {why}")))
+            .transpose()
+    }
+
+    /// Without libpcap, `-f` cannot be compiled; `Err` says so.
+    #[cfg(not(feature = "live"))]
+    fn filter_expression(&self) -> Result<(), String> {
+        match &self.filter {
+            Some(_) => Err("-f needs libpcap to compile the filter, and this build has none: build with `--features live` (and libpcap-dev), or keep connections with --port, --host and --overlay".into()),
+            None => Ok(()),
+        }
+    }
+
     pub fn config(&self) -> Config {
         Config {
+            #[cfg(feature = "live")]
+            filter: self.filter_expression().ok().flatten(),
             ports: self.ports.clone(),
             hosts: self.hosts.clone(),
             overlays: self.overlays.clone(),

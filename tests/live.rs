@@ -8,7 +8,7 @@
 //! against what the clients did and against `live`'s own `-w` file read back
 //! offline, are in the submodule [`traffic`], its table and CSV outputs in
 //! [`outputs`]; HTTPS read with the key log its client writes meanwhile, in
-//! [`keylog`].
+//! [`keylog`]. `analyze -f`, whose filter libpcap compiles, in [`filter`].
 //!
 //! Capturing needs root; without it these tests print `!!! SKIPPED` (or fail
 //! with `HANDSHAKES_REQUIRE_ALL=1`). Every test uses its own port, so they
@@ -29,6 +29,7 @@ use serde_json::Value;
 use crate::support::{self, Scratch};
 use crate::tools::{analyze_path, skip_or_fail};
 
+mod filter;
 mod keylog;
 mod outputs;
 mod traffic;

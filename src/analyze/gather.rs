@@ -174,6 +174,7 @@ impl Gather {
         self.summary.quic_connections += counts.quic_connections;
         self.summary.quic = counts.quic_result.as_deref().cloned();
         self.summary.packets.filtered_out += counts.filtered_out;
+        self.summary.unfilterable.clone_from(&counts.unfilterable);
         self.summary.packets.fragments += counts.fragments;
         self.summary.anomalies.merge(&counts.anomalies);
         self.summary.finish(info)

@@ -88,6 +88,10 @@ pub struct Config {
     pub slice: Option<usize>,
     /// TLS secrets (`--keylog`): the records they open are read as HTTP.
     pub keylog: Option<Arc<KeyLog>>,
+    /// `-f`: only the frames this capture filter matches (libpcap's BPF
+    /// compiler, with the `live` feature).
+    #[cfg(feature = "live")]
+    pub filter: Option<crate::source::live::FilterExpression>,
 }
 
 impl Config {

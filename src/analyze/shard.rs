@@ -9,7 +9,7 @@
 //! Does not number connections, keep the summary, or write records: that is
 //! the gatherer's. Does not read packets or start threads.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use super::connection::{Connection, Touched};
 use super::summary::Tally;
@@ -46,6 +46,9 @@ pub struct ShardCounts {
     /// …and what they came to (the first shard's, once the input ended).
     pub quic_result: Option<Box<QuicSummary>>,
     pub filtered_out: u64,
+    /// Of `filtered_out`: frames `-f` could not judge (its expression does
+    /// not compile for their link type), by link type.
+    pub unfilterable: BTreeMap<u32, u64>,
     /// IP fragments held for reassembly (kept by the reader, not a shard).
     pub fragments: u64,
     /// Anomalies not attached to any connection.
@@ -62,6 +65,9 @@ impl ShardCounts {
             self.quic_result.get_or_insert_with(|| r.clone());
         }
         self.filtered_out += other.filtered_out;
+        for (link, n) in &other.unfilterable {
+            *self.unfilterable.entry(*link).or_default() += n;
+        }
         self.fragments += other.fragments;
         self.anomalies.merge(&other.anomalies);
     }
@@ -136,6 +142,9 @@ pub struct Shard {
     /// The QUIC connection IDs seen (every QUIC datagram comes to the
     /// first shard: it hashes to 0, like all but TCP).
     quic: QuicTable,
+    /// `-f`'s program, compiled for each link type as it comes.
+    #[cfg(feature = "live")]
+    filter: Option<crate::source::live::PacketFilter>,
     /// What happened since the gatherer last took the events, in order.
     events: Vec<Event>,
     /// At the end of the input: the connections left to finalise.
@@ -155,6 +164,11 @@ impl Shard {
     pub fn new(config: Config, cap: usize) -> Shard {
         let keylog = config.keylog.clone();
         let keep = config.requests_listed();
+        #[cfg(feature = "live")]
+        let filter = config
+            .filter
+            .as_ref()
+            .map(crate::source::live::PacketFilter::new);
         Shard {
             config,
             cap: cap.max(1),
@@ -168,6 +182,8 @@ impl Shard {
             evictions: 0,
             origin: None,
             counts: ShardCounts::default(),
+            #[cfg(feature = "live")]
+            filter,
             quic: QuicTable::new(keylog, keep),
             events: Vec::new(),
             ending: None,
@@ -214,6 +230,17 @@ impl Shard {
     pub fn packet(&mut self, index: u64, raw: &RawPacket<'_>, clock: &Clock<'_>) -> bool {
         if !self.advance(index, clock) {
             return false;
+        }
+        #[cfg(feature = "live")]
+        if let Some(filter) = &mut self.filter {
+            let verdict = filter.matches(raw);
+            if verdict.is_none() {
+                *self.counts.unfilterable.entry(raw.link.0).or_default() += 1;
+            }
+            if verdict != Some(true) {
+                self.counts.filtered_out += 1;
+                return true;
+            }
         }
         let now = clock.now_at(index).unwrap_or(raw.ts);
         // Borrowed, not moved out: moving the segment out of the enum

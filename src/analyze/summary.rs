@@ -13,7 +13,7 @@ use crate::record::{
     Anomalies, CloseKind, ConnectionRecord, DecryptionOutcome, HandshakeTime, MeanMax, Name,
     Overlay, PacketCounts, Peak, PerRequest, Summary, TlsOutcome,
 };
-use crate::source::SourceInfo;
+use crate::source::{LinkType, SourceInfo};
 use crate::time::Timestamp;
 
 /// Overlay networks counted one by one in the summary; connections in more
@@ -159,6 +159,9 @@ pub struct SummaryBuilder {
     /// QUIC connections opened, and their handshakes.
     pub quic_connections: u64,
     pub quic: Option<QuicSummary>,
+    /// Frames `-f` could not judge, by link type (its expression does not
+    /// compile for them): left out.
+    pub unfilterable: BTreeMap<u32, u64>,
     connections: u64,
     tcp_handshakes: u64,
     without_handshake: u64,
@@ -372,6 +375,18 @@ impl SummaryBuilder {
                 if n == 1 { "" } else { "s" },
                 self.packets.quic,
                 if n == 1 { "its handshake is" } else { "their handshakes are" },
+            ));
+        }
+        if !self.unfilterable.is_empty() {
+            let frames: u64 = self.unfilterable.values().sum();
+            let links: Vec<String> = self
+                .unfilterable
+                .keys()
+                .map(|&l| LinkType(l).name())
+                .collect();
+            warnings.push(format!(
+                "-f's filter does not compile for the link type of {frames} frames ({}): they were left out (counted in filtered_out)",
+                links.join(", ")
             ));
         }
         if let Some(q) = self.quic.as_ref().filter(|q| q.not_listed > 0) {

@@ -1,7 +1,8 @@
 //! Live capture on an interface through libpcap (the `pcap` crate, behind
 //! the `live` feature): packets with nanosecond timestamps, an optional BPF
 //! filter, an optional copy written to a pcap file, and the kernel's drop
-//! counters. The only module that names `pcap`.
+//! counters; and libpcap's BPF compiler for the frames of files
+//! (`analyze -f`). The only module that names `pcap`.
 //!
 //! Does not decode packets or decide when to stop; the caller drives it.
 
@@ -208,4 +209,122 @@ pub fn interfaces() -> Result<Vec<Interface>, LiveError> {
             addresses: d.addresses.iter().map(|a| a.addr.to_string()).collect(),
         })
         .collect())
+}
+
+/// A capture filter in tcpdump's language, compiled by libpcap for each
+/// link type as its first frame comes (a pcapng file may hold several) and
+/// run on every frame, as `tcpdump -r FILE EXPRESSION` does. libpcap runs
+/// the program with the captured length for the frame's length (`greater`
+/// and `less` see a frame cut by the snap length as cut).
+pub struct PacketFilter {
+    expression: String,
+    /// The program for each (link type, byte order of the file that
+    /// wrote a BSD loopback header: true when it is not this machine's);
+    /// `None` where the expression does not compile for it (`ether host`
+    /// on raw IP).
+    programs: Vec<((LinkType, bool), Option<pcap::BpfProgram>)>,
+}
+
+impl std::fmt::Debug for PacketFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PacketFilter")
+            .field("expression", &self.expression)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Programs a filter compiles (link types, and byte orders of BSD
+/// loopback headers); frames of any further link type (a hostile pcapng
+/// may describe thousands of interfaces) match nothing.
+const MAX_PROGRAMS: usize = 32;
+
+/// `expression` compiled for frames of link type `link` read from a file
+/// (whose byte order is not this machine's when `swapped`); `Err` is
+/// libpcap's message.
+///
+/// Compiled for a file, not with `pcap_open_dead`: libpcap's code for a
+/// file's BSD loopback frames tests every BSD's AF_INET6 (24, 28, 30) in
+/// the file's byte order, where a dead handle's tests this machine's
+/// (Linux's 10). So it opens the header of an empty capture file of that
+/// link type and byte order, as tcpdump opens the file it reads.
+fn compile(expression: &str, link: LinkType, swapped: bool) -> Result<pcap::BpfProgram, String> {
+    let word = |v: u32| {
+        if swapped {
+            v.swap_bytes().to_ne_bytes()
+        } else {
+            v.to_ne_bytes()
+        }
+    };
+    let half = |v: u16| {
+        if swapped {
+            v.swap_bytes().to_ne_bytes()
+        } else {
+            v.to_ne_bytes()
+        }
+    };
+    let mut header = Vec::with_capacity(24);
+    header.extend(word(0xa1b2_c3d4));
+    header.extend(half(2));
+    header.extend(half(4));
+    header.extend([0; 8]);
+    header.extend(word(SNAPLEN as u32));
+    header.extend(word(link.0));
+    let file = tempfile::NamedTempFile::new()
+        .and_then(|mut f| std::io::Write::write_all(&mut f, &header).map(|()| f))
+        .map_err(|e| format!("cannot write a temporary file to compile the filter in: {e}"))?;
+    pcap::Capture::from_file(file.path())
+        .and_then(|capture| capture.compile(expression, true))
+        .map_err(|e| e.to_string())
+}
+
+/// Whether `raw`'s link header is a BSD loopback header written in the
+/// other byte order than this machine's (its AF_ value, under 256, read
+/// as this machine reads it, is not).
+fn swapped(raw: &RawPacket<'_>) -> bool {
+    raw.link == LinkType::NULL
+        && raw
+            .data
+            .first_chunk::<4>()
+            .is_some_and(|af| u32::from_ne_bytes(*af) > 0xffff)
+}
+
+/// A capture filter expression libpcap compiles (for Ethernet frames, at
+/// least): what [`PacketFilter`] runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FilterExpression(String);
+
+impl FilterExpression {
+    /// `expression`, checked by compiling it for Ethernet frames; `Err` is
+    /// libpcap's message.
+    pub fn new(expression: &str) -> Result<FilterExpression, String> {
+        compile(expression, LinkType::ETHERNET, false)?;
+        Ok(FilterExpression(expression.to_string()))
+    }
+}
+
+impl PacketFilter {
+    /// Runs `expression`, compiled for each link type as it comes.
+    pub fn new(expression: &FilterExpression) -> PacketFilter {
+        PacketFilter {
+            expression: expression.0.clone(),
+            programs: Vec::new(),
+        }
+    }
+
+    /// Whether `raw` matches; `None` for a frame of a link type the
+    /// expression does not compile for.
+    pub fn matches(&mut self, raw: &RawPacket<'_>) -> Option<bool> {
+        let key = (raw.link, swapped(raw));
+        let at = match self.programs.iter().position(|(k, _)| *k == key) {
+            Some(at) => at,
+            None if self.programs.len() >= MAX_PROGRAMS => return None,
+            None => {
+                let program = compile(&self.expression, key.0, key.1).ok();
+                self.programs.push((key, program));
+                self.programs.len() - 1
+            }
+        };
+        let (_, program) = self.programs.get(at)?;
+        program.as_ref().map(|p| p.filter(raw.data))
+    }
 }

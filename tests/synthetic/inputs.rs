@@ -326,3 +326,18 @@ fn merge_interleaves_files_by_timestamp() {
     let read = run_analyze(&["-T", "json", "--merge", "--no-mmap"], &[&first, &second]);
     assert_eq!(read, out);
 }
+
+/// Without the `live` feature there is no libpcap to compile `-f`: one line
+/// says so, and what to use instead.
+#[cfg(not(feature = "live"))]
+#[test]
+fn a_filter_without_libpcap_is_one_line_saying_what_to_build() {
+    let out = analyze_with(&pcap_of(Link::Ethernet, &[]), &["-f", "tcp port 443"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("handshakes: -f needs libpcap") && err.contains("--features live"),
+        "{err}"
+    );
+}
