@@ -20,7 +20,6 @@ use std::borrow::Cow;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::Parser;
 
@@ -35,8 +34,8 @@ use handshakes::report::{csv::CsvReport, table::TableSink, Format, Opts};
 use handshakes::source::file::FileSource;
 use handshakes::source::merge::MergedSource;
 use handshakes::{
-    analyze_with_progress, Config, ConnectionRecord, Error, KeyLog, PacketSource, Reading,
-    RecordSink, Summary,
+    analyze_with_progress, Config, ConnectionRecord, Error, PacketSource, Reading, RecordSink,
+    Summary,
 };
 
 use cli::{AnalyzeArgs, Cli, Command};
@@ -82,7 +81,10 @@ fn run_analyze(args: &AnalyzeArgs) -> ExitCode {
     };
     let mut run = Run {
         args,
-        keylog,
+        config: Config {
+            keylog,
+            ..args.config()
+        },
         opts,
         csv: CsvReport::new(),
         first: true,
@@ -139,8 +141,9 @@ fn run_analyze(args: &AnalyzeArgs) -> ExitCode {
 
 struct Run<'a> {
     args: &'a AnalyzeArgs,
-    /// `--keylog`'s secrets, read once for every input.
-    keylog: Option<Arc<KeyLog>>,
+    /// The analysis settings, made once for every input (`--keylog`'s
+    /// secrets read, `-f` compiled).
+    config: Config,
     opts: Opts,
     csv: CsvReport,
     first: bool,
@@ -205,11 +208,7 @@ impl Run<'_> {
         } else {
             Box::new(MergedSource::new(sources))
         };
-        let config = Config {
-            keylog: self.keylog.clone(),
-            ..self.args.config()
-        };
-        let config = config.with_secrets(embedded);
+        let config = self.config.with_secrets(embedded);
         let mut bar = status::Progress::new(&source.info().name, self.args.progress.quiet);
         // What `--html` draws, gathered as the records go by.
         let mut drawn = self.args.html.is_some().then(DrawnSink::new);

@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use crate::analyze::RecordSink;
-use crate::record::{ConnectionRecord, HttpInfo, QuicRecord, QuicSummary, TlsInfo};
+use crate::record::{
+    CertificateInfo, ConnectionRecord, HttpInfo, QuicRecord, QuicSummary, TlsInfo,
+};
 
 /// Column names, in order.
 pub const COLUMNS: &[&str] = &[
@@ -255,12 +257,8 @@ fn row(file: &str, r: &ConnectionRecord) -> Vec<String> {
         statuses(&r.http.status_codes),
     ]);
     let cert = r.tls.as_ref().and_then(|t| t.certificate.as_ref());
+    row.extend(["chain", "bytes", "subject", "issuer", "not_after"].map(|f| cert_cell(f, cert)));
     row.extend([
-        cert.map_or(String::new(), |c| c.chain.to_string()),
-        cert.map_or(String::new(), |c| c.bytes.to_string()),
-        text(cert.and_then(|c| c.subject.as_deref())),
-        text(cert.and_then(|c| c.issuer.as_deref())),
-        text(cert.and_then(|c| c.not_after.as_deref())),
         "tcp".to_string(),
         String::new(),
         String::new(),
@@ -313,11 +311,9 @@ fn quic_cell(file: &str, column: &str, q: &QuicRecord) -> String {
         "tls_hello_to_hello" => opt(t.hello_to_hello),
         "tls_handshake" => opt(q.handshake.duration),
         "tls_ja4" => text(t.ja4.as_deref()),
-        "tls_cert_chain" => cert.map_or(String::new(), |c| c.chain.to_string()),
-        "tls_cert_bytes" => cert.map_or(String::new(), |c| c.bytes.to_string()),
-        "tls_cert_subject" => text(cert.and_then(|c| c.subject.as_deref())),
-        "tls_cert_issuer" => text(cert.and_then(|c| c.issuer.as_deref())),
-        "tls_cert_not_after" => text(cert.and_then(|c| c.not_after.as_deref())),
+        _ if column.starts_with("tls_cert_") => {
+            cert_cell(column.trim_start_matches("tls_cert_"), cert)
+        }
         "tls_decryption" => http.map_or(String::new(), |h| h.decryption.as_str().to_string()),
         "tls_records_opened" => http.map_or(String::new(), |h| h.packets_opened.to_string()),
         "tls_records_failed" => http.map_or(String::new(), |h| h.packets_failed.to_string()),
@@ -327,6 +323,22 @@ fn quic_cell(file: &str, column: &str, q: &QuicRecord) -> String {
         "transport" => "quic".to_string(),
         "quic_version" => q.version.to_string(),
         "quic_retry" => q.handshake.retry.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// The `tls_cert_…` cell `field` (`chain`, `bytes`, `subject`, `issuer`,
+/// `not_after`) of a server certificate: empty without one.
+fn cert_cell(field: &str, cert: Option<&CertificateInfo>) -> String {
+    let Some(c) = cert else {
+        return String::new();
+    };
+    match field {
+        "chain" => c.chain.to_string(),
+        "bytes" => c.bytes.to_string(),
+        "subject" => text(c.subject.as_deref()),
+        "issuer" => text(c.issuer.as_deref()),
+        "not_after" => text(c.not_after.as_deref()),
         _ => String::new(),
     }
 }
