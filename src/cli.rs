@@ -73,6 +73,9 @@ pub struct CompareArgs {
     pub html: Option<PathBuf>,
 
     #[command(flatten)]
+    pub select: SelectArgs,
+
+    #[command(flatten)]
     pub progress: ProgressArgs,
 
     #[command(flatten)]
@@ -160,6 +163,9 @@ pub struct TimelineArgs {
     /// Columns to fit (default: the terminal's width, or 100)
     #[arg(long, value_name = "N")]
     pub width: Option<usize>,
+
+    #[command(flatten)]
+    pub select: SelectArgs,
 
     #[command(flatten)]
     pub progress: ProgressArgs,
@@ -341,21 +347,8 @@ pub struct AnalyzeArgs {
     #[arg(long)]
     pub merge: bool,
 
-    /// Only connections with this port on either side (repeat for several)
-    #[arg(long = "port", value_name = "PORT")]
-    pub ports: Vec<u16>,
-
-    /// Only connections with this address on either side (repeat for several)
-    #[arg(long = "host", value_name = "ADDR")]
-    pub hosts: Vec<IpAddr>,
-
-    /// Only connections in this overlay network, e.g. vxlan:4242, geneve:7, gre:1, erspan:5 (repeat for several)
-    #[arg(long = "overlay", value_name = "KIND:ID", value_parser = parse_overlay)]
-    pub overlays: Vec<Overlay>,
-
-    /// Only the frames this capture filter matches, in BPF syntax as for `tcpdump -r FILE EXPRESSION` (e.g. 'tcp port 443 and net 10.1.0.0/16'); needs the `live` feature (libpcap compiles it)
-    #[arg(short = 'f', long = "filter", value_name = "BPF")]
-    pub filter: Option<String>,
+    #[command(flatten)]
+    pub select: SelectArgs,
 
     /// Table rows to show (0 shows all); JSON and CSV always have every connection
     #[arg(long, default_value_t = 50, value_name = "N")]
@@ -455,7 +448,7 @@ impl AnalyzeArgs {
             return Err("--idle must be longer than zero".into());
         }
         self.decode.udp_tunnels()?;
-        self.filter_expression()?;
+        self.select.validate()?;
         if self.threads > MAX_THREADS {
             return Err(format!(
                 "--threads {}: at most {MAX_THREADS} (0 means one per core)",
@@ -463,6 +456,60 @@ impl AnalyzeArgs {
             ));
         }
         Ok(())
+    }
+
+    pub fn config(&self) -> Config {
+        let config = Config {
+            idle_timeout: self.idle,
+            stream_buffer: self.stream_buffer,
+            max_requests_listed: Some(self.max_requests_listed),
+            max_connections: self.max_connections,
+            threads: self.threads,
+            udp_tunnels: self.decode.udp_tunnels().unwrap_or_default(),
+            ..Config::default()
+        };
+        self.select.apply(config)
+    }
+}
+
+/// Which connections to keep, for every command that reads captures:
+/// the figures are about them only.
+#[derive(Debug, Args)]
+pub struct SelectArgs {
+    /// Only connections with this port on either side (repeat for several)
+    #[arg(long = "port", value_name = "PORT")]
+    pub ports: Vec<u16>,
+
+    /// Only connections with this address on either side (repeat for several)
+    #[arg(long = "host", value_name = "ADDR")]
+    pub hosts: Vec<IpAddr>,
+
+    /// Only connections in this overlay network, e.g. vxlan:4242, geneve:7, gre:1, erspan:5 (repeat for several)
+    #[arg(long = "overlay", value_name = "KIND:ID", value_parser = parse_overlay)]
+    pub overlays: Vec<Overlay>,
+
+    /// Only the frames this capture filter matches, in BPF syntax as for `tcpdump -r FILE EXPRESSION` (e.g. 'tcp port 443 and net 10.1.0.0/16'); needs the `live` feature (libpcap compiles it)
+    #[arg(short = 'f', long = "filter", value_name = "BPF")]
+    pub filter: Option<String>,
+}
+
+impl SelectArgs {
+    /// Checks `-f`; `Err` is one line for the user.
+    pub fn validate(&self) -> Result<(), String> {
+        self.filter_expression().map(drop)
+    }
+
+    /// `config` keeping only what these flags select (checked first with
+    /// [`SelectArgs::validate`]).
+    pub fn apply(&self, config: Config) -> Config {
+        Config {
+            ports: self.ports.clone(),
+            hosts: self.hosts.clone(),
+            overlays: self.overlays.clone(),
+            #[cfg(feature = "live")]
+            filter: self.filter_expression().ok().flatten(),
+            ..config
+        }
     }
 
     /// `-f`'s expression, compiled; `Err` is one line for the user.
@@ -480,25 +527,6 @@ impl AnalyzeArgs {
         match &self.filter {
             Some(_) => Err("-f needs libpcap to compile the filter, and this build has none: build with `--features live` (and libpcap-dev), or keep connections with --port, --host and --overlay".into()),
             None => Ok(()),
-        }
-    }
-
-    pub fn config(&self) -> Config {
-        Config {
-            #[cfg(feature = "live")]
-            filter: self.filter_expression().ok().flatten(),
-            ports: self.ports.clone(),
-            hosts: self.hosts.clone(),
-            overlays: self.overlays.clone(),
-            idle_timeout: self.idle,
-            stream_buffer: self.stream_buffer,
-            max_requests_listed: Some(self.max_requests_listed),
-            max_connections: self.max_connections,
-            threads: self.threads,
-            udp_tunnels: self.decode.udp_tunnels().unwrap_or_default(),
-            split_piece: None,
-            slice: None,
-            keylog: None,
         }
     }
 }

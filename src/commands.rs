@@ -103,7 +103,7 @@ pub fn run_compare(args: &CompareArgs) -> ExitCode {
         eprintln!("handshakes: {problem}");
         return ExitCode::from(EXIT_INPUT);
     }
-    let config = match decode_config(&args.decode, &args.tls) {
+    let config = match decode_config(&args.decode, &args.tls, &args.select) {
         Ok(config) => config,
         Err(code) => return code,
     };
@@ -152,21 +152,31 @@ pub fn run_compare(args: &CompareArgs) -> ExitCode {
     }
 }
 
-/// The default analysis with `-d`'s tunnel ports and `--keylog`'s
-/// secrets; a bad `-d` or key log is reported.
-fn decode_config(decode: &cli::DecodeArgs, tls: &cli::TlsArgs) -> Result<Config, ExitCode> {
-    let keylog = load_keylog(tls, false)?;
-    match decode.udp_tunnels() {
-        Ok(udp_tunnels) => Ok(Config {
-            udp_tunnels,
-            keylog,
-            ..Config::default()
-        }),
+/// The default analysis with `-d`'s tunnel ports, `--keylog`'s secrets
+/// and the connections `--port`, `--host`, `--overlay` and `-f` keep; a
+/// bad `-d`, `-f` or key log is reported.
+fn decode_config(
+    decode: &cli::DecodeArgs,
+    tls: &cli::TlsArgs,
+    select: &cli::SelectArgs,
+) -> Result<Config, ExitCode> {
+    let checked = decode.udp_tunnels().and_then(|udp_tunnels| {
+        select.validate()?;
+        Ok(udp_tunnels)
+    });
+    let udp_tunnels = match checked {
+        Ok(udp_tunnels) => udp_tunnels,
         Err(msg) => {
             eprintln!("handshakes: {msg}");
-            Err(ExitCode::from(EXIT_INPUT))
+            return Err(ExitCode::from(EXIT_INPUT));
         }
-    }
+    };
+    let keylog = load_keylog(tls, false)?;
+    Ok(select.apply(Config {
+        udp_tunnels,
+        keylog,
+        ..Config::default()
+    }))
 }
 
 /// `--keylog`'s files, read (`follow`: and followed, for a live capture);
@@ -193,7 +203,7 @@ pub fn load_keylog(tls: &cli::TlsArgs, follow: bool) -> Result<Option<Arc<KeyLog
 }
 
 pub fn run_timeline(args: &TimelineArgs) -> ExitCode {
-    let config = match decode_config(&args.decode, &args.tls) {
+    let config = match decode_config(&args.decode, &args.tls, &args.select) {
         Ok(config) => config,
         Err(code) => return code,
     };

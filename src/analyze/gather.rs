@@ -14,7 +14,7 @@ use std::io;
 use super::shard::{Done, Event, FastHash, ShardCounts};
 use super::summary::SummaryBuilder;
 use super::{instant, Progress, Reading, RecordSink};
-use crate::record::{AnomalyKind, Peak, Summary};
+use crate::record::{AnomalyKind, Peak, Selection, Summary};
 use crate::source::{PacketSource, RawPacket, SourceInfo};
 use crate::time::Timestamp;
 
@@ -30,12 +30,15 @@ pub struct Gather {
     now: Option<Timestamp>,
     /// Packets read so far: the position of the latest one.
     seen: u64,
+    /// What the run keeps, for the summary.
+    selection: Option<Selection>,
 }
 
 impl Gather {
-    pub fn new() -> Gather {
+    pub fn new(selection: Option<Selection>) -> Gather {
         Gather {
             next_id: 1,
+            selection,
             ..Gather::default()
         }
     }
@@ -177,6 +180,17 @@ impl Gather {
         self.summary.unfilterable.clone_from(&counts.unfilterable);
         self.summary.packets.fragments += counts.fragments;
         self.summary.anomalies.merge(&counts.anomalies);
-        self.summary.finish(info)
+        let mut summary = self.summary.finish(info);
+        if let Some(sel) = &self.selection {
+            let left_out = summary.packets.filtered_out;
+            if summary.connections == 0 && summary.quic_connections == 0 && left_out > 0 {
+                summary.warnings.push(format!(
+                    "only {} kept no connection ({left_out} frames left out): is that the port, host or filter meant?",
+                    sel.describe()
+                ));
+            }
+        }
+        summary.selection = self.selection;
+        summary
     }
 }

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use crate::decode::defrag::{may_be_fragment, Defragmenter, Verdict};
 use crate::decode::{TcpSegment, UdpTunnels};
-use crate::record::{ConnectionRecord, Instant, Overlay, Summary};
+use crate::record::{ConnectionRecord, Instant, Overlay, Selection, Summary};
 use crate::source::{RawPacket, SourceInfo};
 use crate::time::Timestamp;
 use gather::Gather;
@@ -105,6 +105,25 @@ impl Config {
             config.keylog = Some(Arc::new(keylog));
         }
         config
+    }
+
+    /// What `ports`, `hosts`, `overlays` and `filter` keep, for the
+    /// summary; `None` when they keep everything.
+    pub fn selection(&self) -> Option<Selection> {
+        let selection = Selection {
+            ports: self.ports.clone(),
+            hosts: self.hosts.iter().map(IpAddr::to_string).collect(),
+            overlays: self
+                .overlays
+                .iter()
+                .map(|o| format!("{}:{}", o.kind.name(), o.id))
+                .collect(),
+            #[cfg(feature = "live")]
+            filter: self.filter.as_ref().map(|f| f.as_str().to_owned()),
+            #[cfg(not(feature = "live"))]
+            filter: None,
+        };
+        (selection != Selection::default()).then_some(selection)
     }
 }
 
@@ -285,11 +304,12 @@ impl Analyzer {
     pub fn new(config: Config) -> Analyzer {
         let cap = config.max_connections();
         let slice = config.slice.unwrap_or(SLICE);
+        let gather = Gather::new(config.selection());
         let mut shard = Shard::new(config, cap);
         shard.hold_at_most(slice);
         Analyzer {
             shard,
-            gather: Gather::new(),
+            gather,
             defrag: Defragmenter::default(),
             events: Vec::new(),
         }

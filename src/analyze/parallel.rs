@@ -448,7 +448,7 @@ pub fn run(
         }
         let mut reader = Reader {
             shared: &shared,
-            gather: Gather::new(),
+            gather: Gather::new(config.selection()),
             defrag: Defragmenter::default(),
         };
         let result = reader

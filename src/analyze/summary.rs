@@ -445,6 +445,7 @@ impl SummaryBuilder {
             truncated: info.truncated,
             warnings,
             capture_drops: None,
+            selection: None,
         }
     }
 }

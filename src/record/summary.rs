@@ -161,6 +161,47 @@ pub struct Summary {
     pub warnings: Vec<String>,
     /// Live capture only: what the kernel and the interface received and dropped.
     pub capture_drops: Option<CaptureDrops>,
+    /// What `--port`, `--host`, `--overlay` and `-f` kept: the figures are
+    /// about these connections only. `None` when everything was kept.
+    pub selection: Option<Selection>,
+}
+
+/// The connections a run was told to keep, as given on the command line.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Selection {
+    /// `--port`: a connection with one of these on either side.
+    pub ports: Vec<u16>,
+    /// `--host`: a connection with one of these addresses on either side.
+    pub hosts: Vec<String>,
+    /// `--overlay`, as typed: `vxlan:4242`.
+    pub overlays: Vec<String>,
+    /// `-f`: the frames this capture filter matched.
+    pub filter: Option<String>,
+}
+
+impl Selection {
+    /// The selection in one line for people, in the flags' own words:
+    /// `port 443 or 8443; host 10.0.0.1; -f 'tcp'`.
+    pub fn describe(&self) -> String {
+        let either = |words: Vec<String>| words.join(" or ");
+        let mut parts = Vec::new();
+        if !self.ports.is_empty() {
+            parts.push(format!(
+                "port {}",
+                either(self.ports.iter().map(u16::to_string).collect())
+            ));
+        }
+        if !self.hosts.is_empty() {
+            parts.push(format!("host {}", either(self.hosts.clone())));
+        }
+        if !self.overlays.is_empty() {
+            parts.push(format!("overlay {}", either(self.overlays.clone())));
+        }
+        if let Some(f) = &self.filter {
+            parts.push(format!("-f '{f}'"));
+        }
+        parts.join("; ")
+    }
 }
 
 /// Packet counters from libpcap at the end of a live capture.

@@ -226,6 +226,7 @@ pub fn write(a: &Labeled, b: &Labeled, out: &mut dyn Write, opts: &CompareOpts) 
     let (la, lb) = (sanitize(&a.label), sanitize(&b.label));
     writeln!(out, "A             {la}")?;
     writeln!(out, "B             {lb}")?;
+    write_selection(&[a, b], out)?;
     writeln!(out, "verdict       {}", sanitize(&verdict(a, b, &ms)))?;
     writeln!(out)?;
     let mut table = new_table(
@@ -248,6 +249,15 @@ pub fn write(a: &Labeled, b: &Labeled, out: &mut dyn Write, opts: &CompareOpts) 
     }
     writeln!(out, "{table}")?;
     writeln!(out, "{FOOTNOTE}")
+}
+
+/// The line naming the connections kept, when a selection was given
+/// (the same for every capture compared).
+pub(crate) fn write_selection(docs: &[&Labeled], out: &mut dyn Write) -> io::Result<()> {
+    match docs.iter().find_map(|d| d.summary.selection.as_ref()) {
+        Some(sel) => writeln!(out, "only          {}", sanitize(&sel.describe())),
+        None => Ok(()),
+    }
 }
 
 /// What the tables' last line says of handshake events.

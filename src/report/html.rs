@@ -267,6 +267,9 @@ fn document(h: &mut String, doc: &Labeled, tag: &str) {
         esc(&doc.label),
         esc(&s.verdict)
     );
+    if let Some(sel) = &s.selection {
+        let _ = writeln!(h, "<p class=\"note\">only: {}</p>", esc(&sel.describe()));
+    }
     cards(h, s);
     for w in &s.warnings {
         let _ = writeln!(h, "<p class=\"note\">warning: {}</p>", esc(w));

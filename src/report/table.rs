@@ -151,6 +151,9 @@ pub fn write_summary(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
         None => s.format.clone(),
     };
     writeln!(out, "capture       {} ({format})", sanitize(&s.file))?;
+    if let Some(sel) = &s.selection {
+        writeln!(out, "only          {}", sanitize(&sel.describe()))?;
+    }
     writeln!(
         out,
         "span          {} ({} packets, {})",

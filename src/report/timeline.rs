@@ -359,6 +359,9 @@ pub fn draw(
     if !quic.is_empty() {
         header.push_str(&format!("  ({} QUIC)", quic.len()));
     }
+    if let Some(sel) = &summary.selection {
+        header.push_str(&format!("  only {}", sanitize(&sel.describe())));
+    }
     writeln!(out, "{}", truncate(&header, width))?;
     if label_w > 0 {
         let head = format!("{:>id_w$} :{:<port_w$} {:>req_w$} ", "id", "port", "reqs");

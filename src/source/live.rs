@@ -300,6 +300,11 @@ impl FilterExpression {
         compile(expression, LinkType::ETHERNET, false)?;
         Ok(FilterExpression(expression.to_string()))
     }
+
+    /// The expression as given.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
 impl PacketFilter {

@@ -11,7 +11,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::support::{json_of, run_analyze, stderr, Scratch};
+use crate::support::{json_of, run, run_analyze, stderr, stdout, Scratch};
 use crate::tools::skip_or_fail;
 
 /// A capture in captures/ (`captures/…`) or the peer corpus (`corpus/…`);
@@ -178,6 +178,42 @@ fn frames_of_a_link_type_the_filter_cannot_compile_for_are_left_out_with_a_warni
             "{name}: {warnings}"
         );
     }
+}
+
+/// `compare` and `timeline` read through `-f` as `analyze` does: the same
+/// summary (naming the filter), the same connections drawn.
+#[test]
+fn compare_and_timeline_read_through_the_filter_as_analyze_does() {
+    let path = capture("captures/http-curl-5-new-connections.pcap").expect("a capture of ours");
+    let file = path.to_str().expect("UTF-8 path");
+    let expression = "tcp port 39936 or tcp port 39950";
+    let analyzed = json_of(&run_analyze(
+        &["-q", "-T", "json", "-f", expression],
+        &[&path],
+    ));
+    assert_eq!(analyzed["summary"]["connections"], 2);
+    assert_eq!(analyzed["summary"]["selection"]["filter"], expression);
+    let compared = json_of(&run([
+        "compare", "-q", "-T", "json", "-f", expression, file, file,
+    ]));
+    assert_eq!(compared["a"]["summary"], analyzed["summary"]);
+    assert_eq!(compared["b"]["summary"], analyzed["summary"]);
+    let drawn = stdout(&run([
+        "timeline", "-q", "--width", "120", "-f", expression, file,
+    ]));
+    let header = drawn.lines().next().unwrap_or_default();
+    assert!(
+        header.starts_with("2/2 connections")
+            && header.ends_with(&format!("only -f '{expression}'")),
+        "{drawn}"
+    );
+    let out = run(["compare", "-f", "tcp port 80 or", file, file]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).starts_with("handshakes: -f 'tcp port 80 or': "),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

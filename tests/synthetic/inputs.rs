@@ -332,12 +332,21 @@ fn merge_interleaves_files_by_timestamp() {
 #[cfg(not(feature = "live"))]
 #[test]
 fn a_filter_without_libpcap_is_one_line_saying_what_to_build() {
-    let out = analyze_with(&pcap_of(Link::Ethernet, &[]), &["-f", "tcp port 443"]);
-    assert_eq!(out.status.code(), Some(2));
-    let err = stderr(&out);
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(
-        err.starts_with("handshakes: -f needs libpcap") && err.contains("--features live"),
-        "{err}"
-    );
+    let scratch = Scratch::new();
+    let file = scratch.file("empty.pcap", &pcap_of(Link::Ethernet, &[]));
+    let file = file.to_str().expect("UTF-8 path");
+    for args in [
+        vec!["analyze", "-f", "tcp port 443", file],
+        vec!["compare", "-f", "tcp port 443", file, file],
+        vec!["timeline", "-f", "tcp port 443", file],
+    ] {
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with("handshakes: -f needs libpcap") && err.contains("--features live"),
+            "{args:?}: {err}"
+        );
+    }
 }

@@ -48,6 +48,90 @@ fn host_filter() {
     );
 }
 
+/// The summary names what `--port`, `--host` and `--overlay` kept (null
+/// when everything was), the table says it under the capture, and a
+/// selection that keeps nothing is warned of.
+#[test]
+fn the_summary_names_the_selection() {
+    let capture = two_servers();
+    let v = json_of(&analyze_with(&capture, &["-T", "json"]));
+    assert_eq!(at(&v, "/summary/selection"), &Value::Null);
+    let args = [
+        "-T",
+        "json",
+        "--port",
+        "443",
+        "--port",
+        "8443",
+        "--host",
+        "10.0.0.3",
+        "--overlay",
+        "vxlan:4242",
+    ];
+    let v = json_of(&analyze_with(&capture, &args));
+    assert_eq!(
+        at(&v, "/summary/selection"),
+        &serde_json::json!({
+            "ports": [443, 8443],
+            "hosts": ["10.0.0.3"],
+            "overlays": ["vxlan:4242"],
+            "filter": null,
+        })
+    );
+    let out = analyze_with(&capture, &["--port", "443", "--host", "10.0.0.3"]);
+    let table = stdout(&out);
+    assert!(
+        table.contains("\nonly          port 443; host 10.0.0.3\n"),
+        "{table}"
+    );
+    assert!(
+        !stderr(&out).contains("kept no connection"),
+        "{}",
+        stderr(&out)
+    );
+    // A port no connection has: the figures are empty, and a warning says why.
+    let out = analyze_with(&capture, &["--port", "8080"]);
+    assert!(out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("warning: only port 8080 kept no connection (16 frames left out)"),
+        "{err}"
+    );
+}
+
+/// `compare` and `timeline` keep connections as `analyze` does: the same
+/// flags, the same figures, and the selection named in their output.
+#[test]
+fn compare_and_timeline_select_connections_as_analyze_does() {
+    let scratch = Scratch::new();
+    let file = scratch.file("two.pcap", &two_servers());
+    let file = file.to_str().expect("UTF-8 path");
+    let analyzed = json_of(&run(["analyze", "-T", "json", "--port", "443", file]));
+    let compared = json_of(&run(["compare", "-T", "json", "--port", "443", file, file]));
+    for side in ["/a/summary", "/b/summary"] {
+        assert_eq!(at(&compared, side), at(&analyzed, "/summary"), "{side}");
+    }
+    assert_eq!(at(&compared, "/metrics/connections/a").as_f64(), Some(1.0));
+    let whole = json_of(&run(["compare", "-T", "json", file, file]));
+    assert_eq!(at(&whole, "/metrics/connections/a").as_f64(), Some(2.0));
+    assert_eq!(at(&whole, "/a/summary/selection"), &Value::Null);
+    let table = stdout(&run(["compare", "--host", "10.0.0.1", file, file]));
+    assert!(table.contains("\nonly          host 10.0.0.1\n"), "{table}");
+    let three = stdout(&run(["compare", "--host", "10.0.0.1", file, file, file]));
+    assert!(three.contains("\nonly          host 10.0.0.1\n"), "{three}");
+
+    let drawn = stdout(&run([
+        "timeline", "--width", "100", "--host", "10.0.0.1", file,
+    ]));
+    let header = drawn.lines().next().unwrap_or_default();
+    assert!(
+        header.starts_with("1/1 connections") && header.ends_with("only host 10.0.0.1"),
+        "{drawn}"
+    );
+    let drawn = stdout(&run(["timeline", "--width", "100", file]));
+    assert!(drawn.starts_with("2/2 connections"), "{drawn}");
+}
+
 /// `n` standard connections from consecutive client ports, 1 ms apart.
 fn many(n: u16) -> Vec<u8> {
     let convs: Vec<Conv> = (0..n)

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 
 use super::{
     format_value, html_class, json_number, judged, metrics, new_table, number, side_header, values,
-    verdict_of, CompareOpts, Labeled, Metric, FOOTNOTE,
+    verdict_of, write_selection, CompareOpts, Labeled, Metric, FOOTNOTE,
 };
 use crate::report::html::esc;
 use crate::report::sanitize;
@@ -54,6 +54,7 @@ pub fn write(docs: &[Labeled], out: &mut dyn Write, opts: &CompareOpts) -> io::R
     for (i, d) in docs.iter().enumerate() {
         writeln!(out, "{:<14}{}", letter(i), sanitize(&d.label))?;
     }
+    write_selection(&docs.iter().collect::<Vec<_>>(), out)?;
     let against = against(docs);
     for (_, v) in &against {
         writeln!(out, "verdict       {}", sanitize(v))?;
