@@ -33,7 +33,7 @@ mod imp {
     use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
     use handshakes::analyze::Analyzer;
-    use handshakes::record::CaptureDrops;
+    use handshakes::record::{CaptureDrops, Selection};
     use handshakes::report::csv::{CsvReport, CsvSink};
     use handshakes::report::json::JsonlSink;
     use handshakes::report::table::{self, LiveRows};
@@ -246,6 +246,11 @@ mod imp {
         source.flush()?;
         let drops = source.drops();
         let mut summary = analyzer.finish(source.info(), &mut output)?;
+        // The kernel ran the capture filter: the figures are about what it kept.
+        summary.selection = args.filter.clone().map(|filter| Selection {
+            filter: Some(filter),
+            ..Selection::default()
+        });
         summary.capture_drops = drops.map(|d| CaptureDrops {
             received: d.received,
             dropped: d.dropped,

@@ -224,6 +224,9 @@ fn assert_summary(summary: &Value, conns: &[Value]) {
         .count() as u64;
     assert_eq!(str_at(summary, "/file"), "lo", "{summary}");
     assert_eq!(str_at(summary, "/format"), "live", "{summary}");
+    // Every capture here runs with `-f 'tcp port PORT'`: the summary says so.
+    let filter = str_at(summary, "/selection/filter");
+    assert!(filter.starts_with("tcp port "), "{summary}");
     assert_eq!(
         u64_at(summary, "/connections"),
         conns.len() as u64,
