@@ -33,7 +33,7 @@ mod imp {
     use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
     use handshakes::analyze::Analyzer;
-    use handshakes::record::{CaptureDrops, Selection};
+    use handshakes::record::{CaptureDrops, QuicRecord, Selection};
     use handshakes::report::csv::{CsvReport, CsvSink};
     use handshakes::report::json::JsonlSink;
     use handshakes::report::table::{self, LiveRows};
@@ -117,6 +117,17 @@ mod imp {
                 }
             }
         }
+
+        fn quic(&mut self, rec: &QuicRecord) -> io::Result<()> {
+            match self {
+                Output::Table(t) => t.quic(rec),
+                Output::Jsonl(j) => j.quic(rec),
+                Output::Csv(c) => {
+                    c.quic(rec)?;
+                    c.finish()
+                }
+            }
+        }
     }
 
     impl Output<'_> {
@@ -129,15 +140,8 @@ mod imp {
                     out.flush()
                 }
                 Output::Jsonl(j) => j.summary(summary),
-                // Rows only: the summary is for the other formats. QUIC
-                // connections are finished at the end, so their rows are
-                // written then.
-                Output::Csv(c) => {
-                    if let Some(quic) = &summary.quic {
-                        c.quic(quic)?;
-                    }
-                    c.finish()
-                }
+                // Rows only: the summary is for the other formats.
+                Output::Csv(c) => c.finish(),
             }
         }
     }

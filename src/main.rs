@@ -27,6 +27,7 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use handshakes::analyze::Encoder;
+use handshakes::record::QuicRecord;
 use handshakes::report::compare::Labeled;
 use handshakes::report::drawn::{Drawn, DrawnSink};
 use handshakes::report::json::{DocumentSink, JsonlSink};
@@ -174,6 +175,10 @@ impl<S: RecordSink> RecordSink for Tee<'_, S> {
     fn record_encoded(&mut self, id: u64, encoded: &[u8]) -> io::Result<()> {
         self.stream.record_encoded(id, encoded)
     }
+
+    fn quic(&mut self, rec: &QuicRecord) -> io::Result<()> {
+        self.stream.quic(rec)
+    }
 }
 
 /// Runs `source` through the analysis into a report's `stream`, showing
@@ -222,13 +227,11 @@ impl Run<'_> {
                 summary
             }
             Format::Csv => {
-                // Rows as connections finish, like JSON Lines: none is held.
+                // Rows as connections finish (QUIC's too), like JSON
+                // Lines: none is held.
                 let file = source.info().name.clone();
                 let stream = (self.csv.sink(&file, out)?, drawn.as_mut());
                 let (summary, mut csv) = through(source, &config, stream, &mut progress)?;
-                if let Some(quic) = &summary.quic {
-                    csv.quic(quic)?;
-                }
                 csv.finish()?;
                 summary
             }

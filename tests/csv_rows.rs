@@ -1,6 +1,6 @@
 //! The CSV report, through the binary, against JSON Lines: every cell of
 //! every row agrees with the JSON field it flattens, for every connection
-//! (TCP, then QUIC from `summary.quic.list`) of every capture in captures/
+//! (TCP and QUIC, in the order JSON Lines gives them) of every capture in captures/
 //! and the peer corpus; the rows stream as connections finish (the same
 //! order as JSON Lines); and docs/json.md lists the columns, in order.
 //!
@@ -95,7 +95,9 @@ fn pointer(column: &str) -> Option<&'static str> {
         "tls_cert_issuer" => "/tls/certificate/issuer",
         "tls_cert_not_after" => "/tls/certificate/not_after",
         "tls_early_data_accepted" => "/tls/early_data/accepted",
-        "quic_version" | "quic_retry" | "close_error" | "close_reason" => return None,
+        "quic_version" | "quic_retry" | "quic_idle_timeout" | "close_error" | "close_reason" => {
+            return None
+        }
         other => panic!("column {other} has no JSON field in this test: add it"),
     })
 }
@@ -148,6 +150,8 @@ fn quic_pointer(column: &str) -> Option<&'static str> {
         "tls_records_failed" => "/http/packets_failed",
         "quic_version" => "/version",
         "quic_retry" => "/handshake/retry",
+        "quic_idle_timeout" => "/handshake/idle_timeout",
+        "state" => "/ended",
         _ => return None,
     })
 }
@@ -239,11 +243,18 @@ fn every_csv_cell_says_what_json_lines_say() {
             .lines()
             .map(|l| serde_json::from_str(l).expect("a JSON line"))
             .partition(|v: &Value| v.get("summary").is_some());
-        let quic: Vec<Value> = summaries
+        // A QUIC line holds the record the summary lists.
+        let listed: Vec<Value> = summaries
             .iter()
             .filter_map(|s| s.pointer("/summary/quic/list")?.as_array().cloned())
             .flatten()
             .collect();
+        let lines: Vec<&Value> = records.iter().filter_map(|r| r.get("quic")).collect();
+        assert_eq!(
+            lines,
+            listed.iter().collect::<Vec<_>>(),
+            "{name}: QUIC lines"
+        );
         let csv = analyze("csv", &path);
         let mut reader = csv::Reader::from_reader(csv.as_bytes());
         let header: Vec<String> = reader
@@ -257,25 +268,24 @@ fn every_csv_cell_says_what_json_lines_say() {
             reader.records().map(|r| r.expect("a CSV row")).collect();
         assert_eq!(
             rows.len(),
-            records.len() + quic.len(),
+            records.len(),
             "{name}: one row per connection, TCP and QUIC"
         );
         let file = path.to_string_lossy();
-        // In the same order as JSON Lines: as connections finish; then the
-        // QUIC connections, in the summary's order.
-        let (tcp_rows, quic_part) = rows.split_at(records.len());
-        for (row, rec) in tcp_rows.iter().zip(&records) {
-            check_row(&name, &file, row, rec, "tcp", pointer);
-            rows_checked += 1;
-            tls_rows += usize::from(!rec["tls"].is_null());
-        }
-        for (row, rec) in quic_part.iter().zip(&quic) {
-            check_row(&name, &file, row, rec, "quic", quic_pointer);
-            quic_rows += 1;
-            quic_requests += rec
-                .pointer("/http/requests")
-                .and_then(Value::as_u64)
-                .unwrap_or(0);
+        // In the same order as JSON Lines: as connections end.
+        for (row, rec) in rows.iter().zip(&records) {
+            if let Some(rec) = rec.get("quic") {
+                check_row(&name, &file, row, rec, "quic", quic_pointer);
+                quic_rows += 1;
+                quic_requests += rec
+                    .pointer("/http/requests")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+            } else {
+                check_row(&name, &file, row, rec, "tcp", pointer);
+                rows_checked += 1;
+                tls_rows += usize::from(!rec["tls"].is_null());
+            }
         }
     }
     // The captures hold TLS and cleartext connections alike, and QUIC ones

@@ -3,21 +3,39 @@
 //! Checked on every real capture and corpus file, and on generated traffic
 //! large enough to cross many batches, with and without idle timeouts.
 
+use std::io;
 use std::path::Path;
 use std::process::Command;
 
+use handshakes::record::QuicRecord;
 use handshakes::source::file::FileSource;
-use handshakes::{analyze, Config};
+use handshakes::{analyze, Config, ConnectionRecord, RecordSink};
 
 use crate::support::{pcap_of, us, Conv, Link, Side, T0};
 use crate::tools::{all_captures, skip_or_fail};
 
+/// Records (TCP and QUIC) as JSON, in the order a sink receives them.
+#[derive(Default)]
+struct Lines(Vec<String>);
+
+impl RecordSink for Lines {
+    fn record(&mut self, rec: ConnectionRecord) -> io::Result<()> {
+        self.0.push(json(&rec));
+        Ok(())
+    }
+
+    fn quic(&mut self, rec: &QuicRecord) -> io::Result<()> {
+        self.0.push(format!("quic {}", json(rec)));
+        Ok(())
+    }
+}
+
 /// Records in the order the sink received them, and the summary, as JSON.
 fn run(path: &Path, config: &Config) -> (Vec<String>, String) {
     let mut source = FileSource::open(path).unwrap_or_else(|e| panic!("{e}"));
-    let mut records = Vec::new();
+    let mut records = Lines::default();
     let summary = analyze(&mut source, config, &mut records).unwrap_or_else(|e| panic!("{e}"));
-    (records.iter().map(json).collect(), json(&summary))
+    (records.0, json(&summary))
 }
 
 fn json<T: serde::Serialize>(v: &T) -> String {

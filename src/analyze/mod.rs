@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use crate::decode::defrag::{may_be_fragment, Defragmenter, Verdict};
 use crate::decode::{TcpSegment, UdpTunnels};
-use crate::record::{ConnectionRecord, Instant, Overlay, Selection, Summary};
+use crate::record::{ConnectionRecord, Instant, Overlay, QuicRecord, Selection, Summary};
 use crate::source::{RawPacket, SourceInfo};
 use crate::time::Timestamp;
 use gather::Gather;
@@ -221,6 +221,14 @@ pub type Encoder = fn(&ConnectionRecord) -> Option<Vec<u8>>;
 pub trait RecordSink {
     fn record(&mut self, rec: ConnectionRecord) -> io::Result<()>;
 
+    /// A QUIC connection's record, as it ends (silent past its idle
+    /// timeout, or at the end of the input); most sinks read QUIC from the
+    /// summary instead.
+    fn quic(&mut self, rec: &QuicRecord) -> io::Result<()> {
+        let _ = rec;
+        Ok(())
+    }
+
     /// How this sink would encode a record, if it wants records to come
     /// already encoded and needs nothing else of them: with `--threads`
     /// such records reach it only as text ([`RecordSink::record_encoded`]).
@@ -354,9 +362,11 @@ impl Analyzer {
             let done = self.shard.advance(index, &clock);
             self.flush(sink)?;
             if done {
-                return Ok(());
+                break;
             }
         }
+        self.shard.quic_tick(index, now);
+        self.flush(sink)
     }
 
     fn flush(&mut self, sink: &mut dyn RecordSink) -> io::Result<()> {

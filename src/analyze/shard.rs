@@ -116,8 +116,11 @@ pub struct Shard {
 impl Shard {
     /// A shard allowed `cap` connections at once.
     pub fn new(config: Config, cap: usize) -> Shard {
-        let keylog = config.keylog.clone();
-        let keep = config.requests_listed();
+        let quic = QuicTable::new(
+            config.keylog.clone(),
+            config.requests_listed(),
+            config.idle_timeout,
+        );
         #[cfg(feature = "live")]
         let filter = config
             .filter
@@ -138,7 +141,7 @@ impl Shard {
             counts: ShardCounts::default(),
             #[cfg(feature = "live")]
             filter,
-            quic: QuicTable::new(keylog, keep),
+            quic,
             events: Vec::new(),
             ending: None,
             encoder: None,
@@ -213,9 +216,11 @@ impl Shard {
                 if self.config.keeps_between(q.src, q.dst, q.overlay) {
                     self.counts.quic += u64::from(q.long);
                     let origin = self.origin.unwrap_or(raw.ts);
+                    self.quic.expire(now);
                     if self.quic.datagram(q, raw.ts, origin) {
                         self.counts.quic_connections += 1;
                     }
+                    self.quic_ended(index);
                 }
                 return true;
             }
@@ -349,6 +354,28 @@ impl Shard {
                 self.finalize(conn, CloseKind::Idle, order);
             }
         }
+    }
+
+    /// Ends the QUIC connections silent past their idle timeout at `now`
+    /// (a live capture's clock, when no packet comes), at position `at`.
+    pub fn quic_tick(&mut self, at: u64, now: Timestamp) {
+        self.quic.expire(now);
+        self.quic_ended(at);
+    }
+
+    /// Hands over, at position `at`, the records of the QUIC connections
+    /// ended since the last time.
+    fn quic_ended(&mut self, at: u64) {
+        self.events
+            .extend(self.quic.take_done().map(|record| Event::Quic {
+                order: Order {
+                    at,
+                    phase: Phase::Quic,
+                    k1: 0,
+                    k2: record.id,
+                },
+                record: Box::new(record),
+            }));
     }
 
     /// `--idle-timeout` in nanoseconds, if set.
@@ -583,6 +610,7 @@ impl Shard {
             self.table.release();
             if self.counts.quic_result.is_none() {
                 self.counts.quic_result = self.quic.finish().map(Box::new);
+                self.quic_ended(u64::MAX);
             }
         }
         more

@@ -391,7 +391,7 @@ impl SummaryBuilder {
         }
         if let Some(q) = self.quic.as_ref().filter(|q| q.not_listed > 0) {
             warnings.push(format!(
-                "{} QUIC connections past the first {} are in the figures but not listed (no row, no list entry)",
+                "{} QUIC connections past the first {} are in the figures, JSON Lines and CSV, but not in the table or summary.quic.list",
                 q.not_listed,
                 q.list.len()
             ));

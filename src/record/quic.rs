@@ -43,6 +43,12 @@ pub struct QuicRecord {
     /// With `--keylog`: the first CONNECTION_CLOSE frame in a Handshake or
     /// 1-RTT packet (sealed without it); null when none was read.
     pub close: Option<QuicClose>,
+    /// Why the record was made: `closed` (3 s without datagrams after a
+    /// CONNECTION_CLOSE a key log opened), `idle` (no datagram for its
+    /// idle timeout: both ends have dropped it), `evicted` (4 096 connections were
+    /// followed at once and this was the oldest) or `open` (still going
+    /// when the capture ended).
+    pub ended: Name,
 }
 
 /// How a QUIC connection was closed: its first CONNECTION_CLOSE frame.
@@ -122,6 +128,10 @@ pub struct QuicHandshake {
     /// A CONNECTION_CLOSE in an Initial packet: its error code (a
     /// handshake refused before the keys changed); null otherwise.
     pub close_error: Option<u64>,
+    /// The client's max_idle_timeout transport parameter (in its
+    /// ClientHello), seconds; 0 when it set none, null when not read (no
+    /// ClientHello, or a draft version's).
+    pub idle_timeout: Option<f64>,
 }
 
 /// Long-header packets of one connection.

@@ -12,9 +12,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use crate::analyze::RecordSink;
-use crate::record::{
-    CertificateInfo, ConnectionRecord, HttpInfo, QuicRecord, QuicSummary, TlsInfo,
-};
+use crate::record::{CertificateInfo, ConnectionRecord, HttpInfo, QuicRecord, TlsInfo};
 
 /// Column names, in order.
 pub const COLUMNS: &[&str] = &[
@@ -99,6 +97,7 @@ pub const COLUMNS: &[&str] = &[
     "tls_early_data_accepted",
     "close_error",
     "close_reason",
+    "quic_idle_timeout",
 ];
 
 /// Writes the header once: several files make one table, told apart by
@@ -171,20 +170,6 @@ impl CsvSink<'_> {
     pub fn finish(&mut self) -> io::Result<()> {
         self.writer.flush()
     }
-
-    /// A row for each QUIC connection `quic` lists (the first 4 096, in
-    /// `id` order: QUIC connections are finished at the end of the
-    /// capture, so their rows follow the TCP ones; the summary's warnings
-    /// say how many were not listed).
-    pub fn quic(&mut self, quic: &QuicSummary) -> io::Result<()> {
-        for q in &quic.list {
-            let row = COLUMNS
-                .iter()
-                .map(|column| quic_cell(&self.file, column, q));
-            self.writer.write_record(row).map_err(io_error)?;
-        }
-        Ok(())
-    }
 }
 
 impl RecordSink for CsvSink<'_> {
@@ -192,6 +177,15 @@ impl RecordSink for CsvSink<'_> {
         self.writer
             .write_record(row(&self.file, &rec))
             .map_err(io_error)
+    }
+
+    /// A QUIC connection's row, as it ends: every one, listed in the
+    /// summary or not.
+    fn quic(&mut self, rec: &QuicRecord) -> io::Result<()> {
+        let row = COLUMNS
+            .iter()
+            .map(|column| quic_cell(&self.file, column, rec));
+        self.writer.write_record(row).map_err(io_error)
     }
 }
 
@@ -265,6 +259,7 @@ fn row(file: &str, r: &ConnectionRecord) -> Vec<String> {
         flag(r.tls.as_ref().and_then(|t| t.early_data.accepted)),
         String::new(),
         String::new(),
+        String::new(),
     ]);
     row
 }
@@ -323,6 +318,8 @@ fn quic_cell(file: &str, column: &str, q: &QuicRecord) -> String {
         "transport" => "quic".to_string(),
         "quic_version" => q.version.to_string(),
         "quic_retry" => q.handshake.retry.to_string(),
+        "quic_idle_timeout" => opt(q.handshake.idle_timeout),
+        "state" => q.ended.to_string(),
         _ => String::new(),
     }
 }

@@ -16,11 +16,18 @@ pub use document::DocumentSink;
 use format::Compact;
 
 use crate::analyze::{Encoder, RecordSink};
-use crate::record::{ConnectionRecord, Summary};
+use crate::record::{ConnectionRecord, QuicRecord, Summary};
 
 #[derive(Serialize)]
 struct SummaryLine<'a> {
     summary: &'a Summary,
+}
+
+/// A QUIC connection's line: `{"quic": {…}}`, its record as in
+/// `summary.quic.list` (its `id` numbers QUIC connections, apart from TCP's).
+#[derive(Serialize)]
+struct QuicLine<'a> {
+    quic: &'a QuicRecord,
 }
 
 /// Streams one compact JSON object per connection as each one is finalised.
@@ -64,6 +71,12 @@ impl RecordSink for JsonlSink<'_> {
 
     fn encoder(&self) -> Option<Encoder> {
         Some(encode_line)
+    }
+
+    fn quic(&mut self, rec: &QuicRecord) -> io::Result<()> {
+        self.line.clear();
+        to_writer(&mut self.line, &QuicLine { quic: rec })?;
+        self.write_line()
     }
 
     /// Writes the record as [`encode_line`] made it with the connection

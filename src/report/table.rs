@@ -13,9 +13,9 @@ use std::io::{self, Write};
 pub(crate) use quic::{cells as quic_cells, HEADS as QUIC_HEADS};
 pub use rows::TableSink;
 
-use super::timeline::requests_text;
+use super::timeline::{quic_requests_text, requests_text};
 use super::{counts_text, human_bytes, human_duration, sanitize, server_text, Opts};
-use crate::record::{CloseKind, ConnectionRecord, Distribution, Summary};
+use crate::record::{CloseKind, ConnectionRecord, Distribution, QuicRecord, Summary};
 
 /// Writes the summary block and the connection table of `records` (in any
 /// order; the table has the first `opts.limit` by id): what
@@ -351,8 +351,9 @@ impl<'w> LiveRows<'w> {
     }
 }
 
-impl crate::analyze::RecordSink for LiveRows<'_> {
-    fn record(&mut self, rec: ConnectionRecord) -> io::Result<()> {
+impl LiveRows<'_> {
+    /// One row in the live table's columns, the header first.
+    fn row(&mut self, cells: [&str; 10]) -> io::Result<()> {
         if !self.header {
             self.header = true;
             writeln!(
@@ -361,24 +362,59 @@ impl crate::analyze::RecordSink for LiveRows<'_> {
                 "id", "client", "server", "connect", "TLS", "TLS hs", "reqs", "up", "down"
             )?;
         }
-        let (tls, tls_hs, _, _) = tls_text(&rec);
-        let connect = rec.tcp.handshake.connect.map_or("-".into(), human_duration);
-        let reqs = requests_text(&rec);
+        let [id, client, server, connect, tls, tls_hs, reqs, up, down, close] = cells;
         writeln!(
             self.out,
-            "{:>5}  {:<24} {:<24} {:>8}  {:<12} {:>8}  {:>4}  {:>9} {:>9}  {}",
-            rec.id,
-            rec.client,
-            server_text(&rec),
-            connect,
-            tls,
-            tls_hs,
-            reqs,
-            human_bytes(rec.tcp.bytes.client),
-            human_bytes(rec.tcp.bytes.server),
-            close_text(&rec)
+            "{id:>5}  {client:<24} {server:<24} {connect:>8}  {tls:<12} {tls_hs:>8}  {reqs:>4}  {up:>9} {down:>9}  {close}",
         )?;
         self.out.flush()
+    }
+}
+
+impl crate::analyze::RecordSink for LiveRows<'_> {
+    fn record(&mut self, rec: ConnectionRecord) -> io::Result<()> {
+        let (tls, tls_hs, _, _) = tls_text(&rec);
+        self.row([
+            &rec.id.to_string(),
+            &rec.client,
+            &server_text(&rec),
+            &rec.tcp.handshake.connect.map_or("-".into(), human_duration),
+            &tls,
+            &tls_hs,
+            &requests_text(&rec),
+            &human_bytes(rec.tcp.bytes.client),
+            &human_bytes(rec.tcp.bytes.server),
+            &close_text(&rec),
+        ])
+    }
+
+    /// A QUIC connection as it ends: `q1`, `QUIC full` or `QUIC resumed`
+    /// where TLS goes, its handshake time, HTTP/3 requests (with a key
+    /// log), UDP payload bytes, how it ended.
+    fn quic(&mut self, rec: &QuicRecord) -> io::Result<()> {
+        let tls = match rec.tls.resumed {
+            Some(true) => "QUIC resumed",
+            Some(false) => "QUIC full",
+            None => "QUIC",
+        };
+        let close = match quic::close_text(rec) {
+            c if c == "-" => rec.ended.to_string(),
+            c => format!("{c}, {}", rec.ended),
+        };
+        self.row([
+            &format!("q{}", rec.id),
+            &rec.client,
+            &rec.overlay.map_or(rec.server.clone(), |o| {
+                format!("{} [{}]", rec.server, o.label())
+            }),
+            "-",
+            tls,
+            &rec.handshake.duration.map_or("-".into(), human_duration),
+            &quic_requests_text(rec),
+            &human_bytes(rec.bytes.client),
+            &human_bytes(rec.bytes.server),
+            &close,
+        ])
     }
 }
 

@@ -27,6 +27,7 @@ mod heads;
 mod initial;
 mod qpack;
 mod reorder;
+mod retire;
 mod stream;
 mod tls;
 mod uni;
@@ -34,6 +35,7 @@ mod uni;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::analyze::stats::Samples;
 use crate::analyze::streams::request;
@@ -52,6 +54,7 @@ use crate::time::Timestamp;
 
 use app::{App, Closed};
 use handshake::Handshake;
+use retire::Ended;
 use stream::CryptoStream;
 
 /// Connection IDs remembered; when full, forgotten all at once (a client's
@@ -113,6 +116,9 @@ struct Conn {
     steps: Steps,
     /// The first CONNECTION_CLOSE a key log opened.
     close: Option<Closed>,
+    /// How long it may stay silent (the client's max_idle_timeout, at
+    /// least [`MIN_IDLE`]), nanoseconds; `None` when it sent none.
+    idle_ns: Option<i64>,
 }
 
 impl Conn {
@@ -159,15 +165,25 @@ pub struct QuicTable {
     /// Connections a key log opened that carried HTTP/3 requests.
     carried: u64,
     origin: Option<Timestamp>,
+    /// `--idle`, nanoseconds: how long a connection whose client set no
+    /// idle timeout may stay silent.
+    idle_ns: Option<i64>,
+    /// When to look for idle connections next.
+    next_scan: Option<Timestamp>,
+    /// Records of the connections ended, until taken.
+    done: Vec<QuicRecord>,
 }
 
 impl QuicTable {
-    /// A table that opens 0-RTT and 1-RTT packets with `keylog`'s secrets
-    /// and lists the first `keep` HTTP/3 requests of each connection.
-    pub fn new(keylog: Option<Arc<KeyLog>>, keep: usize) -> QuicTable {
+    /// A table that opens 0-RTT and 1-RTT packets with `keylog`'s secrets,
+    /// lists the first `keep` HTTP/3 requests of each connection, and ends
+    /// a connection whose client set no idle timeout after `idle` without
+    /// datagrams (if given).
+    pub fn new(keylog: Option<Arc<KeyLog>>, keep: usize, idle: Option<Duration>) -> QuicTable {
         QuicTable {
             keylog,
             keep,
+            idle_ns: idle.map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)),
             ..QuicTable::default()
         }
     }
@@ -236,7 +252,7 @@ impl QuicTable {
         let id = self.opened;
         if self.open.len() >= MAX_OPEN {
             if let Some((_, oldest)) = self.open.pop_first() {
-                self.retire(oldest);
+                self.retire(oldest, Ended::Evicted);
             }
         }
         let first = long_packets(d.payload).next();
@@ -268,6 +284,7 @@ impl QuicTable {
             tls: QuicTls::default(),
             steps: Steps::default(),
             close: None,
+            idle_ns: None,
         };
         self.by_endpoints.insert((d.src, d.dst), id);
         self.open.insert(id, Box::new(conn));
@@ -361,124 +378,6 @@ impl QuicTable {
         }
     }
 
-    /// Folds a connection into the summary's figures, listing it when it
-    /// is among the first.
-    fn retire(&mut self, conn: Box<Conn>) {
-        for s in &conn.streams {
-            self.held = self.held.saturating_sub(s.held());
-        }
-        let sealed = conn.sealed.as_deref();
-        self.held = self.held.saturating_sub(sealed.map_or(0, Handshake::held));
-        if self.by_endpoints.get(&(conn.client, conn.server)) == Some(&conn.id) {
-            self.by_endpoints.remove(&(conn.client, conn.server));
-        }
-        let Conn {
-            id,
-            client,
-            server,
-            overlay,
-            version,
-            start,
-            complete,
-            last,
-            datagrams,
-            bytes,
-            mut handshake,
-            mut tls,
-            app,
-            mut sealed,
-            steps,
-            close,
-            hellos,
-            ..
-        } = *conn;
-        tls.hello_to_hello = match hellos {
-            [Some(c), Some(s)] => Some(s.secs_since(c)),
-            _ => None,
-        };
-        let close = close.map(|c| QuicClose {
-            by: side_of(c.side),
-            time: self.instant(c.at),
-            kind: if c.application {
-                "application"
-            } else {
-                "transport"
-            }
-            .into(),
-            error_code: c.error,
-            reason: Some(c.reason).filter(|r| !r.is_empty()),
-        });
-        tls.events = steps.into_events(start, &|t| self.instant(t));
-        if let Some(sealed) = sealed.as_mut() {
-            tls.alpn = sealed.alpn.take();
-            tls.early_data_accepted = sealed.early_data_accepted;
-            tls.certificate = sealed.certificate.take();
-        }
-        let http = app.map(|mut app| {
-            if let Some(sealed) = &sealed {
-                app.counted(sealed.opened, sealed.failed);
-            }
-            let opened = matches!(
-                app.http.decryption,
-                DecryptionOutcome::Complete | DecryptionOutcome::Partial
-            );
-            self.summary.decrypted += u64::from(opened);
-            self.summary.requests += app.http.requests;
-            self.carried += u64::from(app.http.requests > 0);
-            for (code, n) in &app.http.status_codes {
-                *self
-                    .summary
-                    .status_codes
-                    .entry(code.to_string())
-                    .or_default() += n;
-            }
-            self.summary.responses += app.http.responses;
-            self.latency.merge(&app.latency);
-            let at = |t: Timestamp| self.instant(t);
-            let list = app.list.iter().map(|e| request(e, &at)).collect();
-            QuicHttp { list, ..app.http }
-        });
-        handshake.duration = complete.map(|t| t.secs_since(start));
-        let (first, end) = (self.instant(start), self.instant(last));
-        let s = &mut self.summary;
-        s.datagrams += datagrams.client + datagrams.server;
-        match tls.resumed {
-            Some(true) => s.handshakes_resumed += 1,
-            Some(false) => s.handshakes_full += 1,
-            None => {}
-        }
-        s.early_data += u64::from(handshake.packets.zero_rtt > 0);
-        s.retries += u64::from(handshake.retry);
-        let version = quic_version_name(version);
-        *s.versions.entry(version.clone()).or_default() += 1;
-        if let Some(first) = tls.alpn_offered.first() {
-            *s.alpn_offered.entry(first.clone()).or_default() += 1;
-        }
-        if let Some(d) = handshake.duration {
-            self.durations.push(d);
-        }
-        if id > MAX_LISTED {
-            s.not_listed += 1;
-            return;
-        }
-        s.list.push(QuicRecord {
-            id,
-            client: client.to_string(),
-            server: server.to_string(),
-            overlay,
-            version: version.into(),
-            start: first,
-            end,
-            duration: last.secs_since(start),
-            datagrams,
-            bytes,
-            handshake,
-            tls,
-            http,
-            close,
-        });
-    }
-
     /// Every connection's record and the summary's figures; `None` when
     /// no connection opened.
     pub fn finish(&mut self) -> Option<QuicSummary> {
@@ -486,7 +385,7 @@ impl QuicTable {
             return None;
         }
         while let Some((_, conn)) = self.open.pop_first() {
-            self.retire(conn);
+            self.retire(conn, Ended::Open);
         }
         let mut summary = std::mem::take(&mut self.summary);
         summary.list.sort_unstable_by_key(|r| r.id);

@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 
 use super::initial::tests::{crypto_frame, sealed};
+use super::retire::MIN_IDLE;
 use super::*;
 use crate::decode::LongHeader;
 
@@ -77,16 +78,80 @@ fn a_connection_counts_once_through_its_handshake_and_a_retry() {
 #[test]
 fn ids_and_connections_are_bounded() {
     let mut q = QuicTable::default();
+    let mut evicted = 0;
     for i in 0..(MAX_IDS as u32 + 10) {
         let id = i.to_be_bytes().repeat(2);
         assert!(opens(&mut q, initial(&id, &[])));
         assert!(q.ids.len() <= MAX_IDS && q.open.len() <= MAX_OPEN);
+        // The oldest pushed out, its record handed over at once.
+        for rec in q.take_done() {
+            assert_eq!(rec.ended, "evicted");
+            assert_eq!(rec.id, evicted + 1);
+            evicted += 1;
+        }
     }
     let summary = q.finish().unwrap();
+    assert_eq!(evicted, MAX_IDS as u64 + 10 - MAX_OPEN as u64);
+    let open: Vec<QuicRecord> = q.take_done().collect();
+    assert_eq!(open.len(), MAX_OPEN);
+    assert!(open.iter().all(|r| r.ended == "open"));
     assert_eq!(summary.connections, MAX_IDS as u64 + 10);
     assert_eq!(summary.list.len() as u64, MAX_LISTED);
     assert_eq!(summary.not_listed, summary.connections - MAX_LISTED);
     assert_eq!(summary.versions.values().sum::<u64>(), summary.connections);
+}
+
+/// A connection whose client set no idle timeout ends after `--idle`
+/// without datagrams (none without it); one that set one, after that
+/// (at least `MIN_IDLE`), whatever `--idle` says. Looked for at most once
+/// a second of capture time.
+#[test]
+fn silent_connections_end_after_their_idle_timeout() {
+    let secs = |s: i64| Timestamp(s * 1_000_000_000);
+    let mut q = QuicTable::new(None, 0, Some(std::time::Duration::from_secs(10)));
+    assert!(q.datagram(
+        &datagram(true, initial(&[1; 8], &[]), &[]),
+        secs(0),
+        secs(0)
+    ));
+    assert!(q.datagram(
+        &datagram(true, initial(&[2; 8], &[]), &[]),
+        secs(5),
+        secs(0)
+    ));
+    q.expire(secs(9));
+    assert_eq!(q.take_done().count(), 0);
+    // The next look is a second later: not at 9.5 s, when it is not due
+    // either, but at 10 s, when it is.
+    q.expire(Timestamp(9_500_000_000));
+    assert_eq!(q.next_scan, Some(secs(10)));
+    q.expire(secs(10));
+    assert_eq!(q.next_scan, Some(secs(11)));
+    let ended: Vec<(u64, String)> = q.take_done().map(|r| (r.id, r.ended.to_string())).collect();
+    assert_eq!(ended, [(1, "idle".to_string())]);
+    // A client's own timeout, below the least followed: MIN_IDLE.
+    q.open.get_mut(&2).unwrap().idle_ns = Some(MIN_IDLE);
+    q.expire(secs(11));
+    let ended: Vec<u64> = q.take_done().map(|r| r.id).collect();
+    assert_eq!(ended, [2]);
+    let summary = q.finish().unwrap();
+    assert_eq!(
+        summary.list.iter().map(|r| r.id).collect::<Vec<_>>(),
+        [1, 2]
+    );
+    assert_eq!(q.take_done().count(), 0);
+
+    let mut q = QuicTable::new(None, 0, None);
+    assert!(q.datagram(
+        &datagram(true, initial(&[1; 8], &[]), &[]),
+        secs(0),
+        secs(0)
+    ));
+    q.expire(secs(3600));
+    assert_eq!(q.take_done().count(), 0, "no timeout: never idle");
+    q.finish();
+    let ended: Vec<String> = q.take_done().map(|r| r.ended.to_string()).collect();
+    assert_eq!(ended, ["open"]);
 }
 
 /// A handshake message: its type, a 24-bit length, the body.

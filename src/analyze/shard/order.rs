@@ -6,7 +6,7 @@
 //! Does not run timers or hold connections: that is the shard's.
 
 use crate::analyze::summary::Tally;
-use crate::record::ConnectionRecord;
+use crate::record::{ConnectionRecord, QuicRecord};
 use crate::time::Timestamp;
 
 /// The capture-wide clock for a run of packets: `nows[k]` is the latest
@@ -67,6 +67,9 @@ pub enum Phase {
     Closed,
     /// Still open at the end of the input (tie-break: first packet position).
     End,
+    /// A QUIC connection ended (tie-break: its QUIC number); QUIC's table
+    /// is the first shard's alone.
+    Quic,
 }
 
 /// What a shard reports.
@@ -82,6 +85,12 @@ pub enum Event {
         order: Order,
         was_open: bool,
         done: Done,
+    },
+    /// A QUIC connection ended (silent past its idle timeout, pushed out,
+    /// or at the end of the input).
+    Quic {
+        order: Order,
+        record: Box<QuicRecord>,
     },
 }
 
@@ -110,7 +119,8 @@ impl Event {
         match self {
             Event::Opened { order, .. }
             | Event::Closed { order }
-            | Event::Finished { order, .. } => *order,
+            | Event::Finished { order, .. }
+            | Event::Quic { order, .. } => *order,
         }
     }
 }

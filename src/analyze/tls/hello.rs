@@ -20,6 +20,7 @@ use tls_parser::{parse_tls_client_hello_extension, parse_tls_server_hello_extens
 use tls_parser::{TlsCipherEnc, TlsCipherEncMode, TlsCipherSuite, TlsExtension};
 
 use super::crypto;
+use crate::decode::varint;
 use crate::record::Name;
 
 /// The ServerHello random that marks a HelloRetryRequest (RFC 8446 §4.1.3).
@@ -51,6 +52,8 @@ pub struct ClientHelloFacts {
     pub psk: bool,            // pre_shared_key present (TLS 1.3 resumption attempt)
     pub early_data: bool,     // early_data present (0-RTT offered)
     pub key_share_groups: Vec<u16>, // key_share (51, or 40 in drafts), e.g. 0x11ec
+    /// QUIC's max_idle_timeout transport parameter, milliseconds (0: none).
+    pub quic_idle_timeout_ms: Option<u64>,
 }
 
 /// Facts from a ServerHello, or from a TLS 1.3 HelloRetryRequest (same shape,
@@ -101,6 +104,22 @@ impl<'a> Reader<'a> {
 /// from nothing took four for a browser's 15–20.
 fn types_for(block: &Reader<'_>) -> Vec<u16> {
     Vec::with_capacity(block.0.len() / 4)
+}
+
+/// The max_idle_timeout (id 1) of a QUIC transport parameters block:
+/// (id, length, value) triples of variable-length integers (RFC 9000
+/// §18); `None` when it is not there, or the block is cut short first.
+fn quic_idle_timeout(mut block: &[u8]) -> Option<u64> {
+    while !block.is_empty() {
+        let (id, rest) = varint(block)?;
+        let (len, rest) = varint(rest)?;
+        let (value, rest) = rest.split_at_checked(usize::try_from(len).ok()?)?;
+        if id == 1 {
+            return varint(value).map(|(ms, _)| ms);
+        }
+        block = rest;
+    }
+    None
 }
 
 /// Big-endian u16 list; an odd trailing byte is ignored.
@@ -155,6 +174,9 @@ impl ClientHelloFacts {
                     self.key_share_groups.push(group);
                 }
             }
+            // quic_transport_parameters (RFC 9001 §8.2). The drafts' 0xffa5
+            // is not read: before draft 27 it held 16-bit fields.
+            57 => self.quic_idle_timeout_ms = quic_idle_timeout(data),
             _ => {}
         }
         // Only these are read below: tls-parser need not parse (and

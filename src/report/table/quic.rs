@@ -111,7 +111,7 @@ pub(crate) fn cells(r: &QuicRecord) -> [String; 11] {
 /// Who closed the connection, and how: `client app 0x0`, `server
 /// transport 0xa`; `-` where no CONNECTION_CLOSE was read (without a key
 /// log it is sealed).
-fn close_text(r: &QuicRecord) -> String {
+pub(crate) fn close_text(r: &QuicRecord) -> String {
     r.close.as_ref().map_or("-".to_owned(), |c| {
         let kind = match c.kind.as_ref() {
             "application" => "app",

@@ -59,6 +59,36 @@ fn synthetic_hellos_grease_alpn_names() {
     assert_eq!(ciphers, "TLS_AES_128_GCM_SHA256|0x0a0a");
 }
 
+/// QUIC's transport parameters: max_idle_timeout among the others, in
+/// varints of every length; cut short or absent, none.
+#[test]
+fn quic_transport_parameters_give_the_idle_timeout() {
+    // initial_max_data (4) = 1 MiB in a 4-byte varint, a GREASE id
+    // (0x1b, 2-byte varint 0x401b) with 3 bytes, then max_idle_timeout
+    // 30 000 ms (a 4-byte varint 0x80007530).
+    let params = [
+        &[0x04, 0x04, 0x80, 0x10, 0x00, 0x00][..],
+        &[0x40, 0x1b, 0x03, 1, 2, 3],
+        &[0x01, 0x04, 0x80, 0x00, 0x75, 0x30],
+    ]
+    .concat();
+    assert_eq!(
+        hello(&[1], &[(57, &params)]).quic_idle_timeout_ms,
+        Some(30_000)
+    );
+    let zero = [0x01, 0x01, 0x00];
+    assert_eq!(hello(&[1], &[(57, &zero)]).quic_idle_timeout_ms, Some(0));
+    // Cut inside the timeout's value, or never given; a draft's 0xffa5 not read.
+    let cut = &params[..params.len() - 1];
+    assert_eq!(hello(&[1], &[(57, cut)]).quic_idle_timeout_ms, None);
+    assert_eq!(
+        hello(&[1], &[(57, &params[..6])]).quic_idle_timeout_ms,
+        None
+    );
+    assert_eq!(hello(&[1], &[(0xffa5, &params)]).quic_idle_timeout_ms, None);
+    assert_eq!(hello(&[1], &[]).quic_idle_timeout_ms, None);
+}
+
 #[test]
 fn real_hellos_hrr_and_truncation() {
     let kyber = fixture("chrome-kyber-client-hello-1.bin");
