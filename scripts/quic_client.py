@@ -172,7 +172,9 @@ async def one_connection(args, index: int, ticket, keylog) -> tuple:
 
 
 async def main(args) -> int:
-    keylog = open(args.keylog, "a") if args.keylog else None
+    # A line at a time, as browsers and curl write SSLKEYLOGFILE: a live
+    # capture following the log finds each secret as it is derived.
+    keylog = open(args.keylog, "a", buffering=1) if args.keylog else None
     ticket = None
     if args.ticket and os.path.exists(args.ticket):
         with open(args.ticket, "rb") as f:

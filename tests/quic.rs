@@ -19,6 +19,7 @@ use crate::support::{
 use crate::tools::{all_captures, analyze_path, skip_or_fail, tshark_present};
 
 mod ended;
+mod followed;
 mod handshake;
 mod http3;
 

@@ -108,6 +108,8 @@ pub struct App {
     pub messages: Vec<(usize, u8, Timestamp)>,
     /// The first CONNECTION_CLOSE read.
     pub close: Option<Closed>,
+    /// Short-header packets that came while their side had no keys.
+    skipped: u64,
 }
 
 /// A head read once its side's dynamic table has the entries it refers
@@ -181,6 +183,39 @@ impl App {
             crypto: Default::default(),
             messages: Vec::new(),
             close: None,
+            skipped: 0,
+        }
+    }
+
+    /// Whether both sides' 1-RTT keys are here.
+    pub fn has_keys(&self) -> bool {
+        self.one_rtt.iter().all(Option::is_some)
+    }
+
+    /// Takes the 1-RTT secrets a followed key log gave after the
+    /// ServerHello (a live capture's client writes them as it derives
+    /// them): the directions without keys get them; packets that came
+    /// before make the outcome `partial`.
+    pub fn add_secrets(&mut self, secrets: &Secrets) {
+        if self.http.decryption == DecryptionOutcome::Unsupported {
+            return;
+        }
+        let (version, suite) = (self.version, self.suite);
+        let given = [&secrets.client_traffic, &secrets.server_traffic];
+        for (dir, secret) in self.one_rtt.iter_mut().zip(given) {
+            if dir.is_none() {
+                *dir = secret
+                    .as_deref()
+                    .and_then(|s| Direction::new(version, suite, s));
+            }
+        }
+        if self.http.decryption == DecryptionOutcome::NoSecrets
+            && self.one_rtt.iter().any(Option::is_some)
+        {
+            self.http.decryption = match self.skipped {
+                0 => DecryptionOutcome::Complete,
+                _ => DecryptionOutcome::Partial,
+            };
         }
     }
 
@@ -213,6 +248,7 @@ impl App {
     ) {
         let (version, hash) = (self.version, self.suite.0);
         let Some(Some(dir)) = self.one_rtt.get_mut(side) else {
+            self.skipped += 1;
             return;
         };
         let pn_offset = 1 + cid_len;

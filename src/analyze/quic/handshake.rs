@@ -199,6 +199,21 @@ impl Handshake {
         })
     }
 
+    /// The keys a followed key log gave later, for the sides without.
+    pub fn add_secrets(&mut self, version: u32, cipher: u16, secrets: &Secrets) {
+        let Some(suite) = suite(cipher) else {
+            return;
+        };
+        let given = [&secrets.client_handshake, &secrets.server_handshake];
+        for (keys, secret) in self.keys.iter_mut().zip(given) {
+            if keys.is_none() {
+                *keys = secret
+                    .as_deref()
+                    .and_then(|s| Keys::from_secret(version, suite, s, None));
+            }
+        }
+    }
+
     /// Whether `side`'s Handshake packets can be opened.
     pub fn opens(&self, side: usize) -> bool {
         self.keys.get(side).is_some_and(Option::is_some)

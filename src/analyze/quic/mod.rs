@@ -116,6 +116,10 @@ struct Conn {
     steps: Steps,
     /// The first CONNECTION_CLOSE a key log opened.
     close: Option<Closed>,
+    /// The suite the ServerHello chose (with a key log), and when to look
+    /// in a followed one again for secrets not there yet.
+    cipher: Option<u16>,
+    next_lookup: Option<Timestamp>,
     /// How long it may stay silent (the client's max_idle_timeout, at
     /// least [`MIN_IDLE`]), nanoseconds; `None` when it sent none.
     idle_ns: Option<i64>,
@@ -285,6 +289,8 @@ impl QuicTable {
             steps: Steps::default(),
             close: None,
             idle_ns: None,
+            cipher: None,
+            next_lookup: None,
         };
         self.by_endpoints.insert((d.src, d.dst), id);
         self.open.insert(id, Box::new(conn));
@@ -308,6 +314,7 @@ impl QuicTable {
         if let Some(conn) = self.open.get_mut(&id) {
             let side = usize::from(d.src != conn.client);
             conn.count(side, d.payload.len(), ts);
+            tls::follow_secrets(self.keylog.as_deref(), conn, ts);
             one_rtt(conn, side, d.payload, ts, &mut self.scratch);
         }
     }
@@ -317,6 +324,7 @@ impl QuicTable {
     fn read(&mut self, conn: &mut Conn, d: &QuicDatagram<'_>, ts: Timestamp) {
         let side = usize::from(d.src != conn.client);
         conn.count(side, d.payload.len(), ts);
+        tls::follow_secrets(self.keylog.as_deref(), conn, ts);
         let mut rest = d.payload;
         while let Some((packet, after)) = long_packet(rest) {
             rest = after;
