@@ -32,6 +32,7 @@ use crate::tools::{analyze_path, skip_or_fail};
 mod filter;
 mod keylog;
 mod outputs;
+mod quic;
 mod traffic;
 
 /// How long a client may take; far more than any of them needs.

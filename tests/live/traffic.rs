@@ -34,11 +34,15 @@ impl Live {
     /// created only after the device is open and the filter is set, and the
     /// kernel buffers packets from then on.
     pub(super) fn start(port: u16, args: &[&str]) -> Live {
+        Live::start_filtered(&format!("tcp port {port}"), args)
+    }
+
+    /// [`Live::start`] with the capture filter `filter`.
+    pub(super) fn start_filtered(filter: &str, args: &[&str]) -> Live {
         let dir = Scratch::new();
         let pcap = dir.path("out.pcap");
-        let filter = format!("tcp port {port}");
         let mut cmd = support::bin();
-        cmd.args(["live", "-i", "lo", "-f", &filter, "-w"])
+        cmd.args(["live", "-i", "lo", "-f", filter, "-w"])
             .arg(&pcap)
             .args(args)
             .stdin(Stdio::null())

@@ -117,9 +117,11 @@ struct Conn {
     /// The first CONNECTION_CLOSE a key log opened.
     close: Option<Closed>,
     /// The suite the ServerHello chose (with a key log), and when to look
-    /// in a followed one again for secrets not there yet.
+    /// in a followed one again for secrets not there yet (after `lookups`
+    /// looks).
     cipher: Option<u16>,
     next_lookup: Option<Timestamp>,
+    lookups: u32,
     /// How long it may stay silent (the client's max_idle_timeout, at
     /// least [`MIN_IDLE`]), nanoseconds; `None` when it sent none.
     idle_ns: Option<i64>,
@@ -291,6 +293,7 @@ impl QuicTable {
             idle_ns: None,
             cipher: None,
             next_lookup: None,
+            lookups: 0,
         };
         self.by_endpoints.insert((d.src, d.dst), id);
         self.open.insert(id, Box::new(conn));
