@@ -15,7 +15,7 @@ pub mod spool;
 pub mod table;
 pub mod timeline;
 
-use crate::record::ConnectionRecord;
+use crate::record::{ConnectionRecord, Overlay};
 
 /// A capture's text made safe for a terminal: control characters (escape
 /// sequences from a hostile capture would otherwise reach the terminal) and
@@ -122,9 +122,15 @@ pub fn human_duration(secs: f64) -> String {
 /// The server's `address:port`, and the overlay network when there is one
 /// (the same addresses may then stand for several connections at once).
 pub fn server_text(rec: &ConnectionRecord) -> String {
-    match rec.overlay {
-        Some(o) => format!("{} [{}]", rec.server, o.label()),
-        None => rec.server.clone(),
+    endpoint_in(&rec.server, rec.overlay)
+}
+
+/// An endpoint with the overlay network it is in, if any: `10.0.0.2:443
+/// [vxlan 4242]`.
+pub fn endpoint_in(endpoint: &str, overlay: Option<Overlay>) -> String {
+    match overlay {
+        Some(o) => format!("{endpoint} [{}]", o.label()),
+        None => endpoint.to_owned(),
     }
 }
 

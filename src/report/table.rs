@@ -14,7 +14,7 @@ pub(crate) use quic::{cells as quic_cells, HEADS as QUIC_HEADS};
 pub use rows::TableSink;
 
 use super::timeline::{quic_requests_text, requests_text};
-use super::{counts_text, human_bytes, human_duration, sanitize, server_text, Opts};
+use super::{counts_text, endpoint_in, human_bytes, human_duration, sanitize, server_text, Opts};
 use crate::record::{CloseKind, ConnectionRecord, Distribution, QuicRecord, Summary};
 
 /// Writes the summary block and the connection table of `records` (in any
@@ -397,16 +397,14 @@ impl crate::analyze::RecordSink for LiveRows<'_> {
             Some(false) => "QUIC full",
             None => "QUIC",
         };
-        let close = match quic::close_text(rec) {
-            c if c == "-" => rec.ended.to_string(),
-            c => format!("{c}, {}", rec.ended),
+        let close = match rec.close {
+            Some(_) => format!("{}, {}", quic::close_text(rec), rec.ended),
+            None => rec.ended.to_string(),
         };
         self.row([
             &format!("q{}", rec.id),
             &rec.client,
-            &rec.overlay.map_or(rec.server.clone(), |o| {
-                format!("{} [{}]", rec.server, o.label())
-            }),
+            &endpoint_in(&rec.server, rec.overlay),
             "-",
             tls,
             &rec.handshake.duration.map_or("-".into(), human_duration),
