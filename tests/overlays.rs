@@ -282,3 +282,39 @@ fn the_summary_counts_overlays_within_a_bound() {
     let total: u64 = overlays.values().filter_map(Value::as_u64).sum();
     assert_eq!(total, 1100);
 }
+
+/// A real HTTP/3 capture carried in VXLAN 7: its QUIC connection keeps
+/// the VNI in JSON, and the table for people names it beside the server
+/// (`127.0.0.1:4433 [vxlan 7]`), as it does for TCP connections.
+#[test]
+fn quic_connections_name_their_overlay() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let original = "quic-aioquic-h3-5.pcap";
+    let packets = rewritten(&capture(original), |ts, f| {
+        let outer = ethernet(ETH_IPV4, &ipv4(IP_UDP, &udp(4789, &vxlan_in(7, f))));
+        vec![Packet::new(ts, outer)]
+    });
+    let path = dir.path().join(original);
+    std::fs::write(&path, Pcap::new(1).write(&packets)).expect("writes");
+    let (summary, _) = as_json(analyze_path(&path));
+    let list = summary["quic"]["list"].as_array().expect("QUIC listed");
+    assert_eq!(list.len(), 1, "{summary}");
+    assert_eq!(list[0]["overlay"], json!({"kind": "vxlan", "id": 7}));
+    let server = list[0]["server"].as_str().expect("a server").to_owned();
+    let html = dir.path().join("report.html");
+    let out = crate::support::bin()
+        .args(["analyze", "-q", "--html"])
+        .arg(&html)
+        .arg(&path)
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{out:?}");
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    let html = std::fs::read_to_string(&html).expect("the HTML report");
+    for (format, text) in [("table", table), ("html", html)] {
+        assert!(
+            text.contains(&format!("{server} [vxlan 7]")),
+            "{format}: the QUIC row names the overlay:\n{text}"
+        );
+    }
+}

@@ -10,7 +10,7 @@ use std::io::{self, Write};
 use super::{dist_line, plural};
 use crate::record::{QuicRecord, QuicSummary};
 use crate::report::timeline::quic_requests_text;
-use crate::report::{counts_text, human_duration, sanitize};
+use crate::report::{counts_text, endpoint_in, human_duration, sanitize};
 
 /// The summary block's QUIC lines: connections and handshakes by kind,
 /// versions and ALPN offered, the handshake times.
@@ -63,7 +63,8 @@ pub fn write_figures(q: &QuicSummary, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
-/// One connection's cells: id, client, server, version, SNI, ALPN (the
+/// One connection's cells: id, client, server (with the tunnel it came
+/// in, as the TCP rows show it), version, SNI, ALPN (the
 /// server's choice with a key log, else the client's first offer), how
 /// the handshake went, ClientHello → ServerHello, and first packet →
 /// the client's Finished, the HTTP/3 requests a key log found (`-`
@@ -93,7 +94,7 @@ pub(crate) fn cells(r: &QuicRecord) -> [String; 11] {
     [
         r.id.to_string(),
         r.client.clone(),
-        r.server.clone(),
+        endpoint_in(&r.server, r.overlay),
         r.version.to_string(),
         t.sni.as_deref().map_or("-".to_owned(), sanitize),
         t.alpn
