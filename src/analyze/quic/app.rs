@@ -187,9 +187,9 @@ impl App {
         }
     }
 
-    /// Whether both sides' 1-RTT keys are here.
-    pub fn has_keys(&self) -> bool {
-        self.one_rtt.iter().all(Option::is_some)
+    /// Whether `side`'s 1-RTT packets can be opened.
+    pub fn opens(&self, side: usize) -> bool {
+        self.one_rtt.get(side).is_some_and(Option::is_some)
     }
 
     /// Takes the 1-RTT secrets a followed key log gave after the

@@ -14,13 +14,16 @@
 //! its endpoints. With a key log, `handshake` opens the Handshake packets
 //! (the server's EncryptedExtensions, certificate and Finished, the
 //! client's Finished) and `app` the 0-RTT and 1-RTT packets, and counts the
-//! HTTP/3 requests on them.
+//! HTTP/3 requests on them; in a live capture, whose client writes its
+//! key log as it goes, `follow` looks in it again and holds the packets
+//! that came before their keys.
 //!
 //! Owns the QUIC connection table, bounded in connections, IDs and bytes
 //! held, and the records and summary figures it hands over at the end.
 //! Does not follow a connection to new endpoints (migration).
 
 mod app;
+mod follow;
 mod frames;
 mod handshake;
 mod heads;
@@ -122,6 +125,8 @@ struct Conn {
     cipher: Option<u16>,
     next_lookup: Option<Timestamp>,
     lookups: u32,
+    /// Packets that came before the followed key log had their keys.
+    held: Vec<follow::Held>,
     /// How long it may stay silent (the client's max_idle_timeout, at
     /// least [`MIN_IDLE`]), nanoseconds; `None` when it sent none.
     idle_ns: Option<i64>,
@@ -156,8 +161,10 @@ pub struct QuicTable {
     /// packets to a zero-length connection ID find theirs.
     by_endpoints: HashMap<(SocketAddr, SocketAddr), u64>,
     opened: u64,
-    /// Bytes the connections' CRYPTO streams hold.
+    /// Bytes the connections' CRYPTO streams hold, and the packets held
+    /// for their keys (`follow`).
     held: usize,
+    waiting: usize,
     scratch: Vec<u8>,
     /// `--keylog`: opens 0-RTT and 1-RTT packets.
     keylog: Option<Arc<KeyLog>>,
@@ -294,6 +301,7 @@ impl QuicTable {
             cipher: None,
             next_lookup: None,
             lookups: 0,
+            held: Vec::new(),
         };
         self.by_endpoints.insert((d.src, d.dst), id);
         self.open.insert(id, Box::new(conn));
@@ -314,11 +322,20 @@ impl QuicTable {
         else {
             return;
         };
-        if let Some(conn) = self.open.get_mut(&id) {
-            let side = usize::from(d.src != conn.client);
-            conn.count(side, d.payload.len(), ts);
-            tls::follow_secrets(self.keylog.as_deref(), conn, ts);
-            one_rtt(conn, side, d.payload, ts, &mut self.scratch);
+        let Some(conn) = self.open.get_mut(&id) else {
+            return;
+        };
+        let side = usize::from(d.src != conn.client);
+        conn.count(side, d.payload.len(), ts);
+        // Without a key log (its ServerHello made no `app`) it is sealed:
+        // counted only.
+        if conn.app.is_none() {
+            return;
+        }
+        if let Some(mut conn) = self.open.remove(&id) {
+            self.follow(&mut conn, ts);
+            self.one_rtt(&mut conn, side, d.payload, ts, true);
+            self.open.insert(id, conn);
         }
     }
 
@@ -327,7 +344,7 @@ impl QuicTable {
     fn read(&mut self, conn: &mut Conn, d: &QuicDatagram<'_>, ts: Timestamp) {
         let side = usize::from(d.src != conn.client);
         conn.count(side, d.payload.len(), ts);
-        tls::follow_secrets(self.keylog.as_deref(), conn, ts);
+        self.follow(conn, ts);
         let mut rest = d.payload;
         while let Some((packet, after)) = long_packet(rest) {
             rest = after;
@@ -349,16 +366,7 @@ impl QuicTable {
                 }
                 PacketKind::Handshake => {
                     h.packets.handshake += 1;
-                    let carries_finished = packet.bytes.len() - packet.pn_offset >= MIN_FINISHED;
-                    // Read with the key log; told by its size when it
-                    // gives no keys for the side, or they do not open it.
-                    let opens = conn.sealed.as_ref().is_some_and(|s| s.opens(side));
-                    let opened = opens && self.handshake_packet(conn, &packet, side, ts);
-                    let told = side == 0 && carries_finished && conn.complete.is_none();
-                    if !opened && told {
-                        conn.handshake.client_handshake = Some(self.instant(ts));
-                        conn.complete = Some(ts);
-                    }
+                    self.handshake_in(conn, &packet, side, ts, true);
                 }
                 PacketKind::Retry => {
                     h.packets.retry += 1;
@@ -374,7 +382,59 @@ impl QuicTable {
                 }
             }
         }
-        one_rtt(conn, side, rest, ts, &mut self.scratch);
+        self.one_rtt(conn, side, rest, ts, true);
+    }
+
+    /// A Handshake packet of `conn` from `side`: opened with the key log's
+    /// keys; held for them (if `hold`) while a followed key log may still
+    /// give them; else told by its size whether it is the client's
+    /// Finished.
+    fn handshake_in(
+        &mut self,
+        conn: &mut Conn,
+        packet: &LongPacket<'_>,
+        side: usize,
+        ts: Timestamp,
+        hold: bool,
+    ) {
+        let opens = conn.sealed.as_ref().is_some_and(|s| s.opens(side));
+        if !opens && hold && self.hold(conn, side, true, packet.bytes, ts) {
+            return;
+        }
+        let carries_finished = packet.bytes.len() - packet.pn_offset >= MIN_FINISHED;
+        let opened = opens && self.handshake_packet(conn, packet, side, ts);
+        let told = side == 0 && carries_finished && conn.complete.is_none();
+        if !opened && told {
+            conn.handshake.client_handshake = Some(self.instant(ts));
+            conn.complete = Some(ts);
+        }
+    }
+
+    /// A short-header packet (`bytes`, to the end of its datagram, if it
+    /// is one) of `conn` from `side`: opened if a key log gave its keys,
+    /// held for them (if `hold`) while a followed key log may still.
+    fn one_rtt(&mut self, conn: &mut Conn, side: usize, bytes: &[u8], ts: Timestamp, hold: bool) {
+        // A short header has its header-form bit clear (its fixed bit may
+        // be greased); zeros after a datagram's last packet are padding
+        // (RFC 9000 §12.2), not a packet.
+        if bytes.first().is_none_or(|b| b & 0x80 != 0) || bytes.iter().all(|&b| b == 0) {
+            return;
+        }
+        let keyless = conn.app.as_ref().is_some_and(|a| !a.opens(side));
+        if keyless && hold && self.hold(conn, side, false, bytes, ts) {
+            return;
+        }
+        let cid_len = conn.cid_len.get(side).copied().unwrap_or(0);
+        if let Some(app) = &mut conn.app {
+            app.one_rtt(side, bytes, cid_len, ts, &mut self.scratch);
+            for (side, kind, at) in app.messages.drain(..) {
+                conn.steps
+                    .push(StepName::handshake(kind), side_of(side), at, None);
+            }
+            if conn.close.is_none() {
+                conn.close = app.close.take();
+            }
+        }
     }
 
     /// A client's 0-RTT packet: opened with the key log's secrets, or held
@@ -406,28 +466,6 @@ impl QuicTable {
         summary.handshakes_per_request =
             (summary.requests > 0).then(|| self.carried as f64 / summary.requests as f64);
         Some(summary)
-    }
-}
-
-/// A short-header packet (`bytes`, to the end of its datagram, if it is
-/// one) of `conn` from `side`, opened if a key log gave its keys.
-fn one_rtt(conn: &mut Conn, side: usize, bytes: &[u8], ts: Timestamp, scratch: &mut Vec<u8>) {
-    // A short header has its header-form bit clear (its fixed bit may be
-    // greased); zeros after a datagram's last packet are padding (RFC 9000
-    // §12.2), not a packet.
-    if bytes.first().is_none_or(|b| b & 0x80 != 0) || bytes.iter().all(|&b| b == 0) {
-        return;
-    }
-    let cid_len = conn.cid_len.get(side).copied().unwrap_or(0);
-    if let Some(app) = &mut conn.app {
-        app.one_rtt(side, bytes, cid_len, ts, scratch);
-        for (side, kind, at) in app.messages.drain(..) {
-            conn.steps
-                .push(StepName::handshake(kind), side_of(side), at, None);
-        }
-        if conn.close.is_none() {
-            conn.close = app.close.take();
-        }
     }
 }
 

@@ -78,7 +78,8 @@ impl QuicTable {
 
     /// Folds a connection into the summary's figures, listing it when it
     /// is among the first, and hands its record over ([`QuicTable::take_done`]).
-    pub(super) fn retire(&mut self, conn: Box<Conn>, ended: Ended) {
+    pub(super) fn retire(&mut self, mut conn: Box<Conn>, ended: Ended) {
+        self.release(&mut conn);
         for s in &conn.streams {
             self.held = self.held.saturating_sub(s.held());
         }
@@ -124,6 +125,10 @@ impl QuicTable {
             reason: Some(c.reason).filter(|r| !r.is_empty()),
         });
         tls.events = steps.into_events(start, &|t| self.instant(t));
+        // Packets read late (held for their keys) add their messages after
+        // later ones; the events stay in capture order.
+        tls.events
+            .sort_by(|a, b| a.since_start.total_cmp(&b.since_start));
         if let Some(sealed) = sealed.as_mut() {
             tls.alpn = sealed.alpn.take();
             tls.early_data_accepted = sealed.early_data_accepted;

@@ -12,7 +12,6 @@ use super::handshake::{self, Handshake};
 use super::retire::MIN_IDLE;
 use super::{initial, side_of, Conn, QuicTable, CRYPTO_BUDGET};
 use crate::analyze::tls::hello::{self, ClientHelloFacts, ServerHelloFacts};
-use crate::analyze::tls::keylog::KeyLog;
 use crate::analyze::tls::steps::StepName;
 use crate::decode::{long_packet, LongPacket};
 use crate::record::Side;
@@ -163,51 +162,6 @@ impl QuicTable {
                 }
             }
             _ => {}
-        }
-    }
-}
-
-/// How often a connection still without its secrets looks in a followed
-/// key log again, once it has looked at [`LOOK_AT_ONCE`] packets in a row:
-/// a lookup reads the log's size (and what was appended). A handshake on
-/// loopback is over in milliseconds, its client's lines written between
-/// two of its packets.
-const LOOK_AGAIN: i64 = 100_000_000;
-const LOOK_AT_ONCE: u32 = 32;
-
-/// With a followed key log (a live capture), the secrets a client had not
-/// yet written when its ServerHello came (it writes each as it derives
-/// it): looked up again by each later packet of the connection until both
-/// sides' keys are there — the first [`LOOK_AT_ONCE`], then at most every
-/// [`LOOK_AGAIN`] of capture time.
-/// Packets that came before are not read again.
-pub(super) fn follow_secrets(keylog: Option<&KeyLog>, conn: &mut Conn, ts: Timestamp) {
-    let (Some(keylog), Some(cipher)) = (keylog.filter(|k| k.follows()), conn.cipher) else {
-        return;
-    };
-    let Some(app) = conn.app.as_mut() else {
-        return;
-    };
-    let sealed_done = conn
-        .sealed
-        .as_ref()
-        .is_some_and(|s| s.opens(0) && s.opens(1));
-    if (app.has_keys() && sealed_done) || conn.next_lookup.is_some_and(|t| ts < t) {
-        return;
-    }
-    conn.lookups += 1;
-    if conn.lookups >= LOOK_AT_ONCE {
-        conn.next_lookup = Some(Timestamp(ts.0.saturating_add(LOOK_AGAIN)));
-    }
-    let Some(secrets) = conn.random.and_then(|r| keylog.get(&r)) else {
-        return;
-    };
-    app.add_secrets(&secrets);
-    if !sealed_done {
-        // Keys the first lookup did not have; what was opened is kept.
-        match conn.sealed.as_mut() {
-            Some(sealed) => sealed.add_secrets(conn.version, cipher, &secrets),
-            None => conn.sealed = Handshake::new(conn.version, cipher, &secrets).map(Box::new),
         }
     }
 }
