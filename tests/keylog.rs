@@ -16,6 +16,7 @@ use handshakes::{analyze, Config, ConnectionRecord, KeyLog};
 use crate::support::{run, stderr, stdout};
 use crate::tools::{skip_or_fail, tshark_present};
 
+pub(crate) mod followed;
 mod tshark;
 use tshark::{tshark_handshakes, tshark_requests};
 

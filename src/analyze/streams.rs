@@ -32,6 +32,21 @@ pub struct Analyzers {
     keep: usize,
 }
 
+/// Where the plaintext of opened TLS records goes: the protocol inside
+/// them, found on its first bytes.
+fn to_inner(
+    inner: &mut Option<Box<Cleartext>>,
+    keep: usize,
+) -> impl FnMut(Side, Timestamp, Plaintext<'_>) + '_ {
+    move |side, ts, plain| {
+        let inner = inner.get_or_insert_with(|| Box::new(Cleartext::new(keep)));
+        match plain {
+            Plaintext::Data(text) => inner.data(side, ts, text, false),
+            Plaintext::Lost(len) => inner.gap(side, len, false),
+        }
+    }
+}
+
 impl Analyzers {
     /// `cap` bounds buffered handshake bytes per direction, `keep` the
     /// requests listed; with `keylog`, TLS records are opened with its
@@ -60,13 +75,7 @@ impl Analyzers {
             inner,
             keep,
         } = self;
-        tls.data_to(side, ts, bytes, &mut |side, ts, plain| {
-            let inner = inner.get_or_insert_with(|| Box::new(Cleartext::new(*keep)));
-            match plain {
-                Plaintext::Data(text) => inner.data(side, ts, text, false),
-                Plaintext::Lost(len) => inner.gap(side, len, false),
-            }
-        });
+        tls.data_to(side, ts, bytes, &mut to_inner(inner, *keep));
         clear.data(side, ts, bytes, tls.is_tls());
     }
 
@@ -83,7 +92,9 @@ impl Analyzers {
     pub fn end(&mut self) {
         let tls = self.tls.is_tls();
         self.clear.decide_now(tls);
-        self.tls.end_of_streams();
+        // Records held for a followed key log's secrets are read now.
+        self.tls
+            .end_of_streams_to(&mut to_inner(&mut self.inner, self.keep));
         self.clear.end(tls);
         if let Some(inner) = self.inner.as_deref_mut() {
             inner.end(false);

@@ -116,6 +116,15 @@ fn live_reads_https_with_the_key_log_its_clients_write_meanwhile() {
         assert_eq!(u64_at(c, "/http/requests"), 1);
         assert_eq!(str_at(c, "/http/list/0/target"), "/index.html");
         assert_eq!(u64_at(c, "/http/list/0/status"), 200);
+        // TLS 1.3's certificate and the server's Finished ride sealed in
+        // the ServerHello's segment, before curl has logged their keys:
+        // held until it has, and read.
+        assert_eq!(str_at(c, "/tls/certificate/subject"), "localhost", "{c}");
+        let events = c["tls"]["events"].as_array().expect("events");
+        let server_finished = events
+            .iter()
+            .any(|e| e["name"] == "finished" && e["side"] == "server");
+        assert!(server_finished, "{c}");
     }
     assert_eq!(u64_at(&summary, "/requests_exact"), 3);
     assert_eq!(u64_at(&summary, "/tls_decryption/complete"), 3);

@@ -8,17 +8,12 @@
 //! held packets read as without a key log. Chromium's capture, read as
 //! `live` reads an interface, its key log written part way.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use serde_json::Value;
 
-use handshakes::analyze::Analyzer;
-use handshakes::source::file::FileSource;
-use handshakes::{Config, KeyLog, PacketSource};
-
-use crate::support::{Packet, Pcap, Scratch};
+use crate::keylog::followed::analyze_followed;
+use crate::support::{Packet, Pcap};
 use crate::tunnels::rewritten;
 
 fn capture(name: &str) -> PathBuf {
@@ -30,46 +25,13 @@ fn capture(name: &str) -> PathBuf {
 /// The chromium capture's 20 frames.
 const FRAMES: usize = 20;
 
-/// `pcap` through a live analysis following a key log (empty at first),
-/// the capture's client's key log appended to it once `before` packets
-/// were read (`Some(FRAMES)`: after the last, before the analysis ends;
-/// never if `None`): its QUIC connection's record as JSON, without its
-/// times of day (the same whichever way it was read).
+/// `pcap` through a live analysis following a key log, the capture's
+/// client's key log appended to it once `before` packets were read
+/// (`Some(FRAMES)`: after the last, before the analysis ends; never if
+/// `None`): its QUIC connection's record as JSON.
 fn read_with_log_written_after(pcap: &Path, before: Option<usize>) -> Value {
-    let scratch = Scratch::new();
-    let log = scratch.file("client.keylog", b"");
-    let keylog = KeyLog::open(std::slice::from_ref(&log), true).expect("a followed key log");
-    let mut analyzer = Analyzer::new(Config {
-        threads: 1,
-        keylog: Some(Arc::new(keylog)),
-        ..Config::default()
-    });
-    let mut source = FileSource::open(pcap).expect("ours");
-    let secrets = std::fs::read(capture("quic-chromium-h3-2.keylog")).expect("ours");
-    let write = || {
-        let mut file = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&log)
-            .expect("the key log");
-        file.write_all(&secrets).expect("appended");
-    };
-    let mut records = Vec::new();
-    let mut read = 0;
-    while let Some(packet) = source.next_packet().expect("readable") {
-        if Some(read) == before {
-            write();
-        }
-        analyzer
-            .packet(&packet, &mut records)
-            .expect("no output error");
-        read += 1;
-    }
-    if Some(read) == before {
-        write();
-    }
-    let summary = analyzer
-        .finish(source.info(), &mut records)
-        .expect("finish");
+    let keys = capture("quic-chromium-h3-2.keylog");
+    let (_, summary) = analyze_followed(pcap, &keys, before);
     let quic = summary.quic.expect("QUIC figures");
     let [record] = &quic.list[..] else {
         panic!("one QUIC connection: {:?}", quic.list);

@@ -59,6 +59,9 @@ struct Direction {
     /// some may have been under the next key already, so its first record
     /// is looked for at sequence numbers up to this many.
     skipped: u64,
+    /// Records that went by before the keys came, not opened: the
+    /// outcome is partial.
+    went_by: u64,
     /// TLS 1.2: ChangeCipherSpec seen (a second one is renegotiation).
     changed: bool,
     opened: u64,
@@ -432,6 +435,7 @@ impl Decrypter {
                     let dir = keys.dir(*side);
                     dir.seq = waited;
                     dir.skipped = waited;
+                    dir.went_by = waited;
                     dir.lost = gap;
                 }
                 self.state = State::Keys(Box::new(keys));
@@ -439,6 +443,18 @@ impl Decrypter {
             None if looking.log.follows() => {}
             None => self.state = State::NoSecrets,
         }
+    }
+
+    /// Whether the suite is chosen and a followed key log may still give
+    /// its secrets (a live capture): records may wait for them.
+    pub fn awaits_secrets(&self) -> bool {
+        matches!(&self.state, State::Looking(l) if l.chosen.is_some() && l.log.follows())
+    }
+
+    /// Looks the secrets up again; whether the keys are here now.
+    pub fn look_again(&mut self) -> bool {
+        self.look();
+        matches!(self.state, State::Keys(_))
     }
 
     /// Whether records are being opened, or may be once the secrets come
@@ -546,7 +562,7 @@ impl Decrypter {
             State::NoSecrets => (DecryptionOutcome::NoSecrets, 0, 0),
             State::Unsupported => (DecryptionOutcome::Unsupported, 0, 0),
             State::Keys(k) => {
-                let whole = |d: &Direction| !d.lost && d.failed == 0;
+                let whole = |d: &Direction| !d.lost && d.failed == 0 && d.went_by == 0;
                 let outcome = if whole(&k.client) && whole(&k.server) {
                     DecryptionOutcome::Complete
                 } else {

@@ -13,6 +13,7 @@ pub mod crypto;
 mod decrypt;
 mod findings;
 pub mod flights;
+mod held;
 pub mod hello;
 pub mod keylog;
 mod messages;
@@ -28,7 +29,7 @@ use crate::analyze::http::Exchanges;
 use crate::record::{CertificateInfo, Side};
 use crate::time::Timestamp;
 use alerts::Alert;
-use decrypt::{Decrypter, Opened};
+use decrypt::Decrypter;
 pub use findings::Findings;
 use flights::Flights;
 use hello::{ClientHelloFacts, ServerHelloFacts};
@@ -136,6 +137,8 @@ pub struct TlsAnalyzer {
     early_data_accepted: Option<bool>,
     /// 0-RTT data waiting for the keys, or for the server's verdict.
     early: sealed::Early,
+    /// Records waiting for a followed key log's secrets.
+    held: held::Held,
 }
 
 /// What opening a sealed record gave: application-data plaintext, or
@@ -184,6 +187,7 @@ impl TlsAnalyzer {
             decrypter: None,
             early_data_accepted: None,
             early: sealed::Early::default(),
+            held: held::Held::default(),
         }
     }
 
@@ -217,6 +221,13 @@ impl TlsAnalyzer {
         match side {
             Side::Client => &mut self.client,
             Side::Server => &mut self.server,
+        }
+    }
+
+    fn dir_ref(&self, side: Side) -> &Direction {
+        match side {
+            Side::Client => &self.client,
+            Side::Server => &self.server,
         }
     }
 
@@ -316,36 +327,16 @@ impl TlsAnalyzer {
                 None => break,
             };
             match item {
-                Owned::Record(content_type, version, len, mut body, ts) => {
-                    let sealed = content_type == APPLICATION_DATA
-                        || (encrypted && matches!(content_type, HANDSHAKE | ALERT));
-                    let opened = match (sealed, body.as_mut()) {
-                        (true, Some(body)) => {
-                            self.open(side, content_type, version, body, ts, plain)
-                        }
-                        _ => Opened::Closed,
+                Owned::Record(content_type, version, len, body, ts) => {
+                    let record = held::Record {
+                        side,
+                        content_type,
+                        version,
+                        len,
+                        body,
+                        ts,
                     };
-                    match (opened, body.as_deref()) {
-                        (Opened::Handshake(r), Some(body)) => {
-                            let text = body.get(r).unwrap_or_default();
-                            self.opened(side, content_type, false, text, ts);
-                        }
-                        (Opened::Alert(r), Some(body)) => {
-                            let text = body.get(r).unwrap_or_default();
-                            self.opened(side, content_type, true, text, ts);
-                        }
-                        (_, body) => {
-                            // A sealed body that did not open is not read,
-                            // as without keys (an alert's body is kept: it
-                            // shows only when in the clear).
-                            let seen = body.filter(|_| !sealed || content_type == ALERT);
-                            self.record(side, content_type, len, seen, ts);
-                        }
-                    }
-                    if let Some(body) = body {
-                        give_back(body);
-                    }
-                    self.after_record(plain);
+                    self.take_record(record, plain);
                 }
                 Owned::SslV2(body, ts) => {
                     self.sslv2(side, &body, ts);
@@ -456,6 +447,13 @@ impl TlsAnalyzer {
     /// Settles what the end of the streams decides (TLS 1.3 completion
     /// without a Finished-sized record, the first response's start).
     pub fn end_of_streams(&mut self) {
+        self.end_of_streams_to(&mut |_, _, _| {});
+    }
+
+    /// [`TlsAnalyzer::end_of_streams`], handing what records held for a
+    /// followed key log's secrets opened to `plain`.
+    pub fn end_of_streams_to(&mut self, plain: &mut dyn FnMut(Side, Timestamp, Plaintext<'_>)) {
+        self.release(plain);
         if self.complete.is_none() && self.negotiated_13() && self.client_flight_first.is_some() {
             self.complete_from_flight();
         }

@@ -436,7 +436,9 @@ fn a_followed_log_gives_secrets_that_come_late() {
     assert_eq!(open(&mut d, Side::Server, 23, fin).1, b"Fin");
     let get = seal13(&CLIENT_APP, 0, APPLICATION_DATA, b"GET");
     assert_eq!(data(&mut d, Side::Client, get), b"GET");
-    assert_eq!(outcome(&d), (DecryptionOutcome::Complete, 2, 0));
+    // The one that went by was not read (the analysis holds such records
+    // for the secrets, `held`; past its bounds they go by).
+    assert_eq!(outcome(&d), (DecryptionOutcome::Partial, 2, 0));
 
     // Records that went by may cross into the next key: the server's
     // flight (2) and its first ticket under the application key go by;
@@ -459,7 +461,7 @@ fn a_followed_log_gives_secrets_that_come_late() {
     assert_eq!(open(&mut d, Side::Server, 23, nst).1, b"NST2");
     let ok = seal13(&SERVER_APP, 2, APPLICATION_DATA, b"200");
     assert_eq!(data(&mut d, Side::Server, ok), b"200");
-    assert_eq!(outcome(&d), (DecryptionOutcome::Complete, 2, 0));
+    assert_eq!(outcome(&d), (DecryptionOutcome::Partial, 2, 0));
 
     // Secrets that never come: no secrets, after a bounded wait.
     let mut d = Decrypter::new(log);
