@@ -198,9 +198,12 @@ pub struct LiveArgs {
     #[arg(short = 'i', long, value_name = "IFACE")]
     pub interface: String,
 
-    /// Capture filter in BPF syntax, as for tcpdump (e.g. 'tcp port 8443')
+    /// Capture filter in BPF syntax, as for tcpdump (e.g. 'tcp port 8443'); the kernel runs it, and `-w` saves what it passed
     #[arg(short = 'f', long, value_name = "BPF")]
     pub filter: Option<String>,
+
+    #[command(flatten)]
+    pub connections: ConnectionArgs,
 
     /// Stop after this long, e.g. 30s or 5m (default: until Ctrl-C)
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
@@ -237,7 +240,7 @@ impl LiveArgs {
     /// The analysis settings; `Err` is one line for the user.
     #[cfg_attr(not(feature = "live"), allow(dead_code))]
     pub fn config(&self) -> Result<Config, String> {
-        Ok(Config {
+        Ok(self.connections.apply(Config {
             ports: Vec::new(),
             hosts: Vec::new(),
             overlays: Vec::new(),
@@ -253,7 +256,7 @@ impl LiveArgs {
             // The capture filter is libpcap's, on the interface.
             #[cfg(feature = "live")]
             filter: None,
-        })
+        }))
     }
 }
 
@@ -472,10 +475,11 @@ impl AnalyzeArgs {
     }
 }
 
-/// Which connections to keep, for every command that reads captures:
-/// the figures are about them only.
+/// `--port`, `--host`, `--overlay`: the connections kept, by their
+/// endpoints and the overlay network they rode in (every subcommand that
+/// reads traffic).
 #[derive(Debug, Args)]
-pub struct SelectArgs {
+pub struct ConnectionArgs {
     /// Only connections with this port on either side (repeat for several)
     #[arg(long = "port", value_name = "PORT")]
     pub ports: Vec<u16>,
@@ -487,6 +491,26 @@ pub struct SelectArgs {
     /// Only connections in this overlay network, e.g. vxlan:4242, geneve:7, gre:1, erspan:5 (repeat for several)
     #[arg(long = "overlay", value_name = "KIND:ID", value_parser = parse_overlay)]
     pub overlays: Vec<Overlay>,
+}
+
+impl ConnectionArgs {
+    /// `config` keeping only the connections these flags select.
+    pub fn apply(&self, config: Config) -> Config {
+        Config {
+            ports: self.ports.clone(),
+            hosts: self.hosts.clone(),
+            overlays: self.overlays.clone(),
+            ..config
+        }
+    }
+}
+
+/// Which connections to keep, for every command that reads captures:
+/// the figures are about them only.
+#[derive(Debug, Args)]
+pub struct SelectArgs {
+    #[command(flatten)]
+    pub connections: ConnectionArgs,
 
     /// Only the frames this capture filter matches, in BPF syntax as for `tcpdump -r FILE EXPRESSION` (e.g. 'tcp port 443 and net 10.1.0.0/16'); needs the `live` feature (libpcap compiles it)
     #[arg(short = 'f', long = "filter", value_name = "BPF")]
@@ -503,12 +527,9 @@ impl SelectArgs {
     /// [`SelectArgs::validate`]).
     pub fn apply(&self, config: Config) -> Config {
         Config {
-            ports: self.ports.clone(),
-            hosts: self.hosts.clone(),
-            overlays: self.overlays.clone(),
             #[cfg(feature = "live")]
             filter: self.filter_expression().ok().flatten(),
-            ..config
+            ..self.connections.apply(config)
         }
     }
 

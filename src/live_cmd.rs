@@ -250,11 +250,13 @@ mod imp {
         source.flush()?;
         let drops = source.drops();
         let mut summary = analyzer.finish(source.info(), &mut output)?;
-        // The kernel ran the capture filter: the figures are about what it kept.
-        summary.selection = args.filter.clone().map(|filter| Selection {
-            filter: Some(filter),
-            ..Selection::default()
-        });
+        // The kernel ran the capture filter: the figures are about what it
+        // kept (and of that, the connections --port, --host and --overlay
+        // kept).
+        if let Some(filter) = &args.filter {
+            let selection = summary.selection.get_or_insert_with(Selection::default);
+            selection.filter = Some(filter.clone());
+        }
         summary.capture_drops = drops.map(|d| CaptureDrops {
             received: d.received,
             dropped: d.dropped,

@@ -497,3 +497,43 @@ fn live_count_stops_after_n_packets() {
     assert_eq!(u64_at(&summary, "/tcp_handshakes"), 1);
     assert_write_file_matches(&done.pcap, &summary, &conns);
 }
+
+/// `live --port`: the kernel passes two servers' traffic (`-f tcp and
+/// host 127.0.0.1`), `--port` keeps one server's connections; the other's
+/// are left out of the lines and the figures, and the summary says what
+/// was kept (`selection`: the port and the capture filter).
+#[test]
+fn live_port_keeps_one_servers_connections() {
+    if !can_capture("live_port_keeps_one_servers_connections") {
+        return;
+    }
+    let (kept, other) = (Server::start(), Server::start());
+    let filter = format!("tcp and (port {} or port {})", kept.port, other.port);
+    let port = kept.port.to_string();
+    let live = Live::start_filtered(&filter, &["-T", "jsonl", "--port", &port]);
+    kept.curl(2);
+    other.curl(1);
+    kept.curl(1);
+    other.curl(3);
+    settle(kept.port);
+    settle(other.port);
+    live.proc.signal("INT");
+    let done = live.finish(SIGNAL_LIMIT);
+    done.assert_clean_exit();
+    let (conns, summary) = done.jsonl();
+    let got: Vec<u64> = conns.iter().map(|c| u64_at(c, "/http/requests")).collect();
+    assert_eq!(got, [2, 1], "only the kept server's connections");
+    assert_plain_http(&conns, &kept.addr());
+    assert_eq!(u64_at(&summary, "/connections"), 2);
+    assert_eq!(
+        support::at(&summary, "/selection"),
+        &serde_json::json!({
+            "ports": [kept.port],
+            "hosts": [],
+            "overlays": [],
+            "filter": filter,
+        })
+    );
+    let left_out = u64_at(&summary, "/packets/filtered_out");
+    assert!(left_out >= 4 * 2, "the other server's frames: {summary}");
+}
