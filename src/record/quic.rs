@@ -132,6 +132,11 @@ pub struct QuicHandshake {
     /// ClientHello), seconds; 0 when it set none, null when not read (no
     /// ClientHello, or a draft version's).
     pub idle_timeout: Option<f64>,
+    /// The server's max_idle_timeout (in its EncryptedExtensions, read
+    /// with a key log), seconds; 0 when it set none, null when not read.
+    /// The connection's own is the smaller of the two set (RFC 9000
+    /// §10.1).
+    pub server_idle_timeout: Option<f64>,
 }
 
 /// Long-header packets of one connection.

@@ -139,6 +139,7 @@ fn live_prints_an_http3_connection_once_it_has_closed() {
     assert_eq!(u64_at(q, "/http/requests"), 3, "{line}");
     assert_eq!(u64_at(q, "/http/responses"), 3, "{line}");
     assert_eq!(q["handshake"]["idle_timeout"], 60.0, "{line}");
+    assert_eq!(q["handshake"]["server_idle_timeout"], 60.0, "{line}");
 
     live.proc.signal("INT");
     let done = live.finish(SIGNAL_LIMIT);

@@ -468,6 +468,59 @@ fn with_the_key_log_each_certificate_is_tshark_s() {
     assert_eq!(checked, 10);
 }
 
+/// Each side's max_idle_timeout transport parameter: the client's from
+/// its ClientHello, the server's from its EncryptedExtensions (with the
+/// key log), as tshark reads them with the same secrets — Chromium's 30 s
+/// against Cloudflare's 180 s, aioquic's 60 s both ways.
+#[test]
+fn with_the_key_log_each_sides_idle_timeout_is_tshark_s() {
+    if !tshark_present() {
+        return;
+    }
+    let mut checked = 0;
+    for (pcap, keylog) in keyed_captures() {
+        let list = quic_list(&pcap, keylog.as_deref());
+        let fields = [
+            "quic.connection.number",
+            "tls.handshake.type",
+            "tls.quic.parameter.max_idle_timeout",
+        ];
+        let filter = "tls.quic.parameter.max_idle_timeout";
+        let text = tshark_keyed(&pcap, keylog.as_deref(), filter, &fields);
+        let mut theirs: BTreeMap<(u64, &str), f64> = BTreeMap::new();
+        for line in text.lines() {
+            let f: Vec<&str> = line.split('\t').collect();
+            let first = |i: usize| f.get(i).and_then(|v| v.split(',').next()).unwrap_or("");
+            let n: u64 = first(0).parse().expect("a connection number");
+            // A frame may carry several messages: the ServerHello before
+            // the EncryptedExtensions.
+            let types: Vec<&str> = f.get(1).map_or(vec![], |t| t.split(',').collect());
+            let side = match (types.contains(&"1"), types.contains(&"8")) {
+                (true, false) => "client",
+                (false, true) => "server",
+                _ => panic!("{pcap:?}: transport parameters in {types:?}"),
+            };
+            let ms: f64 = first(2).parse().expect("milliseconds");
+            // A ClientHello sent again (after a Retry) says it again.
+            theirs.entry((n, side)).or_insert(ms / 1000.0);
+        }
+        for (i, rec) in list.iter().enumerate() {
+            let h = &rec["handshake"];
+            for (side, ours) in [
+                ("client", &h["idle_timeout"]),
+                ("server", &h["server_idle_timeout"]),
+            ] {
+                let theirs = theirs.get(&(i as u64, side));
+                assert_eq!(ours.as_f64(), theirs.copied(), "{pcap:?} {i} {side}");
+                checked += usize::from(theirs.is_some());
+            }
+        }
+    }
+    // Both sides of twelve connections: the eleven of our nine captures
+    // (two each in the 0-RTT and resumed ones) and Cloudflare's.
+    assert_eq!(checked, 24);
+}
+
 /// The QUIC table's `close` column: who closed and how, with the key
 /// log; `-` without (the frame is sealed).
 #[test]

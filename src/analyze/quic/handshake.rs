@@ -157,10 +157,12 @@ pub struct Handshake {
     keys: [Option<Keys>; 2],
     largest: [Option<u64>; 2],
     flights: [Flight; 2],
-    /// From the server's EncryptedExtensions: the ALPN it chose, and
-    /// whether it accepted 0-RTT; its certificate chain.
+    /// From the server's EncryptedExtensions: the ALPN it chose, whether
+    /// it accepted 0-RTT, its max_idle_timeout (ms); its certificate
+    /// chain.
     pub alpn: Option<String>,
     pub early_data_accepted: Option<bool>,
+    pub idle_timeout_ms: Option<u64>,
     pub certificate: Option<CertificateInfo>,
     pub opened: u64,
     pub failed: u64,
@@ -192,6 +194,7 @@ impl Handshake {
             flights: Default::default(),
             alpn: None,
             early_data_accepted: None,
+            idle_timeout_ms: None,
             certificate: None,
             opened: 0,
             failed: 0,
@@ -263,9 +266,10 @@ impl Handshake {
         for m in out.iter().filter(|_| side == 1) {
             match m.kind {
                 ENCRYPTED_EXTENSIONS => {
-                    if let Some((alpn, early)) = hello::encrypted_extensions(&m.body) {
-                        self.alpn = alpn;
-                        self.early_data_accepted = Some(early);
+                    if let Some(ee) = hello::encrypted_extensions(&m.body) {
+                        self.alpn = ee.alpn;
+                        self.early_data_accepted = Some(ee.early_data);
+                        self.idle_timeout_ms = ee.quic_idle_timeout_ms;
                     }
                 }
                 CERTIFICATE | COMPRESSED_CERTIFICATE if self.certificate.is_none() => {

@@ -57,7 +57,7 @@ use crate::time::Timestamp;
 
 use app::{App, Closed};
 use handshake::Handshake;
-use retire::Ended;
+use retire::{Ended, MIN_IDLE};
 use stream::CryptoStream;
 
 /// Connection IDs remembered; when full, forgotten all at once (a client's
@@ -127,8 +127,11 @@ struct Conn {
     lookups: u32,
     /// Packets that came before the followed key log had their keys.
     held: Vec<follow::Held>,
-    /// How long it may stay silent (the client's max_idle_timeout, at
-    /// least [`MIN_IDLE`]), nanoseconds; `None` when it sent none.
+    /// The max_idle_timeout each side set (ms, 0: none), and how long the
+    /// connection may stay silent — the smaller of those set (RFC 9000
+    /// §10.1), at least [`MIN_IDLE`] — nanoseconds; `None` when neither
+    /// set one.
+    idle_ms: [Option<u64>; 2],
     idle_ns: Option<i64>,
 }
 
@@ -142,6 +145,23 @@ impl Conn {
         *datagrams += 1;
         *bytes += len as u64;
         self.last = self.last.max(ts);
+    }
+
+    /// Notes `side`'s max_idle_timeout (ms) and the connection's own.
+    fn idle_timeout(&mut self, side: usize, ms: u64) {
+        let secs = Some(ms as f64 / 1000.0);
+        match side {
+            0 => self.handshake.idle_timeout = secs,
+            _ => self.handshake.server_idle_timeout = secs,
+        }
+        if let Some(set) = self.idle_ms.get_mut(side) {
+            *set = Some(ms);
+        }
+        let least = self.idle_ms.iter().flatten().filter(|&&ms| ms > 0).min();
+        self.idle_ns = least.map(|&ms| {
+            let ns = i64::try_from(ms).map_or(i64::MAX, |ms| ms.saturating_mul(1_000_000));
+            ns.max(MIN_IDLE)
+        });
     }
 
     /// Whether the keys and streams can go: both hellos read or given up.
@@ -297,6 +317,7 @@ impl QuicTable {
             tls: QuicTls::default(),
             steps: Steps::default(),
             close: None,
+            idle_ms: [None; 2],
             idle_ns: None,
             cipher: None,
             next_lookup: None,

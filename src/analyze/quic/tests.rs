@@ -141,6 +141,28 @@ fn silent_connections_end_after_their_idle_timeout() {
     );
     assert_eq!(q.take_done().count(), 0);
 
+    // Each side's own (RFC 9000 §10.1): the smaller of those set; 0 is
+    // none set.
+    let mut q = QuicTable::new(None, 0, None);
+    for (n, (client, server)) in [(30_000, 10_000), (0, 20_000), (5_000, 0)]
+        .iter()
+        .enumerate()
+    {
+        let id = [n as u8 + 1; 8];
+        assert!(q.datagram(&datagram(true, initial(&id, &[]), &[]), secs(0), secs(0)));
+        let conn = q.open.get_mut(&(n as u64 + 1)).unwrap();
+        conn.idle_timeout(0, *client);
+        conn.idle_timeout(1, *server);
+    }
+    q.expire(secs(4));
+    assert_eq!(q.take_done().count(), 0);
+    for (at, id) in [(5, 3), (10, 1), (20, 2)] {
+        q.expire(secs(at));
+        let ended: Vec<u64> = q.take_done().map(|r| r.id).collect();
+        assert_eq!(ended, [id], "at {at} s");
+    }
+    q.finish();
+
     let mut q = QuicTable::new(None, 0, None);
     assert!(q.datagram(
         &datagram(true, initial(&[1; 8], &[]), &[]),

@@ -9,7 +9,6 @@
 
 use super::app::{App, Closed};
 use super::handshake::{self, Handshake};
-use super::retire::MIN_IDLE;
 use super::{initial, side_of, Conn, QuicTable, CRYPTO_BUDGET};
 use crate::analyze::tls::hello::{self, ClientHelloFacts, ServerHelloFacts};
 use crate::analyze::tls::steps::StepName;
@@ -94,6 +93,10 @@ impl QuicTable {
                 reason: String::new(),
             });
         }
+        let server_idle = sealed.idle_timeout_ms;
+        if server_idle.is_some() && conn.idle_ms[1].is_none() {
+            conn.idle_timeout(1, server_idle.unwrap_or_default());
+        }
         for m in messages {
             conn.steps
                 .push(StepName::handshake(m.kind), side_of(side), ts, None);
@@ -125,13 +128,11 @@ impl QuicTable {
                 tls.alpn_offered = ch.alpn.clone();
                 tls.psk_offered = ch.psk;
                 tls.early_data_offered = ch.early_data;
-                if let Some(ms) = ch.quic_idle_timeout_ms {
-                    conn.handshake.idle_timeout = Some(ms as f64 / 1000.0);
-                    let ns = i64::try_from(ms).map_or(i64::MAX, |ms| ms.saturating_mul(1_000_000));
-                    conn.idle_ns = (ns > 0).then_some(ns.max(MIN_IDLE));
-                }
                 let ja4 = ch.ja4();
                 tls.ja4 = Some(format!("q{}", ja4.get(1..).unwrap_or_default()));
+                if let Some(ms) = ch.quic_idle_timeout_ms {
+                    conn.idle_timeout(0, ms);
+                }
             }
             (1, 2) => {
                 let Some(sh) = ServerHelloFacts::parse(body) else {

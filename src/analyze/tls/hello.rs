@@ -338,25 +338,37 @@ impl ServerHelloFacts {
     }
 }
 
-/// What a TLS 1.3 EncryptedExtensions says (read with a key log): the
-/// protocol the server chose (ALPN) and whether it accepted 0-RTT data.
-/// `None` when an extension overruns the block.
-pub fn encrypted_extensions(body: &[u8]) -> Option<(Option<String>, bool)> {
+/// What a TLS 1.3 EncryptedExtensions says (read with a key log).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct EncryptedExtensionsFacts {
+    /// The protocol the server chose (ALPN).
+    pub alpn: Option<String>,
+    /// Whether it accepted 0-RTT data.
+    pub early_data: bool,
+    /// QUIC: the server's max_idle_timeout transport parameter (ext 57),
+    /// milliseconds.
+    pub quic_idle_timeout_ms: Option<u64>,
+}
+
+/// Reads an EncryptedExtensions body; `None` when an extension overruns
+/// the block.
+pub fn encrypted_extensions(body: &[u8]) -> Option<EncryptedExtensionsFacts> {
     let mut exts = Reader(Reader(body).vec16()?);
-    let (mut alpn, mut early_data) = (None, false);
+    let mut facts = EncryptedExtensionsFacts::default();
     while !exts.0.is_empty() {
-        let (ty, whole, _) = exts.extension()?;
+        let (ty, whole, data) = exts.extension()?;
         match ty {
-            42 => early_data = true,
+            42 => facts.early_data = true,
             16 => {
                 if let Ok((_, TlsExtension::ALPN(p))) = parse_tls_server_hello_extension(whole) {
-                    alpn = p.first().map(|p| lossy(p));
+                    facts.alpn = p.first().map(|p| lossy(p));
                 }
             }
+            57 => facts.quic_idle_timeout_ms = quic_idle_timeout(data),
             _ => {}
         }
     }
-    Some((alpn, early_data))
+    Some(facts)
 }
 
 /// The bytes a TLS 1.2 record of an AEAD suite adds to its plaintext: the

@@ -212,14 +212,14 @@ impl TlsAnalyzer {
             8 => {
                 // Readable only with a key log (TLS 1.3).
                 match hello::encrypted_extensions(body) {
-                    Some((alpn, early_data)) => {
+                    Some(ee) => {
                         if let Some((_, sh)) = self.server_hello.as_mut() {
                             if sh.alpn.is_none() {
-                                self.flights.h2 = alpn.as_deref() == Some("h2");
-                                sh.alpn = alpn;
+                                self.flights.h2 = ee.alpn.as_deref() == Some("h2");
+                                sh.alpn = ee.alpn;
                             }
                         }
-                        self.early_data_accepted = Some(early_data);
+                        self.early_data_accepted = Some(ee.early_data);
                     }
                     None => self.malformed += 1,
                 }
