@@ -95,9 +95,12 @@ fn pointer(column: &str) -> Option<&'static str> {
         "tls_cert_issuer" => "/tls/certificate/issuer",
         "tls_cert_not_after" => "/tls/certificate/not_after",
         "tls_early_data_accepted" => "/tls/early_data/accepted",
-        "quic_version" | "quic_retry" | "quic_idle_timeout" | "close_error" | "close_reason" => {
-            return None
-        }
+        "quic_version"
+        | "quic_retry"
+        | "quic_idle_timeout"
+        | "quic_server_idle_timeout"
+        | "close_error"
+        | "close_reason" => return None,
         other => panic!("column {other} has no JSON field in this test: add it"),
     })
 }
@@ -151,6 +154,7 @@ fn quic_pointer(column: &str) -> Option<&'static str> {
         "quic_version" => "/version",
         "quic_retry" => "/handshake/retry",
         "quic_idle_timeout" => "/handshake/idle_timeout",
+        "quic_server_idle_timeout" => "/handshake/server_idle_timeout",
         "state" => "/ended",
         _ => return None,
     })

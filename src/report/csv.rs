@@ -98,6 +98,7 @@ pub const COLUMNS: &[&str] = &[
     "close_error",
     "close_reason",
     "quic_idle_timeout",
+    "quic_server_idle_timeout",
 ];
 
 /// Writes the header once: several files make one table, told apart by
@@ -260,6 +261,7 @@ fn row(file: &str, r: &ConnectionRecord) -> Vec<String> {
         String::new(),
         String::new(),
         String::new(),
+        String::new(),
     ]);
     row
 }
@@ -319,6 +321,7 @@ fn quic_cell(file: &str, column: &str, q: &QuicRecord) -> String {
         "quic_version" => q.version.to_string(),
         "quic_retry" => q.handshake.retry.to_string(),
         "quic_idle_timeout" => opt(q.handshake.idle_timeout),
+        "quic_server_idle_timeout" => opt(q.handshake.server_idle_timeout),
         "state" => q.ended.to_string(),
         _ => String::new(),
     }
