@@ -93,13 +93,14 @@ impl TlsAnalyzer {
         record: Record,
         plain: &mut dyn FnMut(Side, Timestamp, Plaintext<'_>),
     ) {
-        let sealed = self.sealed(&record);
+        // Without a key log (most analyses) or one read once, nothing waits.
+        let follows = self.decrypter.as_ref().is_some_and(|d| d.awaits_secrets());
+        if self.held.records.is_empty() && !(follows && self.sealed(&record)) {
+            return self.handle(record, plain);
+        }
         let Some(decrypter) = self.decrypter.as_mut() else {
             return self.handle(record, plain);
         };
-        if self.held.records.is_empty() && !(sealed && decrypter.awaits_secrets()) {
-            return self.handle(record, plain);
-        }
         let record = match decrypter.look_again() || !decrypter.awaits_secrets() {
             true => record,
             false => match self.held.keep(record) {
