@@ -115,6 +115,27 @@ fn run_client(what: &str, cmd: &mut Command) {
     assert!(status.success(), "{what} failed: {status}");
 }
 
+/// A throw-away self-signed certificate for localhost (and 127.0.0.1,
+/// which some clients check against the subject alternative names) in
+/// `dir`: `cert.pem` and `key.pem`.
+fn self_signed_certificate(dir: &Scratch) {
+    run_client(
+        "openssl req",
+        Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            ])
+            .args(["-subj", "/CN=localhost"])
+            .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+            .arg("-keyout")
+            .arg(dir.path("key.pem"))
+            .arg("-out")
+            .arg(dir.path("cert.pem"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+}
+
 /// Polls `ok` every 20 ms for at most `limit`; panics naming `what` on timeout.
 fn wait_until(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;

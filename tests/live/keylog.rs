@@ -19,19 +19,7 @@ impl TlsServer {
     fn start() -> TlsServer {
         let dir = Scratch::new();
         dir.file("index.html", b"<html><body>hello over TLS</body></html>\n");
-        run_client(
-            "openssl req",
-            Command::new("openssl")
-                .args([
-                    "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                ])
-                .args(["-subj", "/CN=localhost", "-keyout"])
-                .arg(dir.path("key.pem"))
-                .arg("-out")
-                .arg(dir.path("cert.pem"))
-                .stdout(Stdio::null())
-                .stderr(Stdio::null()),
-        );
+        self_signed_certificate(&dir);
         let port = free_port();
         let proc = serve(
             "openssl s_server",

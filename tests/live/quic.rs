@@ -74,21 +74,7 @@ fn live_prints_an_http3_connection_once_it_has_closed() {
         return;
     };
     let dir = Scratch::new();
-    run_client(
-        "openssl req",
-        Command::new("openssl")
-            .args([
-                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-            ])
-            .args(["-subj", "/CN=localhost"])
-            .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
-            .arg("-keyout")
-            .arg(dir.path("key.pem"))
-            .arg("-out")
-            .arg(dir.path("cert.pem"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-    );
+    self_signed_certificate(&dir);
     let port = free_udp_port();
     let _server = Proc::spawn(
         "quic_server.py",
