@@ -162,11 +162,7 @@ stop_capture
 #    10 requests: 4 on one connection, 3 single-request connections, 3 on one
 # ---------------------------------------------------------------------------
 log "g. http-429-ratelimit.pcap"
-timeout 120 "$PY" "$SCRIPT_DIR/ratelimit_server.py" --host 127.0.0.1 --port "$RL_PORT" \
-    --max-seconds 100 2>"$WORK/ratelimit.log" &
-RL_PID=$!
-PIDS+=("$RL_PID")
-wait_listen "$RL_PORT"
+start_ratelimit_server "$RL_PORT" "$WORK/ratelimit.log"
 RLURL="http://127.0.0.1:$RL_PORT/api"
 start_capture "$OUT_DIR/http-429-ratelimit.pcap" "tcp port $RL_PORT"
 "${CURL[@]}" "$RLURL" "$RLURL" "$RLURL" "$RLURL" >/dev/null

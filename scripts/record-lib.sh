@@ -6,7 +6,8 @@
 #
 # The sourcing script sets OUT_DIR and calls, in order: require_root,
 # require_tools TOOL..., find_python, setup_work NAME; then uses PIDS,
-# start_capture / stop_capture, stop_server, wait_listen, log, make_docroot,
+# start_capture / stop_capture, stop_server, wait_listen, log,
+# start_ratelimit_server, make_docroot,
 # make_cert, make_java, write_nginx_conf, tls_server, start_nginx, start_nginx_in,
 # conn_access_log, mark_access_log and save_access_log.
 
@@ -87,6 +88,17 @@ stop_server() {
 }
 
 log() { printf '\n=== %s\n' "$*" >&2; }
+
+# start_ratelimit_server PORT LOG : scripts/ratelimit_server.py on
+# 127.0.0.1:PORT (its count of requests starting at 1), its stderr to LOG;
+# sets RL_PID (also in PIDS) and waits until it listens.
+start_ratelimit_server() {
+    timeout 120 "$PY" "$SCRIPT_DIR/ratelimit_server.py" --host 127.0.0.1 --port "$1" \
+        --max-seconds 100 2>"$2" &
+    RL_PID=$!
+    PIDS+=("$RL_PID")
+    wait_listen "$1"
+}
 
 # wait_listen PORT [udp] : wait (max 10 s) until something listens on TCP
 # PORT (with `udp`: is bound to UDP PORT). Uses `ss` so that no packets are

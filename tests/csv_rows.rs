@@ -95,6 +95,11 @@ fn pointer(column: &str) -> Option<&'static str> {
         "tls_cert_issuer" => "/tls/certificate/issuer",
         "tls_cert_not_after" => "/tls/certificate/not_after",
         "tls_early_data_accepted" => "/tls/early_data/accepted",
+        "http_rate_limit_responses_429" => "/http/rate_limit/responses_429",
+        "http_rate_limit_retry_after" => "/http/rate_limit/retry_after",
+        "http_rate_limit_requests_in_window" => "/http/rate_limit/requests_in_window",
+        "http_rate_limit_wait_after_429_median" => "/http/rate_limit/wait_after_429/median",
+        "http_rate_limit_ended_on_429" => "/http/rate_limit/ended_on_429",
         "quic_version"
         | "quic_retry"
         | "quic_idle_timeout"
@@ -180,7 +185,12 @@ fn agrees(column: &str, cell: &str, json: Option<&Value>) -> bool {
             let texts: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
             texts.len() == items.len() && cell == texts.join(";")
         }
-        Some(Value::Object(pairs)) if column == "anomalies" || column == "http_status_codes" => {
+        Some(Value::Object(pairs))
+            if matches!(
+                column,
+                "anomalies" | "http_status_codes" | "http_rate_limit_retry_after"
+            ) =>
+        {
             let want: BTreeSet<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
             let got: BTreeSet<String> = cell
                 .split(';')

@@ -24,6 +24,7 @@ mod quic;
 mod ratelimit;
 mod report;
 mod request_stats;
+mod retry_after;
 mod support;
 mod synthetic;
 mod threads;

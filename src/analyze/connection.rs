@@ -8,8 +8,7 @@
 
 use std::net::SocketAddr;
 
-use super::stats::Samples;
-use super::streams::{Analyzers, HttpFacts, Streams};
+use super::streams::{Analyzers, Aside, HttpFacts, Streams};
 use super::tls::Findings;
 use super::{instant, Config};
 use crate::decode::TcpSegment;
@@ -246,16 +245,16 @@ impl Connection {
         }
     }
 
-    /// The connection's record, and the durations of the requests it
-    /// does not list (for the summary).
+    /// The connection's record, and what the summary needs that it does
+    /// not hold.
     pub(super) fn into_record(
         mut self,
         capture_start: Timestamp,
         unclosed: CloseKind,
-    ) -> (ConnectionRecord, Option<Samples>) {
+    ) -> (ConnectionRecord, Aside) {
         let at = |t: Timestamp| instant(t, capture_start);
-        let mut facts = self.facts();
-        let unlisted = facts.http.take_unlisted_durations();
+        let facts = self.facts();
+        let (http, aside) = facts.http.into_info(&at);
         let tcp = &self.tcp;
         let (first, second) = self.key.endpoints();
         let (client, server) = if self.client_first {
@@ -282,11 +281,11 @@ impl Connection {
                 history: tcp.history(self.flipped),
             },
             tls: facts.tls.map(|findings| findings.into_info(&at)),
-            http: facts.http.into_info(&at),
+            http,
             close: tcp.close(unclosed, at),
             anomalies: self.anomalies.map(|a| *a).unwrap_or_default(),
         };
-        (record, unlisted)
+        (record, aside)
     }
 }
 

@@ -5,7 +5,7 @@
 //! CONTINUATION payloads, at most [`MAX_BLOCK`] bytes each) are decoded
 //! with HPACK — every one, in order, so each side's dynamic table stays in
 //! step — for the request's `:method` and `:path` and the response's
-//! `:status`; other frame payloads are skipped, never buffered. The only
+//! `:status`, `retry-after` and `date`; other frame payloads are skipped, never buffered. The only
 //! module that names `loona_hpack` (its Huffman decoder also serves QPACK,
 //! [`huffman`]).
 //!
@@ -31,7 +31,7 @@ pub fn huffman(coded: &[u8]) -> Option<Vec<u8>> {
 /// status are decoded, never a cookie's value.
 pub const MAX_HUFFMAN: usize = 8 * 1024;
 
-use super::http::{Exchange, Exchanges, MAX_TARGET};
+use super::http::{limits, Exchange, Exchanges, MAX_TARGET, NO_RETRY_AFTER};
 use crate::record::Side;
 use crate::time::Timestamp;
 
@@ -82,6 +82,9 @@ struct Headers {
     open: bool,
     /// Whose fields the block holds.
     role: Role,
+    /// The block's HEADERS frame ended its stream, at this time: the
+    /// response it starts ended when it was sent.
+    ends: Option<Timestamp>,
     /// Header decoding stopped on this side (a block too large or
     /// malformed, an HPACK error): the table is out of step.
     off: bool,
@@ -116,6 +119,8 @@ struct Fields {
     method: Option<String>,
     path: Option<String>,
     status: Option<u16>,
+    retry_after: Option<Vec<u8>>,
+    date: Option<Vec<u8>>,
 }
 
 /// An open stream.
@@ -168,6 +173,7 @@ impl H2 {
             // The 101 was interim: the response proper comes on stream 1.
             Some(ex) => h.exchanges.push(Exchange {
                 status: None,
+                retry_after: NO_RETRY_AFTER,
                 response_first: None,
                 response_last: None,
                 ..ex
@@ -251,7 +257,7 @@ impl H2 {
                 r.take -= n;
                 bytes = bytes.get(n..).unwrap_or(&[]);
                 if r.take == 0 {
-                    self.header_frame(side);
+                    self.header_frame(side, ts);
                 }
                 continue;
             }
@@ -287,14 +293,14 @@ impl H2 {
             }
             self.frame(side, kind, flags, stream, ts);
             if header_frame && len == 0 && !self.reader(side).headers.off {
-                self.header_frame(side);
+                self.header_frame(side, ts);
             }
         }
     }
 
     /// A whole HEADERS or CONTINUATION payload was read: adds its fragment
     /// to the block, and decodes the block when it is complete.
-    fn header_frame(&mut self, side: Side) {
+    fn header_frame(&mut self, side: Side, ts: Timestamp) {
         let r = self.reader(side);
         let (kind, flags) = r.taking;
         let payload = std::mem::take(&mut r.frame);
@@ -335,6 +341,8 @@ impl H2 {
                         .ok()
                         .and_then(|v| v.parse().ok())
                 }
+                b"retry-after" => fields.retry_after = Some(value.into_owned()),
+                b"date" => fields.date = Some(value.into_owned()),
                 _ => {}
             }
         });
@@ -343,11 +351,12 @@ impl H2 {
             return;
         }
         let role = std::mem::take(&mut h.role);
-        self.apply(role, fields);
+        self.apply(role, fields, ts);
     }
 
-    /// Puts a decoded block's fields into the exchange it belongs to.
-    fn apply(&mut self, role: Role, fields: Fields) {
+    /// Puts a decoded block's fields, the last of which came at `ts`, into
+    /// the exchange it belongs to.
+    fn apply(&mut self, role: Role, fields: Fields, ts: Timestamp) {
         match role {
             Role::Request(i) => {
                 if let Some(ex) = self.exchanges.listed_mut(i) {
@@ -359,7 +368,15 @@ impl H2 {
                 // Interim (1xx) responses come before the final one.
                 let final_status = fields.status.filter(|s| !(100..200).contains(s));
                 if let Some(status) = final_status {
-                    self.exchanges.set_status(i, status);
+                    let at = self.exchanges.get(i).and_then(|e| e.response_first);
+                    let at = at.unwrap_or(ts);
+                    let date = fields.date.as_deref();
+                    let retry_after = fields.retry_after.as_deref();
+                    let retry_after = retry_after.and_then(|v| limits::retry_after(v, date, at));
+                    self.exchanges.set_response(i, status, retry_after);
+                    if let Some(end) = self.server.headers.ends.take() {
+                        self.exchanges.response_ended(i, end);
+                    }
                 }
             }
             Role::None => {}
@@ -369,7 +386,9 @@ impl H2 {
     fn frame(&mut self, side: Side, kind: u8, flags: u8, stream: u32, ts: Timestamp) {
         if kind == HEADERS {
             // Until known otherwise, the block says nothing kept.
-            self.reader(side).headers.role = Role::None;
+            let headers = &mut self.reader(side).headers;
+            headers.role = Role::None;
+            headers.ends = None;
         }
         match (side, kind) {
             (Side::Client, HEADERS) if stream % 2 == 1 && stream > self.last_client_stream => {
@@ -403,6 +422,16 @@ impl H2 {
                 }
                 if flags & END_STREAM != 0 {
                     self.open.remove(&stream);
+                    // A response's end: its status is known unless this
+                    // HEADERS frame starts it, whose block is read next.
+                    match self
+                        .exchanges
+                        .get(index)
+                        .is_some_and(|e| e.status.is_some())
+                    {
+                        true => self.exchanges.response_ended(index, ts),
+                        false => self.server.headers.ends = Some(ts),
+                    }
                 }
             }
             (_, RST_STREAM) => {

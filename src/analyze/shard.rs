@@ -411,8 +411,8 @@ impl Shard {
     fn finalize(&mut self, conn: Box<Connection>, unclosed: CloseKind, order: Order) {
         let was_open = conn.counted_open;
         let origin = self.origin.unwrap_or(conn.start);
-        let (rec, unlisted) = conn.into_record(origin, unclosed);
-        let tally = Tally::of(&rec, unlisted);
+        let (rec, aside) = conn.into_record(origin, unclosed);
+        let tally = Tally::of(&rec, aside);
         // Encoded here, the record waits for the gatherer as its text (and
         // is dropped on this thread, which allocated it); a shard holds at
         // most a slice of them (`hold_at_most`).

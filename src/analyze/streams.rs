@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::cleartext::{App, Cleartext};
-use super::http::{count_status, Exchange, Exchanges, Unlisted};
+use super::http::{count_status, Exchange, Exchanges, Limits, Unlisted};
 use super::stats::Samples;
 use super::tls::keylog::KeyLog;
 use super::tls::{Findings, Plaintext, TlsAnalyzer};
@@ -17,7 +17,8 @@ use crate::decode::TcpSegment;
 use crate::flow::reassembly::{Reassembler, StreamSink};
 use crate::flow::seq::Seq;
 use crate::record::{
-    Anomalies, AnomalyKind, DecryptionOutcome, HttpInfo, HttpMethod, HttpRequest, Instant, Side,
+    Anomalies, AnomalyKind, DecryptionOutcome, HttpInfo, HttpMethod, HttpRequest, Instant,
+    RateLimit, Side,
 };
 use crate::time::Timestamp;
 
@@ -213,8 +214,25 @@ pub struct HttpFacts {
     upgrade: Option<Box<str>>,
     /// The listed requests (a boxed slice: the section fits 72 bytes).
     exchanges: Box<[Exchange]>,
-    /// What the requests past the list left.
+    /// What the requests past the list left, and what the responses said
+    /// of rate limiting (boxed together: most connections have neither).
+    rest: Option<Box<Rest>>,
+}
+
+/// What a connection's request list does not hold.
+#[derive(Debug, Default)]
+struct Rest {
     unlisted: Option<Box<Unlisted>>,
+    limits: Option<Box<Limits>>,
+}
+
+/// What the summary needs of a connection that its record does not hold:
+/// the durations of the requests past the list, and the waits after a 429
+/// (the record has only their distribution).
+#[derive(Debug, Default)]
+pub struct Aside {
+    pub durations: Option<Samples>,
+    pub waits_after_429: Option<Samples>,
 }
 
 impl HttpFacts {
@@ -234,32 +252,47 @@ impl HttpFacts {
             resets: 0,
             upgrade: None,
             exchanges: Box::default(),
-            unlisted: None,
+            rest: None,
         }
     }
 
     /// With the requests of `exchanges`, moved out, of `requests` counted.
     fn with(self, exchanges: &mut Exchanges, requests: u64) -> HttpFacts {
-        let (listed, unlisted) = exchanges.take();
+        let (listed, unlisted, limits) = exchanges.take();
+        let some = unlisted.is_some() || limits.is_some();
         HttpFacts {
             list_truncated: (listed.len() as u64) < requests,
             exchanges: listed.into_boxed_slice(),
-            unlisted,
+            rest: some.then(|| Box::new(Rest { unlisted, limits })),
             ..self
         }
     }
 
-    /// The durations of the requests past the list, moved out (for the
-    /// summary: the record lists only the first requests).
-    pub fn take_unlisted_durations(&mut self) -> Option<Samples> {
-        self.unlisted
-            .as_mut()
-            .map(|u| std::mem::take(&mut u.durations))
-    }
-
-    /// The record's `http` section, its times made with `at`.
-    pub fn into_info(self, at: &dyn Fn(Timestamp) -> Instant) -> HttpInfo {
-        HttpInfo {
+    /// The record's `http` section, its times made with `at`, and what the
+    /// summary needs that the section does not hold.
+    pub fn into_info(self, at: &dyn Fn(Timestamp) -> Instant) -> (HttpInfo, Aside) {
+        let Rest { unlisted, limits } = self.rest.map(|r| *r).unwrap_or_default();
+        let mut unlisted = unlisted;
+        let durations = unlisted.as_mut().map(|u| std::mem::take(&mut u.durations));
+        let (rate_limit, waits_after_429) = match limits {
+            Some(l) => {
+                let mut l = *l;
+                let info = RateLimit {
+                    responses_429: l.responses_429,
+                    retry_after: std::mem::take(&mut l.retry_after),
+                    requests_in_window: l.in_window,
+                    wait_after_429: l.waits.distribution(),
+                    ended_on_429: l.ended_on_429,
+                };
+                (Some(info), Some(l.waits))
+            }
+            None => (None, None),
+        };
+        let aside = Aside {
+            durations,
+            waits_after_429,
+        };
+        let info = HttpInfo {
             method: self.method,
             requests: self.requests,
             responses: self.responses,
@@ -270,10 +303,12 @@ impl HttpFacts {
             upgrade: self.upgrade.map(String::from),
             resets: self.resets,
             goaway: self.goaway,
-            status_codes: status_codes(&self.exchanges, self.unlisted),
+            status_codes: status_codes(&self.exchanges, unlisted),
+            rate_limit,
             list: self.exchanges.iter().map(|e| request(e, at)).collect(),
             list_truncated: self.list_truncated,
-        }
+        };
+        (info, aside)
     }
 }
 
@@ -316,6 +351,7 @@ pub(crate) fn request(e: &Exchange, at: &dyn Fn(Timestamp) -> Instant) -> HttpRe
         target: text(&e.target),
         start: at(e.start),
         status: e.status,
+        retry_after: e.retry_after(),
         response_first: e.response_first.map(at),
         response_last: e.response_last.map(at),
         ttfb: e.response_first.map(|t| t.secs_since(e.start)),

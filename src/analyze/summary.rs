@@ -4,17 +4,21 @@
 //! Does not see packets' contents or the connection table; it is fed records
 //! as they are finalised, so it works the same for files and live capture.
 
+mod rate_limit;
+
 use std::collections::BTreeMap;
 
 use crate::record::QuicSummary;
 
 use super::stats::Samples;
+use super::streams::Aside;
 use crate::record::{
     Anomalies, CloseKind, ConnectionRecord, DecryptionOutcome, HandshakeTime, MeanMax, Name,
     Overlay, PacketCounts, Peak, PerRequest, Summary, TlsOutcome,
 };
 use crate::source::{LinkType, SourceInfo};
 use crate::time::Timestamp;
+use rate_limit::{LimitTally, RateLimitBuilder};
 
 /// Overlay networks counted one by one in the summary; connections in more
 /// are counted together.
@@ -63,6 +67,8 @@ pub struct Tally {
     unlisted_durations: Option<Samples>,
     /// Final responses by status, over every request.
     status_codes: Vec<(u16, u64)>,
+    /// What the responses said of rate limiting (boxed: most have nothing).
+    limits: Option<Box<LimitTally>>,
     /// [`handshake_events`].
     handshake_events: u64,
 }
@@ -80,9 +86,10 @@ struct TlsTally {
 }
 
 impl Tally {
-    /// What the summary reads of `rec`, and of the requests it does not
-    /// list, whose durations the analyzers kept.
-    pub fn of(rec: &ConnectionRecord, unlisted_durations: Option<Samples>) -> Tally {
+    /// What the summary reads of `rec`, and of what the analyzers kept
+    /// aside: the durations of the requests it does not list, and the
+    /// waits after 429s.
+    pub fn of(rec: &ConnectionRecord, aside: Aside) -> Tally {
         let hs = &rec.tcp.handshake;
         let http = &rec.http;
         Tally {
@@ -112,8 +119,9 @@ impl Tally {
                 .zip(http.list.first())
                 .map(|(syn, first)| first.start.ts - syn.ts),
             durations: http.list.iter().filter_map(|r| r.duration).collect(),
-            unlisted_durations,
+            unlisted_durations: aside.durations,
             status_codes: http.status_codes.iter().map(|(&s, &n)| (s, n)).collect(),
+            limits: LimitTally::of(rec, aside.waits_after_429),
             handshake_events: handshake_events(rec),
         }
     }
@@ -191,6 +199,7 @@ pub struct SummaryBuilder {
     low_confidence: u64,
     latency: Samples,
     status: BTreeMap<String, u64>,
+    rate_limit: RateLimitBuilder,
     handshake_events: u64,
     /// The most connections open at once, tracked by the analyzer.
     pub peak: Peak,
@@ -300,6 +309,9 @@ impl SummaryBuilder {
         }
         for &(code, n) in &t.status_codes {
             count_n(&mut self.status, itoa::Buffer::new().format(code), n);
+        }
+        if let Some(limits) = &t.limits {
+            self.rate_limit.add(limits);
         }
     }
 
@@ -421,6 +433,7 @@ impl SummaryBuilder {
             request_latency: self.latency.distribution(),
             peak_concurrent_connections: self.peak.clone(),
             status_codes: self.status,
+            rate_limit: self.rate_limit.finish(),
             requests_per_second: (span > 0.0 && requests > 0).then(|| requests as f64 / span),
             verdict,
             file: info.name.clone(),

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::Instant;
+use super::{Distribution, Instant};
 
 /// One HTTP request and what is known of its response.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -18,6 +18,9 @@ pub struct HttpRequest {
     pub start: Instant,
     /// Response status; null when encrypted, not decoded, or no response.
     pub status: Option<u16>,
+    /// The response's `Retry-After`, in seconds (an HTTP-date counted from
+    /// the response's `Date`); null when it had none.
+    pub retry_after: Option<u32>,
     /// First and last byte of the response.
     pub response_first: Option<Instant>,
     pub response_last: Option<Instant>,
@@ -72,8 +75,32 @@ pub struct HttpInfo {
     /// Final responses by status, over every request (not only the
     /// listed ones): `{"200": 97, "429": 3}`.
     pub status_codes: BTreeMap<u16, u64>,
+    /// What the responses said of rate limiting and how the client
+    /// answered, over every request; null unless a response was a 429 or
+    /// carried a `Retry-After`.
+    pub rate_limit: Option<RateLimit>,
     /// The first requests (at most `--max-requests-listed`).
     pub list: Vec<HttpRequest>,
     /// More requests than the list holds.
     pub list_truncated: bool,
+}
+
+/// Rate limiting on one connection: what its responses said (`429 Too
+/// Many Requests`, `Retry-After`) and what its client did next there.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RateLimit {
+    /// Final responses with status 429.
+    pub responses_429: u64,
+    /// Responses carrying a `Retry-After` (of any status), by its seconds:
+    /// `{"1": 8}` (at most 64 distinct values).
+    pub retry_after: BTreeMap<u32, u64>,
+    /// Requests the client started on this connection while a
+    /// `Retry-After` given on it had not yet elapsed.
+    pub requests_in_window: u64,
+    /// For each request that came first after one or more 429s on this
+    /// connection: seconds since the latest of them.
+    pub wait_after_429: Distribution,
+    /// The last response on the connection was a 429 and no request
+    /// followed it (the connection was given up, or the capture ended).
+    pub ended_on_429: bool,
 }

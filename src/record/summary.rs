@@ -149,6 +149,10 @@ pub struct Summary {
     pub peak_concurrent_connections: Peak,
     /// Responses by status code, where visible.
     pub status_codes: BTreeMap<String, u64>,
+    /// What the responses said of rate limiting, and how clients
+    /// answered; null unless a response was a 429 or carried a
+    /// `Retry-After` (read from cleartext HTTP, or with the key log).
+    pub rate_limit: Option<RateLimitSummary>,
     /// Requests per second of capture span.
     pub requests_per_second: Option<f64>,
     /// One sentence answering "does this client reuse connections?".
@@ -164,6 +168,26 @@ pub struct Summary {
     /// What `--port`, `--host`, `--overlay` and `-f` kept: the figures are
     /// about these connections only. `None` when everything was kept.
     pub selection: Option<Selection>,
+}
+
+/// Rate limiting over the capture's TCP connections: each connection's
+/// `http.rate_limit`, added up.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RateLimitSummary {
+    /// Final responses with status 429…
+    pub responses_429: u64,
+    /// …on so many connections.
+    pub connections_limited: u64,
+    /// Responses carrying a `Retry-After`, by its seconds: `{"1": 8}`.
+    pub retry_after: BTreeMap<String, u64>,
+    /// Requests started on a connection while a `Retry-After` given on
+    /// it had not yet elapsed.
+    pub requests_in_window: u64,
+    /// 429 → the next request on the same connection, seconds.
+    pub wait_after_429: Distribution,
+    /// Connections whose last response was a 429 and that then closed,
+    /// by who sent the first FIN or RST: `{"server": 3}`.
+    pub closed_after_429: BTreeMap<String, u64>,
 }
 
 /// The connections a run was told to keep, as given on the command line.

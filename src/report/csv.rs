@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use crate::analyze::RecordSink;
-use crate::record::{CertificateInfo, ConnectionRecord, HttpInfo, QuicRecord, TlsInfo};
+use crate::record::{CertificateInfo, ConnectionRecord, HttpInfo, QuicRecord, RateLimit, TlsInfo};
 
 /// Column names, in order.
 pub const COLUMNS: &[&str] = &[
@@ -99,6 +99,11 @@ pub const COLUMNS: &[&str] = &[
     "close_reason",
     "quic_idle_timeout",
     "quic_server_idle_timeout",
+    "http_rate_limit_responses_429",
+    "http_rate_limit_retry_after",
+    "http_rate_limit_requests_in_window",
+    "http_rate_limit_wait_after_429_median",
+    "http_rate_limit_ended_on_429",
 ];
 
 /// Writes the header once: several files make one table, told apart by
@@ -127,10 +132,12 @@ fn text(v: Option<&str>) -> String {
 
 /// Responses by status: `200=97;429=3`.
 fn statuses(codes: &BTreeMap<u16, u64>) -> String {
-    let pairs: Vec<String> = codes
-        .iter()
-        .map(|(code, n)| format!("{code}={n}"))
-        .collect();
+    pairs(codes)
+}
+
+/// `key=count` pairs joined by `;`: `200=97;429=3`.
+fn pairs<K: std::fmt::Display>(counts: &BTreeMap<K, u64>) -> String {
+    let pairs: Vec<String> = counts.iter().map(|(k, n)| format!("{k}={n}")).collect();
     pairs.join(";")
 }
 
@@ -263,7 +270,22 @@ fn row(file: &str, r: &ConnectionRecord) -> Vec<String> {
         String::new(),
         String::new(),
     ]);
+    row.extend(rate_limit_cells(r.http.rate_limit.as_ref()));
     row
+}
+
+/// The `http_rate_limit_…` cells, empty where there is no `rate_limit`.
+fn rate_limit_cells(r: Option<&RateLimit>) -> [String; 5] {
+    let Some(r) = r else {
+        return Default::default();
+    };
+    [
+        r.responses_429.to_string(),
+        pairs(&r.retry_after),
+        r.requests_in_window.to_string(),
+        opt(r.wait_after_429.median),
+        r.ended_on_429.to_string(),
+    ]
 }
 
 /// A QUIC connection's cell in `column`: the field that means what the

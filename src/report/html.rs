@@ -15,7 +15,7 @@ use std::io::{self, Write};
 use super::compare::{self, Labeled};
 use super::table::{quic_cells, QUIC_HEADS};
 use super::timeline::{close_text, requests_text, tls_kind, Phase};
-use super::{counts_text, human_bytes, human_duration, server_text};
+use super::{counts_text, human_bytes, human_duration, retry_after_text, server_text};
 use crate::record::{ConnectionRecord, Distribution, QuicSummary, Summary, TlsInfo};
 
 mod charts;
@@ -203,6 +203,22 @@ fn cards(h: &mut String, s: &Summary) {
         None => (false, String::new(), String::new()),
     };
     let quic_per_request = s.quic.as_ref().and_then(|q| q.handshakes_per_request);
+    // Rate limiting, where statuses were read.
+    let rl = s.rate_limit.as_ref();
+    let retry_after = rl.map_or(String::new(), |r| {
+        let n = r.connections_limited;
+        let on = format!("on {n} connection{}", if n == 1 { "" } else { "s" });
+        match r.retry_after.is_empty() {
+            true => format!("{on}, no Retry-After"),
+            false => format!("{on} · Retry-After {}", retry_after_text(r)),
+        }
+    });
+    let too_soon = rl.map_or(String::new(), |r| {
+        format!(
+            "same connection · {} requests while a Retry-After ran",
+            r.requests_in_window
+        )
+    });
     // A capture of QUIC alone leaves out the cards only TCP fills.
     let tcp = s.connections > 0 || s.quic_connections == 0;
     #[rustfmt::skip]
@@ -220,6 +236,8 @@ fn cards(h: &mut String, s: &Summary) {
         (tcp, "request latency (median)", opt_dur(l.median), tail(l)),
         (!s.status_codes.is_empty(), "responses with a status", s.status_codes.values().sum::<u64>().to_string(),
             counts_text(&s.status_codes)),
+        (rl.is_some(), "responses 429", rl.map_or(String::new(), |r| r.responses_429.to_string()), retry_after),
+        (rl.is_some(), "wait after a 429 (median)", opt_dur(rl.and_then(|r| r.wait_after_429.median)), too_soon),
         (s.packets.quic > 0, "QUIC connections", s.quic_connections.to_string(), quic_sub(s)),
         (quic_times.count > 0, "QUIC handshake (median)", opt_dur(quic_times.median), tail(&quic_times)),
         (http3.0, "HTTP/3 requests", http3.1, http3.2),

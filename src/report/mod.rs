@@ -33,8 +33,6 @@ pub fn sanitize(s: &str) -> String {
         .collect()
 }
 
-/// Unicode's bidirectional formatting characters (marks, embeddings,
-/// overrides, isolates).
 /// Counts as people read them, the largest first: `429 ×138, 200 ×112`.
 pub fn counts_text(map: &std::collections::BTreeMap<String, u64>) -> String {
     let mut items: Vec<(&String, &u64)> = map.iter().collect();
@@ -46,8 +44,72 @@ pub fn counts_text(map: &std::collections::BTreeMap<String, u64>) -> String {
         .join(", ")
 }
 
+/// Unicode's bidirectional formatting characters (marks, embeddings,
+/// overrides, isolates).
 fn is_bidi_control(c: char) -> bool {
     matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// The Retry-After values given, the most given first: `1s ×8, 30s ×1`.
+pub fn retry_after_text(r: &crate::record::RateLimitSummary) -> String {
+    let with_unit: std::collections::BTreeMap<String, u64> = r
+        .retry_after
+        .iter()
+        .map(|(secs, &n)| (format!("{secs}s"), n))
+        .collect();
+    counts_text(&with_unit)
+}
+
+/// What a capture's responses said of rate limiting, for people: the
+/// 429s, the Retry-After values (`Retry-After 1s ×8`) and the connections
+/// closed after a 429; then, when clients sent anything after one, how
+/// they answered it (on the same connection).
+pub fn rate_limit_lines(r: &crate::record::RateLimitSummary) -> (String, Option<String>) {
+    let s = |n: u64| if n == 1 { "" } else { "s" };
+    let mut first = format!(
+        "{} response{} 429 on {} connection{}",
+        r.responses_429,
+        s(r.responses_429),
+        r.connections_limited,
+        s(r.connections_limited)
+    );
+    if !r.retry_after.is_empty() {
+        first.push_str(&format!(" · Retry-After {}", retry_after_text(r)));
+    }
+    let closed: u64 = r.closed_after_429.values().sum();
+    if closed > 0 {
+        let by: Vec<String> = r
+            .closed_after_429
+            .iter()
+            .map(|(who, n)| format!("{who} {n}"))
+            .collect();
+        first.push_str(&format!(
+            " · {closed} connection{} ended on a 429 (closed by {})",
+            s(closed),
+            by.join(", ")
+        ));
+    }
+    let w = &r.wait_after_429;
+    let mut next = Vec::new();
+    if !r.retry_after.is_empty() {
+        next.push(format!(
+            "{} request{} sent while a Retry-After ran",
+            r.requests_in_window,
+            s(r.requests_in_window)
+        ));
+    }
+    if let (Some(median), Some(min), Some(max)) = (w.median, w.min, w.max) {
+        next.push(format!(
+            "next request median {} after a 429 (min {}, max {}, n={})",
+            human_duration(median),
+            human_duration(min),
+            human_duration(max),
+            w.count
+        ));
+    }
+    let second =
+        (!next.is_empty()).then(|| format!("on the same connection: {}", next.join(" · ")));
+    (first, second)
 }
 
 /// Output formats of `analyze`.

@@ -138,6 +138,13 @@ pub fn write_headline(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
     if !s.status_codes.is_empty() {
         writeln!(out, "status        {}", counts_text(&s.status_codes))?;
     }
+    if let Some(r) = &s.rate_limit {
+        let (limited, answered) = super::rate_limit_lines(r);
+        writeln!(out, "rate limit    {limited}")?;
+        if let Some(answered) = answered {
+            writeln!(out, "backoff       {answered}")?;
+        }
+    }
     Ok(())
 }
 

@@ -137,6 +137,56 @@ fn header_blocks_give_method_path_and_status() {
     );
     assert_eq!((h.requests, h.responses), (3, 3));
     assert!(!h.client.headers.off && !h.server.headers.off);
+    // The 429's `retry-after`, its window and wait from the HEADERS that
+    // ended its stream (read after the frame that ended it).
+    let retry: Vec<Option<u32>> = h
+        .exchanges
+        .listed()
+        .iter()
+        .map(|e| e.retry_after())
+        .collect();
+    assert_eq!(retry, [None, Some(1), None]);
+    let (_, _, limits) = h.exchanges.take();
+    let l = limits.expect("a 429 was read");
+    assert_eq!((l.responses_429, l.in_window), (1, 0));
+    assert_eq!(l.retry_after.get(&1), Some(&1));
+    assert!(!l.ended_on_429, "a 201 came after it");
+}
+
+/// A response's end is the frame with END_STREAM, not its HEADERS: the
+/// 429's wait runs from its DATA, and a request sent while its second ran
+/// is in the window.
+#[test]
+fn a_retry_after_runs_from_the_end_of_the_response() {
+    let mut h = H2::prior_knowledge(10);
+    let (mut enc_c, mut enc_s) = (loona_hpack::Encoder::new(), loona_hpack::Encoder::new());
+    let mut client = PREFACE.to_vec();
+    let b = block(&mut enc_c, &[(":method", "GET"), (":path", "/a")]);
+    client.extend(frame_of(HEADERS, END_HEADERS | END_STREAM, 1, &b));
+    h.data(Side::Client, Timestamp(0), &client);
+    let b = block(&mut enc_s, &[(":status", "429"), ("retry-after", "2")]);
+    let head = frame_of(HEADERS, END_HEADERS, 1, &b);
+    h.data(
+        Side::Server,
+        Timestamp(1_000_000_000),
+        &[frame(4, 0, 0, 0), head].concat(),
+    );
+    h.data(
+        Side::Server,
+        Timestamp(1_500_000_000),
+        &frame_of(DATA, END_STREAM, 1, b"slow"),
+    );
+    let b = block(&mut enc_c, &[(":method", "GET"), (":path", "/a")]);
+    h.data(
+        Side::Client,
+        Timestamp(3_000_000_000),
+        &frame_of(HEADERS, END_HEADERS | END_STREAM, 3, &b),
+    );
+    let (_, _, limits) = h.exchanges.take();
+    let mut l = limits.expect("a 429 was read");
+    assert_eq!(l.in_window, 1, "3.0 s is inside 1.5 s + 2 s");
+    let d = l.waits.distribution();
+    assert_eq!((d.count, d.min), (1, Some(1.5)));
 }
 
 #[test]

@@ -3,13 +3,15 @@
 //! window of the most recent ones, retired into a status count and a
 //! latency aggregate as newer ones arrive, so that the summary's status
 //! codes and request latency cover every request, not only the listed
-//! ones. Shared by HTTP/1, HTTP/2 and the TLS flights, which address
-//! requests by their number on the connection.
+//! ones; and, once a response speaks of rate limiting, its [`Limits`].
+//! Shared by HTTP/1, HTTP/2 and the TLS flights, which address requests by
+//! their number on the connection.
 //!
 //! Does not parse anything, nor decide what a request is.
 
 use std::collections::{BTreeMap, VecDeque};
 
+use super::limits::Limits;
 use crate::analyze::stats::Samples;
 use crate::time::Timestamp;
 
@@ -34,9 +36,15 @@ pub struct Exchange {
     pub target: Box<str>,
     pub start: Timestamp,
     pub status: Option<u16>,
+    /// The response's Retry-After in seconds, [`NO_RETRY_AFTER`] when it
+    /// had none (not an `Option`: the exchange stays 80 bytes).
+    pub retry_after: u32,
     pub response_first: Option<Timestamp>,
     pub response_last: Option<Timestamp>,
 }
+
+/// An [`Exchange`] whose response carried no Retry-After.
+pub const NO_RETRY_AFTER: u32 = u32::MAX;
 
 impl Exchange {
     /// A request that started at `start`, method and target unknown (encrypted, or HTTP/2).
@@ -46,9 +54,15 @@ impl Exchange {
             target: Box::default(),
             start,
             status: None,
+            retry_after: NO_RETRY_AFTER,
             response_first: None,
             response_last: None,
         }
+    }
+
+    /// The response's Retry-After in seconds.
+    pub fn retry_after(&self) -> Option<u32> {
+        (self.retry_after != NO_RETRY_AFTER).then_some(self.retry_after)
     }
 
     /// Request start → last response byte, in seconds.
@@ -118,6 +132,8 @@ pub struct Exchanges {
     keep: usize,
     listed: Vec<Exchange>,
     past: Option<Box<Past>>,
+    /// Made by the first response that speaks of rate limiting.
+    limits: Option<Box<Limits>>,
 }
 
 impl Exchanges {
@@ -127,6 +143,7 @@ impl Exchanges {
             keep,
             listed: Vec::new(),
             past: None,
+            limits: None,
         }
     }
 
@@ -204,21 +221,47 @@ impl Exchanges {
         self.listed.get_mut(i)
     }
 
-    /// Request `i`'s final status (the first one given): on the request
-    /// while it is held, else counted with the retired ones.
-    pub fn set_status(&mut self, i: usize, status: u16) {
+    /// Request `i`'s final response (the first one given), with its
+    /// status and the seconds of its Retry-After: on the request while it
+    /// is held, else counted with the retired ones.
+    pub fn set_response(&mut self, i: usize, status: u16, retry_after: Option<u32>) {
         if i >= self.len() {
             return;
         }
         match self.get_mut(i) {
+            Some(e) if e.status.is_some() => return,
             Some(e) => {
-                e.status.get_or_insert(status);
+                e.status = Some(status);
+                e.retry_after = retry_after.unwrap_or(NO_RETRY_AFTER);
             }
             None => {
                 if let Some(p) = self.past.as_mut() {
                     count_status(&mut p.unlisted.statuses, status, 1);
                 }
             }
+        }
+        if Limits::tells(status, retry_after) || self.limits.is_some() {
+            let limits = self.limits.get_or_insert_with(Box::default);
+            limits.response(status, retry_after);
+        }
+    }
+
+    /// Request `i`'s response ended at `at` (its last byte): a 429's wait
+    /// and a Retry-After's window run from here.
+    pub fn response_ended(&mut self, i: usize, at: Timestamp) {
+        let Some(limits) = self.limits.as_mut() else {
+            return;
+        };
+        let e = match i.checked_sub(self.listed.len()) {
+            None => self.listed.get(i),
+            Some(j) => self
+                .past
+                .as_ref()
+                .and_then(|p| p.window.get(j.checked_sub(p.retired)?)),
+        };
+        if let Some(status) = e.and_then(|e| e.status) {
+            let retry_after = e.and_then(Exchange::retry_after);
+            limits.response_end(status, retry_after, at);
         }
     }
 
@@ -236,6 +279,9 @@ impl Exchanges {
     /// method and target are dropped: only the listed ones show them.
     pub fn push(&mut self, e: Exchange) -> usize {
         let n = self.len();
+        if let Some(limits) = self.limits.as_mut() {
+            limits.request(e.start);
+        }
         if self.listed.len() < self.keep {
             self.listed.push(e);
             return n;
@@ -313,8 +359,9 @@ impl Exchanges {
         }
     }
 
-    /// The listed requests, and what the others left.
-    pub fn take(&mut self) -> (Vec<Exchange>, Option<Box<Unlisted>>) {
+    /// The listed requests, what the others left, and what the responses
+    /// said of rate limiting.
+    pub fn take(&mut self) -> (Vec<Exchange>, Option<Box<Unlisted>>, Option<Box<Limits>>) {
         let listed = std::mem::take(&mut self.listed);
         let unlisted = self.past.take().map(|p| {
             let Past {
@@ -327,7 +374,7 @@ impl Exchanges {
             }
             Box::new(unlisted)
         });
-        (listed, unlisted)
+        (listed, unlisted, self.limits.take())
     }
 
     pub fn shrink_to_fit(&mut self) {
@@ -370,7 +417,7 @@ mod tests {
             x.get(2 + WINDOW + 2).map(|e| e.start),
             Some(Timestamp((2 + WINDOW as i64 + 2) * 10))
         );
-        let (listed, unlisted) = x.take();
+        let (listed, unlisted, _) = x.take();
         assert_eq!(listed.len(), 2);
         let u = unlisted.expect("some past the list");
         let total: u64 = u.statuses.values().sum();
@@ -394,7 +441,7 @@ mod tests {
         assert_eq!(x.get(3).map(|e| e.start), Some(Timestamp(30)));
         x.pop();
         assert_eq!(x.len(), 3);
-        let (_, unlisted) = x.take();
+        let (_, unlisted, _) = x.take();
         assert_eq!(
             unlisted.map(|u| u.durations.len()),
             Some(0),

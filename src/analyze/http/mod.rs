@@ -8,13 +8,15 @@
 
 mod body;
 mod exchanges;
+pub mod limits;
 
 use std::collections::VecDeque;
 
 use crate::record::Side;
 use crate::time::Timestamp;
 use body::{Body, Chunk, Framing};
-pub use exchanges::{count_status, Exchange, Exchanges, Unlisted};
+pub use exchanges::{count_status, Exchange, Exchanges, Unlisted, NO_RETRY_AFTER};
+pub use limits::Limits;
 
 /// Largest header block buffered for one message.
 const MAX_HEADER: usize = 64 * 1024;
@@ -264,12 +266,21 @@ impl Http1 {
         let status = resp.code.unwrap_or(0);
         let framing = Framing::of(resp.headers);
         let first = self.server.started.take().unwrap_or(ts);
+        let field = |name: &str| {
+            let mut found = resp
+                .headers
+                .iter()
+                .filter(|h| h.name.eq_ignore_ascii_case(name));
+            found.next().map(|h| h.value)
+        };
+        let retry_after =
+            field("retry-after").and_then(|v| limits::retry_after(v, field("date"), first));
         if status == 101 {
             // Switching protocols: what follows is not HTTP/1.
             self.server.stopped = true;
             self.client.stopped = true;
             self.switched = true;
-            self.note_response(status, first, ts);
+            self.note_response(status, retry_after, first, ts);
             return Some(len);
         }
         if (100..200).contains(&status) {
@@ -291,12 +302,12 @@ impl Http1 {
                 self.tunnel = true;
                 self.server.stopped = true;
                 self.client.stopped = true;
-                self.note_response(status, first, ts);
+                self.note_response(status, retry_after, first, ts);
                 self.finish_response(ts);
                 return Some(len);
             }
         }
-        self.note_response(status, first, ts);
+        self.note_response(status, retry_after, first, ts);
         let no_body = head || status == 204 || status == 304;
         self.server.body = if no_body { None } else { framing.body(true) };
         if self.server.body.is_none() || self.server.body == Some(Body::Length(0)) {
@@ -306,9 +317,16 @@ impl Http1 {
         Some(len)
     }
 
-    fn note_response(&mut self, status: u16, first: Timestamp, ts: Timestamp) {
+    fn note_response(
+        &mut self,
+        status: u16,
+        retry_after: Option<u32>,
+        first: Timestamp,
+        ts: Timestamp,
+    ) {
         self.responses += 1;
-        self.exchanges.set_status(self.waiting, status);
+        self.exchanges
+            .set_response(self.waiting, status, retry_after);
         if let Some(ex) = self.exchanges.get_mut(self.waiting) {
             ex.response_first = Some(first);
             ex.response_last = Some(ts);
@@ -320,6 +338,7 @@ impl Http1 {
         if let Some(ex) = self.exchanges.get_mut(self.waiting) {
             ex.response_last = Some(ts);
         }
+        self.exchanges.response_ended(self.waiting, ts);
         self.waiting += 1;
     }
 

@@ -280,3 +280,50 @@ fn an_exchange_is_small() {
     let size = std::mem::size_of::<Exchange>();
     assert!(size <= 80, "Exchange is {size} bytes");
 }
+
+/// `Retry-After` as delay-seconds and as an HTTP-date (counted from the
+/// response's `Date`), on the exchange; the wait after the 429 runs from
+/// its body's last byte.
+#[test]
+fn retry_after_is_read_from_the_response_head() {
+    let secs = |n: i64| Timestamp(n * 1_000_000_000);
+    let mut h = Http1::new(10);
+    // (when, side, bytes): the first 429's body ends at 2 s.
+    let conversation: [(i64, Side, &[u8]); 7] = [
+        (0, Side::Client, b"GET /a HTTP/1.1\r\n\r\n"),
+        (1, Side::Server, b"HTTP/1.1 429 Too Many Requests\r\nretry-after:  7 \r\nContent-Length: 4\r\n\r\nsl"),
+        (2, Side::Server, b"ow"),
+        (3, Side::Client, b"GET /a HTTP/1.1\r\n\r\n"),
+        (4, Side::Server, b"HTTP/1.1 503 Service Unavailable\r\nDate: Wed, 21 Oct 2015 07:28:00 GMT\r\nRetry-After: Wed, 21 Oct 2015 07:30:00 GMT\r\nContent-Length: 0\r\n\r\n"),
+        (5, Side::Client, b"GET /b HTTP/1.1\r\n\r\n"),
+        (6, Side::Server, b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: later\r\nContent-Length: 0\r\n\r\n"),
+    ];
+    for (when, side, bytes) in conversation {
+        h.data(side, secs(when), bytes);
+    }
+    let got: Vec<(Option<u16>, Option<u32>)> = h
+        .exchanges
+        .listed()
+        .iter()
+        .map(|e| (e.status, e.retry_after()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (Some(429), Some(7)),
+            (Some(503), Some(120)),
+            (Some(429), None)
+        ]
+    );
+    let (_, _, limits) = h.exchanges.take();
+    let mut l = limits.expect("429s were read");
+    assert_eq!(l.responses_429, 2);
+    assert_eq!(l.in_window, 2, "3 s and 5 s are inside 2 s + 7 s");
+    assert!(l.ended_on_429);
+    let d = l.waits.distribution();
+    assert_eq!(
+        (d.count, d.min),
+        (1, Some(1.0)),
+        "from the 429's last byte, at 2 s"
+    );
+}

@@ -5,7 +5,7 @@
 //! Does not lay out tables, JSON or HTML, nor word the verdict (`compare`).
 
 use super::Labeled;
-use crate::record::{Distribution, Summary};
+use crate::record::{Distribution, RateLimitSummary, Summary};
 use crate::report::human_duration;
 
 /// How a metric's values print.
@@ -139,6 +139,12 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
     let [tm, t90, t95, tmax] = dist(&s.tls_handshake);
     let l = &s.request_latency;
     let st = statuses(s);
+    // Rate limiting's counts: 0 where statuses were read and none spoke of it.
+    let rl = s.rate_limit.as_ref();
+    let limit = |f: fn(&RateLimitSummary) -> f64| match rl {
+        Some(r) => Some(f(r)),
+        None => st.map(|_| 0.0),
+    };
     let quic = s.quic.as_ref();
     #[rustfmt::skip]
     let rows = vec![
@@ -183,6 +189,9 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
         ("status_429", "responses 429 (rate limited)", Count, Lower, st.map(|s| s.rate_limited)),
         ("status_5xx", "responses 5xx", Count, Lower, st.map(|s| s.server_error)),
         ("status_429_share", "429 share of responses", Ratio, Lower, st.and_then(|s| s.rate_limited_share())),
+        ("requests_in_retry_window", "requests sent while a Retry-After ran", Count, Lower, limit(|r| r.requests_in_window as f64)),
+        ("wait_after_429_median", "wait after a 429 (same connection): median", Seconds, Neither, rl.and_then(|r| r.wait_after_429.median)),
+        ("connections_closed_after_429", "connections closed after a 429", Count, Lower, limit(|r| r.closed_after_429.values().sum::<u64>() as f64)),
         ("peak_concurrent_connections", "peak concurrent connections", Count, Neither, c(s.peak_concurrent_connections.connections)),
         ("requests_per_second", "requests per second", PerSecond, Higher, s.requests_per_second),
         ("handshake_events", "handshake events (TCP packets + TLS messages)", Count, Lower, c(events)),
@@ -203,7 +212,9 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
 /// `tls_handshake_p90`, `tls_handshake_p95`, `tls_handshake_max`,
 /// `latency_avg`, `latency_min`, `latency_median`, `latency_p90`,
 /// `latency_p95`, `latency_max`, `status_2xx`, `status_4xx`, `status_429`,
-/// `status_5xx`, `status_429_share`, `peak_concurrent_connections`,
+/// `status_5xx`, `status_429_share`, `requests_in_retry_window`,
+/// `wait_after_429_median`, `connections_closed_after_429`,
+/// `peak_concurrent_connections`,
 /// `requests_per_second`, `handshake_events`, `handshake_events_per_request`.
 /// Times are seconds.
 pub(crate) fn metrics(a: &Labeled, b: &Labeled) -> Vec<Metric> {
