@@ -280,3 +280,24 @@ fn by_status(r: &ConnectionRecord) -> BTreeMap<(u16, Option<u32>), u64> {
     }
     m
 }
+
+/// `timeline --conn` says which requests went out inside a Retry-After,
+/// and what each 429 asked for.
+#[test]
+fn the_timeline_marks_requests_sent_inside_a_retry_after() {
+    for (name, inside) in [("http-requests-retry-now", 5), ("http-curl-retry-after", 0)] {
+        let file = capture(&format!("{name}.pcap"));
+        let out = crate::support::run([
+            "timeline".as_ref(),
+            file.as_os_str(),
+            "--conn".as_ref(),
+            "1".as_ref(),
+        ]);
+        assert!(out.status.success(), "{name}");
+        let text = crate::support::stdout(&out);
+        let asked = text.matches("first byte 429 Retry-After 1s").count();
+        assert_eq!(asked, 2, "{name}:\n{text}");
+        let sent = text.lines().filter(|l| l.contains("Retry-After)")).count();
+        assert_eq!(sent, inside, "{name}:\n{text}");
+    }
+}

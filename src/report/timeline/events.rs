@@ -201,12 +201,27 @@ fn request_events(list: &[HttpRequest], color: bool, events: &mut Vec<Event>) {
             (Some(m), Some(t)) => format!(" {} {}", sanitize(m), sanitize(t)),
             _ => String::new(),
         };
+        // Sent while an earlier response's Retry-After ran (from its
+        // last byte), as `http.rate_limit.requests_in_window` counts it.
+        let early = list.iter().take(i).rposition(|r| {
+            let end = r.response_last.map(|l| l.at);
+            let wait = r.retry_after.map(f64::from);
+            end.zip(wait)
+                .is_some_and(|(end, wait)| end <= req.start.at && req.start.at < end + wait)
+        });
+        let early = early.map_or(String::new(), |j| {
+            format!(" (inside response {}'s Retry-After)", j + 1)
+        });
         events.push((
             req.start.at,
             Some(Side::Client),
-            format!("request {n} sent{what}"),
+            format!("request {n} sent{what}{early}"),
         ));
-        let status = req.status.map_or(String::new(), |s| format!(" {s}"));
+        let status = match (req.status, req.retry_after) {
+            (Some(s), Some(r)) => format!(" {s} Retry-After {r}s"),
+            (Some(s), None) => format!(" {s}"),
+            (None, _) => String::new(),
+        };
         let ttfb = req
             .ttfb
             .map_or(String::new(), |t| format!(" (ttfb {})", dur(t, color)));
