@@ -161,6 +161,7 @@ fn quic_pointer(column: &str) -> Option<&'static str> {
         "quic_idle_timeout" => "/handshake/idle_timeout",
         "quic_server_idle_timeout" => "/handshake/server_idle_timeout",
         "state" => "/ended",
+        _ if column.starts_with("http_rate_limit_") => pointer(column)?,
         _ => return None,
     })
 }

@@ -301,3 +301,55 @@ fn the_timeline_marks_requests_sent_inside_a_retry_after() {
         assert_eq!(sent, inside, "{name}:\n{text}");
     }
 }
+
+/// HTTP/3 through the key log: aioquic's server (scripts/quic_server.py)
+/// answers each POST 429 with `retry-after: 1`, read with QPACK (across
+/// STREAM frames, on a lossy link too); the 429s are the server's log,
+/// and the windows and waits are what the listed requests' own times give
+/// by docs/json.md's definitions (the streaming figures against the list).
+#[test]
+fn http3_responses_carry_their_retry_after() {
+    use handshakes::analyze::http::limits::TOO_MANY_REQUESTS;
+    for name in [
+        "quic-aioquic-h3-post-429",
+        "quic-aioquic-h3-chacha20",
+        "quic-aioquic-h3-big-headers",
+        "quic-aioquic-h3-lossy",
+    ] {
+        let log = std::fs::read_to_string(capture(&format!("{name}.server.log"))).unwrap();
+        let logged = log
+            .lines()
+            .filter(|l| l.split(' ').nth(5) == Some("429"))
+            .count() as u64;
+        let mut cmd = crate::support::bin();
+        cmd.args(["analyze", "-q", "-T", "json", "--keylog"]);
+        cmd.arg(capture(&format!("{name}.keylog")));
+        let v =
+            crate::support::json_of(&cmd.arg(capture(&format!("{name}.pcap"))).output().unwrap());
+        let quic = &v["summary"]["quic"];
+        let r = &quic["rate_limit"];
+        assert_eq!(r["responses_429"], logged, "{name}");
+        assert_eq!(r["retry_after"]["1"], logged, "{name}");
+        let http = &quic["list"][0]["http"];
+        let list = http["list"].as_array().unwrap();
+        let (mut windows, mut in_window) = (Vec::<f64>::new(), 0);
+        for q in list {
+            let status = q["status"].as_u64();
+            let ra = q["retry_after"].as_u64();
+            let limited = status == Some(u64::from(TOO_MANY_REQUESTS));
+            assert_eq!(ra, limited.then_some(1), "{name}: {q}");
+            let start = q["start"]["ts"].as_f64().unwrap();
+            if windows.iter().any(|&end| end - 1.0 <= start && start < end) {
+                in_window += 1;
+            }
+            if limited {
+                windows.push(q["response_last"]["ts"].as_f64().unwrap() + 1.0);
+            }
+        }
+        assert_eq!(
+            http["rate_limit"]["requests_in_window"], in_window,
+            "{name}"
+        );
+        assert_eq!(r["requests_in_window"], in_window, "{name}");
+    }
+}

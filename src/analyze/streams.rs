@@ -17,8 +17,7 @@ use crate::decode::TcpSegment;
 use crate::flow::reassembly::{Reassembler, StreamSink};
 use crate::flow::seq::Seq;
 use crate::record::{
-    Anomalies, AnomalyKind, DecryptionOutcome, HttpInfo, HttpMethod, HttpRequest, Instant,
-    RateLimit, Side,
+    Anomalies, AnomalyKind, DecryptionOutcome, HttpInfo, HttpMethod, HttpRequest, Instant, Side,
 };
 use crate::time::Timestamp;
 
@@ -274,20 +273,7 @@ impl HttpFacts {
         let Rest { unlisted, limits } = self.rest.map(|r| *r).unwrap_or_default();
         let mut unlisted = unlisted;
         let durations = unlisted.as_mut().map(|u| std::mem::take(&mut u.durations));
-        let (rate_limit, waits_after_429) = match limits {
-            Some(l) => {
-                let mut l = *l;
-                let info = RateLimit {
-                    responses_429: l.responses_429,
-                    retry_after: std::mem::take(&mut l.retry_after),
-                    requests_in_window: l.in_window,
-                    wait_after_429: l.waits.distribution(),
-                    ended_on_429: l.ended_on_429,
-                };
-                (Some(info), Some(l.waits))
-            }
-            None => (None, None),
-        };
+        let (rate_limit, waits_after_429) = limits.map(|l| l.into_record()).unzip();
         let aside = Aside {
             durations,
             waits_after_429,

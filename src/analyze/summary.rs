@@ -4,7 +4,8 @@
 //! Does not see packets' contents or the connection table; it is fed records
 //! as they are finalised, so it works the same for files and live capture.
 
-mod rate_limit;
+pub(crate) mod rate_limit;
+mod verdict;
 
 use std::collections::BTreeMap;
 
@@ -19,6 +20,7 @@ use crate::record::{
 use crate::source::{LinkType, SourceInfo};
 use crate::time::Timestamp;
 use rate_limit::{LimitTally, RateLimitBuilder};
+use verdict::{verdict, Counts};
 
 /// Overlay networks counted one by one in the summary; connections in more
 /// are counted together.
@@ -460,153 +462,5 @@ impl SummaryBuilder {
             capture_drops: None,
             selection: None,
         }
-    }
-}
-
-/// What the verdict is made of.
-struct Counts {
-    requests: u64,
-    estimated: u64,
-    low_confidence: u64,
-    /// Connections that carried requests, and their handshakes.
-    connections: u64,
-    tcp: u64,
-    tls: bool,
-    tls_full: u64,
-    tls_resumed: u64,
-    /// Connections that carried none, and their full TLS handshakes (a
-    /// client racing connections open, and then using one).
-    idle: u64,
-    idle_tls_full: u64,
-    /// UDP datagrams with QUIC handshake packets, the connections they
-    /// opened, and their full and resumed handshakes.
-    quic: u64,
-    quic_connections: u64,
-    quic_full: u64,
-    quic_resumed: u64,
-    /// QUIC connections a key log opened, and the HTTP/3 requests on them.
-    quic_decrypted: u64,
-    quic_requests: u64,
-}
-
-/// The headline sentence: how many connections the requests needed, and
-/// how many more were opened for none; and the QUIC handshakes, whose
-/// requests are not counted.
-fn verdict(c: &Counts) -> String {
-    let over_tcp = tcp_verdict(c);
-    if c.quic == 0 {
-        return over_tcp;
-    }
-    let n = c.quic_connections;
-    let handshakes = match (c.quic_full, c.quic_resumed) {
-        (0, 0) => String::new(),
-        (full, 0) => format!(", {full} full handshake{}", plural_s(full)),
-        (0, resumed) => format!(", {resumed} resumed"),
-        (full, resumed) => format!(
-            ", {full} full handshake{} and {resumed} resumed",
-            plural_s(full)
-        ),
-    };
-    let over_tcp = if c.requests == 0 {
-        "no HTTP requests seen over TCP".to_owned()
-    } else {
-        over_tcp
-    };
-    let requests = match (c.quic_decrypted, c.quic_requests) {
-        (0, _) => " (HTTP/3 requests not counted)".to_owned(),
-        (d, r) => format!(
-            ", {r} HTTP/3 request{} ({:.1} per connection the key log opened)",
-            plural_s(r),
-            r as f64 / d as f64
-        ),
-    };
-    format!(
-        "{over_tcp}; QUIC: {n} connection{}{handshakes}{requests}",
-        plural_s(n)
-    )
-}
-
-/// "s" unless `n` is 1.
-fn plural_s(n: u64) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
-    }
-}
-
-/// The verdict over TCP.
-fn tcp_verdict(c: &Counts) -> String {
-    let Counts {
-        requests,
-        estimated,
-        connections,
-        tcp,
-        tls_full,
-        tls_resumed,
-        idle,
-        idle_tls_full,
-        ..
-    } = *c;
-    if requests == 0 {
-        return "no HTTP requests seen".to_string();
-    }
-    let plural = |n: u64, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
-    let more = |n: u64| format!("{n} more connection{}", if n == 1 { "" } else { "s" });
-    let unused = match (idle, idle_tls_full) {
-        (0, _) => String::new(),
-        (n, 0) => format!("; {} carried none", more(n)),
-        (n, full) => format!(
-            "; {}, {}, carried none",
-            more(n),
-            plural(full, "full TLS handshake")
-        ),
-    };
-    let how = if c.low_confidence > 0 {
-        " (estimated from TLS records; rough where HTTP/2 multiplexes)"
-    } else if estimated == requests {
-        " (estimated from TLS records)"
-    } else if estimated > 0 {
-        " (partly estimated from TLS records)"
-    } else {
-        ""
-    };
-    let head = format!(
-        "{} used {}{how}",
-        plural(requests, "request"),
-        plural(connections, "connection")
-    );
-    let resumed = if tls_resumed > 0 {
-        format!(
-            ", {} resumed TLS {}",
-            tls_resumed,
-            if tls_resumed == 1 {
-                "session"
-            } else {
-                "sessions"
-            }
-        )
-    } else {
-        String::new()
-    };
-    let per_conn = requests as f64 / connections.max(1) as f64;
-    if connections >= requests && requests > 1 {
-        let tls = if c.tls {
-            format!(" and {:.2} full TLS", tls_full as f64 / requests as f64)
-        } else {
-            String::new()
-        };
-        format!(
-            "{head}: no reuse — {:.2} TCP{tls} handshakes per request{resumed}{unused}",
-            tcp as f64 / requests as f64
-        )
-    } else if per_conn < 1.5 && requests > 1 {
-        format!("{head}: little reuse, {per_conn:.2} requests per connection{resumed}{unused}")
-    } else if requests == 1 {
-        format!("{head}{resumed}{unused}")
-    } else if connections == 1 {
-        format!("{head}: one connection reused for every request{resumed}{unused}")
-    } else {
-        format!("{head}: pooled, {per_conn:.1} requests per connection{resumed}{unused}")
     }
 }

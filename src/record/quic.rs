@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::{
     CertificateInfo, DecryptionOutcome, Distribution, HttpRequest, Instant, Name, Overlay, PerSide,
-    Side, TlsEvent,
+    RateLimit, RateLimitSummary, Side, TlsEvent,
 };
 
 /// One QUIC connection: its endpoints, version and handshake.
@@ -80,6 +80,9 @@ pub struct QuicHttp {
     pub responses: u64,
     /// Responses by `:status`, as far as QPACK gave it (at most 64 codes).
     pub status_codes: BTreeMap<u16, u64>,
+    /// What the responses said of rate limiting, as a TCP connection's
+    /// `http.rate_limit`; null unless one was a 429 or had a Retry-After.
+    pub rate_limit: Option<RateLimit>,
     /// The first requests (at most `--max-requests-listed`), in the order
     /// their streams were first seen, with method and path (from the
     /// request's first STREAM frame), status and times; the same fields
@@ -98,6 +101,7 @@ impl Default for QuicHttp {
             requests: 0,
             responses: 0,
             status_codes: BTreeMap::new(),
+            rate_limit: None,
             list: Vec::new(),
             list_truncated: false,
         }
@@ -225,6 +229,9 @@ pub struct QuicSummary {
     pub handshakes_per_request: Option<f64>,
     /// With `--keylog`: HTTP/3 responses by status, over every connection.
     pub status_codes: BTreeMap<String, u64>,
+    /// With `--keylog`: the connections' `http.rate_limit` added up, as
+    /// the summary's `rate_limit` adds up TCP's; null when none has one.
+    pub rate_limit: Option<RateLimitSummary>,
     /// The connections, in order of their first packets: the first
     /// 4 096 (`not_listed` counts the rest, which the figures above include).
     pub list: Vec<QuicRecord>,

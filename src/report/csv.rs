@@ -99,6 +99,15 @@ pub const COLUMNS: &[&str] = &[
     "close_reason",
     "quic_idle_timeout",
     "quic_server_idle_timeout",
+    RATE_LIMIT_COLUMNS[0],
+    RATE_LIMIT_COLUMNS[1],
+    RATE_LIMIT_COLUMNS[2],
+    RATE_LIMIT_COLUMNS[3],
+    RATE_LIMIT_COLUMNS[4],
+];
+
+/// The `http_rate_limit_…` columns, in the order of [`rate_limit_cells`].
+const RATE_LIMIT_COLUMNS: [&str; 5] = [
     "http_rate_limit_responses_429",
     "http_rate_limit_retry_after",
     "http_rate_limit_requests_in_window",
@@ -345,6 +354,12 @@ fn quic_cell(file: &str, column: &str, q: &QuicRecord) -> String {
         "quic_idle_timeout" => opt(q.handshake.idle_timeout),
         "quic_server_idle_timeout" => opt(q.handshake.server_idle_timeout),
         "state" => q.ended.to_string(),
+        _ if column.starts_with("http_rate_limit_") => {
+            let cells = rate_limit_cells(http.and_then(|h| h.rate_limit.as_ref()));
+            let at = RATE_LIMIT_COLUMNS.iter().position(|c| *c == column);
+            at.and_then(|i| cells.into_iter().nth(i))
+                .unwrap_or_default()
+        }
         _ => String::new(),
     }
 }

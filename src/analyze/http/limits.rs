@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::analyze::stats::Samples;
+use crate::record::RateLimit;
 use crate::time::Timestamp;
 
 /// The status of a rate-limited request (RFC 6585 §4).
@@ -143,6 +144,19 @@ impl Limits {
                 self.until = Some(end);
             }
         }
+    }
+
+    /// The record's `rate_limit` section, and the waits (all of them, for
+    /// the summary: the section has their distribution).
+    pub fn into_record(mut self) -> (RateLimit, Samples) {
+        let record = RateLimit {
+            responses_429: self.responses_429,
+            retry_after: std::mem::take(&mut self.retry_after),
+            requests_in_window: self.in_window,
+            wait_after_429: self.waits.distribution(),
+            ended_on_429: self.ended_on_429,
+        };
+        (record, self.waits)
     }
 
     /// A request started at `start` (requests come in the order they

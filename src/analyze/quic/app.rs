@@ -10,8 +10,9 @@
 //! flight (at most [`MAX_OPEN_STREAMS`]; a stream's request counts once),
 //! the first requests listed (`--max-requests-listed`), each side's QPACK
 //! table (`qpack`: a request's method and path from its stream's head,
-//! gathered by `heads` across STREAM frames, a response's status from
-//! its), the tickets after the handshake (CRYPTO, read in order) and the
+//! gathered by `heads` across STREAM frames, a response's status and
+//! Retry-After from its, and what they say of rate limiting, `Limits`),
+//! the tickets after the handshake (CRYPTO, read in order) and the
 //! first CONNECTION_CLOSE. Does not keep a stream's bytes past its first
 //! HEADERS frame.
 
@@ -22,7 +23,7 @@ use super::handshake::Flight;
 use super::heads::{Gathered, Heads};
 use super::initial::{self, Keys};
 use super::qpack;
-use crate::analyze::http::{count_status, Exchange};
+use crate::analyze::http::{count_status, limits, Exchange, Limits, NO_RETRY_AFTER};
 use crate::analyze::stats::Samples;
 use crate::analyze::tls::crypto::{Cipher, Hash};
 use crate::analyze::tls::keylog::Secrets;
@@ -101,6 +102,8 @@ pub struct App {
     blocked: Vec<Blocked>,
     /// Request → response end, of every request answered.
     pub latency: Samples,
+    /// Made by the first response that speaks of rate limiting.
+    pub limits: Option<Box<Limits>>,
     /// Each side's CRYPTO stream after the handshake, read in order only
     /// (a piece ahead of its turn ends it), and the messages it completed
     /// (NewSessionTicket), by side, for the connection's events.
@@ -121,6 +124,8 @@ struct Blocked {
     /// The request's place in the list, if listed.
     listed: Option<usize>,
     head: Vec<u8>,
+    /// When its last piece came.
+    at: Timestamp,
 }
 
 /// A request waiting for its response.
@@ -129,8 +134,10 @@ struct Open {
     start: Timestamp,
     /// Its place in the list, if listed.
     listed: Option<usize>,
-    /// Its response's status was read (a frame sent again is not).
-    status: bool,
+    /// Its response's status, once read (a frame sent again is not), and
+    /// the seconds of its Retry-After ([`NO_RETRY_AFTER`]: none).
+    status: Option<u16>,
+    retry_after: u32,
 }
 
 impl std::fmt::Debug for App {
@@ -177,6 +184,7 @@ impl App {
             list: Vec::new(),
             keep,
             latency: Samples::default(),
+            limits: None,
             qpack: Default::default(),
             heads: Default::default(),
             blocked: Vec::new(),
@@ -295,35 +303,46 @@ impl App {
         self.frames(side, &plain, ts);
     }
 
-    /// Counts the status `code` read from a response's HEADERS, and notes
-    /// it on its request if listed: once for a request waiting for its
-    /// response.
-    fn status(&mut self, stream: u64, code: Option<u16>) {
-        let Some(open) = self.open.get_mut(&stream).filter(|o| !o.status) else {
+    /// Counts the status `code` read from a response's HEADERS, with the
+    /// seconds of its Retry-After, and notes them on its request if
+    /// listed: once for a request waiting for its response.
+    fn status(&mut self, stream: u64, code: Option<u16>, retry_after: Option<u32>) {
+        let Some(open) = self.open.get_mut(&stream).filter(|o| o.status.is_none()) else {
             return;
         };
         let Some(code) = code else {
             return;
         };
-        open.status = true;
-        count_status(&mut self.http.status_codes, code, 1);
+        open.status = Some(code);
+        open.retry_after = retry_after.unwrap_or(NO_RETRY_AFTER);
+        self.count(code, retry_after);
         if let Some(e) = self.listed(stream) {
             e.status.get_or_insert(code);
+            e.retry_after = retry_after.unwrap_or(NO_RETRY_AFTER);
+        }
+    }
+
+    /// Counts a final response's status, and what it says of rate limiting.
+    fn count(&mut self, code: u16, retry_after: Option<u32>) {
+        count_status(&mut self.http.status_codes, code, 1);
+        if Limits::tells(code, retry_after) || self.limits.is_some() {
+            let limits = self.limits.get_or_insert_with(Box::default);
+            limits.response(code, retry_after);
         }
     }
 
     /// Reads the head of `stream` from `side` (a request's method and
-    /// path, a response's status) now, or once the entries of the dynamic
-    /// table it refers to have come.
-    fn head(&mut self, side: usize, stream: u64, head: &[u8]) {
+    /// path, a response's status), whose last piece came at `at`, now, or
+    /// once the entries of the dynamic table it refers to have come.
+    fn head(&mut self, side: usize, stream: u64, head: &[u8], at: Timestamp) {
         let listed = self.open.get(&stream).and_then(|o| o.listed);
         let Some(qpack) = self.qpack.get(side) else {
             return;
         };
         if qpack.blocked(head) {
             if self.blocked.len() >= MAX_BLOCKED {
-                let oldest = self.blocked.remove(0);
-                self.read(oldest.side, oldest.stream, oldest.listed, &oldest.head);
+                let b = self.blocked.remove(0);
+                self.read(b.side, b.stream, b.listed, &b.head, b.at);
             }
             let head = head.to_vec();
             self.blocked.push(Blocked {
@@ -331,10 +350,11 @@ impl App {
                 stream,
                 listed,
                 head,
+                at,
             });
             return;
         }
-        self.read(side, stream, listed, head);
+        self.read(side, stream, listed, head, at);
     }
 
     /// Reads the heads of `side` that were waiting for entries its
@@ -348,14 +368,22 @@ impl App {
             .partition(|b| b.side == side && !qpack.blocked(&b.head));
         self.blocked = waiting;
         for b in ready {
-            self.read(b.side, b.stream, b.listed, &b.head);
+            self.read(b.side, b.stream, b.listed, &b.head, b.at);
         }
     }
 
     /// Reads a head: a request's method and path into its place in the
-    /// list, a response's status (counted once, also when the response
-    /// ended before its head could be read).
-    fn read(&mut self, side: usize, stream: u64, listed: Option<usize>, head: &[u8]) {
+    /// list, a response's status and Retry-After (counted once, also when
+    /// the response ended before its head could be read; an HTTP-date
+    /// without a `date` counts from `at`).
+    fn read(
+        &mut self,
+        side: usize,
+        stream: u64,
+        listed: Option<usize>,
+        head: &[u8],
+        at: Timestamp,
+    ) {
         let Some(qpack) = self.qpack.get(side) else {
             return;
         };
@@ -365,12 +393,18 @@ impl App {
                 e.method = fields.method.unwrap_or_default();
                 e.target = fields.path.unwrap_or_default();
             }
-        } else if self.open.contains_key(&stream) {
-            self.status(stream, fields.status);
+            return;
+        }
+        let date = fields.date.as_deref().map(str::as_bytes);
+        let retry_after = fields.retry_after.as_deref();
+        let retry_after = retry_after.and_then(|v| limits::retry_after(v.as_bytes(), date, at));
+        if self.open.contains_key(&stream) {
+            self.status(stream, fields.status, retry_after);
         } else if let Some(code) = fields.status {
-            count_status(&mut self.http.status_codes, code, 1);
+            self.count(code, retry_after);
             if let Some(e) = listed.and_then(|i| self.list.get_mut(i)) {
                 e.status.get_or_insert(code);
+                e.retry_after = retry_after.unwrap_or(NO_RETRY_AFTER);
             }
         }
     }
@@ -396,13 +430,16 @@ impl App {
             self.list.len() - 1
         });
         self.http.list_truncated |= listed.is_none();
-        let status = false;
+        if let Some(limits) = self.limits.as_mut() {
+            limits.request(ts);
+        }
         self.open.insert(
             stream,
             Open {
                 start: ts,
                 listed,
-                status,
+                status: None,
+                retry_after: NO_RETRY_AFTER,
             },
         );
     }
@@ -477,7 +514,7 @@ impl App {
                     self.request(stream, ts);
                 }
                 if let Gathered::Whole(head) = self.heads[0].add(stream, offset, data) {
-                    self.head(0, stream, &head);
+                    self.head(0, stream, &head, ts);
                 }
                 if fin {
                     self.heads[0].end(stream);
@@ -493,7 +530,7 @@ impl App {
             }
             if self.open.contains_key(&stream) {
                 if let Gathered::Whole(head) = self.heads[1].add(stream, offset, data) {
-                    self.head(1, stream, &head);
+                    self.head(1, stream, &head, ts);
                 }
             }
             if fin {
@@ -501,6 +538,11 @@ impl App {
                 if let Some(open) = self.open.remove(&stream) {
                     self.http.responses += 1;
                     self.latency.push(ts.secs_since(open.start));
+                    if let Some((limits, code)) = self.limits.as_mut().zip(open.status) {
+                        let retry_after =
+                            (open.retry_after != NO_RETRY_AFTER).then_some(open.retry_after);
+                        limits.response_end(code, retry_after, ts);
+                    }
                 }
             }
         }

@@ -1,11 +1,12 @@
 //! The fields of an HTTP/3 request or response this tool reads — a
-//! request's `:method` and `:path`, a response's `:status` — from the first
+//! request's `:method` and `:path`, a response's `:status`, `retry-after`
+//! and `date` — from the first
 //! bytes of its stream (RFC 9114 §7.2.2: a HEADERS frame; RFC 9204 §4.5:
 //! its field lines): from the static table, a literal (plain or
 //! Huffman-coded), or the dynamic table, which a [`Decoder`] builds from
 //! its peer's encoder stream (RFC 9204 §4.3) — keeping of each entry only
-//! its name, as far as those three fields go, a status's code, and the
-//! text of the latest few methods and paths.
+//! its name, as far as those fields go, a status's code, and the text of
+//! the latest few methods, paths, Retry-Afters and dates.
 //!
 //! Does not read any other field, nor a HEADERS frame that does not start
 //! the bytes it is given (another frame first is passed over); a field
@@ -21,11 +22,13 @@ use crate::decode::varint;
 
 /// Dynamic table entries remembered (the oldest are forgotten first).
 const MAX_ENTRIES: usize = 4_096;
-/// Texts of dynamic `:method` and `:path` entries kept (the latest ones).
+/// Texts of dynamic `:method`, `:path`, `retry-after` and `date` entries
+/// kept (the latest ones).
 const MAX_TEXTS: usize = 32;
 /// Encoder stream bytes held while an instruction is incomplete.
 const MAX_PENDING: usize = 16 * 1024;
-/// Field lines read before giving up: pseudo-header fields come first.
+/// Field lines read before giving up: pseudo-header fields come first, a
+/// response's `retry-after` and `date` among the rest.
 const MAX_LINES: usize = 32;
 /// Frames passed over before a stream's HEADERS (reserved types, RFC 9114
 /// §7.2.8).
@@ -37,6 +40,8 @@ enum Name {
     Status,
     Method,
     Path,
+    RetryAfter,
+    Date,
     Other,
 }
 
@@ -46,6 +51,8 @@ impl Name {
             b":status" => Name::Status,
             b":method" => Name::Method,
             b":path" => Name::Path,
+            b"retry-after" => Name::RetryAfter,
+            b"date" => Name::Date,
             _ => Name::Other,
         }
     }
@@ -65,6 +72,8 @@ pub struct Fields {
     pub status: Option<u16>,
     pub method: Option<Box<str>>,
     pub path: Option<Box<str>>,
+    pub retry_after: Option<Box<str>>,
+    pub date: Option<Box<str>>,
 }
 
 impl Fields {
@@ -80,13 +89,22 @@ impl Fields {
             Name::Status => self.status = self.status.or_else(|| digits(value)),
             Name::Method => self.method = self.method.take().or_else(|| Some(text())),
             Name::Path => self.path = self.path.take().or_else(|| Some(text())),
+            Name::RetryAfter => self.retry_after = self.retry_after.take().or_else(|| Some(text())),
+            Name::Date => self.date = self.date.take().or_else(|| Some(text())),
             Name::Other => {}
         }
     }
 
-    /// Whether nothing more is wanted: a status, or a method and a path.
+    /// Whether nothing more is wanted: a method and a path, or a status
+    /// with a Retry-After and a date.
     fn complete(&self) -> bool {
-        self.status.is_some() || (self.method.is_some() && self.path.is_some())
+        let response = self.status.is_some() && self.retry_after.is_some() && self.date.is_some();
+        response || (self.method.is_some() && self.path.is_some())
+    }
+
+    /// The text a dynamic table entry keeps of this field's value.
+    fn text(self) -> Option<Box<str>> {
+        self.method.or(self.path).or(self.retry_after).or(self.date)
     }
 }
 
@@ -115,8 +133,9 @@ pub struct Decoder {
 
 /// The static table's entries this tool reads (RFC 9204 Appendix A); every
 /// other index names another field.
-const STATIC: [(u64, Name, &str); 22] = [
+const STATIC: [(u64, Name, &str); 23] = [
     (1, Name::Path, "/"),
+    (6, Name::Date, ""),
     (15, Name::Method, "CONNECT"),
     (16, Name::Method, "DELETE"),
     (17, Name::Method, "GET"),
@@ -374,8 +393,7 @@ impl Decoder {
             fields.put(name, value);
         }
         let code = fields.status;
-        let text = fields.method.or(fields.path);
-        self.push(Entry { name, code }, text);
+        self.push(Entry { name, code }, fields.text());
     }
 
     fn push(&mut self, entry: Entry, text: Option<Box<str>>) {

@@ -154,9 +154,19 @@ impl QuicTable {
             }
             self.summary.responses += app.http.responses;
             self.latency.merge(&app.latency);
+            let (rate_limit, waits) = app.limits.take().map(|l| l.into_record()).unzip();
+            if let Some(r) = &rate_limit {
+                // Closed: a CONNECTION_CLOSE, by its sender.
+                let closed = close.as_ref().map(|c| Some(c.by));
+                self.rate_limit.add(&LimitTally::new(r, waits, closed));
+            }
             let at = |t: Timestamp| self.instant(t);
             let list = app.list.iter().map(|e| request(e, &at)).collect();
-            QuicHttp { list, ..app.http }
+            QuicHttp {
+                list,
+                rate_limit,
+                ..app.http
+            }
         });
         handshake.duration = complete.map(|t| t.secs_since(start));
         let (first, end) = (self.instant(start), self.instant(last));

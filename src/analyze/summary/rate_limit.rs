@@ -1,5 +1,5 @@
-//! The summary's `rate_limit`: each connection's `http.rate_limit` folded
-//! over the capture — 429s, the Retry-After values given, the requests
+//! The summary's `rate_limit` (and `quic.rate_limit`): each connection's
+//! `http.rate_limit` folded over the capture — 429s, the Retry-After values given, the requests
 //! sent while one ran, the waits after a 429, and the connections closed
 //! after one.
 //!
@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use crate::analyze::stats::Samples;
-use crate::record::{CloseKind, ConnectionRecord, RateLimitSummary, Side};
+use crate::record::{CloseKind, ConnectionRecord, RateLimit, RateLimitSummary, Side};
 
 /// Distinct Retry-After values counted over the capture; responses with
 /// others are in the other figures, not by value.
@@ -32,13 +32,23 @@ impl LimitTally {
     pub fn of(rec: &ConnectionRecord, waits: Option<Samples>) -> Option<Box<LimitTally>> {
         let r = rec.http.rate_limit.as_ref()?;
         let closed = matches!(rec.close.kind, CloseKind::Fin | CloseKind::Rst);
-        Some(Box::new(LimitTally {
+        Some(LimitTally::new(r, waits, closed.then_some(rec.close.by)))
+    }
+
+    /// A connection's `rate_limit`, its waits, and who closed it (`None`:
+    /// it did not close; `Some(None)`: not known who).
+    pub fn new(
+        r: &RateLimit,
+        waits: Option<Samples>,
+        closed_by: Option<Option<Side>>,
+    ) -> Box<LimitTally> {
+        Box::new(LimitTally {
             responses_429: r.responses_429,
             retry_after: r.retry_after.iter().map(|(&s, &n)| (s, n)).collect(),
             in_window: r.requests_in_window,
             waits,
-            closed_after_429_by: (r.ended_on_429 && closed).then_some(rec.close.by),
-        }))
+            closed_after_429_by: closed_by.filter(|_| r.ended_on_429),
+        })
     }
 }
 

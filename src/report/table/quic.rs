@@ -59,6 +59,13 @@ pub fn write_figures(q: &QuicSummary, out: &mut dyn Write) -> io::Result<()> {
         if !q.status_codes.is_empty() {
             writeln!(out, "HTTP/3 status {}", counts_text(&q.status_codes))?;
         }
+        if let Some(r) = &q.rate_limit {
+            let (limited, answered) = crate::report::rate_limit_lines(r);
+            writeln!(out, "HTTP/3 limit  {limited}")?;
+            if let Some(answered) = answered {
+                writeln!(out, "HTTP/3 backoff {answered}")?;
+            }
+        }
     }
     Ok(())
 }

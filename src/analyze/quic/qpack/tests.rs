@@ -206,3 +206,37 @@ fn requests_from_the_dynamic_table_and_duplicates() {
     assert_eq!((f.method, f.path), (None, None));
     assert!(d.text(2).is_none() && d.text(d.inserted - 1).is_some());
 }
+
+/// A response's `retry-after` and `date`: literal names, the static
+/// `date` name (index 6), and a dynamic entry the encoder inserted.
+#[test]
+fn retry_after_and_date_literal_static_and_dynamic() {
+    let text = |v: &Option<Box<str>>| v.as_deref().map(str::to_owned);
+    // :status 429 (literal, static name 24), `retry-after: 1` with a
+    // literal name, `date` with the static name 6.
+    let mut lines = vec![0x5f, 24 - 15, 3, b'4', b'2', b'9', 0x27, 11 - 7];
+    lines.extend_from_slice(b"retry-after");
+    lines.extend_from_slice(&[1, b'1', 0x50 | 6, 29]);
+    lines.extend_from_slice(b"Wed, 21 Oct 2015 07:28:00 GMT");
+    let f = Decoder::default().fields(&headers(&lines));
+    assert_eq!(f.status, Some(429));
+    assert_eq!(text(&f.retry_after).as_deref(), Some("1"));
+    assert_eq!(
+        text(&f.date).as_deref(),
+        Some("Wed, 21 Oct 2015 07:28:00 GMT")
+    );
+    // The server's encoder stream inserts `retry-after: 120` (a literal
+    // name); a later response refers to it.
+    let mut d = Decoder::default();
+    let mut stream = vec![0x02, 0x3f, 0xe1, 0x1f, 0x40 | 11];
+    stream.extend_from_slice(b"retry-after");
+    stream.extend_from_slice(&[3, b'1', b'2', b'0']);
+    d.uni_stream(3, 0, &stream);
+    assert_eq!(d.inserted, 1);
+    // Required Insert Count 1 (encoded 2), Base 1: :status 503
+    // (static 28), then relative 0, the entry.
+    let f = d.fields(&headers_with(2, 0x00, &[0xc0 | 28, 0x80]));
+    assert_eq!(f.status, Some(503));
+    assert_eq!(text(&f.retry_after).as_deref(), Some("120"));
+    assert_eq!(f.date, None);
+}
