@@ -5,9 +5,9 @@
 //! CONTINUATION payloads, at most [`MAX_BLOCK`] bytes each) are decoded
 //! with HPACK — every one, in order, so each side's dynamic table stays in
 //! step — for the request's `:method` and `:path` and the response's
-//! `:status`, `retry-after` and `date`; other frame payloads are skipped, never buffered. The only
-//! module that names `loona_hpack` (its Huffman decoder also serves QPACK,
-//! [`huffman`]).
+//! `:status`, `retry-after` and `date`; other frame payloads are skipped,
+//! never buffered. The only module that names `loona_hpack` (its Huffman
+//! decoder also serves QPACK, [`huffman`]).
 //!
 //! Does not handle HTTP/1 or TLS.
 
@@ -27,8 +27,8 @@ pub fn huffman(coded: &[u8]) -> Option<Vec<u8>> {
 
 /// The longest Huffman-coded string [`huffman`] decodes: a request target
 /// as long as servers take (nginx's 8 KiB request line, by default), of
-/// which [`MAX_TARGET`] characters are kept. Only the method, path and
-/// status are decoded, never a cookie's value.
+/// which [`MAX_TARGET`] characters are kept. Only the method, path,
+/// status, Retry-After and date are kept, never a cookie's value.
 pub const MAX_HUFFMAN: usize = 8 * 1024;
 
 use super::http::{limits, Exchange, Exchanges, MAX_TARGET, NO_RETRY_AFTER};

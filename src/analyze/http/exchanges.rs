@@ -249,18 +249,11 @@ impl Exchanges {
     /// Request `i`'s response ended at `at` (its last byte): a 429's wait
     /// and a Retry-After's window run from here.
     pub fn response_ended(&mut self, i: usize, at: Timestamp) {
-        let Some(limits) = self.limits.as_mut() else {
+        let Some(e) = self.get(i) else {
             return;
         };
-        let e = match i.checked_sub(self.listed.len()) {
-            None => self.listed.get(i),
-            Some(j) => self
-                .past
-                .as_ref()
-                .and_then(|p| p.window.get(j.checked_sub(p.retired)?)),
-        };
-        if let Some(status) = e.and_then(|e| e.status) {
-            let retry_after = e.and_then(Exchange::retry_after);
+        let (status, retry_after) = (e.status, e.retry_after());
+        if let Some((limits, status)) = self.limits.as_mut().zip(status) {
             limits.response_end(status, retry_after, at);
         }
     }

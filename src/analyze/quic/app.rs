@@ -135,9 +135,9 @@ struct Open {
     /// Its place in the list, if listed.
     listed: Option<usize>,
     /// Its response's status, once read (a frame sent again is not), and
-    /// the seconds of its Retry-After ([`NO_RETRY_AFTER`]: none).
+    /// the seconds of its Retry-After.
     status: Option<u16>,
-    retry_after: u32,
+    retry_after: Option<u32>,
 }
 
 impl std::fmt::Debug for App {
@@ -314,7 +314,7 @@ impl App {
             return;
         };
         open.status = Some(code);
-        open.retry_after = retry_after.unwrap_or(NO_RETRY_AFTER);
+        open.retry_after = retry_after;
         self.count(code, retry_after);
         if let Some(e) = self.listed(stream) {
             e.status.get_or_insert(code);
@@ -439,7 +439,7 @@ impl App {
                 start: ts,
                 listed,
                 status: None,
-                retry_after: NO_RETRY_AFTER,
+                retry_after: None,
             },
         );
     }
@@ -539,9 +539,7 @@ impl App {
                     self.http.responses += 1;
                     self.latency.push(ts.secs_since(open.start));
                     if let Some((limits, code)) = self.limits.as_mut().zip(open.status) {
-                        let retry_after =
-                            (open.retry_after != NO_RETRY_AFTER).then_some(open.retry_after);
-                        limits.response_end(code, retry_after, ts);
+                        limits.response_end(code, open.retry_after, ts);
                     }
                 }
             }
