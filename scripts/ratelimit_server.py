@@ -9,15 +9,22 @@ an application that rate-limits per request does. Every 3rd request
 Every response carries Content-Length, so connections stay open
 (keep-alive) until the client closes them.
 
+With --retry-after-date SECS the Retry-After is an HTTP-date SECS seconds
+after the response's own Date (RFC 9110 §10.2.3), not delay-seconds.
+
 Usage: ratelimit_server.py [--host 127.0.0.1] [--port 18429] [--max-seconds 120]
+                           [--retry-after-date SECS]
 The server exits on its own after --max-seconds (safety bound).
 """
 import argparse
+import email.utils
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 _lock = threading.Lock()
 _count = 0
+_date_after = None  # --retry-after-date
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -36,8 +43,18 @@ class Handler(BaseHTTPRequestHandler):
             n = _count
         if n % 3 == 0:
             body = b"rate limited, retry later\n"
-            self.send_response(429, "Too Many Requests")
-            self.send_header("Retry-After", "1")
+            if _date_after is None:
+                self.send_response(429, "Too Many Requests")
+                self.send_header("Retry-After", "1")
+            else:
+                # Date and Retry-After from the same second.
+                now = int(time.time())
+                self.log_request(429)
+                self.send_response_only(429, "Too Many Requests")
+                self.send_header("Server", self.version_string())
+                self.send_header("Date", email.utils.formatdate(now, usegmt=True))
+                later = email.utils.formatdate(now + _date_after, usegmt=True)
+                self.send_header("Retry-After", later)
         else:
             body = ("ok request %d\n" % n).encode()
             self.send_response(200, "OK")
@@ -55,7 +72,10 @@ def main():
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=18429)
     ap.add_argument("--max-seconds", type=float, default=120.0)
+    ap.add_argument("--retry-after-date", type=int, default=None)
     a = ap.parse_args()
+    global _date_after
+    _date_after = a.retry_after_date
     srv = ThreadingHTTPServer((a.host, a.port), Handler)
     srv.daemon_threads = True
     t = threading.Timer(a.max_seconds, srv.shutdown)

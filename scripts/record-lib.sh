@@ -89,15 +89,17 @@ stop_server() {
 
 log() { printf '\n=== %s\n' "$*" >&2; }
 
-# start_ratelimit_server PORT LOG : scripts/ratelimit_server.py on
-# 127.0.0.1:PORT (its count of requests starting at 1), its stderr to LOG;
-# sets RL_PID (also in PIDS) and waits until it listens.
+# start_ratelimit_server PORT LOG [ARG...] : scripts/ratelimit_server.py
+# on 127.0.0.1:PORT (its count of requests starting at 1, ARGs passed on),
+# its stderr to LOG; sets RL_PID (also in PIDS) and waits until it listens.
 start_ratelimit_server() {
-    timeout 120 "$PY" "$SCRIPT_DIR/ratelimit_server.py" --host 127.0.0.1 --port "$1" \
-        --max-seconds 100 2>"$2" &
+    local port=$1 log=$2
+    shift 2
+    timeout 120 "$PY" "$SCRIPT_DIR/ratelimit_server.py" --host 127.0.0.1 --port "$port" \
+        --max-seconds 100 "$@" 2>"$log" &
     RL_PID=$!
     PIDS+=("$RL_PID")
-    wait_listen "$1"
+    wait_listen "$port"
 }
 
 # wait_listen PORT [udp] : wait (max 10 s) until something listens on TCP

@@ -25,13 +25,16 @@ require_tools tcpdump curl ss
 find_python requests urllib3
 setup_work record-retry-captures
 
-# record NAME COMMAND... : COMMAND against a fresh server (its count of
-# requests starts again at 1), captured to captures/NAME.pcap.
+# record NAME [SERVER_ARG...] -- COMMAND... : COMMAND against a fresh
+# server (its count of requests starts again at 1) started with the
+# SERVER_ARGs, captured to captures/NAME.pcap.
 record() {
-    local name=$1
+    local name=$1 server_args=()
+    shift
+    while [[ $1 != -- ]]; do server_args+=("$1"); shift; done
     shift
     log "$name.pcap"
-    start_ratelimit_server "$RL_PORT" "$WORK/$name.server.log"
+    start_ratelimit_server "$RL_PORT" "$WORK/$name.server.log" "${server_args[@]}"
     start_capture "$OUT_DIR/$name.pcap" "tcp port $RL_PORT"
     "$@" >"$WORK/$name.client.log"
     stop_capture
@@ -42,15 +45,20 @@ record() {
 URL="http://127.0.0.1:$RL_PORT/api"
 # curl --retry treats a 429 as transient and waits as long as its
 # Retry-After asks (1 s) before it retries, on the same connection.
-record http-curl-retry-after \
+record http-curl-retry-after -- \
     timeout 30 curl -sS --retry 3 "$URL/1" "$URL/2" "$URL/3" "$URL/4" "$URL/5" "$URL/6"
 # python requests with urllib3's Retry(status_forcelist=[429],
 # respect_retry_after_header=True): the same, on one Session.
-record http-requests-retry-after \
+record http-requests-retry-after -- \
     timeout 30 "$PY" "$SCRIPT_DIR/retry_client.py" --mode urllib3 "$URL" 6
 # A naive retry loop on one Session: retries a 429 at once.
-record http-requests-retry-now \
+record http-requests-retry-now -- \
     timeout 30 "$PY" "$SCRIPT_DIR/retry_client.py" --mode immediate "$URL" 6
 
+# Retry-After as an HTTP-date two seconds past the response's Date (the
+# same second): curl waits until then.
+record http-curl-retry-after-date --retry-after-date 2 -- \
+    timeout 30 curl -sS --retry 3 "$URL/1" "$URL/2" "$URL/3" "$URL/4"
+
 log "done"
-ls -l "$OUT_DIR"/http-curl-retry-after.pcap "$OUT_DIR"/http-requests-retry-*.pcap >&2
+ls -l "$OUT_DIR"/http-curl-retry-after*.pcap "$OUT_DIR"/http-requests-retry-*.pcap >&2

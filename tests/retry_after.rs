@@ -353,3 +353,56 @@ fn http3_responses_carry_their_retry_after() {
         assert_eq!(r["requests_in_window"], in_window, "{name}");
     }
 }
+
+/// Retry-After as an HTTP-date (`ratelimit_server.py --retry-after-date
+/// 2`): the seconds between it and the response's own `Date`, as tshark
+/// shows both; curl waits until then.
+#[test]
+fn an_http_date_retry_after_counts_from_the_responses_date() {
+    let name = "http-curl-retry-after-date";
+    let recs = records(&format!("{name}.pcap"), None);
+    let limited: Vec<Option<u32>> = recs[0]
+        .http
+        .list
+        .iter()
+        .filter(|q| q.status == Some(429))
+        .map(|q| q.retry_after)
+        .collect();
+    assert_eq!(limited, [Some(2)], "{name}");
+    let r = recs[0].http.rate_limit.as_ref().expect("rate_limit");
+    assert_eq!(r.requests_in_window, 0, "{name}: curl waited");
+    assert!(
+        r.wait_after_429.min.is_some_and(|w| w >= 1.9),
+        "{name}: {r:?}"
+    );
+    if !tshark_present() {
+        return;
+    }
+    let out = Command::new("tshark")
+        .args(["-n", "-r"])
+        .arg(capture(&format!("{name}.pcap")))
+        .args(["-Y", "http.response.code == 429", "-T", "fields"])
+        .args([
+            "-e",
+            "http.date",
+            "-e",
+            "http.response.line",
+            "-E",
+            "aggregator=;",
+        ])
+        .output()
+        .expect("tshark runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().next().expect("tshark shows the 429");
+    let header = |name: &str| -> std::time::SystemTime {
+        let value = line
+            .split(';')
+            .find_map(|h| h.split_once(&format!("{name}: ")).map(|(_, v)| v))
+            .unwrap_or_else(|| panic!("{name} in {line}"));
+        httpdate::parse_http_date(value.trim_end_matches("\\r\\n")).expect("an HTTP-date")
+    };
+    let secs = header("Retry-After")
+        .duration_since(header("Date"))
+        .unwrap();
+    assert_eq!(secs.as_secs(), 2, "{line}");
+}
