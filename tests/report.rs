@@ -126,6 +126,7 @@ fn compare_json_has_the_documented_keys() {
         "quic_requests",
         "quic_handshakes_per_request",
         "quic_status_429",
+        "quic_requests_in_retry_window",
         "tcp_handshakes",
         "tls_full",
         "tls_resumed",

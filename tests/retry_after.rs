@@ -406,3 +406,46 @@ fn an_http_date_retry_after_counts_from_the_responses_date() {
         .unwrap();
     assert_eq!(secs.as_secs(), 2, "{line}");
 }
+
+/// The HTML report's cards: the 429s and the requests inside a
+/// Retry-After, over TCP and over HTTP/3.
+#[test]
+fn the_html_report_has_rate_limit_cards() {
+    let dir = std::env::temp_dir().join(format!("hs-rl-html-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases: [(&str, Option<&str>, &str, &str); 2] = [
+        (
+            "http-requests-retry-now",
+            None,
+            "responses 429",
+            "5 requests while a Retry-After ran",
+        ),
+        (
+            "quic-aioquic-h3-post-429",
+            Some("quic-aioquic-h3-post-429.keylog"),
+            "HTTP/3 responses 429",
+            "9 requests while a Retry-After ran",
+        ),
+    ];
+    for (name, keylog, card, sub) in cases {
+        let html = dir.join(format!("{name}.html"));
+        let mut cmd = crate::support::bin();
+        cmd.args(["analyze", "-q", "--html"]).arg(&html);
+        if let Some(k) = keylog {
+            cmd.arg("--keylog").arg(capture(k));
+        }
+        assert!(cmd
+            .arg(capture(&format!("{name}.pcap")))
+            .output()
+            .unwrap()
+            .status
+            .success());
+        let text = std::fs::read_to_string(&html).unwrap();
+        let at = text
+            .find(&format!(">{card}</div>"))
+            .unwrap_or_else(|| panic!("{name}: {card}"));
+        let after = text.get(at..at + 300).unwrap_or_default();
+        assert!(after.contains(sub), "{name}: {after}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -188,6 +188,12 @@ pub(crate) fn verdict_of(a: &Labeled, b: &Labeled, ms: &[Metric], names: (char, 
     if let Some((x, y)) = either("quic_status_429").filter(|&(x, y)| x + y > 0.0) {
         tail.push(format!("{y:.0} vs {x:.0} HTTP/3 responses 429"));
     }
+    let too_soon = either("quic_requests_in_retry_window");
+    if let Some((x, y)) = too_soon.filter(|&(x, y)| x + y > 0.0) {
+        tail.push(format!(
+            "{y:.0} vs {x:.0} HTTP/3 requests sent while a Retry-After ran"
+        ));
+    }
     if let Some((x, y)) = pair("quic_handshake_median") {
         tail.push(format!(
             "median QUIC handshake {} vs {}",

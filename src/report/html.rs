@@ -203,8 +203,9 @@ fn cards(h: &mut String, s: &Summary) {
         None => (false, String::new(), String::new()),
     };
     let quic_per_request = s.quic.as_ref().and_then(|q| q.handshakes_per_request);
-    // Rate limiting, where statuses were read.
+    // Rate limiting, where statuses were read (HTTP/3's with a key log).
     let rl = s.rate_limit.as_ref();
+    let quic_rl = s.quic.as_ref().and_then(|q| q.rate_limit.as_ref());
     let retry_after = rl.map_or(String::new(), |r| {
         let n = r.connections_limited;
         let on = format!("on {n} connection{}", if n == 1 { "" } else { "s" });
@@ -241,6 +242,8 @@ fn cards(h: &mut String, s: &Summary) {
         (s.packets.quic > 0, "QUIC connections", s.quic_connections.to_string(), quic_sub(s)),
         (quic_times.count > 0, "QUIC handshake (median)", opt_dur(quic_times.median), tail(&quic_times)),
         (http3.0, "HTTP/3 requests", http3.1, http3.2),
+        (quic_rl.is_some(), "HTTP/3 responses 429", quic_rl.map_or(String::new(), |r| r.responses_429.to_string()),
+            quic_rl.map_or(String::new(), |r| format!("{} requests while a Retry-After ran", r.requests_in_window))),
         (quic_per_request.is_some(), "QUIC handshakes / HTTP/3 request", opt_ratio(quic_per_request),
             "1.00: no reuse".into()),
         (tcp, "peak concurrency", peak.connections.to_string(), "connections".into()),

@@ -233,9 +233,12 @@ fn compare_sets_http3_requests_and_429s_side_by_side() {
         (Some(5.0), Some(12.0))
     );
     assert_eq!(m["quic_status_429"]["b"], 4.0);
+    // aioquic's client sends on at once: 9 requests inside a Retry-After.
+    assert_eq!(m["quic_requests_in_retry_window"]["a"], 0.0);
+    assert_eq!(m["quic_requests_in_retry_window"]["b"], 9.0);
     let verdict = v["verdict"].as_str().expect("a verdict");
     assert!(
-        verdict.contains("12 vs 5 HTTP/3 requests; 4 vs 0 HTTP/3 responses 429"),
+        verdict.contains("12 vs 5 HTTP/3 requests; 4 vs 0 HTTP/3 responses 429; 9 vs 0 HTTP/3 requests sent while a Retry-After ran"),
         "{verdict}"
     );
     // No request over TCP: HTTP/3's handshakes per request lead, one

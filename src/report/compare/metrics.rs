@@ -157,6 +157,7 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
         ("quic_requests", "HTTP/3 requests (with the key log)", Count, Neither, quic.filter(|q| q.decrypted > 0).map(|q| q.requests as f64)),
         ("quic_handshakes_per_request", "QUIC handshakes per HTTP/3 request", Ratio, Lower, quic.and_then(|q| q.handshakes_per_request)),
         ("quic_status_429", "HTTP/3 responses 429 (with the key log)", Count, Lower, quic.filter(|q| q.decrypted > 0).map(|q| q.status_codes.get("429").copied().unwrap_or(0) as f64)),
+        ("quic_requests_in_retry_window", "HTTP/3 requests sent while a Retry-After ran", Count, Lower, quic.filter(|q| q.decrypted > 0).map(|q| q.rate_limit.as_ref().map_or(0.0, |r| r.requests_in_window as f64))),
         ("tcp_handshakes", "TCP handshakes", Count, Lower, c(s.tcp_handshakes)),
         ("tls_full", "TLS handshakes: full", Count, Lower, c(s.tls_handshakes_full)),
         ("tls_resumed", "TLS handshakes: resumed", Count, Neither, c(s.tls_handshakes_resumed)),
@@ -203,7 +204,8 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
 /// Every metric of A and B, in row order. The keys are stable (JSON):
 /// `connections`, `connections_unused`, `quic_connections`,
 /// `quic_handshakes_full`, `quic_handshakes_resumed`, `quic_handshake_median`,
-/// `quic_requests`, `quic_handshakes_per_request`, `quic_status_429`, `tcp_handshakes`, `tls_full`, `tls_resumed`, `tls_failed`,
+/// `quic_requests`, `quic_handshakes_per_request`, `quic_status_429`,
+/// `quic_requests_in_retry_window`, `tcp_handshakes`, `tls_full`, `tls_resumed`, `tls_failed`,
 /// `requests`, `requests_exact`, `requests_estimated`,
 /// `tcp_handshakes_per_request`, `tls_full_per_request`,
 /// `requests_per_connection_mean`, `requests_per_connection_max`,
