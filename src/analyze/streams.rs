@@ -270,8 +270,10 @@ impl HttpFacts {
     /// The record's `http` section, its times made with `at`, and what the
     /// summary needs that the section does not hold.
     pub fn into_info(self, at: &dyn Fn(Timestamp) -> Instant) -> (HttpInfo, Aside) {
-        let Rest { unlisted, limits } = self.rest.map(|r| *r).unwrap_or_default();
-        let mut unlisted = unlisted;
+        let Rest {
+            mut unlisted,
+            limits,
+        } = self.rest.map(|r| *r).unwrap_or_default();
         let durations = unlisted.as_mut().map(|u| std::mem::take(&mut u.durations));
         let (rate_limit, waits_after_429) = limits.map(|l| l.into_record()).unzip();
         let aside = Aside {

@@ -170,8 +170,9 @@ pub struct Summary {
     pub selection: Option<Selection>,
 }
 
-/// Rate limiting over the capture's TCP connections: each connection's
-/// `http.rate_limit`, added up.
+/// Rate limiting over a capture's connections, each one's
+/// `http.rate_limit` added up: TCP's in `summary.rate_limit`, QUIC's in
+/// `summary.quic.rate_limit`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct RateLimitSummary {
     /// Final responses with status 429…

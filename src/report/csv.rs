@@ -139,12 +139,8 @@ fn text(v: Option<&str>) -> String {
     v.unwrap_or_default().to_string()
 }
 
-/// Responses by status: `200=97;429=3`.
-fn statuses(codes: &BTreeMap<u16, u64>) -> String {
-    pairs(codes)
-}
-
-/// `key=count` pairs joined by `;`: `200=97;429=3`.
+/// `key=count` pairs joined by `;`: responses by status, `200=97;429=3`;
+/// Retry-After seconds, `1=8`.
 fn pairs<K: std::fmt::Display>(counts: &BTreeMap<K, u64>) -> String {
     let pairs: Vec<String> = counts.iter().map(|(k, n)| format!("{k}={n}")).collect();
     pairs.join(";")
@@ -265,7 +261,7 @@ fn row(file: &str, r: &ConnectionRecord) -> Vec<String> {
             .as_ref()
             .and_then(|t| t.alpn_by_size.clone())
             .unwrap_or_default(),
-        statuses(&r.http.status_codes),
+        pairs(&r.http.status_codes),
     ]);
     let cert = r.tls.as_ref().and_then(|t| t.certificate.as_ref());
     row.extend(["chain", "bytes", "subject", "issuer", "not_after"].map(|f| cert_cell(f, cert)));
@@ -347,7 +343,7 @@ fn quic_cell(file: &str, column: &str, q: &QuicRecord) -> String {
         "tls_records_failed" => http.map_or(String::new(), |h| h.packets_failed.to_string()),
         "http_requests" => http.map_or(String::new(), |h| h.requests.to_string()),
         "http_responses" => http.map_or(String::new(), |h| h.responses.to_string()),
-        "http_status_codes" => http.map_or(String::new(), |h| statuses(&h.status_codes)),
+        "http_status_codes" => http.map_or(String::new(), |h| pairs(&h.status_codes)),
         "transport" => "quic".to_string(),
         "quic_version" => q.version.to_string(),
         "quic_retry" => q.handshake.retry.to_string(),

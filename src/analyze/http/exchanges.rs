@@ -60,6 +60,17 @@ impl Exchange {
         }
     }
 
+    /// Notes the final response's status and Retry-After unless one was
+    /// noted already; whether this one was.
+    pub fn answer(&mut self, status: u16, retry_after: Option<u32>) -> bool {
+        if self.status.is_some() {
+            return false;
+        }
+        self.status = Some(status);
+        self.retry_after = retry_after.unwrap_or(NO_RETRY_AFTER);
+        true
+    }
+
     /// The response's Retry-After in seconds.
     pub fn retry_after(&self) -> Option<u32> {
         (self.retry_after != NO_RETRY_AFTER).then_some(self.retry_after)
@@ -229,10 +240,10 @@ impl Exchanges {
             return;
         }
         match self.get_mut(i) {
-            Some(e) if e.status.is_some() => return,
             Some(e) => {
-                e.status = Some(status);
-                e.retry_after = retry_after.unwrap_or(NO_RETRY_AFTER);
+                if !e.answer(status, retry_after) {
+                    return;
+                }
             }
             None => {
                 if let Some(p) = self.past.as_mut() {
@@ -240,10 +251,7 @@ impl Exchanges {
                 }
             }
         }
-        if Limits::tells(status, retry_after) || self.limits.is_some() {
-            let limits = self.limits.get_or_insert_with(Box::default);
-            limits.response(status, retry_after);
-        }
+        Limits::note(&mut self.limits, status, retry_after);
     }
 
     /// Request `i`'s response ended at `at` (its last byte): a 429's wait

@@ -105,10 +105,15 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// Whether a response says anything of rate limiting: until one does,
-    /// a connection keeps no [`Limits`].
-    pub fn tells(status: u16, retry_after: Option<u32>) -> bool {
-        status == TOO_MANY_REQUESTS || retry_after.is_some()
+    /// A final response's head with `status` and the seconds of its
+    /// Retry-After, on a connection whose `slot` is made by the first
+    /// response that speaks of rate limiting (most never have one).
+    pub fn note(slot: &mut Option<Box<Limits>>, status: u16, retry_after: Option<u32>) {
+        let tells = status == TOO_MANY_REQUESTS || retry_after.is_some();
+        if tells || slot.is_some() {
+            let limits = slot.get_or_insert_with(Box::default);
+            limits.response(status, retry_after);
+        }
     }
 
     /// A final response's head with `status`, and the seconds of its

@@ -23,7 +23,7 @@ use super::handshake::Flight;
 use super::heads::{Gathered, Heads};
 use super::initial::{self, Keys};
 use super::qpack;
-use crate::analyze::http::{count_status, limits, Exchange, Limits, NO_RETRY_AFTER};
+use crate::analyze::http::{count_status, limits, Exchange, Limits};
 use crate::analyze::stats::Samples;
 use crate::analyze::tls::crypto::{Cipher, Hash};
 use crate::analyze::tls::keylog::Secrets;
@@ -317,18 +317,14 @@ impl App {
         open.retry_after = retry_after;
         self.count(code, retry_after);
         if let Some(e) = self.listed(stream) {
-            e.status.get_or_insert(code);
-            e.retry_after = retry_after.unwrap_or(NO_RETRY_AFTER);
+            e.answer(code, retry_after);
         }
     }
 
     /// Counts a final response's status, and what it says of rate limiting.
     fn count(&mut self, code: u16, retry_after: Option<u32>) {
         count_status(&mut self.http.status_codes, code, 1);
-        if Limits::tells(code, retry_after) || self.limits.is_some() {
-            let limits = self.limits.get_or_insert_with(Box::default);
-            limits.response(code, retry_after);
-        }
+        Limits::note(&mut self.limits, code, retry_after);
     }
 
     /// Reads the head of `stream` from `side` (a request's method and
@@ -403,8 +399,7 @@ impl App {
         } else if let Some(code) = fields.status {
             self.count(code, retry_after);
             if let Some(e) = listed.and_then(|i| self.list.get_mut(i)) {
-                e.status.get_or_insert(code);
-                e.retry_after = retry_after.unwrap_or(NO_RETRY_AFTER);
+                e.answer(code, retry_after);
             }
         }
     }

@@ -93,9 +93,8 @@ impl QuicTable {
                 reason: String::new(),
             });
         }
-        let server_idle = sealed.idle_timeout_ms;
-        if server_idle.is_some() && conn.idle_ms[1].is_none() {
-            conn.idle_timeout(1, server_idle.unwrap_or_default());
+        if let (Some(ms), None) = (sealed.idle_timeout_ms, conn.idle_ms[1]) {
+            conn.idle_timeout(1, ms);
         }
         for m in messages {
             conn.steps
