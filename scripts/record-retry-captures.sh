@@ -55,10 +55,19 @@ record http-requests-retry-after -- \
 record http-requests-retry-now -- \
     timeout 30 "$PY" "$SCRIPT_DIR/retry_client.py" --mode immediate "$URL" 6
 
+# A new connection per GET (a Session of its own each, as requests.get
+# makes): the loop retrying at once opens its retries while the
+# Retry-After runs; the one that sleeps the Retry-After does not.
+record http-requests-newconn-retry-now -- \
+    timeout 30 "$PY" "$SCRIPT_DIR/retry_client.py" --mode immediate --new-connections "$URL" 6
+record http-requests-newconn-retry-after -- \
+    timeout 30 "$PY" "$SCRIPT_DIR/retry_client.py" --mode honour --new-connections "$URL" 6
+
 # Retry-After as an HTTP-date two seconds past the response's Date (the
 # same second): curl waits until then.
 record http-curl-retry-after-date --retry-after-date 2 -- \
     timeout 30 curl -sS --retry 3 "$URL/1" "$URL/2" "$URL/3" "$URL/4"
 
 log "done"
-ls -l "$OUT_DIR"/http-curl-retry-after*.pcap "$OUT_DIR"/http-requests-retry-*.pcap >&2
+ls -l "$OUT_DIR"/http-curl-retry-after*.pcap "$OUT_DIR"/http-requests-retry-*.pcap \
+    "$OUT_DIR"/http-requests-newconn-retry-*.pcap >&2

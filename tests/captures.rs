@@ -159,9 +159,9 @@ fn pcap_and_pcapng_copies_agree() {
 }
 
 /// Per tcp.stream: (packets, first SYN, first SYN-ACK) from tshark.
-type TsharkStreams = BTreeMap<u64, (u64, Option<f64>, Option<f64>)>;
+pub type TsharkStreams = BTreeMap<u64, (u64, Option<f64>, Option<f64>)>;
 
-fn tshark_streams(path: &Path) -> Option<TsharkStreams> {
+pub fn tshark_streams(path: &Path) -> Option<TsharkStreams> {
     let out = Command::new("tshark")
         .args(["-n", "-r"])
         .arg(path)

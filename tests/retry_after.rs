@@ -58,17 +58,17 @@ fn clients_that_wait_as_asked_and_one_that_does_not() {
 /// One `tshark` message: its frame's time, connection, status (0 for a
 /// request) and Retry-After value.
 #[derive(Debug)]
-struct Message {
-    time: f64,
-    stream: usize,
-    status: u16,
-    retry_after: Option<u32>,
+pub struct Message {
+    pub time: f64,
+    pub stream: usize,
+    pub status: u16,
+    pub retry_after: Option<u32>,
 }
 
 /// tshark's HTTP/1.x messages in `name` (its `.keylog` opening TLS on
 /// `tls_port` when given): requests and final responses, each at the
 /// frame that completed it.
-fn tshark_http1(name: &str, tls_port: Option<u16>) -> Vec<Message> {
+pub fn tshark_http1(name: &str, tls_port: Option<u16>) -> Vec<Message> {
     let mut cmd = Command::new("tshark");
     cmd.args(["-n", "-r"]).arg(capture(&format!("{name}.pcap")));
     if let Some(port) = tls_port {
@@ -413,7 +413,13 @@ fn an_http_date_retry_after_counts_from_the_responses_date() {
 fn the_html_report_has_rate_limit_cards() {
     let dir = std::env::temp_dir().join(format!("hs-rl-html-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let cases: [(&str, Option<&str>, &str, &str); 2] = [
+    let cases: [(&str, Option<&str>, &str, &str); 3] = [
+        (
+            "http-requests-newconn-retry-now",
+            None,
+            "requests while a Retry-After ran, any connection",
+            "5 on another connection · 5 connections opened during one",
+        ),
         (
             "http-requests-retry-now",
             None,

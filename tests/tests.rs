@@ -24,6 +24,7 @@ mod quic;
 mod ratelimit;
 mod report;
 mod request_stats;
+mod retry_across;
 mod retry_after;
 mod support;
 mod synthetic;

@@ -8,7 +8,7 @@
 //! Does not decode packets or keep per-connection state beyond the mapping
 //! from a connection's first packet to its number while it is open.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io;
 
 use super::shard::{Done, Event, FastHash, ShardCounts};
@@ -22,8 +22,12 @@ use crate::time::Timestamp;
 pub struct Gather {
     pub summary: SummaryBuilder,
     next_id: u64,
-    /// Open connections: position of the first packet → connection number.
-    ids: HashMap<u64, u64, FastHash>,
+    /// Open connections: position of the first packet → connection number
+    /// and the time of that packet.
+    ids: HashMap<u64, (u64, Timestamp), FastHash>,
+    /// The same connections by the time of their first packet: the oldest
+    /// bounds the marks the summary may sweep across connections.
+    opened: BTreeSet<(Timestamp, u64)>,
     /// Connections opened and not yet closed or finalised.
     open_now: u64,
     /// The latest timestamp seen (never goes backwards).
@@ -85,7 +89,8 @@ impl Gather {
             Event::Opened { order, ts } => {
                 let id = self.next_id;
                 self.next_id += 1;
-                self.ids.insert(order.at, id);
+                self.ids.insert(order.at, (id, ts));
+                self.opened.insert((ts, order.at));
                 self.open_now += 1;
                 if self.open_now > self.summary.peak.connections {
                     let origin = self.origin(ts);
@@ -107,14 +112,14 @@ impl Gather {
                 }
                 match done {
                     Done::Record(done) => {
-                        let (mut rec, tally) = *done;
+                        let (mut rec, mut tally) = *done;
                         rec.id = self.number(rec.id);
-                        self.summary.add(&tally);
+                        self.tally(&mut tally);
                         sink.record(rec)
                     }
-                    Done::Encoded(encoded) => {
+                    Done::Encoded(mut encoded) => {
                         let id = self.number(encoded.id);
-                        self.summary.add(&encoded.tally);
+                        self.tally(&mut encoded.tally);
                         sink.record_encoded(id, &encoded.text)
                     }
                 }
@@ -122,11 +127,25 @@ impl Gather {
         }
     }
 
+    /// Folds a finished connection into the summary, its marks swept up
+    /// to the first packet of the oldest connection still open.
+    fn tally(&mut self, tally: &mut super::summary::Tally) {
+        self.summary.add(tally);
+        let horizon = match self.opened.first() {
+            Some(&(ts, _)) => ts.0.saturating_sub(self.origin(ts).0),
+            None => i64::MAX,
+        };
+        self.summary.marks(tally.marks.take(), horizon);
+    }
+
     /// The connection number of the connection whose first packet was at
     /// position `first`.
     fn number(&mut self, first: u64) -> u64 {
         match self.ids.remove(&first) {
-            Some(id) => id,
+            Some((id, ts)) => {
+                self.opened.remove(&(ts, first));
+                id
+            }
             None => {
                 // Not reachable: every connection opens before it finishes.
                 let id = self.next_id;

@@ -4,6 +4,7 @@
 //! Does not see packets' contents or the connection table; it is fed records
 //! as they are finalised, so it works the same for files and live capture.
 
+pub(crate) mod across;
 pub(crate) mod rate_limit;
 mod verdict;
 
@@ -19,6 +20,7 @@ use crate::record::{
 };
 use crate::source::{LinkType, SourceInfo};
 use crate::time::Timestamp;
+use across::{Across, Marks};
 use rate_limit::{LimitTally, RateLimitBuilder};
 use verdict::{verdict, Counts};
 
@@ -71,6 +73,9 @@ pub struct Tally {
     status_codes: Vec<(u16, u64)>,
     /// What the responses said of rate limiting (boxed: most have nothing).
     limits: Option<Box<LimitTally>>,
+    /// What it did in time, for rate limiting across connections (taken
+    /// by the gatherer, which knows when to sweep).
+    pub marks: Option<Box<Marks>>,
     /// [`handshake_events`].
     handshake_events: u64,
 }
@@ -124,6 +129,7 @@ impl Tally {
             unlisted_durations: aside.durations,
             status_codes: http.status_codes.iter().map(|(&s, &n)| (s, n)).collect(),
             limits: LimitTally::of(rec, aside.waits_after_429),
+            marks: Marks::of(rec),
             handshake_events: handshake_events(rec),
         }
     }
@@ -202,6 +208,7 @@ pub struct SummaryBuilder {
     latency: Samples,
     status: BTreeMap<String, u64>,
     rate_limit: RateLimitBuilder,
+    across: Across,
     handshake_events: u64,
     /// The most connections open at once, tracked by the analyzer.
     pub peak: Peak,
@@ -314,6 +321,15 @@ impl SummaryBuilder {
         }
         if let Some(limits) = &t.limits {
             self.rate_limit.add(limits);
+        }
+    }
+
+    /// A finished connection's marks, and the first packet of the oldest
+    /// connection still open (nanoseconds into the capture; `i64::MAX`
+    /// when none is).
+    pub fn marks(&mut self, marks: Option<Box<Marks>>, horizon: i64) {
+        if let Some(marks) = marks {
+            self.across.add(*marks, horizon);
         }
     }
 
@@ -435,7 +451,7 @@ impl SummaryBuilder {
             request_latency: self.latency.distribution(),
             peak_concurrent_connections: self.peak.clone(),
             status_codes: self.status,
-            rate_limit: self.rate_limit.finish(),
+            rate_limit: self.rate_limit.finish(self.across.finish()),
             requests_per_second: (span > 0.0 && requests > 0).then(|| requests as f64 / span),
             verdict,
             file: info.name.clone(),

@@ -189,6 +189,34 @@ pub struct RateLimitSummary {
     /// Connections whose last response was a 429 and that then closed,
     /// by who sent the first FIN or RST: `{"server": 3}`.
     pub closed_after_429: BTreeMap<String, u64>,
+    /// The same questions asked across the connections to each server
+    /// (TCP only; null in `summary.quic.rate_limit`).
+    pub across_connections: Option<AcrossConnections>,
+}
+
+/// Rate limiting across connections: a `Retry-After` asks the client to
+/// wait before its next request to the server, on any connection. Each
+/// server is a client address with a server address and port (and
+/// overlay); only the listed requests of HTTP read from messages count.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct AcrossConnections {
+    /// Requests to a server started while a `Retry-After` it gave, on any
+    /// connection, had not yet elapsed…
+    pub requests_in_window: u64,
+    /// …of them, on another connection than the one given the window.
+    pub requests_in_window_elsewhere: u64,
+    /// Connections to a server opened (first packet) while one ran.
+    pub connections_opened_in_window: u64,
+    /// 429 → the next request to the same server on any connection, seconds…
+    pub wait_after_429: Distribution,
+    /// …of them, sent on another connection than the 429's.
+    pub retried_elsewhere: u64,
+    /// Requests past `--max-requests-listed`, not in these figures.
+    pub requests_not_seen: u64,
+    /// Marks taken out of time order (timestamps going backwards, or more
+    /// than a quarter of a million waiting at once): the figures are then
+    /// approximate.
+    pub out_of_order: u64,
 }
 
 /// The connections a run was told to keep, as given on the command line.

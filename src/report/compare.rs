@@ -167,10 +167,16 @@ pub(crate) fn verdict_of(a: &Labeled, b: &Labeled, ms: &[Metric], names: (char, 
     if let Some((x, y)) = pair("status_429").filter(|&(x, y)| x + y > 0.0) {
         tail.push(format!("{y:.0} vs {x:.0} responses 429 (rate limited)"));
     }
-    if let Some((x, y)) = pair("requests_in_retry_window").filter(|&(x, y)| x + y > 0.0) {
-        tail.push(format!(
+    let same = pair("requests_in_retry_window");
+    let any = pair("requests_in_retry_window_any_connection");
+    match (same, any) {
+        (Some((x, y)), Some((ax, ay))) if (ax, ay) != (x, y) => tail.push(format!(
+            "{y:.0} vs {x:.0} requests sent while a Retry-After ran on its connection, {ay:.0} vs {ax:.0} on any connection to the server"
+        )),
+        (Some((x, y)), _) if x + y > 0.0 => tail.push(format!(
             "{y:.0} vs {x:.0} requests sent while a Retry-After ran"
-        ));
+        )),
+        _ => {}
     }
     // QUIC: a side with none counts 0 (its rows are null).
     let either = |key: &str| find(ms, key).map(|m| (m.a.unwrap_or(0.0), m.b.unwrap_or(0.0)));

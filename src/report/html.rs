@@ -220,6 +220,13 @@ fn cards(h: &mut String, s: &Summary) {
             r.requests_in_window
         )
     });
+    let across = rl.and_then(|r| r.across_connections.as_ref());
+    let across_sub = across.map_or(String::new(), |a| {
+        format!(
+            "{} on another connection · {} connections opened during one",
+            a.requests_in_window_elsewhere, a.connections_opened_in_window
+        )
+    });
     // A capture of QUIC alone leaves out the cards only TCP fills.
     let tcp = s.connections > 0 || s.quic_connections == 0;
     #[rustfmt::skip]
@@ -239,6 +246,8 @@ fn cards(h: &mut String, s: &Summary) {
             counts_text(&s.status_codes)),
         (rl.is_some(), "responses 429", rl.map_or(String::new(), |r| r.responses_429.to_string()), retry_after),
         (rl.is_some(), "wait after a 429 (median)", opt_dur(rl.and_then(|r| r.wait_after_429.median)), too_soon),
+        (across.is_some(), "requests while a Retry-After ran, any connection",
+            across.map_or(String::new(), |a| a.requests_in_window.to_string()), across_sub),
         (s.packets.quic > 0, "QUIC connections", s.quic_connections.to_string(), quic_sub(s)),
         (quic_times.count > 0, "QUIC handshake (median)", opt_dur(quic_times.median), tail(&quic_times)),
         (http3.0, "HTTP/3 requests", http3.1, http3.2),

@@ -63,15 +63,15 @@ pub fn retry_after_text(r: &crate::record::RateLimitSummary) -> String {
 /// What a capture's responses said of rate limiting, for people: the
 /// 429s, the Retry-After values (`Retry-After 1s ×8`) and the connections
 /// closed after a 429; then, when clients sent anything after one, how
-/// they answered it (on the same connection).
-pub fn rate_limit_lines(r: &crate::record::RateLimitSummary) -> (String, Option<String>) {
-    let s = |n: u64| if n == 1 { "" } else { "s" };
+/// they answered it on the same connection, and across the connections
+/// to each server where that tells more.
+pub fn rate_limit_lines(r: &crate::record::RateLimitSummary) -> RateLimitLines {
     let mut first = format!(
         "{} response{} 429 on {} connection{}",
         r.responses_429,
-        s(r.responses_429),
+        plural(r.responses_429),
         r.connections_limited,
-        s(r.connections_limited)
+        plural(r.connections_limited)
     );
     if !r.retry_after.is_empty() {
         first.push_str(&format!(" · Retry-After {}", retry_after_text(r)));
@@ -85,31 +85,105 @@ pub fn rate_limit_lines(r: &crate::record::RateLimitSummary) -> (String, Option<
             .collect();
         first.push_str(&format!(
             " · {closed} connection{} ended on a 429 (closed by {})",
-            s(closed),
+            plural(closed),
             by.join(", ")
         ));
     }
-    let w = &r.wait_after_429;
-    let mut next = Vec::new();
-    if !r.retry_after.is_empty() {
-        next.push(format!(
-            "{} request{} sent while a Retry-After ran",
-            r.requests_in_window,
-            s(r.requests_in_window)
-        ));
+    let told = !r.retry_after.is_empty();
+    let mut same = Vec::new();
+    if told {
+        same.push(in_window_text(r.requests_in_window));
     }
-    if let (Some(median), Some(min), Some(max)) = (w.median, w.min, w.max) {
-        next.push(format!(
-            "next request median {} after a 429 (min {}, max {}, n={})",
-            human_duration(median),
-            human_duration(min),
-            human_duration(max),
-            w.count
-        ));
+    same.extend(wait_text(&r.wait_after_429, None));
+    // Across connections, where that tells more than each connection did.
+    let more = |a: &&crate::record::AcrossConnections| {
+        a.requests_in_window != r.requests_in_window
+            || a.wait_after_429.count != r.wait_after_429.count
+            || a.requests_in_window_elsewhere
+                + a.connections_opened_in_window
+                + a.retried_elsewhere
+                + a.requests_not_seen
+                + a.out_of_order
+                > 0
+    };
+    let across = r.across_connections.as_ref().filter(more).and_then(|a| {
+        let mut parts = Vec::new();
+        if told {
+            let mut text = in_window_text(a.requests_in_window);
+            if a.requests_in_window_elsewhere > 0 {
+                text.push_str(&format!(
+                    " ({} on another connection)",
+                    a.requests_in_window_elsewhere
+                ));
+            }
+            parts.push(text);
+            let n = a.connections_opened_in_window;
+            parts.push(format!("{n} connection{} opened during one", plural(n)));
+        }
+        parts.extend(wait_text(&a.wait_after_429, Some(a.retried_elsewhere)));
+        if a.requests_not_seen > 0 {
+            parts.push(format!(
+                "{} request{} past --max-requests-listed not counted",
+                a.requests_not_seen,
+                plural(a.requests_not_seen)
+            ));
+        }
+        if a.out_of_order > 0 {
+            parts.push(format!(
+                "approximate: {} taken out of time order",
+                a.out_of_order
+            ));
+        }
+        (!parts.is_empty())
+            .then(|| format!("across connections to a server: {}", parts.join(" · ")))
+    });
+    RateLimitLines {
+        limited: first,
+        same_connection: (!same.is_empty())
+            .then(|| format!("on the same connection: {}", same.join(" · "))),
+        across,
     }
-    let second =
-        (!next.is_empty()).then(|| format!("on the same connection: {}", next.join(" · ")));
-    (first, second)
+}
+
+/// A capture's rate limiting in lines for people ([`rate_limit_lines`]).
+pub struct RateLimitLines {
+    /// The 429s, the Retry-After values and the connections closed after a 429.
+    pub limited: String,
+    /// How clients answered on the same connection.
+    pub same_connection: Option<String>,
+    /// How they answered across the connections to each server.
+    pub across: Option<String>,
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+fn in_window_text(n: u64) -> String {
+    format!("{n} request{} sent while a Retry-After ran", plural(n))
+}
+
+/// `next request median 1.0s after a 429 (min …, max …, n=2)`, with how
+/// many of them went on another connection when `elsewhere` is given.
+fn wait_text(w: &crate::record::Distribution, elsewhere: Option<u64>) -> Option<String> {
+    let (Some(median), Some(min), Some(max)) = (w.median, w.min, w.max) else {
+        return None;
+    };
+    let other = match elsewhere {
+        Some(n) => format!(", {n} on another connection"),
+        None => String::new(),
+    };
+    Some(format!(
+        "next request median {} after a 429 (min {}, max {}, n={}{other})",
+        human_duration(median),
+        human_duration(min),
+        human_duration(max),
+        w.count
+    ))
 }
 
 /// Output formats of `analyze`.

@@ -139,10 +139,12 @@ pub fn write_headline(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "status        {}", counts_text(&s.status_codes))?;
     }
     if let Some(r) = &s.rate_limit {
-        let (limited, answered) = super::rate_limit_lines(r);
-        writeln!(out, "rate limit    {limited}")?;
-        if let Some(answered) = answered {
-            writeln!(out, "backoff       {answered}")?;
+        let lines = super::rate_limit_lines(r);
+        writeln!(out, "rate limit    {}", lines.limited)?;
+        let mut label = "backoff";
+        for line in [lines.same_connection, lines.across].into_iter().flatten() {
+            writeln!(out, "{label:<14}{line}")?;
+            label = "";
         }
     }
     Ok(())

@@ -487,7 +487,7 @@ impl QuicTable {
         summary.connections = self.opened;
         summary.handshake = self.durations.distribution();
         summary.request_latency = self.latency.distribution();
-        summary.rate_limit = std::mem::take(&mut self.rate_limit).finish();
+        summary.rate_limit = std::mem::take(&mut self.rate_limit).finish(None);
         summary.handshakes_per_request =
             (summary.requests > 0).then(|| self.carried as f64 / summary.requests as f64);
         Some(summary)

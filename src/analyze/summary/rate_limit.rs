@@ -9,7 +9,9 @@
 use std::collections::BTreeMap;
 
 use crate::analyze::stats::Samples;
-use crate::record::{CloseKind, ConnectionRecord, RateLimit, RateLimitSummary, Side};
+use crate::record::{
+    AcrossConnections, CloseKind, ConnectionRecord, RateLimit, RateLimitSummary, Side,
+};
 
 /// Distinct Retry-After values counted over the capture; responses with
 /// others are in the other figures, not by value.
@@ -86,8 +88,9 @@ impl RateLimitBuilder {
         }
     }
 
-    /// `None` when no connection's responses spoke of rate limiting.
-    pub fn finish(mut self) -> Option<RateLimitSummary> {
+    /// `None` when no connection's responses spoke of rate limiting;
+    /// with the figures across connections, where they were taken.
+    pub fn finish(mut self, across: Option<AcrossConnections>) -> Option<RateLimitSummary> {
         (self.connections > 0).then(|| RateLimitSummary {
             responses_429: self.responses_429,
             connections_limited: self.limited,
@@ -99,6 +102,7 @@ impl RateLimitBuilder {
             requests_in_window: self.in_window,
             wait_after_429: self.waits.distribution(),
             closed_after_429: self.closed_after_429,
+            across_connections: across,
         })
     }
 }

@@ -5,7 +5,7 @@
 //! Does not lay out tables, JSON or HTML, nor word the verdict (`compare`).
 
 use super::Labeled;
-use crate::record::{Distribution, RateLimitSummary, Summary};
+use crate::record::{AcrossConnections, Distribution, RateLimitSummary, Summary};
 use crate::report::human_duration;
 
 /// How a metric's values print.
@@ -145,6 +145,10 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
         Some(r) => Some(f(r)),
         None => st.map(|_| 0.0),
     };
+    /// A count across connections (0 where they were not followed).
+    fn across(r: &RateLimitSummary, f: fn(&AcrossConnections) -> u64) -> f64 {
+        r.across_connections.as_ref().map_or(0.0, |a| f(a) as f64)
+    }
     let quic = s.quic.as_ref();
     #[rustfmt::skip]
     let rows = vec![
@@ -190,8 +194,11 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
         ("status_429", "responses 429 (rate limited)", Count, Lower, st.map(|s| s.rate_limited)),
         ("status_5xx", "responses 5xx", Count, Lower, st.map(|s| s.server_error)),
         ("status_429_share", "429 share of responses", Ratio, Lower, st.and_then(|s| s.rate_limited_share())),
-        ("requests_in_retry_window", "requests sent while a Retry-After ran", Count, Lower, limit(|r| r.requests_in_window as f64)),
+        ("requests_in_retry_window", "requests sent while a Retry-After ran, same connection", Count, Lower, limit(|r| r.requests_in_window as f64)),
         ("wait_after_429_median", "wait after a 429 (same connection): median", Seconds, Neither, rl.and_then(|r| r.wait_after_429.median)),
+        ("requests_in_retry_window_any_connection", "requests sent while a Retry-After ran, any connection", Count, Lower, limit(|r| across(r, |a| a.requests_in_window))),
+        ("connections_opened_in_retry_window", "connections opened while a Retry-After ran", Count, Lower, limit(|r| across(r, |a| a.connections_opened_in_window))),
+        ("wait_after_429_any_connection_median", "wait after a 429 (any connection): median", Seconds, Neither, rl.and_then(|r| r.across_connections.as_ref()?.wait_after_429.median)),
         ("connections_closed_after_429", "connections closed after a 429", Count, Lower, limit(|r| r.closed_after_429.values().sum::<u64>() as f64)),
         ("peak_concurrent_connections", "peak concurrent connections", Count, Neither, c(s.peak_concurrent_connections.connections)),
         ("requests_per_second", "requests per second", PerSecond, Higher, s.requests_per_second),

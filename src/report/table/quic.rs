@@ -60,9 +60,9 @@ pub fn write_figures(q: &QuicSummary, out: &mut dyn Write) -> io::Result<()> {
             writeln!(out, "HTTP/3 status {}", counts_text(&q.status_codes))?;
         }
         if let Some(r) = &q.rate_limit {
-            let (limited, answered) = crate::report::rate_limit_lines(r);
-            writeln!(out, "HTTP/3 limit  {limited}")?;
-            if let Some(answered) = answered {
+            let lines = crate::report::rate_limit_lines(r);
+            writeln!(out, "HTTP/3 limit  {}", lines.limited)?;
+            if let Some(answered) = lines.same_connection {
                 writeln!(out, "HTTP/3 backoff {answered}")?;
             }
         }

@@ -1,0 +1,496 @@
+//! Rate limiting across connections: a `Retry-After` given on one
+//! connection asks the client to wait before its next request to that
+//! server, on any connection. A client that opens a new connection per
+//! request (Java's HttpURLConnection without keep-alive, python's
+//! `requests.get`) or keeps several pooled connections sending retries on
+//! another one, where the per-connection figures (`http.rate_limit`) cannot
+//! see it. This module puts the requests, the 429s and the connections
+//! opened of every connection to one server (client address, server
+//! address and port, overlay) back in time order and counts what the
+//! client did while a window ran, and how long it waited after a 429 on
+//! any connection.
+//!
+//! Records finish in an order that is not time order, so each finished
+//! connection's marks wait in a bounded heap until no connection still
+//! open can add an earlier one: the horizon is the first packet of the
+//! oldest connection still open (the gatherer knows it). A heap over its
+//! bound is swept early; a mark that then comes behind the sweep is
+//! counted in `out_of_order` and taken as it comes.
+//!
+//! Does not read packets or HTTP: the marks come from the connection
+//! records' request lists (so requests past `--max-requests-listed` are
+//! counted apart, in `requests_not_seen`), and QUIC is not covered (each
+//! HTTP/3 connection's own figures are).
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, HashMap};
+use std::hash::{Hash, Hasher};
+
+use crate::analyze::http::limits::TOO_MANY_REQUESTS;
+use crate::analyze::stats::Samples;
+use crate::record::{AcrossConnections, ConnectionRecord, HttpMethod};
+
+/// Marks held at once waiting for the horizon (48 bytes each: 12 MiB).
+const MAX_PENDING: usize = 1 << 18;
+/// Servers whose window or unanswered 429 is followed at once; a server
+/// past these is not followed (its marks are counted in `out_of_order`).
+const MAX_SERVERS: usize = 1 << 16;
+
+/// One thing a connection did, at `at` nanoseconds into the capture.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Mark {
+    at: i64,
+    kind: Kind,
+}
+
+/// At one instant, a response's end comes first (the window and the wait
+/// run from it, as on one connection), then a connection's opening, then
+/// a request.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    /// A response with a status ended: a 429, or one with a Retry-After.
+    Ended {
+        too_many: bool,
+        retry_after: Option<u32>,
+    },
+    Opened,
+    Request,
+}
+
+impl Kind {
+    fn rank(self) -> u8 {
+        match self {
+            Kind::Ended { .. } => 0,
+            Kind::Opened => 1,
+            Kind::Request => 2,
+        }
+    }
+}
+
+/// What one connection did, as the summary reads it off its record.
+#[derive(Debug)]
+pub struct Marks {
+    /// The server as a hash of client address, server address and port,
+    /// and overlay.
+    server: u64,
+    /// The connection, by the position of its first packet.
+    conn: u64,
+    marks: Vec<Mark>,
+    /// Requests the record does not list.
+    not_listed: u64,
+}
+
+impl Marks {
+    /// The marks of `rec`: its opening, and for HTTP read from messages
+    /// (not estimated from TLS records) its listed requests and the ends
+    /// of its 429s and of responses with a Retry-After. `None` for a
+    /// connection that did neither.
+    pub fn of(rec: &ConnectionRecord) -> Option<Box<Marks>> {
+        let http = &rec.http;
+        let read = matches!(
+            http.method,
+            HttpMethod::Http1 | HttpMethod::H2c | HttpMethod::TlsHttp1 | HttpMethod::TlsH2
+        );
+        let mut marks = vec![Mark {
+            at: nanos(rec.start.at),
+            kind: Kind::Opened,
+        }];
+        if read {
+            for r in &http.list {
+                marks.push(Mark {
+                    at: nanos(r.start.at),
+                    kind: Kind::Request,
+                });
+                let too_many = r.status == Some(TOO_MANY_REQUESTS);
+                if let (true, Some(end)) = (too_many || r.retry_after.is_some(), r.response_last) {
+                    marks.push(Mark {
+                        at: nanos(end.at),
+                        kind: Kind::Ended {
+                            too_many,
+                            retry_after: r.retry_after,
+                        },
+                    });
+                }
+            }
+        }
+        let not_listed = if read {
+            http.requests.saturating_sub(http.list.len() as u64)
+        } else {
+            0
+        };
+        Some(Box::new(Marks {
+            server: server_key(rec),
+            conn: rec.id,
+            marks,
+            not_listed,
+        }))
+    }
+}
+
+/// Seconds into the capture as nanoseconds: a record's offsets are
+/// nanoseconds made seconds, exact to the nanosecond for 104 days.
+pub fn nanos(secs: f64) -> i64 {
+    (secs * 1e9).round() as i64
+}
+
+/// The server a connection's client spoke to: the client's address (not
+/// its port), the server's address and port, and the overlay.
+fn server_key(rec: &ConnectionRecord) -> u64 {
+    let client = rec.client.rsplit_once(':').map_or(&*rec.client, |(a, _)| a);
+    // SipHash with fixed keys: the same key in every run.
+    #[allow(deprecated)]
+    let mut h = std::hash::SipHasher::new();
+    client.hash(&mut h);
+    rec.server.hash(&mut h);
+    rec.overlay.hash(&mut h);
+    h.finish()
+}
+
+/// A mark waiting for the horizon.
+#[derive(Debug)]
+struct Pending {
+    mark: Mark,
+    /// Arrival order: ties broken the same in every run.
+    seq: u64,
+    server: u64,
+    conn: u64,
+}
+
+impl Pending {
+    fn cmp_key(&self, other: &Pending) -> Ordering {
+        self.mark
+            .at
+            .cmp(&other.mark.at)
+            .then(self.mark.kind.rank().cmp(&other.mark.kind.rank()))
+            .then(self.seq.cmp(&other.seq))
+    }
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, other: &Pending) -> bool {
+        self.cmp_key(other) == Ordering::Equal
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Pending) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Pending {
+    fn cmp(&self, other: &Pending) -> Ordering {
+        self.cmp_key(other)
+    }
+}
+
+/// One server's window and unanswered 429, as of the sweep.
+#[derive(Debug, Default)]
+struct Server {
+    /// The Retry-After windows given by the server so far, joined where
+    /// they overlap: the latest runs from `from` until `until`, extended
+    /// last by a response on connection `by`.
+    from: i64,
+    until: Option<i64>,
+    by: u64,
+    /// The end of the latest 429 no request has followed yet, and its connection.
+    unfollowed: Option<(i64, u64)>,
+}
+
+impl Server {
+    fn in_window(&self, at: i64) -> bool {
+        self.until
+            .is_some_and(|until| self.from <= at && at < until)
+    }
+
+    /// Nothing the server said still bears on what comes at `at` or later.
+    fn spent(&self, at: i64) -> bool {
+        self.unfollowed.is_none() && self.until.is_none_or(|until| until <= at)
+    }
+}
+
+/// The capture's marks, swept in time order.
+#[derive(Debug, Default)]
+pub struct Across {
+    pending: BinaryHeap<Reverse<Pending>>,
+    seq: u64,
+    /// The time of the latest mark swept.
+    swept: i64,
+    servers: HashMap<u64, Server>,
+    in_window: u64,
+    in_window_elsewhere: u64,
+    opened_in_window: u64,
+    waits: Samples,
+    retried_elsewhere: u64,
+    not_seen: u64,
+    out_of_order: u64,
+    /// Any connection told of rate limiting.
+    told: bool,
+}
+
+impl Across {
+    /// A finished connection's marks; then sweeps those before `horizon`,
+    /// the first packet of the oldest connection still open (nanoseconds
+    /// into the capture; `i64::MAX` when none is).
+    pub fn add(&mut self, marks: Marks, horizon: i64) {
+        self.not_seen += marks.not_listed;
+        for mark in marks.marks {
+            self.told |= matches!(mark.kind, Kind::Ended { .. });
+            let p = Pending {
+                mark,
+                seq: self.seq,
+                server: marks.server,
+                conn: marks.conn,
+            };
+            self.seq += 1;
+            if mark.at < self.swept {
+                self.out_of_order += 1;
+                self.apply(&p);
+            } else {
+                self.pending.push(Reverse(p));
+            }
+        }
+        self.sweep(horizon);
+    }
+
+    /// Takes the marks before `horizon` in time order, and more while the
+    /// heap is over its bound.
+    fn sweep(&mut self, horizon: i64) {
+        while let Some(Reverse(first)) = self.pending.peek() {
+            if first.mark.at >= horizon && self.pending.len() <= MAX_PENDING {
+                break;
+            }
+            let Some(Reverse(p)) = self.pending.pop() else {
+                break;
+            };
+            self.swept = self.swept.max(p.mark.at);
+            self.apply(&p);
+        }
+    }
+
+    fn apply(&mut self, p: &Pending) {
+        let at = p.mark.at;
+        if let Kind::Ended {
+            too_many,
+            retry_after,
+        } = p.mark.kind
+        {
+            let full = self.servers.len() >= MAX_SERVERS;
+            let server = match self.servers.get_mut(&p.server) {
+                Some(s) => s,
+                None if full => {
+                    self.out_of_order += 1;
+                    return;
+                }
+                None => self.servers.entry(p.server).or_default(),
+            };
+            if too_many {
+                let latest = server.unfollowed.map_or(at, |(u, _)| u.max(at));
+                server.unfollowed = Some((latest, p.conn));
+            }
+            if let Some(secs) = retry_after {
+                let end = at.saturating_add(i64::from(secs) * 1_000_000_000);
+                match server.until {
+                    Some(until) if at < until => server.until = Some(until.max(end)),
+                    _ => {
+                        server.from = at;
+                        server.until = Some(end);
+                    }
+                }
+                server.by = p.conn;
+            }
+            return;
+        }
+        let Some(server) = self.servers.get_mut(&p.server) else {
+            return;
+        };
+        let window = server.in_window(at);
+        match p.mark.kind {
+            Kind::Opened => self.opened_in_window += u64::from(window),
+            _ => {
+                if window {
+                    self.in_window += 1;
+                    self.in_window_elsewhere += u64::from(server.by != p.conn);
+                }
+                if let Some((after, conn)) = server.unfollowed.filter(|&(t, _)| t <= at) {
+                    self.waits.push((at - after) as f64 / 1e9);
+                    self.retried_elsewhere += u64::from(conn != p.conn);
+                    server.unfollowed = None;
+                }
+            }
+        }
+        if server.spent(at) {
+            self.servers.remove(&p.server);
+        }
+    }
+
+    /// Everything swept; `None` when no connection was told of rate limiting.
+    pub fn finish(mut self) -> Option<AcrossConnections> {
+        self.sweep(i64::MAX);
+        self.told.then(|| AcrossConnections {
+            requests_in_window: self.in_window,
+            requests_in_window_elsewhere: self.in_window_elsewhere,
+            connections_opened_in_window: self.opened_in_window,
+            wait_after_429: self.waits.distribution(),
+            retried_elsewhere: self.retried_elsewhere,
+            requests_not_seen: self.not_seen,
+            out_of_order: self.out_of_order,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn marks(server: u64, conn: u64, list: &[(f64, Kind)]) -> Marks {
+        Marks {
+            server,
+            conn,
+            marks: list
+                .iter()
+                .map(|&(at, kind)| Mark {
+                    at: nanos(at),
+                    kind,
+                })
+                .collect(),
+            not_listed: 0,
+        }
+    }
+
+    fn ended(too_many: bool, retry_after: Option<u32>) -> Kind {
+        Kind::Ended {
+            too_many,
+            retry_after,
+        }
+    }
+
+    /// A new connection per request (HttpURLConnection): the 429 and its
+    /// window on one, the retry on the next, which opened in the window.
+    #[test]
+    fn a_retry_on_a_new_connection_is_seen() {
+        let mut a = Across::default();
+        // Connection 1 gets a 429 (Retry-After 1 s) and closes; 2 opens
+        // 0.1 s later and retries; 3 opens after the window.
+        let c1 = [
+            (0.0, Kind::Opened),
+            (0.1, Kind::Request),
+            (0.2, ended(true, Some(1))),
+        ];
+        a.add(marks(7, 1, &c1), i64::MAX);
+        a.add(
+            marks(7, 2, &[(0.3, Kind::Opened), (0.31, Kind::Request)]),
+            i64::MAX,
+        );
+        a.add(
+            marks(7, 3, &[(1.5, Kind::Opened), (1.51, Kind::Request)]),
+            i64::MAX,
+        );
+        let r = a.finish().expect("told");
+        assert_eq!(r.requests_in_window, 1);
+        assert_eq!(r.requests_in_window_elsewhere, 1);
+        assert_eq!(r.connections_opened_in_window, 1);
+        assert_eq!(r.wait_after_429.count, 1);
+        assert!((r.wait_after_429.min.unwrap_or(0.0) - 0.11).abs() < 1e-9);
+        assert_eq!(r.retried_elsewhere, 1);
+        assert_eq!(r.out_of_order, 0);
+    }
+
+    /// Records finish out of time order: a long connection finishing last
+    /// sent in the window another connection was given; its marks wait
+    /// for the horizon and are swept in time order.
+    #[test]
+    fn marks_are_swept_in_time_order_whatever_order_connections_finish() {
+        let mut a = Across::default();
+        // Connection 1 (open from 0.0 until the end) is still open when 2
+        // finishes: 2's marks wait.
+        a.add(
+            marks(
+                7,
+                2,
+                &[
+                    (1.0, Kind::Opened),
+                    (1.1, Kind::Request),
+                    (1.2, ended(true, Some(2))),
+                ],
+            ),
+            0,
+        );
+        assert_eq!(a.pending.len(), 3);
+        a.add(
+            marks(
+                7,
+                1,
+                &[
+                    (0.0, Kind::Opened),
+                    (0.5, Kind::Request),
+                    (2.0, Kind::Request),
+                    (4.0, Kind::Request),
+                ],
+            ),
+            i64::MAX,
+        );
+        assert!(a.pending.is_empty());
+        let r = a.finish().expect("told");
+        assert_eq!(
+            (r.requests_in_window, r.requests_in_window_elsewhere),
+            (1, 1)
+        );
+        assert_eq!(r.wait_after_429.count, 1);
+        assert!((r.wait_after_429.min.unwrap_or(0.0) - 0.8).abs() < 1e-9);
+        assert_eq!(r.out_of_order, 0);
+    }
+
+    #[test]
+    fn other_servers_and_the_same_connection_are_told_apart() {
+        let mut a = Across::default();
+        a.add(
+            marks(
+                7,
+                1,
+                &[
+                    (0.0, Kind::Opened),
+                    (0.1, ended(true, Some(5))),
+                    (0.2, Kind::Request),
+                ],
+            ),
+            0,
+        );
+        a.add(
+            marks(8, 2, &[(0.3, Kind::Opened), (0.4, Kind::Request)]),
+            i64::MAX,
+        );
+        let r = a.finish().expect("told");
+        assert_eq!(r.requests_in_window, 1, "server 8 was not told");
+        assert_eq!(r.requests_in_window_elsewhere, 0);
+        assert_eq!(r.connections_opened_in_window, 0);
+        assert_eq!(r.retried_elsewhere, 0);
+    }
+
+    #[test]
+    fn nothing_told_is_none_and_a_mark_behind_the_sweep_is_counted() {
+        let mut a = Across::default();
+        a.add(
+            marks(7, 1, &[(0.0, Kind::Opened), (0.1, Kind::Request)]),
+            i64::MAX,
+        );
+        assert!(Across::default().finish().is_none());
+        a.add(
+            marks(7, 2, &[(0.05, Kind::Opened), (0.2, ended(true, None))]),
+            i64::MAX,
+        );
+        let r = a.finish().expect("told");
+        assert_eq!(r.out_of_order, 1);
+    }
+
+    /// Over its bound the heap is swept without waiting: memory stays flat.
+    #[test]
+    fn the_heap_is_bounded() {
+        let mut a = Across::default();
+        let n = MAX_PENDING + 10;
+        for k in 0..n as u64 {
+            a.add(marks(7, k, &[(k as f64, Kind::Opened)]), 0);
+        }
+        assert!(a.pending.len() <= MAX_PENDING);
+        assert_eq!(a.out_of_order, 0, "they came in time order");
+    }
+}

@@ -1,0 +1,219 @@
+//! Rate limiting across connections (`summary.rate_limit.across_connections`)
+//! read from real captures: a python client that opens a new connection per
+//! request and retries a 429 at once, or after the Retry-After
+//! (scripts/record-retry-captures.sh), where the per-connection figures see
+//! nothing; the Java clients' pooled connections; and every figure against
+//! what tshark's message and connection times give.
+
+use serde_json::Value;
+
+use crate::captures::tshark_streams;
+use crate::h2_sizes::capture;
+use crate::retry_after::{tshark_http1, Message};
+use crate::tools::tshark_present;
+
+/// `analyze -T json` of `name`.pcap, with `args` before it.
+fn analyze(name: &str, args: &[&str]) -> Value {
+    let mut cmd = crate::support::bin();
+    cmd.args(["analyze", "-q", "-T", "json"]).args(args);
+    crate::support::json_of(&cmd.arg(capture(&format!("{name}.pcap"))).output().unwrap())
+}
+
+fn count(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("a count: {v}"))
+}
+
+/// A GET per connection to scripts/ratelimit_server.py, which answers
+/// every third request 429 with `Retry-After: 1`: one loop retries at
+/// once, on a new connection, one sleeps the second first. No connection
+/// carries a request after its 429, so only the figures across
+/// connections tell the two apart.
+#[test]
+fn a_retry_on_a_new_connection_is_seen_only_across_connections() {
+    for (name, waits) in [
+        ("http-requests-newconn-retry-now", false),
+        ("http-requests-newconn-retry-after", true),
+    ] {
+        let v = analyze(name, &[]);
+        let conns = v["connections"].as_array().unwrap();
+        assert_eq!(conns.len(), 8, "{name}: 6 GETs and 2 retries");
+        assert!(conns.iter().all(|c| c["http"]["requests"] == 1), "{name}");
+        let r = &v["summary"]["rate_limit"];
+        assert_eq!(r["responses_429"], 2, "{name}");
+        assert_eq!(r["connections_limited"], 2, "{name}");
+        assert_eq!(
+            r["requests_in_window"], 0,
+            "{name}: blind on each connection"
+        );
+        assert_eq!(r["wait_after_429"]["count"], 0, "{name}");
+        let a = &r["across_connections"];
+        let w = &a["wait_after_429"];
+        assert_eq!(w["count"], 2, "{name}");
+        assert_eq!(a["retried_elsewhere"], 2, "{name}");
+        assert_eq!(a["requests_not_seen"], 0, "{name}");
+        assert_eq!(a["out_of_order"], 0, "{name}");
+        let (min, max) = (w["min"].as_f64().unwrap(), w["max"].as_f64().unwrap());
+        if waits {
+            assert_eq!(a["requests_in_window"], 0, "{name}");
+            assert_eq!(a["connections_opened_in_window"], 0, "{name}");
+            assert!((1.0..1.05).contains(&min) && max < 1.05, "{name}: {w}");
+        } else {
+            // The retry and the next two GETs after each 429, each on a
+            // connection of its own opened within the second: 3 + 2.
+            assert_eq!(a["requests_in_window"], 5, "{name}");
+            assert_eq!(a["requests_in_window_elsewhere"], 5, "{name}");
+            assert_eq!(a["connections_opened_in_window"], 5, "{name}");
+            assert!(max < 0.05, "{name}: {w}");
+        }
+        let mut cmd = crate::support::bin();
+        cmd.args(["analyze", "-q"])
+            .arg(capture(&format!("{name}.pcap")));
+        let table = String::from_utf8(cmd.output().unwrap().stdout).unwrap();
+        let line = table
+            .lines()
+            .find(|l| l.contains("across connections to a server:"))
+            .unwrap_or_else(|| panic!("{name}: the table's line across connections"));
+        let in_window = if waits { "0 requests" } else { "5 requests" };
+        assert!(
+            line.contains(&format!("{in_window} sent while a Retry-After ran")),
+            "{line}"
+        );
+    }
+}
+
+/// Java's clients with ten threads (HttpURLConnection) and fifty
+/// outstanding requests (HttpClient's sendAsync) against nginx's limiter:
+/// every request counted on its own connection is counted across them, and
+/// most of what they sent in a window went on another connection.
+#[test]
+fn pooled_clients_send_in_windows_on_other_connections() {
+    for name in [
+        "java-urlconnection-clear-post-429-10x10",
+        "java-async-clear-h1-post-429-100x50",
+    ] {
+        let v = analyze(name, &[]);
+        let r = &v["summary"]["rate_limit"];
+        let a = &r["across_connections"];
+        assert_eq!(a["requests_not_seen"], 0, "{name}");
+        assert!(
+            count(&a["requests_in_window"]) >= count(&r["requests_in_window"]),
+            "{name}"
+        );
+        let elsewhere = count(&a["requests_in_window_elsewhere"]);
+        assert!(
+            2 * elsewhere > count(&a["requests_in_window"]),
+            "{name}: {a}"
+        );
+        // Requests past a short list are counted apart, not guessed.
+        let short = analyze(name, &["--max-requests-listed", "1"]);
+        let a1 = &short["summary"]["rate_limit"]["across_connections"];
+        let requests = count(&v["summary"]["requests"]);
+        let listed = count(&v["summary"]["connections"]);
+        assert_eq!(count(&a1["requests_not_seen"]), requests - listed, "{name}");
+        assert!(
+            count(&a1["requests_in_window"]) <= count(&a["requests_in_window"]),
+            "{name}"
+        );
+    }
+}
+
+/// The time of each connection's SYN, by tshark's `tcp.stream` (the
+/// first frame of each connection in these captures).
+fn tshark_opened(name: &str) -> Vec<f64> {
+    let streams = tshark_streams(&capture(&format!("{name}.pcap"))).expect("tshark runs");
+    streams.values().map(|s| s.1.expect("a SYN")).collect()
+}
+
+/// What docs/json.md's `across_connections` says, worked out from tshark's
+/// times alone for captures of one client and one server: (requests in
+/// a window, of them elsewhere, connections opened in one, waits after a
+/// 429 with whether each went on another connection).
+fn expected(messages: &[Message], opened: &[f64]) -> (u64, u64, u64, Vec<(f64, bool)>) {
+    // (time, rank, stream, message): at one instant a response's end,
+    // then a connection's first frame, then a request.
+    let mut marks: Vec<(f64, u8, usize, Option<&Message>)> = Vec::new();
+    for m in messages {
+        marks.push((m.time, if m.status == 0 { 2 } else { 0 }, m.stream, Some(m)));
+    }
+    for (stream, &t) in opened.iter().enumerate() {
+        marks.push((t, 1, stream, None));
+    }
+    marks.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut in_window, mut elsewhere, mut opened_in, mut waits) = (0, 0, 0, Vec::new());
+    let mut windows: Vec<(f64, f64, usize)> = Vec::new();
+    let mut unfollowed: Option<(f64, usize)> = None;
+    for (time, rank, stream, m) in marks {
+        let inside = windows
+            .iter()
+            .any(|&(from, to, _)| from <= time && time < to);
+        match (rank, m) {
+            (1, _) => opened_in += u64::from(inside),
+            (2, _) => {
+                if inside {
+                    in_window += 1;
+                    let latest = windows.last().map(|w| w.2);
+                    elsewhere += u64::from(latest != Some(stream));
+                }
+                if let Some((t, s)) = unfollowed.take() {
+                    waits.push((time - t, s != stream));
+                }
+            }
+            (_, Some(m)) => {
+                if m.status == 429 {
+                    unfollowed = Some((time, stream));
+                }
+                if let Some(secs) = m.retry_after {
+                    windows.push((time, time + f64::from(secs), stream));
+                }
+            }
+            _ => {}
+        }
+    }
+    (in_window, elsewhere, opened_in, waits)
+}
+
+/// Cleartext GETs, where tshark puts a request at its one segment and a
+/// response at its last (see retry_after.rs): every figure across
+/// connections is what tshark's times give.
+#[test]
+fn the_figures_across_connections_are_what_tsharks_times_give() {
+    if !tshark_present() {
+        return;
+    }
+    for name in [
+        "http-requests-newconn-retry-now",
+        "http-requests-newconn-retry-after",
+        "http-429-ratelimit",
+        "http-requests-retry-now",
+        "http-curl-retry-after",
+    ] {
+        let v = analyze(name, &[]);
+        let conns = v["connections"].as_array().unwrap();
+        assert!(
+            conns.iter().all(|c| c["server"] == conns[0]["server"]),
+            "{name}: one server"
+        );
+        let (in_window, elsewhere, opened, waits) =
+            expected(&tshark_http1(name, None), &tshark_opened(name));
+        let a = &v["summary"]["rate_limit"]["across_connections"];
+        assert_eq!(count(&a["requests_in_window"]), in_window, "{name}");
+        assert_eq!(
+            count(&a["requests_in_window_elsewhere"]),
+            elsewhere,
+            "{name}"
+        );
+        assert_eq!(count(&a["connections_opened_in_window"]), opened, "{name}");
+        let w = &a["wait_after_429"];
+        assert_eq!(count(&w["count"]), waits.len() as u64, "{name}");
+        let other = waits.iter().filter(|w| w.1).count() as u64;
+        assert_eq!(count(&a["retried_elsewhere"]), other, "{name}");
+        let lo = waits.iter().map(|w| w.0).fold(f64::INFINITY, f64::min);
+        let hi = waits.iter().map(|w| w.0).fold(0.0, f64::max);
+        // tshark's times are microseconds printed as decimals.
+        let near = |a: &Value, b: f64| a.as_f64().is_some_and(|a| (a - b).abs() < 2e-6);
+        assert!(
+            waits.is_empty() || near(&w["min"], lo) && near(&w["max"], hi),
+            "{name}: {w} vs {waits:?}"
+        );
+    }
+}
