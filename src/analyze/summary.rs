@@ -75,7 +75,7 @@ pub struct Tally {
     limits: Option<Box<LimitTally>>,
     /// What it did in time, for rate limiting across connections (taken
     /// by the gatherer, which knows when to sweep).
-    pub marks: Option<Box<Marks>>,
+    pub marks: Marks,
     /// [`handshake_events`].
     handshake_events: u64,
 }
@@ -327,10 +327,8 @@ impl SummaryBuilder {
     /// A finished connection's marks, and the first packet of the oldest
     /// connection still open (nanoseconds into the capture; `i64::MAX`
     /// when none is).
-    pub fn marks(&mut self, marks: Option<Box<Marks>>, horizon: i64) {
-        if let Some(marks) = marks {
-            self.across.add(*marks, horizon);
-        }
+    pub fn marks(&mut self, marks: &mut Marks, horizon: i64) {
+        self.across.add(marks, horizon);
     }
 
     pub fn finish(mut self, info: &SourceInfo) -> Summary {

@@ -214,7 +214,7 @@ pub struct AcrossConnections {
     /// Requests past `--max-requests-listed`, not in these figures.
     pub requests_not_seen: u64,
     /// Marks taken out of time order (timestamps going backwards, or more
-    /// than a quarter of a million waiting at once): the figures are then
+    /// than 65,536 waiting at once): the figures are then
     /// approximate.
     pub out_of_order: u64,
 }

@@ -30,8 +30,10 @@ use crate::analyze::http::limits::TOO_MANY_REQUESTS;
 use crate::analyze::stats::Samples;
 use crate::record::{AcrossConnections, ConnectionRecord, HttpMethod};
 
-/// Marks held at once waiting for the horizon (48 bytes each: 12 MiB).
-const MAX_PENDING: usize = 1 << 18;
+/// Marks held at once waiting for the horizon (32 bytes each: 2 MiB).
+const MAX_PENDING: usize = 1 << 16;
+/// A [`Kind::Ended`] whose response carried no Retry-After.
+const NO_RETRY_AFTER: u32 = u32::MAX;
 /// Servers whose window or unanswered 429 is followed at once; a server
 /// past these is not followed (its marks are counted in `out_of_order`).
 const MAX_SERVERS: usize = 1 << 16;
@@ -48,10 +50,12 @@ struct Mark {
 /// a request.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Kind {
-    /// A response with a status ended: a 429, or one with a Retry-After.
+    /// A response with a status ended: a 429, or one with a Retry-After
+    /// of so many seconds ([`NO_RETRY_AFTER`]: none; not an `Option`, so
+    /// that a mark is 16 bytes).
     Ended {
         too_many: bool,
-        retry_after: Option<u32>,
+        retry_after: u32,
     },
     Opened,
     Request,
@@ -68,13 +72,21 @@ impl Kind {
 }
 
 /// What one connection did, as the summary reads it off its record.
-#[derive(Debug)]
+/// Kept in the connection's tally, not boxed: with `--threads` it is made
+/// on a shard and dropped on the thread that writes, and an allocation
+/// for every connection freed on another thread held memory there (about
+/// 10 MiB at 300 000 short connections, 50 000 a second, on two threads).
+#[derive(Debug, Default)]
 pub struct Marks {
     /// The server as a hash of client address, server address and port,
     /// and overlay.
     server: u64,
     /// The connection, by the position of its first packet.
     conn: u64,
+    /// Its first packet.
+    opened: i64,
+    /// Its requests and the ends of its responses that spoke of rate
+    /// limiting (none, and no allocation, for most connections).
     marks: Vec<Mark>,
     /// Requests the record does not list.
     not_listed: u64,
@@ -83,18 +95,14 @@ pub struct Marks {
 impl Marks {
     /// The marks of `rec`: its opening, and for HTTP read from messages
     /// (not estimated from TLS records) its listed requests and the ends
-    /// of its 429s and of responses with a Retry-After. `None` for a
-    /// connection that did neither.
-    pub fn of(rec: &ConnectionRecord) -> Option<Box<Marks>> {
+    /// of its 429s and of responses with a Retry-After.
+    pub fn of(rec: &ConnectionRecord) -> Marks {
         let http = &rec.http;
         let read = matches!(
             http.method,
             HttpMethod::Http1 | HttpMethod::H2c | HttpMethod::TlsHttp1 | HttpMethod::TlsH2
         );
-        let mut marks = vec![Mark {
-            at: nanos(rec.start.at),
-            kind: Kind::Opened,
-        }];
+        let mut marks = Vec::new();
         if read {
             for r in &http.list {
                 marks.push(Mark {
@@ -107,7 +115,7 @@ impl Marks {
                         at: nanos(end.at),
                         kind: Kind::Ended {
                             too_many,
-                            retry_after: r.retry_after,
+                            retry_after: r.retry_after.unwrap_or(NO_RETRY_AFTER),
                         },
                     });
                 }
@@ -118,12 +126,13 @@ impl Marks {
         } else {
             0
         };
-        Some(Box::new(Marks {
+        Marks {
             server: server_key(rec),
             conn: rec.id,
+            opened: nanos(rec.start.at),
             marks,
             not_listed,
-        }))
+        }
     }
 }
 
@@ -146,12 +155,12 @@ fn server_key(rec: &ConnectionRecord) -> u64 {
     h.finish()
 }
 
-/// A mark waiting for the horizon.
+/// A mark waiting for the horizon. Marks at one instant of one rank are
+/// taken in order of their connection (those of one connection are
+/// alike in effect whatever their order): the same order in every run.
 #[derive(Debug)]
 struct Pending {
     mark: Mark,
-    /// Arrival order: ties broken the same in every run.
-    seq: u64,
     server: u64,
     conn: u64,
 }
@@ -162,7 +171,7 @@ impl Pending {
             .at
             .cmp(&other.mark.at)
             .then(self.mark.kind.rank().cmp(&other.mark.kind.rank()))
-            .then(self.seq.cmp(&other.seq))
+            .then(self.conn.cmp(&other.conn))
     }
 }
 
@@ -211,8 +220,8 @@ impl Server {
 /// The capture's marks, swept in time order.
 #[derive(Debug, Default)]
 pub struct Across {
+    /// At most [`MAX_PENDING`]: the earliest is taken to make room.
     pending: BinaryHeap<Reverse<Pending>>,
-    seq: u64,
     /// The time of the latest mark swept.
     swept: i64,
     servers: HashMap<u64, Server>,
@@ -231,37 +240,46 @@ impl Across {
     /// A finished connection's marks; then sweeps those before `horizon`,
     /// the first packet of the oldest connection still open (nanoseconds
     /// into the capture; `i64::MAX` when none is).
-    pub fn add(&mut self, marks: Marks, horizon: i64) {
+    pub fn add(&mut self, marks: &mut Marks, horizon: i64) {
         self.not_seen += marks.not_listed;
-        for mark in marks.marks {
+        let opened = Mark {
+            at: marks.opened,
+            kind: Kind::Opened,
+        };
+        for mark in std::iter::once(opened).chain(marks.marks.drain(..)) {
             self.told |= matches!(mark.kind, Kind::Ended { .. });
             let p = Pending {
                 mark,
-                seq: self.seq,
                 server: marks.server,
                 conn: marks.conn,
             };
-            self.seq += 1;
             if mark.at < self.swept {
                 self.out_of_order += 1;
                 self.apply(&p);
-            } else {
-                self.pending.push(Reverse(p));
+                continue;
             }
+            if self.pending.len() >= MAX_PENDING {
+                self.take_first();
+            }
+            self.pending.push(Reverse(p));
         }
         self.sweep(horizon);
     }
 
-    /// Takes the marks before `horizon` in time order, and more while the
-    /// heap is over its bound.
+    /// Takes the marks before `horizon`, in time order.
     fn sweep(&mut self, horizon: i64) {
-        while let Some(Reverse(first)) = self.pending.peek() {
-            if first.mark.at >= horizon && self.pending.len() <= MAX_PENDING {
-                break;
-            }
-            let Some(Reverse(p)) = self.pending.pop() else {
-                break;
-            };
+        while self
+            .pending
+            .peek()
+            .is_some_and(|Reverse(first)| first.mark.at < horizon)
+        {
+            self.take_first();
+        }
+    }
+
+    /// Takes the earliest mark waiting.
+    fn take_first(&mut self) {
+        if let Some(Reverse(p)) = self.pending.pop() {
             self.swept = self.swept.max(p.mark.at);
             self.apply(&p);
         }
@@ -287,8 +305,8 @@ impl Across {
                 let latest = server.unfollowed.map_or(at, |(u, _)| u.max(at));
                 server.unfollowed = Some((latest, p.conn));
             }
-            if let Some(secs) = retry_after {
-                let end = at.saturating_add(i64::from(secs) * 1_000_000_000);
+            if retry_after != NO_RETRY_AFTER {
+                let end = at.saturating_add(i64::from(retry_after) * 1_000_000_000);
                 match server.until {
                     Some(until) if at < until => server.until = Some(until.max(end)),
                     _ => {
@@ -342,11 +360,14 @@ impl Across {
 mod tests {
     use super::*;
 
+    /// A connection's marks; the first, its opening.
     fn marks(server: u64, conn: u64, list: &[(f64, Kind)]) -> Marks {
+        assert_eq!(list[0].1, Kind::Opened);
         Marks {
             server,
             conn,
-            marks: list
+            opened: nanos(list[0].0),
+            marks: list[1..]
                 .iter()
                 .map(|&(at, kind)| Mark {
                     at: nanos(at),
@@ -360,7 +381,7 @@ mod tests {
     fn ended(too_many: bool, retry_after: Option<u32>) -> Kind {
         Kind::Ended {
             too_many,
-            retry_after,
+            retry_after: retry_after.unwrap_or(NO_RETRY_AFTER),
         }
     }
 
@@ -376,13 +397,13 @@ mod tests {
             (0.1, Kind::Request),
             (0.2, ended(true, Some(1))),
         ];
-        a.add(marks(7, 1, &c1), i64::MAX);
+        a.add(&mut marks(7, 1, &c1), i64::MAX);
         a.add(
-            marks(7, 2, &[(0.3, Kind::Opened), (0.31, Kind::Request)]),
+            &mut marks(7, 2, &[(0.3, Kind::Opened), (0.31, Kind::Request)]),
             i64::MAX,
         );
         a.add(
-            marks(7, 3, &[(1.5, Kind::Opened), (1.51, Kind::Request)]),
+            &mut marks(7, 3, &[(1.5, Kind::Opened), (1.51, Kind::Request)]),
             i64::MAX,
         );
         let r = a.finish().expect("told");
@@ -404,7 +425,7 @@ mod tests {
         // Connection 1 (open from 0.0 until the end) is still open when 2
         // finishes: 2's marks wait.
         a.add(
-            marks(
+            &mut marks(
                 7,
                 2,
                 &[
@@ -417,7 +438,7 @@ mod tests {
         );
         assert_eq!(a.pending.len(), 3);
         a.add(
-            marks(
+            &mut marks(
                 7,
                 1,
                 &[
@@ -444,7 +465,7 @@ mod tests {
     fn other_servers_and_the_same_connection_are_told_apart() {
         let mut a = Across::default();
         a.add(
-            marks(
+            &mut marks(
                 7,
                 1,
                 &[
@@ -456,7 +477,7 @@ mod tests {
             0,
         );
         a.add(
-            marks(8, 2, &[(0.3, Kind::Opened), (0.4, Kind::Request)]),
+            &mut marks(8, 2, &[(0.3, Kind::Opened), (0.4, Kind::Request)]),
             i64::MAX,
         );
         let r = a.finish().expect("told");
@@ -470,12 +491,12 @@ mod tests {
     fn nothing_told_is_none_and_a_mark_behind_the_sweep_is_counted() {
         let mut a = Across::default();
         a.add(
-            marks(7, 1, &[(0.0, Kind::Opened), (0.1, Kind::Request)]),
+            &mut marks(7, 1, &[(0.0, Kind::Opened), (0.1, Kind::Request)]),
             i64::MAX,
         );
         assert!(Across::default().finish().is_none());
         a.add(
-            marks(7, 2, &[(0.05, Kind::Opened), (0.2, ended(true, None))]),
+            &mut marks(7, 2, &[(0.05, Kind::Opened), (0.2, ended(true, None))]),
             i64::MAX,
         );
         let r = a.finish().expect("told");
@@ -488,9 +509,15 @@ mod tests {
         let mut a = Across::default();
         let n = MAX_PENDING + 10;
         for k in 0..n as u64 {
-            a.add(marks(7, k, &[(k as f64, Kind::Opened)]), 0);
+            a.add(&mut marks(7, k, &[(k as f64, Kind::Opened)]), 0);
         }
-        assert!(a.pending.len() <= MAX_PENDING);
+        assert_eq!(a.pending.len(), MAX_PENDING);
+        assert_eq!(
+            a.pending.capacity(),
+            MAX_PENDING,
+            "never grown past its bound"
+        );
         assert_eq!(a.out_of_order, 0, "they came in time order");
+        assert_eq!(std::mem::size_of::<Pending>(), 32);
     }
 }
