@@ -214,8 +214,8 @@ pub struct AcrossConnections {
     /// Requests past `--max-requests-listed`, not in these figures.
     pub requests_not_seen: u64,
     /// Marks taken out of time order (timestamps going backwards, or more
-    /// than 65,536 waiting at once): the figures are then
-    /// approximate.
+    /// than 65,536 waiting at once), and 429s of servers past the 65,536
+    /// followed at once: the figures are then approximate.
     pub out_of_order: u64,
 }
 
