@@ -542,6 +542,26 @@ pub struct ConnectionRecord {
     pub anomalies: Anomalies,
 }
 
+impl ConnectionRecord {
+    /// The server its client spoke to, as a number: the client's address
+    /// (not its port), the server's address and port, and the overlay —
+    /// what a Retry-After speaks for. The same in every run (SipHash with
+    /// fixed keys).
+    pub fn server_key(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let client = self
+            .client
+            .rsplit_once(':')
+            .map_or(&*self.client, |(a, _)| a);
+        #[allow(deprecated)]
+        let mut h = std::hash::SipHasher::new();
+        client.hash(&mut h);
+        self.server.hash(&mut h);
+        self.overlay.hash(&mut h);
+        h.finish()
+    }
+}
+
 mod http;
 mod quic;
 mod summary;

@@ -217,3 +217,52 @@ fn the_figures_across_connections_are_what_tsharks_times_give() {
         );
     }
 }
+
+/// `timeline --conn` marks a connection's SYN and requests sent inside
+/// the Retry-After another connection to the server got: with a new
+/// connection per request, the retry and the next GET after each 429 —
+/// what `across_connections` counts, connection by connection.
+#[test]
+fn the_timeline_names_the_connection_whose_retry_after_ran() {
+    for (name, expected) in [
+        (
+            "http-requests-newconn-retry-now",
+            // The retry and /api/4 after connection 3's 429, /api/5 (whose
+            // 429 came next) still inside it, then connection 6's.
+            [(4, 3), (5, 3), (6, 3), (7, 6), (8, 6)].as_slice(),
+        ),
+        ("http-requests-newconn-retry-after", [].as_slice()),
+    ] {
+        let file = capture(&format!("{name}.pcap"));
+        let mut inside = Vec::new();
+        for id in 1..=8u64 {
+            let out = crate::support::run([
+                "timeline".as_ref(),
+                file.as_os_str(),
+                "--conn".as_ref(),
+                id.to_string().as_ref(),
+            ]);
+            assert!(out.status.success(), "{name} {id}");
+            let text = crate::support::stdout(&out);
+            let marked = |what: &str| {
+                text.lines()
+                    .filter(|l| l.contains(what))
+                    .find_map(|l| l.split("the Retry-After connection ").nth(1))
+                    .map(|rest| rest.trim_end_matches(" got)").to_owned())
+            };
+            let (syn, request) = (marked("TCP SYN"), marked("request 1 sent"));
+            assert_eq!(syn, request, "{name} {id}:\n{text}");
+            if let Some(by) = request {
+                inside.push((id, by.parse::<u64>().unwrap()));
+            }
+        }
+        assert_eq!(inside, expected, "{name}");
+        let v = analyze(name, &[]);
+        let a = &v["summary"]["rate_limit"]["across_connections"];
+        assert_eq!(
+            count(&a["requests_in_window_elsewhere"]),
+            inside.len() as u64,
+            "{name}"
+        );
+    }
+}

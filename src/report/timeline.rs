@@ -387,9 +387,9 @@ pub fn draw(
     kept.each(&mut line)?;
     quic.iter().try_for_each(line)?;
     write_legend(out, width, opts.color, !quic.is_empty())?;
-    if let Some(rec) = &kept.record {
+    if let Some((rec, windows)) = &kept.record {
         writeln!(out)?;
-        events::write_events(rec, out, width, opts.color)?;
+        events::write_events(rec, windows, out, width, opts.color)?;
     }
     if let (Some(ConnId::Quic(id)), Some(q)) = (opts.conn, &summary.quic) {
         if let Some(rec) = q.list.iter().find(|r| r.id == id) {

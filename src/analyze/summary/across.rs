@@ -24,7 +24,6 @@
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
-use std::hash::{Hash, Hasher};
 
 use crate::analyze::http::limits::TOO_MANY_REQUESTS;
 use crate::analyze::stats::Samples;
@@ -127,7 +126,7 @@ impl Marks {
             0
         };
         Marks {
-            server: server_key(rec),
+            server: rec.server_key(),
             conn: rec.id,
             opened: nanos(rec.start.at),
             marks,
@@ -140,19 +139,6 @@ impl Marks {
 /// nanoseconds made seconds, exact to the nanosecond for 104 days.
 pub fn nanos(secs: f64) -> i64 {
     (secs * 1e9).round() as i64
-}
-
-/// The server a connection's client spoke to: the client's address (not
-/// its port), the server's address and port, and the overlay.
-fn server_key(rec: &ConnectionRecord) -> u64 {
-    let client = rec.client.rsplit_once(':').map_or(&*rec.client, |(a, _)| a);
-    // SipHash with fixed keys: the same key in every run.
-    #[allow(deprecated)]
-    let mut h = std::hash::SipHasher::new();
-    client.hash(&mut h);
-    rec.server.hash(&mut h);
-    rec.overlay.hash(&mut h);
-    h.finish()
 }
 
 /// A mark waiting for the horizon. Marks at one instant of one rank are

@@ -1,6 +1,7 @@
 //! The event list of one connection under `timeline --conn ID`: its TCP,
 //! TLS and HTTP events and its close, in time order, with offsets in ms
-//! from its SYN (or first packet); for a QUIC connection (`--conn qID`),
+//! from its SYN (or first packet), its SYN and requests marked when sent
+//! inside a Retry-After this or another connection to the server got; for a QUIC connection (`--conn qID`),
 //! its Initial packets, TLS messages, HTTP/3 requests and CONNECTION_CLOSE,
 //! from the client's first packet.
 //!
@@ -18,9 +19,71 @@ use crate::record::{
 /// and what it was.
 type Event = (f64, Option<Side>, String);
 
+/// Windows kept from the whole capture (24 bytes each: 1.5 MiB).
+const MAX_WINDOWS: usize = 1 << 16;
+
+/// The Retry-After windows the capture's connections were given (each
+/// from the end of its response, as `summary.rate_limit` counts them),
+/// for a connection's requests and SYN sent inside another connection's
+/// to the same server (`across_connections`). The first [`MAX_WINDOWS`].
+#[derive(Debug, Default)]
+pub(crate) struct Windows {
+    list: Vec<Window>,
+}
+
+#[derive(Debug)]
+struct Window {
+    server: u64,
+    from: f64,
+    until: f64,
+    conn: u64,
+}
+
+impl Windows {
+    /// Takes the windows `rec`'s listed responses gave.
+    pub(super) fn note(&mut self, rec: &ConnectionRecord) {
+        let given = rec
+            .http
+            .list
+            .iter()
+            .filter_map(|r| r.response_last.zip(r.retry_after));
+        let mut server = None;
+        for (end, secs) in given {
+            if self.list.len() >= MAX_WINDOWS {
+                return;
+            }
+            self.list.push(Window {
+                server: *server.get_or_insert_with(|| rec.server_key()),
+                from: end.at,
+                until: end.at + f64::from(secs),
+                conn: rec.id,
+            });
+        }
+    }
+
+    /// The connection, not `rec`, to `rec`'s server whose Retry-After ran
+    /// at `at` (the one given last, when several did).
+    fn elsewhere(&self, rec: &ConnectionRecord, at: f64) -> Option<u64> {
+        let server = rec.server_key();
+        self.list
+            .iter()
+            .filter(|w| w.server == server && w.conn != rec.id && w.from <= at && at < w.until)
+            .max_by(|a, b| a.from.total_cmp(&b.from))
+            .map(|w| w.conn)
+    }
+}
+
+/// ` (inside the Retry-After connection 3 got)`, or nothing.
+fn inside_elsewhere(windows: &Windows, rec: &ConnectionRecord, at: f64) -> String {
+    windows.elsewhere(rec, at).map_or(String::new(), |c| {
+        format!(" (inside the Retry-After connection {c} got)")
+    })
+}
+
 /// One connection's events, offsets in ms from its SYN (or first packet).
 pub(super) fn write_events(
     rec: &ConnectionRecord,
+    windows: &Windows,
     out: &mut dyn Write,
     width: usize,
     color: bool,
@@ -33,7 +96,8 @@ pub(super) fn write_events(
             0 => String::new(),
             n => format!(" (sent {} more times)", n),
         };
-        events.push((t.at, Some(Side::Client), format!("TCP SYN{resent}")));
+        let early = inside_elsewhere(windows, rec, t.at);
+        events.push((t.at, Some(Side::Client), format!("TCP SYN{resent}{early}")));
     }
     if let Some(t) = hs.synack {
         events.push((t.at, Some(Side::Server), "TCP SYN-ACK".to_string()));
@@ -59,7 +123,8 @@ pub(super) fn write_events(
             ));
         }
     }
-    request_events(&rec.http.list, color, &mut events);
+    let elsewhere = |at| inside_elsewhere(windows, rec, at);
+    request_events(&rec.http.list, &elsewhere, color, &mut events);
     if let (CloseKind::Fin | CloseKind::Rst, Some(t)) = (rec.close.kind, rec.close.time) {
         let both = if rec.close.fin_both {
             ", FIN from both sides"
@@ -129,7 +194,12 @@ pub(super) fn write_quic_events(
         ));
     }
     let http = rec.http.as_ref();
-    request_events(http.map_or(&[], |h| &h.list), color, &mut events);
+    request_events(
+        http.map_or(&[], |h| &h.list),
+        &|_| String::new(),
+        color,
+        &mut events,
+    );
     if let Some(c) = &rec.close {
         let reason = c
             .reason
@@ -194,7 +264,14 @@ fn tls_events(list: &[TlsEvent], cert: Option<&CertificateInfo>, events: &mut Ve
 }
 
 /// Each listed request sent, and its response's first and last bytes.
-fn request_events(list: &[HttpRequest], color: bool, events: &mut Vec<Event>) {
+/// `elsewhere` says whether a time was inside another connection's
+/// Retry-After.
+fn request_events(
+    list: &[HttpRequest],
+    elsewhere: &dyn Fn(f64) -> String,
+    color: bool,
+    events: &mut Vec<Event>,
+) {
     for (i, req) in list.iter().enumerate() {
         let n = i + 1;
         let what = match (&req.method, &req.target) {
@@ -209,9 +286,10 @@ fn request_events(list: &[HttpRequest], color: bool, events: &mut Vec<Event>) {
             end.zip(wait)
                 .is_some_and(|(end, wait)| end <= req.start.at && req.start.at < end + wait)
         });
-        let early = early.map_or(String::new(), |j| {
-            format!(" (inside response {}'s Retry-After)", j + 1)
-        });
+        let early = early.map_or_else(
+            || elsewhere(req.start.at),
+            |j| format!(" (inside response {}'s Retry-After)", j + 1),
+        );
         events.push((
             req.start.at,
             Some(Side::Client),

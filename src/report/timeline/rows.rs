@@ -12,6 +12,7 @@
 use std::cmp::Ordering;
 use std::io;
 
+use super::events::Windows;
 use super::{
     client_port, quic_requests_text, quic_segments, requests_text, sanitize, segments, ConnId,
     Phase, Segment, TimelineOpts,
@@ -116,8 +117,9 @@ enum Keep {
     },
     Longest(Least<Longest>),
     /// `--conn`: the TCP connection named (none when it names a QUIC
-    /// one), and its record once seen.
-    One(Option<u64>, Option<Box<ConnectionRecord>>),
+    /// one), its record once seen, and the Retry-After windows every
+    /// connection was given, for its requests sent inside another's.
+    One(Option<u64>, Option<Box<ConnectionRecord>>, Windows),
 }
 
 /// The rows a `timeline` draws, gathered as records go by.
@@ -180,8 +182,8 @@ pub(super) struct Kept {
     rows: KeptRows,
     /// Connections in the capture.
     pub total: u64,
-    /// `--conn`'s record.
-    pub record: Option<Box<ConnectionRecord>>,
+    /// `--conn`'s record, and the windows of every connection.
+    pub record: Option<(Box<ConnectionRecord>, Windows)>,
 }
 
 enum KeptRows {
@@ -218,8 +220,8 @@ impl Rows {
     fn with_memory(opts: &TimelineOpts, memory: usize) -> Rows {
         let keep = match (opts.conn, opts.top) {
             // A QUIC connection named: no TCP row.
-            (Some(ConnId::Tcp(id)), _) => Keep::One(Some(id), None),
-            (Some(ConnId::Quic(_)), _) => Keep::One(None, None),
+            (Some(ConnId::Tcp(id)), _) => Keep::One(Some(id), None, Windows::default()),
+            (Some(ConnId::Quic(_)), _) => Keep::One(None, None, Windows::default()),
             (None, Some(n)) => Keep::Longest(Least::new(n)),
             (None, None) => Keep::All {
                 spool: Spool::new(memory, &PURPOSE),
@@ -255,8 +257,12 @@ impl Rows {
                 |last| longest_first((rec.duration, rec.id), (last.0.duration, last.0.id)).is_lt(),
                 || Longest(Row::of(rec)),
             ),
-            Keep::One(id, kept) if *id == Some(rec.id) => *kept = Some(Box::new(rec.clone())),
-            Keep::One(..) => {}
+            Keep::One(id, kept, windows) => {
+                windows.note(rec);
+                if *id == Some(rec.id) {
+                    *kept = Some(Box::new(rec.clone()));
+                }
+            }
         }
         Ok(())
     }
@@ -280,7 +286,10 @@ impl Rows {
                 held(longest.into_sorted().into_iter().map(|l| l.0).collect()),
                 None,
             ),
-            Keep::One(_, record) => (held(record.iter().map(|r| Row::of(r)).collect()), record),
+            Keep::One(_, record, windows) => {
+                let rows = held(record.iter().map(|r| Row::of(r)).collect());
+                (rows, record.map(|r| (r, windows)))
+            }
         };
         Kept {
             extent,
@@ -403,7 +412,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!(kept.extent.count, ids.len());
-        (ids, kept.record.map(|r| r.id))
+        (ids, kept.record.map(|r| r.0.id))
     }
 
     #[test]
