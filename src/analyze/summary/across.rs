@@ -220,6 +220,8 @@ pub struct Across {
     out_of_order: u64,
     /// Any connection told of rate limiting.
     told: bool,
+    /// Servers not followed for want of room.
+    refused: u64,
 }
 
 impl Across {
@@ -278,15 +280,21 @@ impl Across {
             retry_after,
         } = p.mark.kind
         {
-            let full = self.servers.len() >= MAX_SERVERS;
-            let server = match self.servers.get_mut(&p.server) {
-                Some(s) => s,
-                None if full => {
+            if self.servers.len() >= MAX_SERVERS && !self.servers.contains_key(&p.server) {
+                // Servers whose windows ran out with no mark of theirs
+                // since stay until here: dropped, one pass per 1,024
+                // refused (never a pass per mark).
+                if self.refused % 1024 == 0 {
+                    let now = self.swept;
+                    self.servers.retain(|_, s| !s.spent(now));
+                }
+                if self.servers.len() >= MAX_SERVERS {
+                    self.refused += 1;
                     self.out_of_order += 1;
                     return;
                 }
-                None => self.servers.entry(p.server).or_default(),
-            };
+            }
+            let server = self.servers.entry(p.server).or_default();
             if too_many {
                 let latest = server.unfollowed.map_or(at, |(u, _)| u.max(at));
                 server.unfollowed = Some((latest, p.conn));
@@ -487,6 +495,43 @@ mod tests {
         );
         let r = a.finish().expect("told");
         assert_eq!(r.out_of_order, 1);
+    }
+
+    /// Past [`MAX_SERVERS`] the servers whose windows ran out make room;
+    /// while none has, a new one is counted, not followed.
+    #[test]
+    fn servers_are_bounded() {
+        let mut a = Across::default();
+        let n = MAX_SERVERS as u64;
+        for k in 0..n {
+            let at = k as f64 * 1e-6;
+            a.add(
+                &mut marks(k, k, &[(at, Kind::Opened), (at, ended(false, Some(1)))]),
+                i64::MAX,
+            );
+        }
+        assert_eq!(a.servers.len(), MAX_SERVERS);
+        // Still inside every window: no room.
+        a.add(
+            &mut marks(n, n, &[(0.5, Kind::Opened), (0.5, ended(false, Some(1)))]),
+            i64::MAX,
+        );
+        assert_eq!((a.servers.len(), a.out_of_order), (MAX_SERVERS, 1));
+        // Two seconds on, every window has run out: room again, after
+        // 1,024 refused.
+        for k in 0..1024u64 {
+            let at = 2.0 + k as f64 * 1e-6;
+            a.add(
+                &mut marks(
+                    n + 1 + k,
+                    n + 1 + k,
+                    &[(at, Kind::Opened), (at, ended(true, None))],
+                ),
+                i64::MAX,
+            );
+        }
+        assert_eq!(a.out_of_order, 1024);
+        assert!(a.servers.len() <= 2, "{}", a.servers.len());
     }
 
     /// Over its bound the heap is swept without waiting: memory stays flat.
