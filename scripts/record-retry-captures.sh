@@ -7,7 +7,8 @@
 # Usage:  sudo scripts/record-retry-captures.sh
 #
 # Requirements (Debian): tcpdump, curl, iproute2 (ss), python3 with
-# `requests` (python3-requests).
+# `requests` (python3-requests), openssl, and a JDK 17 (java, javac,
+# keytool) for the HttpURLConnection captures.
 #
 # Only 127.0.0.1 is talked to; the server and tcpdump are stopped by PID.
 # Re-running overwrites the captures.
@@ -21,7 +22,7 @@ RL_PORT=18429
 # shellcheck source=scripts/record-lib.sh
 source "$SCRIPT_DIR/record-lib.sh"
 require_root
-require_tools tcpdump curl ss
+require_tools tcpdump curl ss java javac keytool openssl
 find_python requests urllib3
 setup_work record-retry-captures
 
@@ -63,6 +64,18 @@ record http-requests-newconn-retry-now -- \
 record http-requests-newconn-retry-after -- \
     timeout 30 "$PY" "$SCRIPT_DIR/retry_client.py" --mode honour --new-connections "$URL" 6
 
+# Java 17's HttpURLConnection without keep-alive (-Dhttp.keepAlive=false):
+# a new connection per request, each 429 retried at once, or after
+# sleeping its Retry-After (scripts/java/UrlConnClient.java,
+# -Dclient.retry429).
+make_cert
+make_java "$SCRIPT_DIR/java/UrlConnClient.java" "$SCRIPT_DIR/java/HttpClientPooled.java"
+JAVA_CLIENT=("${JAVA[@]}" -Dhttp.keepAlive=false -Dclient.expect=429)
+record java-urlconnection-noka-retry-now -- \
+    "${JAVA_CLIENT[@]}" -Dclient.retry429=immediate UrlConnClient "$URL" 6
+record java-urlconnection-noka-retry-after -- \
+    "${JAVA_CLIENT[@]}" -Dclient.retry429=honour UrlConnClient "$URL" 6
+
 # Retry-After as an HTTP-date two seconds past the response's Date (the
 # same second): curl waits until then.
 record http-curl-retry-after-date --retry-after-date 2 -- \
@@ -70,4 +83,4 @@ record http-curl-retry-after-date --retry-after-date 2 -- \
 
 log "done"
 ls -l "$OUT_DIR"/http-curl-retry-after*.pcap "$OUT_DIR"/http-requests-retry-*.pcap \
-    "$OUT_DIR"/http-requests-newconn-retry-*.pcap >&2
+    "$OUT_DIR"/http-requests-newconn-retry-*.pcap "$OUT_DIR"/java-urlconnection-noka-retry-*.pcap >&2

@@ -1,6 +1,7 @@
 //! Rate limiting across connections (`summary.rate_limit.across_connections`)
-//! read from real captures: a python client that opens a new connection per
-//! request and retries a 429 at once, or after the Retry-After
+//! read from real captures: python requests and Java 17's
+//! HttpURLConnection without keep-alive, a new connection per request,
+//! retrying a 429 at once or after its Retry-After
 //! (scripts/record-retry-captures.sh), where the per-connection figures see
 //! nothing; the Java clients' pooled connections; and every figure against
 //! what tshark's message and connection times give.
@@ -25,7 +26,8 @@ fn count(v: &Value) -> u64 {
 
 /// A GET per connection to scripts/ratelimit_server.py, which answers
 /// every third request 429 with `Retry-After: 1`: one loop retries at
-/// once, on a new connection, one sleeps the second first. No connection
+/// once, on a new connection, one sleeps the second first (python's and
+/// Java's alike). No connection
 /// carries a request after its 429, so only the figures across
 /// connections tell the two apart.
 #[test]
@@ -33,6 +35,8 @@ fn a_retry_on_a_new_connection_is_seen_only_across_connections() {
     for (name, waits) in [
         ("http-requests-newconn-retry-now", false),
         ("http-requests-newconn-retry-after", true),
+        ("java-urlconnection-noka-retry-now", false),
+        ("java-urlconnection-noka-retry-after", true),
     ] {
         let v = analyze(name, &[]);
         let conns = v["connections"].as_array().unwrap();
@@ -183,6 +187,8 @@ fn the_figures_across_connections_are_what_tsharks_times_give() {
     for name in [
         "http-requests-newconn-retry-now",
         "http-requests-newconn-retry-after",
+        "java-urlconnection-noka-retry-now",
+        "java-urlconnection-noka-retry-after",
         "http-429-ratelimit",
         "http-requests-retry-now",
         "http-curl-retry-after",

@@ -13,7 +13,11 @@
 // from -Djavax.net.ssl.trustStore=... (no trust-all code). Connect and read
 // timeouts are 10 s; the whole run is bounded by the caller's `timeout`.
 // With -Dclient.expect=CODE a response with that status (say 429 from a
-// rate-limited API) is not a failure.
+// rate-limited API) is not a failure. With -Dclient.retry429=immediate a
+// request answered 429 is sent again at once, with
+// -Dclient.retry429=honour after sleeping its Retry-After (delay-seconds,
+// at most 5 s), at most 3 times — each time on a connection of its own
+// when -Dhttp.keepAlive=false.
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.HttpURLConnection;
@@ -33,30 +37,50 @@ public class UrlConnClient {
         }
         final byte[] body = HttpClientPooled.requestBody();
         final int expected = Integer.getInteger("client.expect", 200);
+        final String retry = System.getProperty("client.retry429");
+        if (retry != null && !retry.equals("immediate") && !retry.equals("honour")) {
+            throw new IllegalArgumentException("client.retry429 is immediate or honour");
+        }
         HttpClientPooled.exit(HttpClientPooled.run(threads, n, expected, null, (tid, i) -> {
-            HttpURLConnection c = (HttpURLConnection) url.openConnection();
-            c.setConnectTimeout(10_000);
-            c.setReadTimeout(10_000);
-            if (body != null) {
-                c.setRequestMethod("POST");
-                c.setDoOutput(true);
-                c.setRequestProperty("Content-Type", "application/json");
-                c.setFixedLengthStreamingMode(body.length);
-                try (OutputStream out = c.getOutputStream()) {
-                    out.write(body);
+            int code = 0;
+            for (int attempt = 0; attempt <= 3; attempt++) {
+                HttpURLConnection c = once(url, body);
+                code = c.getResponseCode();
+                System.err.printf("thread %d req %d -> %d%n", tid, i + 1, code);
+                if (code != 429 || retry == null || attempt == 3) break;
+                String wait = c.getHeaderField("Retry-After");
+                if (retry.equals("honour") && wait != null && wait.trim().matches("[0-9]{1,4}")) {
+                    Thread.sleep(Math.min(5_000L, Long.parseLong(wait.trim()) * 1_000L));
                 }
             }
-            int code = c.getResponseCode();
-            long len = 0;
-            try (InputStream in = code < 400 ? c.getInputStream() : c.getErrorStream()) {
-                if (in != null) {
-                    byte[] buf = new byte[8192];
-                    int r;
-                    while ((r = in.read(buf)) != -1) len += r;
-                }
-            }
-            System.err.printf("thread %d req %d -> %d (%d bytes)%n", tid, i + 1, code, len);
             return code;
         }));
+    }
+
+    /** One request, its response read in full and its stream closed. */
+    static HttpURLConnection once(URL url, byte[] body) throws java.io.IOException {
+        HttpURLConnection c = (HttpURLConnection) url.openConnection();
+        c.setConnectTimeout(10_000);
+        c.setReadTimeout(10_000);
+        if (body != null) {
+            c.setRequestMethod("POST");
+            c.setDoOutput(true);
+            c.setRequestProperty("Content-Type", "application/json");
+            c.setFixedLengthStreamingMode(body.length);
+            try (OutputStream out = c.getOutputStream()) {
+                out.write(body);
+            }
+        }
+        int code = c.getResponseCode();
+        long len = 0;
+        try (InputStream in = code < 400 ? c.getInputStream() : c.getErrorStream()) {
+            if (in != null) {
+                byte[] buf = new byte[8192];
+                int r;
+                while ((r = in.read(buf)) != -1) len += r;
+            }
+        }
+        System.err.printf("  %d bytes%n", len);
+        return c;
     }
 }
