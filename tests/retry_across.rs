@@ -6,6 +6,9 @@
 //! nothing; the Java clients' pooled connections; and every figure against
 //! what tshark's message and connection times give.
 
+use std::collections::BTreeMap;
+use std::process::Command;
+
 use serde_json::Value;
 
 use crate::captures::tshark_streams;
@@ -128,11 +131,50 @@ fn tshark_opened(name: &str) -> Vec<f64> {
     streams.values().map(|s| s.1.expect("a SYN")).collect()
 }
 
+/// `across_connections` as a test works it out: requests in a window, of
+/// them elsewhere, connections opened in one, the waits after a 429 and
+/// how many of them went on another connection.
+#[derive(Debug, Default)]
+struct Figures {
+    in_window: u64,
+    elsewhere: u64,
+    opened: u64,
+    waits: Vec<f64>,
+    other: u64,
+}
+
+impl Figures {
+    /// The summary's `across_connections` is these, its waits' least and
+    /// greatest within `tolerance` seconds.
+    fn check(&self, a: &Value, tolerance: f64, ctx: &str) {
+        assert_eq!(count(&a["requests_in_window"]), self.in_window, "{ctx}");
+        assert_eq!(
+            count(&a["requests_in_window_elsewhere"]),
+            self.elsewhere,
+            "{ctx}"
+        );
+        assert_eq!(
+            count(&a["connections_opened_in_window"]),
+            self.opened,
+            "{ctx}"
+        );
+        assert_eq!(count(&a["retried_elsewhere"]), self.other, "{ctx}");
+        let w = &a["wait_after_429"];
+        assert_eq!(count(&w["count"]), self.waits.len() as u64, "{ctx}");
+        let lo = self.waits.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = self.waits.iter().copied().fold(0.0, f64::max);
+        let near = |v: &Value, b: f64| v.as_f64().is_some_and(|v| (v - b).abs() < tolerance);
+        let empty = self.waits.is_empty();
+        assert!(
+            empty || near(&w["min"], lo) && near(&w["max"], hi),
+            "{ctx}: {w} vs {lo} {hi}"
+        );
+    }
+}
+
 /// What docs/json.md's `across_connections` says, worked out from tshark's
-/// times alone for captures of one client and one server: (requests in
-/// a window, of them elsewhere, connections opened in one, waits after a
-/// 429 with whether each went on another connection).
-fn expected(messages: &[Message], opened: &[f64]) -> (u64, u64, u64, Vec<(f64, bool)>) {
+/// times alone for captures of one client and one server.
+fn expected(messages: &[Message], opened: &[f64]) -> Figures {
     // (time, rank, stream, message): at one instant a response's end,
     // then a connection's first frame, then a request.
     let mut marks: Vec<(f64, u8, usize, Option<&Message>)> = Vec::new();
@@ -143,7 +185,7 @@ fn expected(messages: &[Message], opened: &[f64]) -> (u64, u64, u64, Vec<(f64, b
         marks.push((t, 1, stream, None));
     }
     marks.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    let (mut in_window, mut elsewhere, mut opened_in, mut waits) = (0, 0, 0, Vec::new());
+    let mut f = Figures::default();
     let mut windows: Vec<(f64, f64, usize)> = Vec::new();
     let mut unfollowed: Option<(f64, usize)> = None;
     for (time, rank, stream, m) in marks {
@@ -151,15 +193,16 @@ fn expected(messages: &[Message], opened: &[f64]) -> (u64, u64, u64, Vec<(f64, b
             .iter()
             .any(|&(from, to, _)| from <= time && time < to);
         match (rank, m) {
-            (1, _) => opened_in += u64::from(inside),
+            (1, _) => f.opened += u64::from(inside),
             (2, _) => {
                 if inside {
-                    in_window += 1;
+                    f.in_window += 1;
                     let latest = windows.last().map(|w| w.2);
-                    elsewhere += u64::from(latest != Some(stream));
+                    f.elsewhere += u64::from(latest != Some(stream));
                 }
                 if let Some((t, s)) = unfollowed.take() {
-                    waits.push((time - t, s != stream));
+                    f.waits.push(time - t);
+                    f.other += u64::from(s != stream);
                 }
             }
             (_, Some(m)) => {
@@ -173,7 +216,7 @@ fn expected(messages: &[Message], opened: &[f64]) -> (u64, u64, u64, Vec<(f64, b
             _ => {}
         }
     }
-    (in_window, elsewhere, opened_in, waits)
+    f
 }
 
 /// Cleartext GETs, where tshark puts a request at its one segment and a
@@ -199,27 +242,12 @@ fn the_figures_across_connections_are_what_tsharks_times_give() {
             conns.iter().all(|c| c["server"] == conns[0]["server"]),
             "{name}: one server"
         );
-        let (in_window, elsewhere, opened, waits) =
-            expected(&tshark_http1(name, None), &tshark_opened(name));
-        let a = &v["summary"]["rate_limit"]["across_connections"];
-        assert_eq!(count(&a["requests_in_window"]), in_window, "{name}");
-        assert_eq!(
-            count(&a["requests_in_window_elsewhere"]),
-            elsewhere,
-            "{name}"
-        );
-        assert_eq!(count(&a["connections_opened_in_window"]), opened, "{name}");
-        let w = &a["wait_after_429"];
-        assert_eq!(count(&w["count"]), waits.len() as u64, "{name}");
-        let other = waits.iter().filter(|w| w.1).count() as u64;
-        assert_eq!(count(&a["retried_elsewhere"]), other, "{name}");
-        let lo = waits.iter().map(|w| w.0).fold(f64::INFINITY, f64::min);
-        let hi = waits.iter().map(|w| w.0).fold(0.0, f64::max);
+        let f = expected(&tshark_http1(name, None), &tshark_opened(name));
         // tshark's times are microseconds printed as decimals.
-        let near = |a: &Value, b: f64| a.as_f64().is_some_and(|a| (a - b).abs() < 2e-6);
-        assert!(
-            waits.is_empty() || near(&w["min"], lo) && near(&w["max"], hi),
-            "{name}: {w} vs {waits:?}"
+        f.check(
+            &v["summary"]["rate_limit"]["across_connections"],
+            2e-6,
+            name,
         );
     }
 }
@@ -271,4 +299,135 @@ fn the_timeline_names_the_connection_whose_retry_after_ran() {
             "{name}"
         );
     }
+}
+
+/// One mark for the batch answer: (nanoseconds, rank, connection, what).
+type BatchMark = (i64, u8, u64, Option<(bool, Option<u32>)>);
+
+/// `across_connections` worked out in one batch from the records of a
+/// JSON Lines run, by docs/json.md's definitions: every mark of every
+/// connection to a server sorted at once, no horizon, no heap — (in a
+/// window, of them elsewhere, opened in one, waits, retried elsewhere).
+fn batch(records: &[Value]) -> Figures {
+    let ns = |v: &Value| (v.as_f64().expect("a time") * 1e9).round() as i64;
+    let mut by_server: BTreeMap<(String, String, String), Vec<BatchMark>> = BTreeMap::new();
+    for r in records {
+        let client = r["client"].as_str().unwrap();
+        let client = client
+            .rsplit_once(':')
+            .map_or(client, |(a, _)| a)
+            .to_owned();
+        let key = (
+            client,
+            r["server"].as_str().unwrap().to_owned(),
+            r["overlay"].to_string(),
+        );
+        let marks = by_server.entry(key).or_default();
+        let id = count(&r["id"]);
+        marks.push((ns(&r["start"]["at"]), 1, id, None));
+        let http = &r["http"];
+        if !["http1", "h2c", "tls-http1", "tls-h2"].contains(&http["method"].as_str().unwrap()) {
+            continue;
+        }
+        for q in http["list"].as_array().unwrap() {
+            marks.push((ns(&q["start"]["at"]), 2, id, None));
+            let too_many = q["status"] == 429;
+            let retry_after = q["retry_after"].as_u64().map(|s| s as u32);
+            if too_many || retry_after.is_some() {
+                if let Some(end) = q["response_last"].get("at") {
+                    marks.push((ns(end), 0, id, Some((too_many, retry_after))));
+                }
+            }
+        }
+    }
+    let mut f = Figures::default();
+    for marks in by_server.values_mut() {
+        marks.sort_by_key(|m| (m.0, m.1, m.2));
+        // Windows as given, not joined: inside any is inside their union.
+        let mut windows: Vec<(i64, i64, u64)> = Vec::new();
+        let mut unfollowed: Option<(i64, u64)> = None;
+        for &(at, rank, conn, ended) in marks.iter() {
+            let inside = windows
+                .iter()
+                .any(|&(from, until, _)| from <= at && at < until);
+            match (rank, ended) {
+                (0, Some((too_many, retry_after))) => {
+                    if too_many {
+                        unfollowed = Some((at, conn));
+                    }
+                    if let Some(secs) = retry_after {
+                        windows.push((at, at + i64::from(secs) * 1_000_000_000, conn));
+                    }
+                }
+                (1, _) => f.opened += u64::from(inside),
+                _ => {
+                    if inside {
+                        f.in_window += 1;
+                        f.elsewhere += u64::from(windows.last().map(|w| w.2) != Some(conn));
+                    }
+                    if let Some((t, c)) = unfollowed.take() {
+                        f.waits.push((at - t) as f64 / 1e9);
+                        f.other += u64::from(c != conn);
+                    }
+                }
+            }
+        }
+    }
+    f
+}
+
+/// A synthetic rate-limited API at scale (10 000 short connections, 2 000
+/// open at once, 429s with Retry-After from 1 to 30 s, many clients and
+/// servers): the streaming sweep, on one thread and on two, gives what
+/// the batch over every record gives.
+#[test]
+fn the_streaming_sweep_is_the_batch_answer_at_scale() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file = dir.path().join("api.pcap");
+    let status = Command::new(env!("CARGO_BIN_EXE_handshakes-synth"))
+        .args([
+            "--mix",
+            "short",
+            "--connections",
+            "10000",
+            "--concurrency",
+            "2000",
+        ])
+        .args(["--seed", "5", "--quiet", "--out"])
+        .arg(&file)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("handshakes-synth: {e}"));
+    assert!(status.success(), "handshakes-synth failed");
+    let mut summaries = Vec::new();
+    for threads in ["1", "2"] {
+        let out = crate::support::run([
+            "analyze".as_ref(),
+            "-q".as_ref(),
+            "-T".as_ref(),
+            "jsonl".as_ref(),
+            "--max-requests-listed".as_ref(),
+            "1000".as_ref(),
+            "--threads".as_ref(),
+            threads.as_ref(),
+            file.as_os_str(),
+        ]);
+        assert!(out.status.success());
+        let lines: Vec<Value> = crate::support::stdout(&out)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect();
+        let (summary, records) = lines.split_last().unwrap();
+        let a = summary["summary"]["rate_limit"]["across_connections"].clone();
+        assert_eq!(a["out_of_order"], 0);
+        assert_eq!(a["requests_not_seen"], 0);
+        let f = batch(records);
+        assert!(
+            f.in_window > 1_000 && f.opened > 1_000 && f.waits.len() > 100,
+            "{a}"
+        );
+        f.check(&a, 1e-9, &format!("-j {threads}"));
+        summaries.push(a);
+    }
+    assert_eq!(summaries[0], summaries[1], "one thread and two");
 }

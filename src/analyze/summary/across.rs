@@ -534,6 +534,31 @@ mod tests {
         assert!(a.servers.len() <= 2, "{}", a.servers.len());
     }
 
+    /// At one instant a response's end comes before a connection's first
+    /// packet and a request, whatever order they arrive in (as on one
+    /// connection: the window runs from the end, inclusive).
+    #[test]
+    fn at_one_instant_the_end_comes_first() {
+        let mut a = Across::default();
+        a.add(
+            &mut marks(7, 2, &[(1.0, Kind::Opened), (1.0, Kind::Request)]),
+            0,
+        );
+        a.add(
+            &mut marks(7, 1, &[(0.0, Kind::Opened), (1.0, ended(true, Some(1)))]),
+            i64::MAX,
+        );
+        let r = a.finish().expect("told");
+        assert_eq!(
+            (r.requests_in_window, r.connections_opened_in_window),
+            (1, 1)
+        );
+        assert_eq!(
+            (r.wait_after_429.count, r.wait_after_429.min),
+            (1, Some(0.0))
+        );
+    }
+
     /// Over its bound the heap is swept without waiting: memory stays flat.
     #[test]
     fn the_heap_is_bounded() {
