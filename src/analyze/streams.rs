@@ -232,6 +232,11 @@ struct Rest {
 pub struct Aside {
     pub durations: Option<Samples>,
     pub waits_after_429: Option<Samples>,
+    /// The times of the requests past the list, and of the ends of their
+    /// responses that spoke of rate limiting, as the record's offsets
+    /// (seconds into the capture), and how many more were not kept.
+    pub past_marks: Vec<(f64, Option<(bool, u32)>)>,
+    pub unmarked: u64,
 }
 
 impl HttpFacts {
@@ -275,10 +280,17 @@ impl HttpFacts {
             limits,
         } = self.rest.map(|r| *r).unwrap_or_default();
         let durations = unlisted.as_mut().map(|u| std::mem::take(&mut u.durations));
+        let (past_marks, unmarked) = unlisted.as_mut().map_or((Vec::new(), 0), |u| {
+            let marks = u.marks.iter().map(|m| (at(m.at).at, m.end)).collect();
+            u.marks = Vec::new();
+            (marks, u.unmarked)
+        });
         let (rate_limit, waits_after_429) = limits.map(|l| l.into_record()).unzip();
         let aside = Aside {
             durations,
             waits_after_429,
+            past_marks,
+            unmarked,
         };
         let info = HttpInfo {
             method: self.method,

@@ -129,7 +129,7 @@ impl Tally {
             unlisted_durations: aside.durations,
             status_codes: http.status_codes.iter().map(|(&s, &n)| (s, n)).collect(),
             limits: LimitTally::of(rec, aside.waits_after_429),
-            marks: Marks::of(rec),
+            marks: Marks::of(rec, &aside.past_marks, aside.unmarked),
             handshake_events: handshake_events(rec),
         }
     }

@@ -211,7 +211,8 @@ pub struct AcrossConnections {
     pub wait_after_429: Distribution,
     /// …of them, sent on another connection than the 429's.
     pub retried_elsewhere: u64,
-    /// Requests past `--max-requests-listed`, not in these figures.
+    /// Requests not in these figures: past the first 4,096 a connection
+    /// carried beyond its list (`--max-requests-listed`).
     pub requests_not_seen: u64,
     /// Marks taken out of time order (timestamps going backwards, or more
     /// than 65,536 waiting at once), and 429s of servers past the 65,536

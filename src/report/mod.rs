@@ -123,7 +123,7 @@ pub fn rate_limit_lines(r: &crate::record::RateLimitSummary) -> RateLimitLines {
         parts.extend(wait_text(&a.wait_after_429, Some(a.retried_elsewhere)));
         if a.requests_not_seen > 0 {
             parts.push(format!(
-                "{} request{} past --max-requests-listed not counted",
+                "{} request{} past the 4,096 kept beyond a connection's list not counted",
                 a.requests_not_seen,
                 plural(a.requests_not_seen)
             ));

@@ -3,7 +3,9 @@
 //! window of the most recent ones, retired into a status count and a
 //! latency aggregate as newer ones arrive, so that the summary's status
 //! codes and request latency cover every request, not only the listed
-//! ones; and, once a response speaks of rate limiting, its [`Limits`].
+//! ones, and the times of the requests past the list (for the summary's
+//! figures across connections); and, once a response speaks of rate
+//! limiting, its [`Limits`].
 //! Shared by HTTP/1, HTTP/2 and the TLS flights, which address requests by
 //! their number on the connection.
 //!
@@ -23,6 +25,10 @@ const WINDOW: usize = 1024;
 /// Durations of requests past the list kept exactly per connection
 /// before they are folded into a histogram (32 KiB).
 const EXACT_PAST: usize = 4096;
+/// Times of requests past the list (and of the ends of their responses
+/// that spoke of rate limiting) kept per connection for the summary's
+/// figures across connections (16 bytes each: 64 KiB).
+const MAX_PAST_MARKS: usize = 4096;
 /// Distinct status codes counted per connection (a three-digit code has
 /// 900 values, an HTTP/2 `:status` any number).
 pub const MAX_STATUS_CODES: usize = 64;
@@ -91,9 +97,32 @@ pub struct Unlisted {
     pub durations: Samples,
     /// Those with a response.
     pub answered: u64,
+    /// When they started, and when those of their responses that were a
+    /// 429 or carried a Retry-After ended: the first [`MAX_PAST_MARKS`].
+    pub marks: Vec<PastMark>,
+    /// Requests and such responses past those.
+    pub unmarked: u64,
+}
+
+/// A request past the list started (`end` none), or its response, a 429
+/// (`end`'s flag) or one with a Retry-After of so many seconds
+/// ([`NO_RETRY_AFTER`]: none), ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PastMark {
+    pub at: Timestamp,
+    pub end: Option<(bool, u32)>,
 }
 
 impl Unlisted {
+    /// Keeps `m` unless [`MAX_PAST_MARKS`] are kept already.
+    fn mark(&mut self, m: PastMark) {
+        if self.marks.len() < MAX_PAST_MARKS {
+            self.marks.push(m);
+        } else {
+            self.unmarked += 1;
+        }
+    }
+
     fn retire(&mut self, e: &Exchange) {
         self.answered += u64::from(e.response_first.is_some());
         if let Some(status) = e.status {
@@ -264,6 +293,13 @@ impl Exchanges {
         if let Some((limits, status)) = self.limits.as_mut().zip(status) {
             limits.response_end(status, retry_after, at);
         }
+        let too_many = status == Some(super::limits::TOO_MANY_REQUESTS);
+        if i >= self.listed.len() && (too_many || retry_after.is_some()) {
+            if let Some(p) = self.past.as_mut() {
+                let end = Some((too_many, retry_after.unwrap_or(NO_RETRY_AFTER)));
+                p.unlisted.mark(PastMark { at, end });
+            }
+        }
     }
 
     pub fn first_mut(&mut self) -> Option<&mut Exchange> {
@@ -296,6 +332,10 @@ impl Exchanges {
                     ..Unlisted::default()
                 },
             })
+        });
+        p.unlisted.mark(PastMark {
+            at: e.start,
+            end: None,
         });
         p.window.push_back(Exchange {
             method: Box::default(),
@@ -397,6 +437,41 @@ mod tests {
             response_last: Some(Timestamp(end)),
             ..Exchange::started(Timestamp(start))
         }
+    }
+
+    /// Past the list each request's start is kept, and the end of each
+    /// response that spoke of rate limiting, up to a bound.
+    #[test]
+    fn past_the_list_times_are_kept_up_to_a_bound() {
+        let mut x = Exchanges::new(1);
+        let n = 1 + MAX_PAST_MARKS as i64 + 5;
+        for i in 0..n {
+            x.push(Exchange::started(Timestamp(i * 10)));
+            if i == 1 {
+                x.set_response(1, 429, Some(2));
+                x.response_ended(1, Timestamp(15));
+            }
+        }
+        x.set_response(0, 429, None);
+        x.response_ended(0, Timestamp(5)); // listed: the record has it
+        let u = x.take().1.expect("some past the list");
+        assert_eq!(u.marks.len(), MAX_PAST_MARKS);
+        assert_eq!(
+            u.marks[0],
+            PastMark {
+                at: Timestamp(10),
+                end: None
+            }
+        );
+        let ended = PastMark {
+            at: Timestamp(15),
+            end: Some((true, 2)),
+        };
+        assert_eq!(u.marks[1], ended);
+        assert_eq!(
+            u.unmarked, 6,
+            "one request in the bound's room went to the 429's end"
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use crate::record::Side;
 use crate::time::Timestamp;
 use body::{Body, Chunk, Framing};
-pub use exchanges::{count_status, Exchange, Exchanges, Unlisted, NO_RETRY_AFTER};
+pub use exchanges::{count_status, Exchange, Exchanges, PastMark, Unlisted, NO_RETRY_AFTER};
 pub use limits::Limits;
 
 /// Largest header block buffered for one message.

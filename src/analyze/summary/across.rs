@@ -26,13 +26,12 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
 
 use crate::analyze::http::limits::TOO_MANY_REQUESTS;
+use crate::analyze::http::NO_RETRY_AFTER;
 use crate::analyze::stats::Samples;
 use crate::record::{AcrossConnections, ConnectionRecord, HttpMethod};
 
 /// Marks held at once waiting for the horizon (32 bytes each: 2 MiB).
 const MAX_PENDING: usize = 1 << 16;
-/// A [`Kind::Ended`] whose response carried no Retry-After.
-const NO_RETRY_AFTER: u32 = u32::MAX;
 /// Servers whose window or unanswered 429 is followed at once; a server
 /// past these is not followed (its marks are counted in `out_of_order`).
 const MAX_SERVERS: usize = 1 << 16;
@@ -94,8 +93,11 @@ pub struct Marks {
 impl Marks {
     /// The marks of `rec`: its opening, and for HTTP read from messages
     /// (not estimated from TLS records) its listed requests and the ends
-    /// of its 429s and of responses with a Retry-After.
-    pub fn of(rec: &ConnectionRecord) -> Marks {
+    /// of their 429s and of responses with a Retry-After, then `past`,
+    /// those of the requests past the list (seconds into the capture;
+    /// a response's: whether a 429, and its Retry-After or
+    /// [`NO_RETRY_AFTER`]), with `unmarked` more not kept.
+    pub fn of(rec: &ConnectionRecord, past: &[(f64, Option<(bool, u32)>)], unmarked: u64) -> Marks {
         let http = &rec.http;
         let read = matches!(
             http.method,
@@ -119,18 +121,20 @@ impl Marks {
                     });
                 }
             }
+            marks.extend(past.iter().map(|&(at, end)| Mark {
+                at: nanos(at),
+                kind: end.map_or(Kind::Request, |(too_many, retry_after)| Kind::Ended {
+                    too_many,
+                    retry_after,
+                }),
+            }));
         }
-        let not_listed = if read {
-            http.requests.saturating_sub(http.list.len() as u64)
-        } else {
-            0
-        };
         Marks {
             server: rec.server_key(),
             conn: rec.id,
             opened: nanos(rec.start.at),
             marks,
-            not_listed,
+            not_listed: if read { unmarked } else { 0 },
         }
     }
 }
