@@ -545,16 +545,15 @@ pub struct ConnectionRecord {
 impl ConnectionRecord {
     /// The server its client spoke to, as a number: the client's address
     /// (not its port), the server's address and port, and the overlay —
-    /// what a Retry-After speaks for. The same in every run (SipHash with
-    /// fixed keys).
+    /// what a Retry-After speaks for. The same for every record of a run
+    /// (`DefaultHasher::new` has fixed keys); never written out.
     pub fn server_key(&self) -> u64 {
         use std::hash::{Hash, Hasher};
         let client = self
             .client
             .rsplit_once(':')
             .map_or(&*self.client, |(a, _)| a);
-        #[allow(deprecated)]
-        let mut h = std::hash::SipHasher::new();
+        let mut h = std::hash::DefaultHasher::new();
         client.hash(&mut h);
         self.server.hash(&mut h);
         self.overlay.hash(&mut h);

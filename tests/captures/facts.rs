@@ -75,6 +75,35 @@ pub(super) const FACTS: &[Fact] = &[
         close: Some((CloseKind::Rst, Side::Server)),
         ..fact("http-curl-rst.pcap", 2, 2, H1)
     },
+    // Clients retrying 429s (captures/README.md, "Clients retrying 429s").
+    Fact {
+        close: FIN_CLIENT,
+        ..fact("http-curl-retry-after.pcap", 1, 8, H1)
+    },
+    Fact {
+        close: FIN_CLIENT,
+        ..fact("http-requests-retry-after.pcap", 1, 8, H1)
+    },
+    Fact {
+        close: FIN_CLIENT,
+        ..fact("http-requests-retry-now.pcap", 1, 8, H1)
+    },
+    Fact {
+        close: FIN_CLIENT,
+        ..fact("http-curl-retry-after-date.pcap", 1, 5, H1)
+    },
+    Fact {
+        close: FIN_CLIENT,
+        ..fact("http-requests-newconn-retry-now.pcap", 8, 8, H1)
+    },
+    Fact {
+        close: FIN_CLIENT,
+        ..fact("http-requests-newconn-retry-after.pcap", 8, 8, H1)
+    },
+    // Each side's FIN races the other's (`Connection: close`).
+    fact("java-urlconnection-noka-retry-now.pcap", 8, 8, H1),
+    // Each side's FIN races the other's (`Connection: close`).
+    fact("java-urlconnection-noka-retry-after.pcap", 8, 8, H1),
     Fact {
         close: FIN_CLIENT,
         ..fact("http-pipelined-3.pcap", 1, 3, H1)

@@ -18,9 +18,10 @@
 //! counted in `out_of_order` and taken as it comes.
 //!
 //! Does not read packets or HTTP: the marks come from the connection
-//! records' request lists (so requests past `--max-requests-listed` are
-//! counted apart, in `requests_not_seen`), and QUIC is not covered (each
-//! HTTP/3 connection's own figures are).
+//! records' request lists and the times the HTTP analyzers kept of the
+//! requests past them (up to 4,096 a connection; the rest are counted in
+//! `requests_not_seen`), and QUIC is not covered (each HTTP/3
+//! connection's own figures are).
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
@@ -299,9 +300,8 @@ impl Across {
                 }
             }
             let server = self.servers.entry(p.server).or_default();
-            if too_many {
-                let latest = server.unfollowed.map_or(at, |(u, _)| u.max(at));
-                server.unfollowed = Some((latest, p.conn));
+            if too_many && server.unfollowed.is_none_or(|(u, _)| u <= at) {
+                server.unfollowed = Some((at, p.conn));
             }
             if retry_after != NO_RETRY_AFTER {
                 let end = at.saturating_add(i64::from(retry_after) * 1_000_000_000);
