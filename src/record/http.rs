@@ -30,6 +30,15 @@ pub struct HttpRequest {
     pub duration: Option<f64>,
 }
 
+impl HttpRequest {
+    /// The wait its response's Retry-After asked for, in seconds into the
+    /// capture: from the response's last byte until so many seconds after.
+    pub fn retry_after_window(&self) -> Option<(f64, f64)> {
+        let (end, secs) = self.response_last.zip(self.retry_after)?;
+        Some((end.at, end.at + f64::from(secs)))
+    }
+}
+
 /// How requests on a connection were counted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum HttpMethod {

@@ -208,7 +208,7 @@ fn cards(h: &mut String, s: &Summary) {
     let quic_rl = s.quic.as_ref().and_then(|q| q.rate_limit.as_ref());
     let retry_after = rl.map_or(String::new(), |r| {
         let n = r.connections_limited;
-        let on = format!("on {n} connection{}", if n == 1 { "" } else { "s" });
+        let on = format!("on {n} connection{}", super::plural(n));
         match r.retry_after.is_empty() {
             true => format!("{on}, no Retry-After"),
             false => format!("{on} · Retry-After {}", retry_after_text(r)),

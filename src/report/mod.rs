@@ -155,7 +155,8 @@ pub struct RateLimitLines {
     pub across: Option<String>,
 }
 
-fn plural(n: u64) -> &'static str {
+/// The plural ending of a noun counted `n` times.
+pub(crate) fn plural(n: u64) -> &'static str {
     if n == 1 {
         ""
     } else {

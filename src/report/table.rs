@@ -14,7 +14,9 @@ pub(crate) use quic::{cells as quic_cells, HEADS as QUIC_HEADS};
 pub use rows::TableSink;
 
 use super::timeline::{quic_requests_text, requests_text};
-use super::{counts_text, endpoint_in, human_bytes, human_duration, sanitize, server_text, Opts};
+use super::{
+    counts_text, endpoint_in, human_bytes, human_duration, plural, sanitize, server_text, Opts,
+};
 use crate::record::{CloseKind, ConnectionRecord, Distribution, QuicRecord, Summary};
 
 /// Writes the summary block and the connection table of `records` (in any
@@ -422,14 +424,5 @@ impl crate::analyze::RecordSink for LiveRows<'_> {
             &human_bytes(rec.bytes.server),
             &close,
         ])
-    }
-}
-
-/// The plural ending of a noun counted `n` times.
-fn plural(n: u64) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
     }
 }

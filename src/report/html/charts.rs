@@ -485,7 +485,7 @@ pub(super) fn histogram(h: &mut String, caption: &str, values: &[f64], fill: &st
             let (from, to) = (human_duration(edge(i)), human_duration(edge(i + 1)));
             format!("{from} – {to}")
         };
-        let plural = if c == 1 { "" } else { "s" };
+        let plural = crate::report::plural(c);
         let bx = x0 + bw * i as f64 + 1.0;
         let title = format!("{c} connection{plural}: {range}");
         let geometry = [bx, ht - bottom - bh, (bw - 2.0).max(1.0), bh];

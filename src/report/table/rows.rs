@@ -137,7 +137,7 @@ impl TableSink {
             writeln!(
                 out,
                 "… {more} more connection{} not shown (--limit 0 shows all; --format json has every one)",
-                if more == 1 { "" } else { "s" }
+                crate::report::plural(more)
             )?;
         }
         Ok(())

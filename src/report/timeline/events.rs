@@ -42,20 +42,16 @@ struct Window {
 impl Windows {
     /// Takes the windows `rec`'s listed responses gave.
     pub(super) fn note(&mut self, rec: &ConnectionRecord) {
-        let given = rec
-            .http
-            .list
-            .iter()
-            .filter_map(|r| r.response_last.zip(r.retry_after));
+        let given = rec.http.list.iter();
         let mut server = None;
-        for (end, secs) in given {
+        for (from, until) in given.filter_map(HttpRequest::retry_after_window) {
             if self.list.len() >= MAX_WINDOWS {
                 return;
             }
             self.list.push(Window {
                 server: *server.get_or_insert_with(|| rec.server_key()),
-                from: end.at,
-                until: end.at + f64::from(secs),
+                from,
+                until,
                 conn: rec.id,
             });
         }
@@ -281,10 +277,8 @@ fn request_events(
         // Sent while an earlier response's Retry-After ran (from its
         // last byte), as `http.rate_limit.requests_in_window` counts it.
         let early = list.iter().take(i).rposition(|r| {
-            let end = r.response_last.map(|l| l.at);
-            let wait = r.retry_after.map(f64::from);
-            end.zip(wait)
-                .is_some_and(|(end, wait)| end <= req.start.at && req.start.at < end + wait)
+            r.retry_after_window()
+                .is_some_and(|(from, until)| from <= req.start.at && req.start.at < until)
         });
         let early = early.map_or_else(
             || elsewhere(req.start.at),
