@@ -16,11 +16,11 @@
 # certificate, the session ticket and Chromium's profile are throw-away, in
 # a temporary directory deleted at the end.
 #
-# Usage:  sudo [PARTS="h3-5 resumed 0rtt ipv6 chromium post chacha big lossy"] scripts/record-quic-captures.sh
+# Usage:  sudo [PARTS="h3-5 resumed 0rtt ipv6 chromium post post4 chacha big lossy"] scripts/record-quic-captures.sh
 #
 # PARTS picks the captures to record (default: all): h3-5 ("ah"), resumed
-# ("ai"), 0rtt ("aj"), ipv6 ("ak"), chromium ("al"), post ("am"),
-# chacha ("an"), big ("ao"), lossy ("aq": through
+# ("ai"), 0rtt ("aj"), ipv6 ("ak"), chromium ("al"), post ("am"), post4
+# ("am", its second file), chacha ("an"), big ("ao"), lossy ("aq": through
 # scripts/udp_lossy_proxy.py, which drops, delays and reorders datagrams).
 #
 # Requirements (Debian): tcpdump, openssl, iproute2 (ss), python3 with
@@ -36,7 +36,7 @@ OUT_DIR="${OUT_DIR:-$REPO_DIR/captures}"
 QUIC_VENV="${QUIC_VENV:-/tmp/quicenv}"
 QUIC_PORT=18453      # quic_server.py, UDP, HTTP/3 (ALPN h3)
 
-PARTS=${PARTS:-h3-5 resumed 0rtt ipv6 chromium post chacha big lossy}
+PARTS=${PARTS:-h3-5 resumed 0rtt ipv6 chromium post post4 chacha big lossy}
 # Arguments the next start_quic_server gives the server.
 SERVER_ARGS=()
 # part NAME: whether capture NAME is to be recorded.
@@ -142,6 +142,15 @@ fi
 if part post; then
     aioquic_capture quic-aioquic-h3-post-429 127.0.0.1 \
         --requests 12 --connections 1 --post-every 3
+fi
+
+# quic-aioquic-h3-post-429-4conn: four connections one after another, no
+# pause between, 3 requests each, the third a POST answered 429: each
+# next connection opens inside the Retry-After the last one got (the
+# figures across connections).
+if part post4; then
+    aioquic_capture quic-aioquic-h3-post-429-4conn 127.0.0.1 \
+        --requests 3 --connections 4 --post-every 3 --pause 0
 fi
 
 # quic-aioquic-h3-chacha20: one connection whose client offers only

@@ -542,22 +542,31 @@ pub struct ConnectionRecord {
     pub anomalies: Anomalies,
 }
 
+/// The server a client spoke to, as a number: the client's address (not
+/// its port), the server's address and port, and the overlay — what a
+/// Retry-After speaks for. The same for every record of a run
+/// (`DefaultHasher::new` has fixed keys); never written out.
+pub fn server_key(client: &str, server: &str, overlay: Option<Overlay>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let client = client.rsplit_once(':').map_or(client, |(a, _)| a);
+    let mut h = std::hash::DefaultHasher::new();
+    client.hash(&mut h);
+    server.hash(&mut h);
+    overlay.hash(&mut h);
+    h.finish()
+}
+
 impl ConnectionRecord {
-    /// The server its client spoke to, as a number: the client's address
-    /// (not its port), the server's address and port, and the overlay —
-    /// what a Retry-After speaks for. The same for every record of a run
-    /// (`DefaultHasher::new` has fixed keys); never written out.
+    /// [`server_key`] of its endpoints.
     pub fn server_key(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let client = self
-            .client
-            .rsplit_once(':')
-            .map_or(&*self.client, |(a, _)| a);
-        let mut h = std::hash::DefaultHasher::new();
-        client.hash(&mut h);
-        self.server.hash(&mut h);
-        self.overlay.hash(&mut h);
-        h.finish()
+        server_key(&self.client, &self.server, self.overlay)
+    }
+}
+
+impl QuicRecord {
+    /// [`server_key`] of its endpoints.
+    pub fn server_key(&self) -> u64 {
+        server_key(&self.client, &self.server, self.overlay)
     }
 }
 

@@ -1,5 +1,5 @@
-//! Rate limiting across connections (`summary.rate_limit.across_connections`)
-//! read from real captures: python requests and Java 17's
+//! Rate limiting across connections (`summary.rate_limit.across_connections`,
+//! and HTTP/3's in `summary.quic.rate_limit`) read from real captures: python requests and Java 17's
 //! HttpURLConnection without keep-alive, a new connection per request,
 //! retrying a 429 at once or after its Retry-After
 //! (scripts/record-retry-captures.sh), where the per-connection figures see
@@ -336,7 +336,7 @@ type BatchMark = (i64, u8, u64, Option<(bool, Option<u32>)>);
 /// JSON Lines run, by docs/json.md's definitions: every mark of every
 /// connection to a server sorted at once, no horizon, no heap — (in a
 /// window, of them elsewhere, opened in one, waits, retried elsewhere).
-fn batch(records: &[Value]) -> Figures {
+fn batch(records: &[Value], read: fn(&Value) -> bool) -> Figures {
     let ns = |v: &Value| (v.as_f64().expect("a time") * 1e9).round() as i64;
     let mut by_server: BTreeMap<(String, String, String), Vec<BatchMark>> = BTreeMap::new();
     for r in records {
@@ -354,7 +354,7 @@ fn batch(records: &[Value]) -> Figures {
         let id = count(&r["id"]);
         marks.push((ns(&r["start"]["at"]), 1, id, None));
         let http = &r["http"];
-        if !["http1", "h2c", "tls-http1", "tls-h2"].contains(&http["method"].as_str().unwrap()) {
+        if !read(http) {
             continue;
         }
         for q in http["list"].as_array().unwrap() {
@@ -404,6 +404,61 @@ fn batch(records: &[Value]) -> Figures {
     f
 }
 
+/// HTTP read from messages on a TCP connection (`http.method`).
+fn tcp_read(http: &Value) -> bool {
+    ["http1", "h2c", "tls-http1", "tls-h2"].contains(&http["method"].as_str().unwrap_or(""))
+}
+
+/// HTTP/3 on a QUIC connection the key log opened.
+fn quic_read(http: &Value) -> bool {
+    ["complete", "partial"].contains(&http["decryption"].as_str().unwrap_or(""))
+}
+
+/// aioquic's client, four QUIC connections one after another, each ending
+/// on a POST the server answers 429 with `Retry-After: 1`, the next opened
+/// about 0.1 s later: nothing on any one connection follows a 429, and
+/// across them every request of the last three came inside one — as the
+/// server's log has it, and as the batch over the records gives.
+#[test]
+fn http3_connections_opened_inside_a_retry_after() {
+    let name = "quic-aioquic-h3-post-429-4conn";
+    let keylog = capture(&format!("{name}.keylog"));
+    let v = analyze(name, &["--keylog", keylog.to_str().unwrap()]);
+    let quic = &v["summary"]["quic"];
+    let r = &quic["rate_limit"];
+    assert_eq!(
+        (count(&r["responses_429"]), count(&r["connections_limited"])),
+        (4, 4)
+    );
+    assert_eq!(r["requests_in_window"], 0);
+    // The server's log: time, client, stream, method, path, status.
+    let log = std::fs::read_to_string(capture(&format!("{name}.server.log"))).unwrap();
+    let lines: Vec<Vec<&str>> = log.lines().map(|l| l.split(' ').collect()).collect();
+    let time = |l: &[&str]| l[0].parse::<f64>().unwrap();
+    let limited: Vec<(f64, &str)> = lines
+        .iter()
+        .filter(|l| l[5] == "429")
+        .map(|l| (time(l), l[1]))
+        .collect();
+    let inside = |l: &[&str]| {
+        let t = time(l);
+        limited
+            .iter()
+            .any(|&(at, client)| client != l[1] && at <= t && t < at + 1.0)
+    };
+    let in_window = lines.iter().filter(|l| inside(l)).count() as u64;
+    let firsts: Vec<&Vec<&str>> = lines.iter().filter(|l| l[2] == "stream=0").collect();
+    let opened = firsts.iter().filter(|l| inside(l)).count() as u64;
+    assert_eq!((in_window, opened), (9, 3), "the log");
+    let a = &r["across_connections"];
+    assert_eq!(count(&a["requests_in_window"]), in_window);
+    assert_eq!(count(&a["requests_in_window_elsewhere"]), in_window);
+    assert_eq!(count(&a["connections_opened_in_window"]), opened);
+    assert_eq!(count(&a["retried_elsewhere"]), 3);
+    let records = quic["list"].as_array().unwrap();
+    batch(records, quic_read).check(a, 1e-9, name);
+}
+
 /// A synthetic rate-limited API at scale (10 000 short connections, 2 000
 /// open at once, 429s with Retry-After from 1 to 30 s, many clients and
 /// servers): the streaming sweep, on one thread and on two, gives what
@@ -449,7 +504,7 @@ fn the_streaming_sweep_is_the_batch_answer_at_scale() {
         let a = summary["summary"]["rate_limit"]["across_connections"].clone();
         assert_eq!(a["out_of_order"], 0);
         assert_eq!(a["requests_not_seen"], 0);
-        let f = batch(records);
+        let f = batch(records, tcp_read);
         assert!(
             f.in_window > 1_000 && f.opened > 1_000 && f.waits.len() > 100,
             "{a}"

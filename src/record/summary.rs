@@ -189,8 +189,7 @@ pub struct RateLimitSummary {
     /// Connections whose last response was a 429 and that then closed,
     /// by who sent the first FIN or RST: `{"server": 3}`.
     pub closed_after_429: BTreeMap<String, u64>,
-    /// The same questions asked across the connections to each server
-    /// (TCP only; null in `summary.quic.rate_limit`).
+    /// The same questions asked across the connections to each server.
     pub across_connections: Option<AcrossConnections>,
 }
 

@@ -25,6 +25,7 @@ fn with_the_key_log_http3_requests_are_the_servers_log() {
         "quic-aioquic-h3-ipv6-2",
         "quic-chromium-h3-2",
         "quic-aioquic-h3-post-429",
+        "quic-aioquic-h3-post-429-4conn",
         "quic-aioquic-h3-chacha20",
         "quic-aioquic-h3-big-headers",
         "quic-aioquic-h3-lossy",
@@ -119,12 +120,13 @@ fn with_the_key_log_http3_requests_are_the_servers_log() {
             "{verdict}"
         );
     }
-    // Eleven connections: 5, 3 + 3, 3 + 3 (one in 0-RTT), 2, 2, 12 requests
-    // (4 answered 429, their statuses from QPACK's dynamic table), 4
-    // sealed with ChaCha20-Poly1305, 4 whose HEADERS span packets, and 30
-    // over a lossy link (pieces of the heads and of the encoder stream out
-    // of order, heads waiting for the entries they refer to).
-    assert_eq!(checked, 11);
+    // Fifteen connections: 5, 3 + 3, 3 + 3 (one in 0-RTT), 2, 2, 12
+    // requests (4 answered 429, their statuses from QPACK's dynamic
+    // table), 3 + 3 + 3 + 3 (each ending on a 429), 4 sealed with
+    // ChaCha20-Poly1305, 4 whose HEADERS span packets, and 30 over a lossy
+    // link (pieces of the heads and of the encoder stream out of order,
+    // heads waiting for the entries they refer to).
+    assert_eq!(checked, 15);
 }
 
 /// Per QUIC connection, in tshark's order: the client-initiated

@@ -42,6 +42,7 @@ use std::time::Duration;
 
 use crate::analyze::stats::Samples;
 use crate::analyze::streams::request;
+use crate::analyze::summary::across::{Across, Marks};
 use crate::analyze::summary::rate_limit::{LimitTally, RateLimitBuilder};
 use crate::analyze::tls::keylog::KeyLog;
 use crate::analyze::tls::steps::{StepName, Steps};
@@ -194,8 +195,10 @@ pub struct QuicTable {
     summary: QuicSummary,
     /// Request → response end over every connection a key log opened.
     latency: Samples,
-    /// Their rate limiting.
+    /// Their rate limiting, on each connection and across the
+    /// connections to a server.
     rate_limit: RateLimitBuilder,
+    across: Across,
     /// Every handshake time, for the summary's distribution.
     durations: Samples,
     /// Connections a key log opened that carried HTTP/3 requests.
@@ -487,7 +490,8 @@ impl QuicTable {
         summary.connections = self.opened;
         summary.handshake = self.durations.distribution();
         summary.request_latency = self.latency.distribution();
-        summary.rate_limit = std::mem::take(&mut self.rate_limit).finish(None);
+        let across = std::mem::take(&mut self.across).finish();
+        summary.rate_limit = std::mem::take(&mut self.rate_limit).finish(across);
         summary.handshakes_per_request =
             (summary.requests > 0).then(|| self.carried as f64 / summary.requests as f64);
         Some(summary)

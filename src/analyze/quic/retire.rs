@@ -204,6 +204,13 @@ impl QuicTable {
             close,
             ended: ended.name().into(),
         };
+        // Its marks wait for the oldest connection still open (the first
+        // by number) before they are swept.
+        let origin = self.origin.unwrap_or(start);
+        let horizon = self.open.first_key_value();
+        let horizon = horizon.map_or(i64::MAX, |(_, c)| c.start.0.saturating_sub(origin.0));
+        self.across.add(&mut Marks::of_quic(&record), horizon);
+        let s = &mut self.summary;
         if id > MAX_LISTED {
             s.not_listed += 1;
         } else {

@@ -20,8 +20,8 @@
 //! Does not read packets or HTTP: the marks come from the connection
 //! records' request lists and the times the HTTP analyzers kept of the
 //! requests past them (up to 4,096 a connection; the rest are counted in
-//! `requests_not_seen`), and QUIC is not covered (each HTTP/3
-//! connection's own figures are).
+//! `requests_not_seen`). QUIC's table keeps an [`Across`] of its own, fed
+//! its records' listed HTTP/3 requests.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
@@ -29,7 +29,10 @@ use std::collections::{BinaryHeap, HashMap};
 use crate::analyze::http::limits::TOO_MANY_REQUESTS;
 use crate::analyze::http::NO_RETRY_AFTER;
 use crate::analyze::stats::Samples;
-use crate::record::{AcrossConnections, ConnectionRecord, HttpMethod};
+use crate::record::{
+    AcrossConnections, ConnectionRecord, DecryptionOutcome, HttpMethod, HttpRequest, QuicHttp,
+    QuicRecord,
+};
 
 /// Marks held at once waiting for the horizon (32 bytes each: 2 MiB).
 const MAX_PENDING: usize = 1 << 16;
@@ -99,44 +102,76 @@ impl Marks {
     /// a response's: whether a 429, and its Retry-After or
     /// [`NO_RETRY_AFTER`]), with `unmarked` more not kept.
     pub fn of(rec: &ConnectionRecord, past: &[(f64, Option<(bool, u32)>)], unmarked: u64) -> Marks {
-        let http = &rec.http;
         let read = matches!(
-            http.method,
+            rec.http.method,
             HttpMethod::Http1 | HttpMethod::H2c | HttpMethod::TlsHttp1 | HttpMethod::TlsH2
         );
-        let mut marks = Vec::new();
+        let mut marks = Marks::opened(rec.server_key(), rec.id, rec.start.at);
         if read {
-            for r in &http.list {
-                marks.push(Mark {
-                    at: nanos(r.start.at),
-                    kind: Kind::Request,
-                });
-                let too_many = r.status == Some(TOO_MANY_REQUESTS);
-                if let (true, Some(end)) = (too_many || r.retry_after.is_some(), r.response_last) {
-                    marks.push(Mark {
-                        at: nanos(end.at),
-                        kind: Kind::Ended {
-                            too_many,
-                            retry_after: r.retry_after.unwrap_or(NO_RETRY_AFTER),
-                        },
-                    });
-                }
-            }
-            marks.extend(past.iter().map(|&(at, end)| Mark {
-                at: nanos(at),
-                kind: end.map_or(Kind::Request, |(too_many, retry_after)| Kind::Ended {
-                    too_many,
-                    retry_after,
-                }),
-            }));
+            marks.requests(&rec.http.list, past, unmarked);
         }
+        marks
+    }
+
+    /// The marks of a QUIC connection: its opening, and with the key log
+    /// its listed HTTP/3 requests and their responses' ends (those past
+    /// the list are counted in `requests_not_seen`).
+    pub fn of_quic(q: &QuicRecord) -> Marks {
+        let mut marks = Marks::opened(q.server_key(), q.id, q.start.at);
+        let opened = |h: &&QuicHttp| {
+            matches!(
+                h.decryption,
+                DecryptionOutcome::Complete | DecryptionOutcome::Partial
+            )
+        };
+        if let Some(http) = q.http.as_ref().filter(opened) {
+            let past = http.requests.saturating_sub(http.list.len() as u64);
+            marks.requests(&http.list, &[], past);
+        }
+        marks
+    }
+
+    fn opened(server: u64, conn: u64, at: f64) -> Marks {
         Marks {
-            server: rec.server_key(),
-            conn: rec.id,
-            opened: nanos(rec.start.at),
-            marks,
-            not_listed: if read { unmarked } else { 0 },
+            server,
+            conn,
+            opened: nanos(at),
+            marks: Vec::new(),
+            not_listed: 0,
         }
+    }
+
+    /// The requests of `list`, then `past`, and `unmarked` more.
+    fn requests(
+        &mut self,
+        list: &[HttpRequest],
+        past: &[(f64, Option<(bool, u32)>)],
+        unmarked: u64,
+    ) {
+        for r in list {
+            self.marks.push(Mark {
+                at: nanos(r.start.at),
+                kind: Kind::Request,
+            });
+            let too_many = r.status == Some(TOO_MANY_REQUESTS);
+            if let (true, Some(end)) = (too_many || r.retry_after.is_some(), r.response_last) {
+                self.marks.push(Mark {
+                    at: nanos(end.at),
+                    kind: Kind::Ended {
+                        too_many,
+                        retry_after: r.retry_after.unwrap_or(NO_RETRY_AFTER),
+                    },
+                });
+            }
+        }
+        self.marks.extend(past.iter().map(|&(at, end)| Mark {
+            at: nanos(at),
+            kind: end.map_or(Kind::Request, |(too_many, retry_after)| Kind::Ended {
+                too_many,
+                retry_after,
+            }),
+        }));
+        self.not_listed = unmarked;
     }
 }
 

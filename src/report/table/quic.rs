@@ -62,8 +62,10 @@ pub fn write_figures(q: &QuicSummary, out: &mut dyn Write) -> io::Result<()> {
         if let Some(r) = &q.rate_limit {
             let lines = crate::report::rate_limit_lines(r);
             writeln!(out, "HTTP/3 limit  {}", lines.limited)?;
-            if let Some(answered) = lines.same_connection {
-                writeln!(out, "HTTP/3 backoff {answered}")?;
+            let mut label = "HTTP/3 backoff";
+            for line in [lines.same_connection, lines.across].into_iter().flatten() {
+                writeln!(out, "{label:<14} {line}")?;
+                label = "";
             }
         }
     }
