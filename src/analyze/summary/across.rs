@@ -26,6 +26,8 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
 
+use smallvec::SmallVec;
+
 use crate::analyze::http::limits::TOO_MANY_REQUESTS;
 use crate::analyze::http::NO_RETRY_AFTER;
 use crate::analyze::stats::Samples;
@@ -88,8 +90,10 @@ pub struct Marks {
     /// Its first packet.
     opened: i64,
     /// Its requests and the ends of its responses that spoke of rate
-    /// limiting (none, and no allocation, for most connections).
-    marks: Vec<Mark>,
+    /// limiting: the first two inline, so that a connection of one
+    /// request (and its 429) allocates nothing on the shard that the
+    /// writing thread would free.
+    marks: SmallVec<[Mark; 2]>,
     /// Requests the record does not list.
     not_listed: u64,
 }
@@ -136,7 +140,7 @@ impl Marks {
             server,
             conn,
             opened: nanos(at),
-            marks: Vec::new(),
+            marks: SmallVec::new(),
             not_listed: 0,
         }
     }
