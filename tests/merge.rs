@@ -140,14 +140,8 @@ fn same_in_pieces(name: &str, paths: &[PathBuf], piece: usize) -> usize {
 fn merged_files_give_the_same_output_on_any_number_of_threads() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let whole = dir.path().join("synth.pcap");
-    let status = Command::new(env!("CARGO_BIN_EXE_handshakes-synth"))
-        .args(["--size", "6MiB", "--seed", "11", "--concurrency", "100"])
-        .arg("--out")
-        .arg(&whole)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .unwrap_or_else(|e| panic!("handshakes-synth: {e}"));
-    assert!(status.success(), "handshakes-synth failed");
+    let args = ["--size", "6MiB", "--seed", "11", "--concurrency", "100"];
+    crate::support::synth(&whole, &args);
     let (header, recs) = records(&whole);
     assert_eq!(header[..4], [0xd4, 0xc3, 0xb2, 0xa1], "a microsecond pcap");
     let n = recs.len();

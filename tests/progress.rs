@@ -20,14 +20,7 @@ use crate::tools::skip_or_fail;
 /// A generated capture just over the size that gets a progress bar.
 fn large_capture(dir: &Path) -> PathBuf {
     let path = dir.join("large.pcap");
-    let status = Command::new(env!("CARGO_BIN_EXE_handshakes-synth"))
-        .args(["--size", "110MiB", "--seed", "7", "--out"])
-        .arg(&path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap_or_else(|e| panic!("handshakes-synth: {e}"));
-    assert!(status.success(), "handshakes-synth failed");
+    crate::support::synth(&path, &["--size", "110MiB", "--seed", "7"]);
     path
 }
 

@@ -7,7 +7,6 @@
 //! what tshark's message and connection times give.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -467,21 +466,8 @@ fn http3_connections_opened_inside_a_retry_after() {
 fn the_streaming_sweep_is_the_batch_answer_at_scale() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let file = dir.path().join("api.pcap");
-    let status = Command::new(env!("CARGO_BIN_EXE_handshakes-synth"))
-        .args([
-            "--mix",
-            "short",
-            "--connections",
-            "10000",
-            "--concurrency",
-            "2000",
-        ])
-        .args(["--seed", "5", "--quiet", "--out"])
-        .arg(&file)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .unwrap_or_else(|e| panic!("handshakes-synth: {e}"));
-    assert!(status.success(), "handshakes-synth failed");
+    let args = "--mix short --connections 10000 --concurrency 2000 --seed 5 --quiet";
+    crate::support::synth(&file, &args.split(' ').collect::<Vec<_>>());
     let mut summaries = Vec::new();
     for threads in ["1", "2"] {
         let out = crate::support::run([

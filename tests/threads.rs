@@ -123,21 +123,8 @@ fn captures_walked_in_tiny_pieces_give_the_same_output() {
 fn generated_traffic_crossing_many_batches_is_identical() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let path = dir.path().join("synth.pcap");
-    let status = Command::new(env!("CARGO_BIN_EXE_handshakes-synth"))
-        .args([
-            "--size",
-            "24MiB",
-            "--seed",
-            "5",
-            "--concurrency",
-            "200",
-            "--out",
-        ])
-        .arg(&path)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .unwrap_or_else(|e| panic!("handshakes-synth: {e}"));
-    assert!(status.success(), "handshakes-synth failed");
+    let args = ["--size", "24MiB", "--seed", "5", "--concurrency", "200"];
+    crate::support::synth(&path, &args);
     let n = same_for_all_thread_counts("synth", &path, &Config::default());
     assert!(n > 50, "only {n} connections generated");
     let idle = Config {

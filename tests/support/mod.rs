@@ -25,6 +25,20 @@ pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_handshakes"))
 }
 
+/// Writes a capture to `out` with `handshakes-synth` and `args`, its
+/// output silenced; panics when it fails.
+pub fn synth(out: &Path, args: &[&str]) {
+    let status = Command::new(env!("CARGO_BIN_EXE_handshakes-synth"))
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("handshakes-synth: {e}"));
+    assert!(status.success(), "handshakes-synth failed");
+}
+
 /// Runs `handshakes` with `args`.
 pub fn run<I, S>(args: I) -> Output
 where
