@@ -556,6 +556,15 @@ pub fn server_key(client: &str, server: &str, overlay: Option<Overlay>) -> u64 {
     h.finish()
 }
 
+/// An endpoint with the overlay network it is in, if any: `10.0.0.2:443
+/// [vxlan 4242]`.
+pub fn endpoint_in(endpoint: &str, overlay: Option<Overlay>) -> String {
+    match overlay {
+        Some(o) => format!("{endpoint} [{}]", o.label()),
+        None => endpoint.to_owned(),
+    }
+}
+
 impl ConnectionRecord {
     /// [`server_key`] of its endpoints.
     pub fn server_key(&self) -> u64 {

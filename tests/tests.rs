@@ -26,6 +26,7 @@ mod report;
 mod request_stats;
 mod retry_across;
 mod retry_after;
+mod servers;
 mod support;
 mod synthetic;
 mod threads;

@@ -6,6 +6,7 @@
 
 pub(crate) mod across;
 pub(crate) mod rate_limit;
+mod servers;
 mod verdict;
 
 use std::collections::BTreeMap;
@@ -22,7 +23,8 @@ use crate::source::{LinkType, SourceInfo};
 use crate::time::Timestamp;
 use across::{Across, Marks};
 use rate_limit::{LimitTally, RateLimitBuilder};
-use verdict::{verdict, Counts};
+use servers::{ServerId, Servers};
+use verdict::{verdict, Counts, Unreused};
 
 /// Overlay networks counted one by one in the summary; connections in more
 /// are counted together.
@@ -78,6 +80,8 @@ pub struct Tally {
     pub marks: Marks,
     /// [`handshake_events`].
     handshake_events: u64,
+    /// The server, for `summary.servers`.
+    server: ServerId,
 }
 
 #[derive(Debug)]
@@ -131,7 +135,15 @@ impl Tally {
             limits: LimitTally::of(rec, aside.waits_after_429),
             marks: Marks::of(rec, &aside.past_marks, aside.unmarked),
             handshake_events: handshake_events(rec),
+            server: ServerId::of(rec),
         }
+    }
+
+    /// A full TLS handshake completed.
+    fn tls_full(&self) -> bool {
+        self.tls
+            .as_ref()
+            .is_some_and(|t| t.outcome == TlsOutcome::Complete && !t.resumed)
     }
 }
 
@@ -209,6 +221,7 @@ pub struct SummaryBuilder {
     status: BTreeMap<String, u64>,
     rate_limit: RateLimitBuilder,
     across: Across,
+    servers: Servers,
     handshake_events: u64,
     /// The most connections open at once, tracked by the analyzer.
     pub peak: Peak,
@@ -261,15 +274,12 @@ impl SummaryBuilder {
         count(&mut self.close, t.close.as_str());
         self.syn_retransmissions += u64::from(t.syn_retransmissions);
         self.connection_anomalies.merge(&t.anomalies);
-        let mut tls_full = false;
+        let tls_full = t.tls_full();
         if let Some(tls) = &t.tls {
             self.tls_connections += 1;
             match tls.outcome {
                 TlsOutcome::Complete if tls.resumed => self.tls_resumed += 1,
-                TlsOutcome::Complete => {
-                    self.tls_full += 1;
-                    tls_full = true;
-                }
+                TlsOutcome::Complete => self.tls_full += 1,
                 TlsOutcome::Failed => self.tls_failed += 1,
                 _ => {}
             }
@@ -322,6 +332,7 @@ impl SummaryBuilder {
         if let Some(limits) = &t.limits {
             self.rate_limit.add(limits);
         }
+        self.servers.add(t);
     }
 
     /// A finished connection's marks, and the first packet of the oldest
@@ -351,6 +362,7 @@ impl SummaryBuilder {
         };
         let unused = self.connections.saturating_sub(self.busy_connections);
         let unused_tls_full = self.tls_full.saturating_sub(self.busy_tls_full);
+        let (servers, servers_not_listed) = self.servers.finish();
         let verdict = verdict(&Counts {
             requests,
             estimated: self.requests_estimated,
@@ -368,6 +380,7 @@ impl SummaryBuilder {
             quic_resumed: self.quic.as_ref().map_or(0, |q| q.handshakes_resumed),
             quic_decrypted: self.quic.as_ref().map_or(0, |q| q.decrypted),
             quic_requests: self.quic.as_ref().map_or(0, |q| q.requests),
+            unreused: servers.iter().filter_map(Unreused::of).collect(),
         });
         let mut warnings = info.warnings.clone();
         let tried: u64 = self.tls_decryption.values().sum();
@@ -451,6 +464,8 @@ impl SummaryBuilder {
             status_codes: self.status,
             rate_limit: self.rate_limit.finish(self.across.finish()),
             requests_per_second: (span > 0.0 && requests > 0).then(|| requests as f64 / span),
+            servers,
+            servers_not_listed,
             verdict,
             file: info.name.clone(),
             format: info.format.clone(),

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{Anomalies, Instant, QuicSummary};
+use super::{Anomalies, Instant, Overlay, QuicSummary};
 
 /// Summary statistics of a set of durations, in seconds.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -155,6 +155,11 @@ pub struct Summary {
     pub rate_limit: Option<RateLimitSummary>,
     /// Requests per second of capture span.
     pub requests_per_second: Option<f64>,
+    /// The same figures for each server (address and port, SNI, overlay),
+    /// most connections first; at most 4,096 servers, those seen first.
+    pub servers: Vec<ServerSummary>,
+    /// Connections to servers past those 4,096; null when none.
+    pub servers_not_listed: Option<ServersNotListed>,
     /// One sentence answering "does this client reuse connections?".
     pub verdict: String,
     /// Every anomaly counted in the input, by kind.
@@ -217,6 +222,70 @@ pub struct AcrossConnections {
     /// than 65,536 waiting at once), and 429s of servers past the 65,536
     /// followed at once: the figures are then approximate.
     pub out_of_order: u64,
+}
+
+/// One server's share of a capture: the connections to one server address
+/// and port that named one SNI (or none), in one overlay network. A client
+/// pools connections by host name, so two names served at one address are
+/// two servers here.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ServerSummary {
+    /// `address:port`, as in a connection's `server`.
+    pub server: String,
+    /// The SNI its connections' ClientHellos named; null for cleartext, or
+    /// TLS without one.
+    pub sni: Option<String>,
+    pub overlay: Option<Overlay>,
+    /// The summary's figures of the same names, over these connections.
+    pub connections: u64,
+    pub connections_unused: u64,
+    pub tcp_handshakes: u64,
+    pub tls_handshakes_full: u64,
+    pub tls_handshakes_resumed: u64,
+    pub tls_handshakes_failed: u64,
+    pub requests: u64,
+    pub requests_estimated: u64,
+    pub requests_per_connection: MeanMax,
+    pub handshakes_per_request: PerRequest,
+    /// SYN → first request byte, per connection that carried a request.
+    pub handshake_time: Totals,
+    /// ClientHello → handshake complete, per TLS connection.
+    pub tls_handshake: Totals,
+    /// Final responses by class: `{"2xx": 9, "4xx": 1}`.
+    pub status_classes: BTreeMap<String, u64>,
+    pub responses_429: u64,
+    /// Connections by how they closed, as the summary's `close`.
+    pub close: BTreeMap<String, u64>,
+}
+
+impl ServerSummary {
+    /// The server for people: `10.0.0.2:443 (api.example.com)`, with the
+    /// overlay network when there is one. The SNI is the capture's text:
+    /// a terminal needs it sanitised.
+    pub fn name(&self) -> String {
+        let endpoint = super::endpoint_in(&self.server, self.overlay);
+        match &self.sni {
+            Some(sni) => format!("{endpoint} ({sni})"),
+            None => endpoint,
+        }
+    }
+}
+
+/// A sum of durations, with its mean and maximum (seconds).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Totals {
+    /// Connections that contributed one.
+    pub connections: u64,
+    pub total: f64,
+    pub mean: Option<f64>,
+    pub max: Option<f64>,
+}
+
+/// What is left out of `summary.servers` when it is full.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ServersNotListed {
+    pub connections: u64,
+    pub requests: u64,
 }
 
 /// The connections a run was told to keep, as given on the command line.

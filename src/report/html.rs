@@ -13,7 +13,9 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use super::compare::{self, Labeled};
-use super::table::{quic_cells, QUIC_HEADS};
+use super::table::{
+    quic_cells, server_cells, server_name, QUIC_HEADS, SERVERS_SHOWN, SERVER_HEADS,
+};
 use super::timeline::{close_text, requests_text, tls_kind, Phase};
 use super::{counts_text, human_bytes, human_duration, retry_after_text, server_text};
 use crate::record::{ConnectionRecord, Distribution, QuicSummary, Summary, TlsInfo};
@@ -304,6 +306,9 @@ fn document(h: &mut String, doc: &Labeled, tag: &str) {
     for w in &s.warnings {
         let _ = writeln!(h, "<p class=\"note\">warning: {}</p>", esc(w));
     }
+    if s.servers.len() > 1 {
+        servers_table(h, s);
+    }
     h.push_str("<h3>Connections over time</h3>\n<div class=\"legend\">");
     use Phase::{Close, Idle, Tcp, Tls, Transfer, Wait};
     let quic = s.quic.as_ref().is_some_and(|q| !q.list.is_empty());
@@ -341,6 +346,34 @@ fn document(h: &mut String, doc: &Labeled, tag: &str) {
         quic_table(h, q);
     }
     h.push_str("</section>\n");
+}
+
+/// The servers with most connections (the text report's rows), when the
+/// connections went to more than one.
+fn servers_table(h: &mut String, s: &Summary) {
+    h.push_str("<h3>Servers</h3>\n<div class=\"box scroll\"><table>\n<thead><tr>");
+    for head in SERVER_HEADS.iter().chain(&["server (SNI)"]) {
+        let _ = write!(h, "<th>{}</th>", esc(head));
+    }
+    h.push_str("</tr></thead>\n<tbody>\n");
+    for server in s.servers.iter().take(SERVERS_SHOWN) {
+        h.push_str("<tr>");
+        for c in server_cells(server) {
+            let _ = write!(h, "<td class=\"n\">{}</td>", esc(&c));
+        }
+        let _ = writeln!(h, "<td>{}</td></tr>", esc(&server_name(server)));
+    }
+    h.push_str("</tbody></table></div>\n");
+    let more = match s.servers.len().saturating_sub(SERVERS_SHOWN) {
+        0 => String::new(),
+        n => format!(
+            "… {n} more servers; the JSON report lists every one (<code>summary.servers</code>). "
+        ),
+    };
+    let _ = writeln!(
+        h,
+        "<p class=\"note\">{more}Setup: the mean time from SYN to the first request byte.</p>"
+    );
 }
 
 /// The QUIC connections the summary lists (the first `MAX_ROWS`), with the

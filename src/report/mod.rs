@@ -15,7 +15,7 @@ pub mod spool;
 pub mod table;
 pub mod timeline;
 
-use crate::record::{ConnectionRecord, Overlay};
+use crate::record::ConnectionRecord;
 
 /// A capture's text made safe for a terminal: control characters (escape
 /// sequences from a hostile capture would otherwise reach the terminal) and
@@ -256,19 +256,12 @@ pub fn human_duration(secs: f64) -> String {
     }
 }
 
+pub use crate::record::endpoint_in;
+
 /// The server's `address:port`, and the overlay network when there is one
 /// (the same addresses may then stand for several connections at once).
 pub fn server_text(rec: &ConnectionRecord) -> String {
     endpoint_in(&rec.server, rec.overlay)
-}
-
-/// An endpoint with the overlay network it is in, if any: `10.0.0.2:443
-/// [vxlan 4242]`.
-pub fn endpoint_in(endpoint: &str, overlay: Option<Overlay>) -> String {
-    match overlay {
-        Some(o) => format!("{endpoint} [{}]", o.label()),
-        None => endpoint.to_owned(),
-    }
 }
 
 /// A byte count for people: `512 B`, `12.3 kB`, `4.5 MB` (SI units, as on the wire).

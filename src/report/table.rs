@@ -7,11 +7,15 @@
 mod layout;
 mod quic;
 mod rows;
+mod servers;
 
 use std::io::{self, Write};
 
 pub(crate) use quic::{cells as quic_cells, HEADS as QUIC_HEADS};
 pub use rows::TableSink;
+pub(crate) use servers::{
+    cells as server_cells, name as server_name, HEADS as SERVER_HEADS, SHOWN as SERVERS_SHOWN,
+};
 
 use super::timeline::{quic_requests_text, requests_text};
 use super::{
@@ -54,7 +58,8 @@ fn ratio(v: Option<f64>) -> String {
 
 /// The headline: requests, connections, handshakes and what they cost.
 pub fn write_headline(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(out, "verdict       {}", s.verdict)?;
+    // It may name a server by its SNI: the capture's text.
+    writeln!(out, "verdict       {}", sanitize(&s.verdict))?;
     if s.requests > 0 {
         let rps = s
             .requests_per_second
@@ -156,6 +161,10 @@ pub fn write_headline(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
 /// connection-level and TLS totals.
 pub fn write_summary(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
     write_headline(s, out)?;
+    if s.servers.len() > 1 {
+        writeln!(out)?;
+        servers::write(s, out)?;
+    }
     writeln!(out)?;
     let format = match &s.compression {
         Some(c) => format!("{}, {c}", s.format),

@@ -29,13 +29,36 @@ pub(super) struct Counts {
     /// QUIC connections a key log opened, and the HTTP/3 requests on them.
     pub(super) quic_decrypted: u64,
     pub(super) quic_requests: u64,
+    /// The servers that reused no connection, most connections first
+    /// (`summary.servers`' order).
+    pub(super) unreused: Vec<Unreused>,
+}
+
+/// A server whose every request (two or more) had a connection of its own.
+pub(super) struct Unreused {
+    /// Its name for people ([`crate::record::ServerSummary::name`]).
+    pub(super) name: String,
+    pub(super) requests: u64,
+    pub(super) connections: u64,
+}
+
+impl Unreused {
+    /// `s` if it reused no connection.
+    pub(super) fn of(s: &crate::record::ServerSummary) -> Option<Unreused> {
+        let busy = s.connections - s.connections_unused;
+        (s.requests > 1 && busy >= s.requests).then(|| Unreused {
+            name: s.name(),
+            requests: s.requests,
+            connections: busy,
+        })
+    }
 }
 
 /// The headline sentence: how many connections the requests needed, and
 /// how many more were opened for none; and the QUIC handshakes, whose
 /// requests are not counted.
 pub(super) fn verdict(c: &Counts) -> String {
-    let over_tcp = tcp_verdict(c);
+    let over_tcp = tcp_verdict(c) + &unreused_clause(c);
     if c.quic == 0 {
         return over_tcp;
     }
@@ -65,6 +88,24 @@ pub(super) fn verdict(c: &Counts) -> String {
     format!(
         "{over_tcp}; QUIC: {n} connection{}{handshakes}{requests}",
         plural_s(n)
+    )
+}
+
+/// Where the requests as a whole reused connections, the server that
+/// reused none (and how many more did not): what the whole hides when a
+/// client pools connections to one host and not to another.
+fn unreused_clause(c: &Counts) -> String {
+    let no_reuse = c.connections >= c.requests && c.requests > 1;
+    let Some(first) = c.unreused.first().filter(|_| !no_reuse) else {
+        return String::new();
+    };
+    let others = match c.unreused.len() - 1 {
+        0 => String::new(),
+        n => format!(" (and to {n} more server{})", plural_s(n as u64)),
+    };
+    format!(
+        "; but no reuse to {}: {} requests on {} connections{others}",
+        first.name, first.requests, first.connections
     )
 }
 

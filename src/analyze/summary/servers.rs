@@ -1,0 +1,331 @@
+//! The summary's figures per server (`summary.servers`): each finished
+//! connection's [`Tally`] added to its server's counters, a server being
+//! the server address and port, the SNI and the overlay. Sums of durations
+//! are kept in whole nanoseconds, so they do not depend on the order
+//! connections finish in.
+//!
+//! Bounded: at most [`MAX_SERVERS`] servers are followed (those seen
+//! first); connections to others are counted together. Does not see
+//! records or packets: only what the tally carries.
+
+use std::collections::{BTreeMap, HashMap};
+
+use smallvec::SmallVec;
+
+use super::Tally;
+use crate::record::{
+    CloseKind, ConnectionRecord, MeanMax, Overlay, PerRequest, ServerSummary, ServersNotListed,
+    TlsOutcome, Totals,
+};
+
+/// Servers followed one by one.
+pub const MAX_SERVERS: usize = 4096;
+
+/// Status classes, as `status_classes` names them: codes 100–599 by their
+/// hundreds, the rest `other`.
+const CLASSES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "other"];
+
+/// Close kinds, in the order of `Counters::closes`.
+const CLOSES: [CloseKind; 5] = [
+    CloseKind::Fin,
+    CloseKind::Rst,
+    CloseKind::Open,
+    CloseKind::Idle,
+    CloseKind::Evicted,
+];
+
+/// Which server a connection went to: its server endpoint and SNI as text,
+/// inline for the usual lengths (a connection's tally crosses threads, and
+/// must not allocate for this).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ServerId {
+    server: SmallVec<[u8; 24]>,
+    sni: Option<SmallVec<[u8; 32]>>,
+    overlay: Option<Overlay>,
+}
+
+impl ServerId {
+    pub fn of(rec: &ConnectionRecord) -> ServerId {
+        ServerId {
+            server: SmallVec::from_slice(rec.server.as_bytes()),
+            sni: rec
+                .tls
+                .as_ref()
+                .and_then(|t| t.sni.as_deref())
+                .map(|s| SmallVec::from_slice(s.as_bytes())),
+            overlay: rec.overlay,
+        }
+    }
+}
+
+/// Nanoseconds, for sums that do not depend on the order of addition.
+fn nanos(secs: f64) -> u64 {
+    (secs.max(0.0) * 1e9).round() as u64
+}
+
+/// A sum of durations.
+#[derive(Debug, Default)]
+struct Sum {
+    n: u64,
+    total: u64,
+    max: u64,
+}
+
+impl Sum {
+    fn add(&mut self, secs: Option<f64>) {
+        let Some(v) = secs.filter(|v| v.is_finite()) else {
+            return;
+        };
+        let v = nanos(v);
+        self.n += 1;
+        self.total = self.total.saturating_add(v);
+        self.max = self.max.max(v);
+    }
+
+    fn totals(&self) -> Totals {
+        let secs = |v: u64| v as f64 / 1e9;
+        Totals {
+            connections: self.n,
+            total: secs(self.total),
+            mean: (self.n > 0).then(|| secs(self.total) / self.n as f64),
+            max: (self.n > 0).then(|| secs(self.max)),
+        }
+    }
+}
+
+/// One server's counters.
+#[derive(Debug, Default)]
+struct Counters {
+    /// When it was first seen: the order of servers with equal counts.
+    seen: usize,
+    connections: u64,
+    tcp_handshakes: u64,
+    tls_full: u64,
+    tls_resumed: u64,
+    tls_failed: u64,
+    requests: u64,
+    requests_estimated: u64,
+    max_requests: u64,
+    busy: u64,
+    busy_tcp: u64,
+    busy_tls_full: u64,
+    to_first_request: Sum,
+    tls_handshake: Sum,
+    /// Final responses by class ([`CLASSES`]).
+    classes: [u64; 6],
+    responses_429: u64,
+    /// Connections by how they closed ([`CLOSES`]).
+    closes: [u64; 5],
+}
+
+/// Every server's counters.
+#[derive(Debug, Default)]
+pub struct Servers {
+    servers: HashMap<ServerId, Counters>,
+    not_listed: ServersNotListed,
+}
+
+impl Servers {
+    /// Adds one finished connection to its server's counters.
+    pub fn add(&mut self, t: &Tally) {
+        let seen = self.servers.len();
+        let c = match self.servers.get_mut(&t.server) {
+            Some(c) => c,
+            None if seen < MAX_SERVERS => {
+                self.servers.entry(t.server.clone()).or_insert(Counters {
+                    seen,
+                    ..Counters::default()
+                })
+            }
+            None => {
+                self.not_listed.connections += 1;
+                self.not_listed.requests += t.requests;
+                return;
+            }
+        };
+        c.connections += 1;
+        c.tcp_handshakes += u64::from(t.complete);
+        if let Some(tls) = &t.tls {
+            match tls.outcome {
+                TlsOutcome::Complete if tls.resumed => c.tls_resumed += 1,
+                TlsOutcome::Complete => c.tls_full += 1,
+                TlsOutcome::Failed => c.tls_failed += 1,
+                _ => {}
+            }
+            c.tls_handshake.add(tls.handshake);
+        }
+        c.requests += t.requests;
+        if t.estimated {
+            c.requests_estimated += t.requests;
+        }
+        c.max_requests = c.max_requests.max(t.requests);
+        if t.requests > 0 {
+            c.busy += 1;
+            c.busy_tcp += u64::from(t.syn);
+            c.busy_tls_full += u64::from(t.tls_full());
+            c.to_first_request.add(t.to_first_request);
+        }
+        for &(code, n) in &t.status_codes {
+            let class = usize::from(code / 100).clamp(1, CLASSES.len()) - 1;
+            if let Some(count) = c.classes.get_mut(class) {
+                *count += n;
+            }
+            if code == 429 {
+                c.responses_429 += n;
+            }
+        }
+        let close = CLOSES.iter().position(|&k| k == t.close);
+        if let Some(count) = close.and_then(|k| c.closes.get_mut(k)) {
+            *count += 1;
+        }
+    }
+
+    /// The servers, most connections first (then most requests, then the
+    /// first seen), and what was left out.
+    pub fn finish(self) -> (Vec<ServerSummary>, Option<ServersNotListed>) {
+        let mut servers: Vec<(ServerId, Counters)> = self.servers.into_iter().collect();
+        servers.sort_unstable_by(|(_, a), (_, b)| {
+            (b.connections, b.requests, a.seen).cmp(&(a.connections, a.requests, b.seen))
+        });
+        let list = servers.into_iter().map(|(id, c)| summary(id, &c)).collect();
+        let not_listed = (self.not_listed.connections > 0).then_some(self.not_listed);
+        (list, not_listed)
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn summary(id: ServerId, c: &Counters) -> ServerSummary {
+    let per = |n: u64| (c.requests > 0).then(|| n as f64 / c.requests as f64);
+    let named = |names: &[&str], counts: &[u64]| -> BTreeMap<String, u64> {
+        let pairs = names.iter().zip(counts).filter(|(_, &n)| n > 0);
+        pairs.map(|(k, &n)| ((*k).to_owned(), n)).collect()
+    };
+    let status_classes = named(&CLASSES, &c.classes);
+    let close = named(&CLOSES.map(CloseKind::as_str), &c.closes);
+    ServerSummary {
+        server: text(&id.server),
+        sni: id.sni.as_deref().map(text),
+        overlay: id.overlay,
+        connections: c.connections,
+        connections_unused: c.connections - c.busy,
+        tcp_handshakes: c.tcp_handshakes,
+        tls_handshakes_full: c.tls_full,
+        tls_handshakes_resumed: c.tls_resumed,
+        tls_handshakes_failed: c.tls_failed,
+        requests: c.requests,
+        requests_estimated: c.requests_estimated,
+        requests_per_connection: MeanMax {
+            mean: Some(c.requests as f64 / c.connections as f64),
+            max: Some(c.max_requests),
+        },
+        handshakes_per_request: PerRequest {
+            tcp: per(c.busy_tcp),
+            tls_full: per(c.busy_tls_full),
+        },
+        handshake_time: c.to_first_request.totals(),
+        tls_handshake: c.tls_handshake.totals(),
+        status_classes,
+        responses_429: c.responses_429,
+        close,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Anomalies;
+
+    /// A finished connection to `server` carrying `requests`, one of them
+    /// answered 429, its setup `setup` seconds.
+    fn tally(server: &str, requests: u64, setup: f64) -> Tally {
+        Tally {
+            complete: true,
+            syn: true,
+            connect: None,
+            overlay: None,
+            close: CloseKind::Fin,
+            syn_retransmissions: 0,
+            anomalies: Anomalies::default(),
+            tls: None,
+            estimated: false,
+            low_confidence: false,
+            requests,
+            to_first_request: (requests > 0).then_some(setup),
+            durations: Vec::new(),
+            unlisted_durations: None,
+            status_codes: vec![(200, requests.saturating_sub(1)), (429, 1)],
+            limits: None,
+            marks: Default::default(),
+            handshake_events: 0,
+            server: ServerId {
+                server: SmallVec::from_slice(server.as_bytes()),
+                sni: None,
+                overlay: None,
+            },
+        }
+    }
+
+    #[test]
+    fn most_connections_first_then_requests_then_the_first_seen() {
+        let mut s = Servers::default();
+        for (server, requests) in [("c:1", 1), ("a:1", 2), ("b:1", 1), ("b:1", 1), ("d:1", 1)] {
+            s.add(&tally(server, requests, 0.001));
+        }
+        let (list, not_listed) = s.finish();
+        let names: Vec<&str> = list.iter().map(|s| s.server.as_str()).collect();
+        assert_eq!(names, ["b:1", "a:1", "c:1", "d:1"]);
+        assert_eq!(not_listed, None);
+        let b = &list[0];
+        assert_eq!((b.connections, b.requests), (2, 2));
+        assert_eq!(b.handshakes_per_request.tcp, Some(1.0));
+        assert_eq!(b.responses_429, 2);
+        assert_eq!(b.status_classes.get("4xx"), Some(&2));
+        assert_eq!(
+            b.status_classes.get("2xx"),
+            None,
+            "classes with no response left out"
+        );
+        assert_eq!(b.close.get("fin"), Some(&2));
+    }
+
+    #[test]
+    fn durations_add_up_in_whole_nanoseconds_in_any_order() {
+        let times = [0.1, 1e-9, 0.3, 2.5e-7, 7.0];
+        let run = |order: &[usize]| {
+            let mut s = Servers::default();
+            for &i in order {
+                s.add(&tally("a:1", 1, times[i]));
+            }
+            s.finish().0.remove(0).handshake_time
+        };
+        let forward = run(&[0, 1, 2, 3, 4]);
+        assert_eq!(forward, run(&[4, 3, 2, 1, 0]));
+        assert_eq!(forward.connections, 5);
+        assert_eq!(forward.total, 7_400_000_251.0 / 1e9);
+        assert_eq!(forward.max, Some(7.0));
+    }
+
+    #[test]
+    fn servers_past_the_cap_are_counted_together() {
+        let mut s = Servers::default();
+        for i in 0..MAX_SERVERS + 3 {
+            s.add(&tally(&format!("10.0.0.1:{i}"), 2, 0.0));
+        }
+        // A server followed goes on being counted as itself.
+        s.add(&tally("10.0.0.1:0", 1, 0.0));
+        let (list, not_listed) = s.finish();
+        assert_eq!(list.len(), MAX_SERVERS);
+        assert_eq!(list[0].server, "10.0.0.1:0");
+        assert_eq!(list[0].connections, 2);
+        assert_eq!(
+            not_listed,
+            Some(ServersNotListed {
+                connections: 3,
+                requests: 6
+            })
+        );
+    }
+}
