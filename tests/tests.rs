@@ -27,6 +27,7 @@ mod request_stats;
 mod retry_across;
 mod retry_after;
 mod servers;
+mod setup_phases;
 mod support;
 mod synthetic;
 mod threads;

@@ -7,7 +7,7 @@
 
 use hdrhistogram::Histogram;
 
-use crate::record::Distribution;
+use crate::record::{Distribution, Totals};
 
 /// Samples kept exactly before switching to the histogram.
 pub const EXACT_SAMPLES: usize = 100_000;
@@ -148,6 +148,43 @@ impl Samples {
             p95: q(0.95),
             max: self.max,
             avg: (self.count > 0).then(|| self.sum / self.count as f64),
+        }
+    }
+}
+
+/// A sum of durations kept in whole nanoseconds, so that it does not depend
+/// on the order they are added in (`--threads` finishes connections in
+/// another order than one thread), with their count and maximum.
+#[derive(Debug, Default)]
+pub struct NanoSum {
+    n: u64,
+    total: u64,
+    max: u64,
+}
+
+impl NanoSum {
+    /// Adds `secs`, if it is a finite duration (negative counts as 0).
+    pub fn add(&mut self, secs: Option<f64>) {
+        let Some(v) = secs.filter(|v| v.is_finite()) else {
+            return;
+        };
+        let v = (v.max(0.0) * 1e9).round() as u64;
+        self.n += 1;
+        self.total = self.total.saturating_add(v);
+        self.max = self.max.max(v);
+    }
+
+    /// The sum in seconds.
+    pub fn total(&self) -> f64 {
+        self.total as f64 / 1e9
+    }
+
+    pub fn totals(&self) -> Totals {
+        Totals {
+            connections: self.n,
+            total: self.total(),
+            mean: (self.n > 0).then(|| self.total() / self.n as f64),
+            max: (self.n > 0).then(|| self.max as f64 / 1e9),
         }
     }
 }

@@ -13,11 +13,11 @@ use std::collections::BTreeMap;
 
 use crate::record::QuicSummary;
 
-use super::stats::Samples;
+use super::stats::{NanoSum, Samples};
 use super::streams::Aside;
 use crate::record::{
     Anomalies, CloseKind, ConnectionRecord, DecryptionOutcome, HandshakeTime, MeanMax, Name,
-    Overlay, PacketCounts, Peak, PerRequest, Summary, TlsOutcome,
+    Overlay, PacketCounts, Peak, PerRequest, SetupPhases, Summary, TlsOutcome,
 };
 use crate::source::{LinkType, SourceInfo};
 use crate::time::Timestamp;
@@ -65,8 +65,10 @@ pub struct Tally {
     estimated: bool,
     low_confidence: bool,
     requests: u64,
-    /// SYN → first listed request, when both were seen.
+    /// SYN → first listed request, when both were seen…
     to_first_request: Option<f64>,
+    /// …and cut at each step ([`setup_phases`]).
+    setup_phases: Option<[f64; 4]>,
     /// Each listed request's duration.
     durations: Vec<f64>,
     /// The durations of the requests past the list.
@@ -129,6 +131,7 @@ impl Tally {
                 .syn
                 .zip(http.list.first())
                 .map(|(syn, first)| first.start.ts - syn.ts),
+            setup_phases: setup_phases(rec),
             durations: http.list.iter().filter_map(|r| r.duration).collect(),
             unlisted_durations: aside.durations,
             status_codes: http.status_codes.iter().map(|(&s, &n)| (s, n)).collect(),
@@ -145,6 +148,25 @@ impl Tally {
             .as_ref()
             .is_some_and(|t| t.outcome == TlsOutcome::Complete && !t.resumed)
     }
+}
+
+/// A connection's setup cut at each step, as `summary.handshake_time.phases`
+/// adds them up: SYN → ACK, ACK → ClientHello, ClientHello → handshake
+/// complete, → first request byte (without TLS: SYN → ACK → first request
+/// byte). `None` unless every step was seen, in that order.
+fn setup_phases(rec: &ConnectionRecord) -> Option<[f64; 4]> {
+    let hs = &rec.tcp.handshake;
+    let (syn, ack) = (hs.syn?.at, hs.ack?.at);
+    let request = rec.http.list.first()?.start.at;
+    let (hello, done) = match &rec.tls {
+        Some(tls) => (tls.client_hello?.at, tls.complete?.at),
+        None => (ack, ack),
+    };
+    let steps = [syn, ack, hello, done, request];
+    if steps.windows(2).any(|w| w.first() > w.last()) {
+        return None;
+    }
+    Some([ack - syn, hello - ack, done - hello, request - done])
 }
 
 /// A connection's handshake events: the TCP handshake packets seen (the
@@ -215,6 +237,8 @@ pub struct SummaryBuilder {
     busy_tls_full: u64,
     busy_tls_resumed: u64,
     to_first_request: Samples,
+    /// Setup's steps over the connections whose every step was seen.
+    setup_phases: [NanoSum; 4],
     /// Requests estimated with low confidence (TLS flights on HTTP/2).
     low_confidence: u64,
     latency: Samples,
@@ -319,6 +343,11 @@ impl SummaryBuilder {
             if let Some(d) = t.to_first_request {
                 self.to_first_request.push(d);
             }
+            if let Some(phases) = t.setup_phases {
+                for (sum, v) in self.setup_phases.iter_mut().zip(phases) {
+                    sum.add(Some(v));
+                }
+            }
         }
         for &d in &t.durations {
             self.latency.push(d);
@@ -342,7 +371,21 @@ impl SummaryBuilder {
         self.across.add(marks, horizon);
     }
 
+    /// The setup's steps added up, if any connection's were all seen.
+    fn setup_phases(&self) -> Option<SetupPhases> {
+        let [connect, hello, tls, request] = &self.setup_phases;
+        let n = connect.totals().connections;
+        (n > 0).then(|| SetupPhases {
+            connections: n,
+            connect: connect.total(),
+            before_client_hello: hello.total(),
+            tls_handshake: tls.total(),
+            to_request: request.total(),
+        })
+    }
+
     pub fn finish(mut self, info: &SourceInfo) -> Summary {
+        let phases = self.setup_phases();
         let mut anomalies = self.anomalies;
         anomalies.merge(&self.connection_anomalies);
         anomalies.add(
@@ -359,6 +402,7 @@ impl SummaryBuilder {
             total: self.to_first_request.sum(),
             median: self.to_first_request.distribution().median,
             connections: self.to_first_request.len(),
+            phases,
         };
         let unused = self.connections.saturating_sub(self.busy_connections);
         let unused_tls_full = self.tls_full.saturating_sub(self.busy_tls_full);

@@ -47,6 +47,30 @@ pub struct HandshakeTime {
     pub median: Option<f64>,
     /// Connections that contributed.
     pub connections: u64,
+    /// Where that time went, over the connections whose every step was
+    /// seen; null when none's was.
+    pub phases: Option<SetupPhases>,
+}
+
+/// The setup time of connections that carried a request, cut at each step
+/// (sums over them, seconds): the TCP handshake, the client's wait before
+/// its ClientHello, the TLS handshake, and the wait from the handshake's
+/// end to the first request byte. Telling the network's share from the
+/// client's: a client that loads its trust store or builds a TLS context
+/// per connection waits before its ClientHello.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SetupPhases {
+    /// Connections whose SYN, handshake ACK and first request were seen,
+    /// and for TLS its ClientHello and completion, in that order.
+    pub connections: u64,
+    /// SYN → the ACK that completed the TCP handshake.
+    pub connect: f64,
+    /// That ACK → the ClientHello (0 without TLS).
+    pub before_client_hello: f64,
+    /// ClientHello → the handshake complete (0 without TLS).
+    pub tls_handshake: f64,
+    /// The handshake complete (TLS's, else TCP's) → the first request byte.
+    pub to_request: f64,
 }
 
 /// The most connections open at once.

@@ -1,8 +1,8 @@
 //! The summary's figures per server (`summary.servers`): each finished
 //! connection's [`Tally`] added to its server's counters, a server being
 //! the server address and port, the SNI and the overlay. Sums of durations
-//! are kept in whole nanoseconds, so they do not depend on the order
-//! connections finish in.
+//! are kept in whole nanoseconds ([`NanoSum`]), so they do not depend on
+//! the order connections finish in.
 //!
 //! Bounded: at most [`MAX_SERVERS`] servers are followed (those seen
 //! first); connections to others are counted together. Does not see
@@ -13,9 +13,10 @@ use std::collections::{BTreeMap, HashMap};
 use smallvec::SmallVec;
 
 use super::Tally;
+use crate::analyze::stats::NanoSum;
 use crate::record::{
     CloseKind, ConnectionRecord, MeanMax, Overlay, PerRequest, ServerSummary, ServersNotListed,
-    TlsOutcome, Totals,
+    TlsOutcome,
 };
 
 /// Servers followed one by one.
@@ -58,41 +59,6 @@ impl ServerId {
     }
 }
 
-/// Nanoseconds, for sums that do not depend on the order of addition.
-fn nanos(secs: f64) -> u64 {
-    (secs.max(0.0) * 1e9).round() as u64
-}
-
-/// A sum of durations.
-#[derive(Debug, Default)]
-struct Sum {
-    n: u64,
-    total: u64,
-    max: u64,
-}
-
-impl Sum {
-    fn add(&mut self, secs: Option<f64>) {
-        let Some(v) = secs.filter(|v| v.is_finite()) else {
-            return;
-        };
-        let v = nanos(v);
-        self.n += 1;
-        self.total = self.total.saturating_add(v);
-        self.max = self.max.max(v);
-    }
-
-    fn totals(&self) -> Totals {
-        let secs = |v: u64| v as f64 / 1e9;
-        Totals {
-            connections: self.n,
-            total: secs(self.total),
-            mean: (self.n > 0).then(|| secs(self.total) / self.n as f64),
-            max: (self.n > 0).then(|| secs(self.max)),
-        }
-    }
-}
-
 /// One server's counters.
 #[derive(Debug, Default)]
 struct Counters {
@@ -109,8 +75,8 @@ struct Counters {
     busy: u64,
     busy_tcp: u64,
     busy_tls_full: u64,
-    to_first_request: Sum,
-    tls_handshake: Sum,
+    to_first_request: NanoSum,
+    tls_handshake: NanoSum,
     /// Final responses by class ([`CLASSES`]).
     classes: [u64; 6],
     responses_429: u64,
@@ -254,6 +220,7 @@ mod tests {
             low_confidence: false,
             requests,
             to_first_request: (requests > 0).then_some(setup),
+            setup_phases: None,
             durations: Vec::new(),
             unlisted_durations: None,
             status_codes: vec![(200, requests.saturating_sub(1)), (429, 1)],

@@ -5,7 +5,7 @@
 //! Does not lay out tables, JSON or HTML, nor word the verdict (`compare`).
 
 use super::Labeled;
-use crate::record::{AcrossConnections, Distribution, RateLimitSummary, Summary};
+use crate::record::{AcrossConnections, Distribution, RateLimitSummary, SetupPhases, Summary};
 use crate::report::human_duration;
 
 /// How a metric's values print.
@@ -150,6 +150,10 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
         r.across_connections.as_ref().map_or(0.0, |a| f(a) as f64)
     }
     let quic = s.quic.as_ref();
+    // The setup's steps, summed over the connections whose every step was seen.
+    let phase = |f: fn(&SetupPhases) -> f64| s.handshake_time.phases.as_ref().map(f);
+    // …those of TLS null without TLS.
+    let tls_phase = |f: fn(&SetupPhases) -> f64| phase(f).filter(|_| s.tls_connections > 0);
     #[rustfmt::skip]
     let rows = vec![
         ("connections", "connections", Count, Neither, c(s.connections)),
@@ -175,6 +179,10 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
         ("requests_per_connection_max", "requests per connection: max", Count, Higher, s.requests_per_connection.max.map(|m| m as f64)),
         ("handshake_time_total", "setup time (SYN → 1st request byte): total", Seconds, Lower, (s.handshake_time.connections > 0).then_some(s.handshake_time.total)),
         ("handshake_time_median", "setup time: median per connection", Seconds, Lower, s.handshake_time.median),
+        ("setup_connect_total", "setup time: TCP connect, total", Seconds, Lower, phase(|p| p.connect)),
+        ("setup_before_client_hello_total", "setup time: before ClientHello, total", Seconds, Lower, tls_phase(|p| p.before_client_hello)),
+        ("setup_tls_handshake_total", "setup time: TLS handshake, total", Seconds, Lower, tls_phase(|p| p.tls_handshake)),
+        ("setup_to_request_total", "setup time: handshake → request, total", Seconds, Lower, phase(|p| p.to_request)),
         ("connect_median", "connect: median", Seconds, Lower, cm),
         ("connect_p90", "connect: p90", Seconds, Lower, c90),
         ("connect_p95", "connect: p95", Seconds, Lower, c95),
@@ -216,7 +224,9 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
 /// `requests`, `requests_exact`, `requests_estimated`,
 /// `tcp_handshakes_per_request`, `tls_full_per_request`,
 /// `requests_per_connection_mean`, `requests_per_connection_max`,
-/// `handshake_time_total`, `handshake_time_median`, `connect_median`,
+/// `handshake_time_total`, `handshake_time_median`, `setup_connect_total`,
+/// `setup_before_client_hello_total`, `setup_tls_handshake_total`,
+/// `setup_to_request_total`, `connect_median`,
 /// `connect_p90`, `connect_p95`, `connect_max`, `tls_handshake_median`,
 /// `tls_handshake_p90`, `tls_handshake_p95`, `tls_handshake_max`,
 /// `latency_avg`, `latency_min`, `latency_median`, `latency_p90`,
