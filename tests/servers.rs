@@ -5,7 +5,8 @@
 //! tshark's own connections and ClientHellos grouped the same way; and on
 //! real captures of one client talking to several servers
 //! (scripts/record-server-captures.sh), against what curl and nginx's log
-//! say.
+//! say. That they do not depend on `--threads` is tests/threads.rs's: the
+//! whole summary, on every capture and on generated traffic.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,7 +16,7 @@ use handshakes::record::{ServerSummary, TlsOutcome};
 use handshakes::{ConnectionRecord, Summary};
 
 use crate::h2_sizes::capture;
-use crate::tools::{all_captures, analyze_path, analyze_path_on, tshark_present};
+use crate::tools::{all_captures, analyze_path, tshark_present};
 
 type Key = (String, Option<String>, Option<String>);
 /// A server without its overlay: address and port, and SNI.
@@ -319,16 +320,6 @@ fn servers_match_tsharks_streams_grouped_by_server_and_sni() {
         compared += 1;
     }
     assert!(compared >= 5, "captures compared: {compared}");
-}
-
-/// With one thread or two, the servers are the same, in the same order.
-#[test]
-fn servers_do_not_depend_on_threads() {
-    for name in ["quic-chromium-h3-2.pcap", "h2-chromium-page-2x21.pcap"] {
-        let one = analyze_path_on(&capture(name), 1).0.servers;
-        let two = analyze_path_on(&capture(name), 2).0.servers;
-        assert_eq!(one, two, "{name}");
-    }
 }
 
 /// Per server, from nginx's log of a run (`server=`, `sni=`, `conn=`,

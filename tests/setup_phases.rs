@@ -172,7 +172,7 @@ fn setup_phases_are_tsharks_instants_added_up() {
         let v = crate::support::json_of(&cmd.output().unwrap());
         let phases = &v["summary"]["handshake_time"]["phases"];
         // The ports tshark is told to read, from the records' servers.
-        let (records, _) = (analyze_path(&pcap).1, ());
+        let records = analyze_path(&pcap).1;
         let mut tls_ports = Vec::new();
         let mut http_ports = Vec::new();
         for r in &records {

@@ -248,6 +248,13 @@ pub struct AcrossConnections {
     pub out_of_order: u64,
 }
 
+impl SetupPhases {
+    /// The steps together: these connections' setup time.
+    pub fn total(&self) -> f64 {
+        self.connect + self.before_client_hello + self.tls_handshake + self.to_request
+    }
+}
+
 /// One server's share of a capture: the connections to one server address
 /// and port that named one SNI (or none), in one overlay network. A client
 /// pools connections by host name, so two names served at one address are

@@ -241,9 +241,7 @@ fn cards(h: &mut String, s: &Summary) {
         (tcp, "requests / connection", opt_ratio(s.requests_per_connection.mean), format!("max {max_rpc}")),
         (tcp, "setup time (SYN → 1st request)", human_duration(hs.total),
             format!("median {} per connection", opt_dur(hs.median))),
-        (hs.phases.is_some(), "where setup went", hs.phases.as_ref().map_or(String::new(), |p| {
-            human_duration(p.connect + p.before_client_hello + p.tls_handshake + p.to_request)
-        }), hs.phases.as_ref().map_or(String::new(), |p| phases_text(p, hs.connections))),
+        (hs.phases.is_some(), "where setup went", hs.phases.as_ref().map_or(String::new(), |p| human_duration(p.total())), hs.phases.as_ref().map_or(String::new(), |p| phases_text(p, hs.connections))),
         (tcp, "connect (median)", opt_dur(s.connect.median), tail(&s.connect)),
         (tls, "TLS handshake (median)", opt_dur(s.tls_handshake.median), tail(&s.tls_handshake)),
         (tcp, "request latency (median)", opt_dur(l.median), tail(l)),

@@ -168,7 +168,7 @@ pub fn write_headline(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
 /// 114.69ms (91%) · TLS handshake 8.74ms (7%) · to the request 2.24ms
 /// (2%)`, and over how many of the connections when not all.
 pub(crate) fn phases_text(p: &SetupPhases, connections: u64) -> String {
-    let total = p.connect + p.before_client_hello + p.tls_handshake + p.to_request;
+    let total = p.total();
     let tls = p.before_client_hello + p.tls_handshake > 0.0;
     let steps = [
         ("connect", p.connect, true),
