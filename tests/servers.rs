@@ -470,3 +470,65 @@ fn one_server_has_no_servers_block() {
     let v = crate::support::run_json(&pcap);
     assert_eq!(v["summary"]["servers"].as_array().map(Vec::len), Some(1));
 }
+
+/// `compare`'s servers table: each capture's servers matched by SNI and
+/// port (or address and port), the one with most connections first, a `-`
+/// where a capture has no connection to it; none when every capture went
+/// to one server.
+#[test]
+fn compare_puts_the_servers_side_by_side() {
+    let curl = capture("multi-server-curl.pcap");
+    let requests = capture("multi-server-requests.pcap");
+    let run = |files: &[&Path], html: Option<&Path>| {
+        let mut cmd = crate::support::bin();
+        cmd.args(["compare", "-q"]).args(files);
+        if let Some(h) = html {
+            cmd.arg("--html").arg(h);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", crate::support::stderr(&out));
+        crate::support::stdout(&out)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("compare.html");
+    let text = run(&[&curl, &requests], Some(&html));
+    let block: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("servers "))
+        .filter(|l| l.starts_with('│'))
+        .collect();
+    let cells = |l: &str| -> Vec<String> {
+        l.trim_matches('│')
+            .split('┆')
+            .map(|c| c.trim().to_owned())
+            .collect()
+    };
+    let rows: Vec<Vec<String>> = block.iter().skip(1).map(|l| cells(l)).collect();
+    assert_eq!(
+        rows,
+        [
+            ["127.0.0.1:18443 (b.test)", "1 / 3 · 0.33", "5 / 5 · 1.00"],
+            ["127.0.0.1:18443 (a.test)", "1 / 3 · 0.33", "1 / 5 · 0.20"],
+            ["127.0.0.1:18080", "1 / 2 · 0.50", "1 / 4 · 0.25"],
+            ["[::1]:18080", "1 / 2 · 0.50", "-"],
+        ],
+        "{text}"
+    );
+    let html = std::fs::read_to_string(&html).unwrap();
+    let table = html
+        .split("<h3>Servers</h3>")
+        .nth(1)
+        .expect("a Servers table");
+    assert!(table.contains("<td>127.0.0.1:18443 (b.test)</td><td class=\"n\">1 / 3 · 0.33</td><td class=\"n\">5 / 5 · 1.00</td>"), "{table}");
+    // Three captures: a column each; two of one server: no table.
+    let three = run(&[&curl, &requests, &curl], None);
+    let head = three
+        .lines()
+        .skip_while(|l| !l.starts_with("servers "))
+        .nth(2)
+        .unwrap_or_default();
+    assert_eq!(cells(head).len(), 4, "{three}");
+    let single = capture("java-urlconnection-noka-retry-now.pcap");
+    let one = run(&[&single, &single], None);
+    assert!(!one.contains("servers "), "{one}");
+}

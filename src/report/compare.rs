@@ -26,6 +26,7 @@ use crate::record::Summary;
 
 pub mod many;
 mod metrics;
+mod servers;
 
 pub(crate) use metrics::{format_value, metrics, values, Metric};
 
@@ -265,7 +266,8 @@ pub fn write(a: &Labeled, b: &Labeled, out: &mut dyn Write, opts: &CompareOpts) 
         ]);
     }
     writeln!(out, "{table}")?;
-    writeln!(out, "{FOOTNOTE}")
+    writeln!(out, "{FOOTNOTE}")?;
+    servers::write(&[a, b], out, opts)
 }
 
 /// The line naming the connections kept, when a selection was given
@@ -436,7 +438,9 @@ pub(crate) fn write_html(h: &mut String, a: &Labeled, b: &Labeled) {
             ratio(m)
         );
     }
-    h.push_str("</tbody></table></div>\n</details>\n</section>\n");
+    h.push_str("</tbody></table></div>\n</details>\n");
+    servers::write_html(h, &[a, b]);
+    h.push_str("</section>\n");
 }
 
 #[cfg(test)]

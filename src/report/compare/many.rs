@@ -81,7 +81,8 @@ pub fn write(docs: &[Labeled], out: &mut dyn Write, opts: &CompareOpts) -> io::R
         table.add_row(cells);
     }
     writeln!(out, "{table}")?;
-    writeln!(out, "{FOOTNOTE}")
+    writeln!(out, "{FOOTNOTE}")?;
+    super::servers::write(&docs.iter().collect::<Vec<_>>(), out, opts)
 }
 
 #[derive(Serialize)]
@@ -188,5 +189,7 @@ pub(crate) fn write_html(h: &mut String, docs: &[Labeled]) {
         }
         h.push_str("</tr>\n");
     }
-    h.push_str("</tbody></table></div>\n</details>\n</section>\n");
+    h.push_str("</tbody></table></div>\n</details>\n");
+    super::servers::write_html(h, &docs.iter().collect::<Vec<_>>());
+    h.push_str("</section>\n");
 }

@@ -1,0 +1,157 @@
+//! `compare`'s servers: each capture's `summary.servers` matched by server
+//! and put side by side — connections, requests and TCP handshakes per
+//! request — so that a client that pools its connections to one backend
+//! and not to another shows where. Shown when a capture's connections went
+//! to more than one server; JSON has each capture's whole list already.
+//!
+//! Does not compute anything: it matches and formats `ServerSummary`s.
+
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+use comfy_table::Cell;
+
+use super::{new_table, number, side_header, CompareOpts, Labeled};
+use crate::record::ServerSummary;
+use crate::report::html::esc;
+use crate::report::{plural, sanitize};
+
+/// Servers shown, most connections first.
+const SHOWN: usize = 10;
+
+/// What the cells say.
+const WHAT: &str = "connections / requests · TCP handshakes per request";
+
+/// Which servers are the same across captures: the SNI and port where
+/// there is an SNI (the address may differ from one run to the next),
+/// else the address and port; and the overlay.
+fn key(s: &ServerSummary) -> String {
+    let port = s.server.rsplit(':').next().unwrap_or_default();
+    let overlay = s.overlay.map(|o| o.label()).unwrap_or_default();
+    match &s.sni {
+        Some(sni) => format!("{sni}:{port} {overlay}"),
+        None => format!("{} {overlay}", s.server),
+    }
+}
+
+/// A server and its figures in each capture (`None`: no connection to it).
+struct Row<'a> {
+    name: String,
+    cells: Vec<Option<&'a ServerSummary>>,
+}
+
+/// The servers of `docs` matched, most connections (in any capture) first,
+/// then in the order the captures list them; and how many more there are.
+/// Empty when no capture has more than one server.
+fn rows<'a>(docs: &[&'a Labeled]) -> (Vec<Row<'a>>, usize) {
+    if docs.iter().all(|d| d.summary.servers.len() < 2) {
+        return (Vec::new(), 0);
+    }
+    let mut keys: Vec<String> = Vec::new();
+    let mut rows: Vec<Row> = Vec::new();
+    for (i, d) in docs.iter().enumerate() {
+        for s in &d.summary.servers {
+            let k = key(s);
+            let at = match keys.iter().position(|x| *x == k) {
+                Some(at) => at,
+                None => {
+                    keys.push(k);
+                    rows.push(Row {
+                        name: s.name(),
+                        cells: vec![None; docs.len()],
+                    });
+                    rows.len() - 1
+                }
+            };
+            if let Some(cell) = rows.get_mut(at).and_then(|r| r.cells.get_mut(i)) {
+                cell.get_or_insert(s);
+            }
+        }
+    }
+    let most = |r: &Row| r.cells.iter().flatten().map(|s| s.connections).max();
+    // Stable: equal rows stay in the order the captures list them.
+    rows.sort_by_key(|r| std::cmp::Reverse(most(r)));
+    let more = rows.len().saturating_sub(SHOWN);
+    rows.truncate(SHOWN);
+    (rows, more)
+}
+
+/// A capture's cell: `5 / 5 · 1.00`, or `-`.
+fn cell(s: Option<&ServerSummary>) -> String {
+    match s {
+        Some(s) => {
+            let tcp = s
+                .handshakes_per_request
+                .tcp
+                .map_or("-".to_owned(), |r| format!("{r:.2}"));
+            format!("{} / {} · {tcp}", s.connections, s.requests)
+        }
+        None => "-".to_owned(),
+    }
+}
+
+/// The note under the table when more servers were left out.
+fn more_text(more: usize) -> Option<String> {
+    (more > 0).then(|| {
+        format!(
+            "… {more} more server{} (each capture's JSON lists all: summary.servers)",
+            plural(more as u64)
+        )
+    })
+}
+
+/// Writes the servers' table after `compare`'s, when there is one.
+pub(crate) fn write(docs: &[&Labeled], out: &mut dyn Write, opts: &CompareOpts) -> io::Result<()> {
+    let (rows, more) = rows(docs);
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    writeln!(out, "servers       {WHAT}")?;
+    let mut head = vec!["server (SNI)".to_owned()];
+    for (i, d) in docs.iter().enumerate() {
+        head.push(side_header(
+            &super::many::letter(i).to_string(),
+            &sanitize(&d.label),
+        ));
+    }
+    let mut table = new_table(head, opts);
+    for row in &rows {
+        let mut cells = vec![Cell::new(sanitize(&row.name))];
+        cells.extend(row.cells.iter().map(|s| number(cell(*s))));
+        table.add_row(cells);
+    }
+    writeln!(out, "{table}")?;
+    if let Some(text) = more_text(more) {
+        writeln!(out, "{text}")?;
+    }
+    Ok(())
+}
+
+/// The same table in the HTML report's comparison section.
+pub(crate) fn write_html(h: &mut String, docs: &[&Labeled]) {
+    let (rows, more) = rows(docs);
+    if rows.is_empty() {
+        return;
+    }
+    let _ = write!(
+        h,
+        "<h3>Servers</h3>\n<p class=\"note\">{}</p>\n<div class=\"box cmp\"><table>\n<thead><tr><th>server (SNI)</th>",
+        esc(WHAT)
+    );
+    for i in 0..docs.len() {
+        let _ = write!(h, "<th>{}</th>", super::many::letter(i));
+    }
+    h.push_str("</tr></thead>\n<tbody>\n");
+    for row in &rows {
+        let _ = write!(h, "<tr><td>{}</td>", esc(&row.name));
+        for s in &row.cells {
+            let _ = write!(h, "<td class=\"n\">{}</td>", esc(&cell(*s)));
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</tbody></table></div>\n");
+    if let Some(text) = more_text(more) {
+        let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(&text));
+    }
+}
