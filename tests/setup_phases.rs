@@ -233,3 +233,44 @@ fn setup_phases_are_tsharks_instants_added_up() {
     }
     assert!(compared >= 30, "connections compared: {compared}");
 }
+
+/// The timeline and the HTML waterfall draw the client's wait before its
+/// ClientHello as a phase of its own, as long as the record's ACK →
+/// ClientHello: six TLS connections of python `requests`, 19–21 ms each.
+#[test]
+fn the_wait_before_the_client_hello_is_drawn() {
+    let pcap = capture("multi-server-requests.pcap");
+    let records = analyze_path(&pcap).1;
+    let waits: Vec<String> = records
+        .iter()
+        .filter_map(|r| {
+            let ack = r.tcp.handshake.ack?.at;
+            let hello = r.tls.as_ref()?.client_hello?.at;
+            Some(handshakes::report::human_duration(hello - ack))
+        })
+        .collect();
+    assert_eq!(waits.len(), 6);
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("report.html");
+    let mut cmd = crate::support::bin();
+    cmd.args(["analyze", "-q", "--html"]).arg(&html).arg(&pcap);
+    assert!(cmd.output().unwrap().status.success());
+    let html = std::fs::read_to_string(&html).unwrap();
+    let drawn: Vec<&str> = html
+        .split("client before its ClientHello: ")
+        .skip(1)
+        .filter_map(|t| t.split(' ').next())
+        .collect();
+    assert_eq!(drawn, waits);
+    let mut cmd = crate::support::bin();
+    cmd.args(["timeline", "--width", "100"])
+        .arg(&pcap)
+        .env("NO_COLOR", "1");
+    let text = crate::support::stdout(&cmd.output().unwrap());
+    let rows: Vec<&str> = text.lines().filter(|l| l.contains(" :4")).collect();
+    assert_eq!(
+        rows.iter().filter(|r| r.contains(">::")).count(),
+        6,
+        "{text}"
+    );
+}

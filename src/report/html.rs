@@ -83,6 +83,7 @@ fn color(p: Phase) -> &'static str {
     match p {
         Phase::Tcp => "#f0883e",
         Phase::Tls => "#a371f7",
+        Phase::Hello => "#d8b9ff",
         Phase::Wait => "#2da44e",
         Phase::Transfer => "#218bff",
         Phase::Idle => "#afb8c1",
@@ -311,9 +312,9 @@ fn document(h: &mut String, doc: &Labeled, tag: &str) {
         servers_table(h, s);
     }
     h.push_str("<h3>Connections over time</h3>\n<div class=\"legend\">");
-    use Phase::{Close, Idle, Tcp, Tls, Transfer, Wait};
+    use Phase::{Close, Hello, Idle, Tcp, Tls, Transfer, Wait};
     let quic = s.quic.as_ref().is_some_and(|q| !q.list.is_empty());
-    for p in [Tcp, Tls, Wait, Transfer, Idle, Close] {
+    for p in [Tcp, Hello, Tls, Wait, Transfer, Idle, Close] {
         let name = match p {
             Tls if quic => "TLS or QUIC handshake",
             _ => p.name(),

@@ -100,6 +100,10 @@ pub enum Phase {
     Transfer,
     /// ClientHello → handshake complete.
     Tls,
+    /// The TCP handshake's ACK → the ClientHello: the client's own time
+    /// before its TLS handshake (building a TLS context, loading a trust
+    /// store), where nothing is on the wire.
+    Hello,
     /// SYN → ACK.
     Tcp,
     /// The first FIN or RST.
@@ -114,6 +118,7 @@ impl Phase {
             Phase::Wait => "waiting (request → first byte)",
             Phase::Transfer => "response transfer",
             Phase::Tls => "TLS handshake",
+            Phase::Hello => "client, before its ClientHello",
             Phase::Tcp => "TCP handshake",
             Phase::Close => "close (FIN, RST)",
         }
@@ -129,6 +134,8 @@ impl Phase {
             (Phase::Transfer, true) => '█',
             (Phase::Tls, false) => '#',
             (Phase::Tls, true) => '▓',
+            (Phase::Hello, false) => ':',
+            (Phase::Hello, true) => '┄',
             (Phase::Tcp, false) => '>',
             (Phase::Tcp, true) => '▶',
             (Phase::Close, _) if rst => 'X',
@@ -142,6 +149,7 @@ impl Phase {
             Phase::Wait => "\x1b[32m",
             Phase::Transfer => "\x1b[34m",
             Phase::Tls => "\x1b[35m",
+            Phase::Hello => "\x1b[36m",
             Phase::Tcp => "\x1b[33m",
             Phase::Close => "\x1b[31;1m",
         }
@@ -170,7 +178,7 @@ fn seg(phase: Phase, from: f64, to: f64, request: Option<usize>) -> Segment {
 }
 
 /// The phases of a connection: idle over its whole life first, then the TCP
-/// handshake, the TLS handshake, each listed request's wait and transfer, and
+/// handshake, the client's wait before its ClientHello, the TLS handshake, each listed request's wait and transfer, and
 /// the close marker (a zero-length segment).
 pub fn segments(rec: &ConnectionRecord) -> Vec<Segment> {
     let (start, end) = (rec.start.at, rec.end.at.max(rec.start.at));
@@ -182,6 +190,9 @@ pub fn segments(rec: &ConnectionRecord) -> Vec<Segment> {
     }
     if let Some(tls) = &rec.tls {
         if let Some(ch) = tls.client_hello {
+            if let Some(ack) = hs.ack.filter(|a| a.at < ch.at) {
+                out.push(seg(Phase::Hello, ack.at, ch.at, None));
+            }
             let to = match tls.complete {
                 Some(c) => c.at,
                 None if tls.outcome == TlsOutcome::Failed => {
@@ -514,6 +525,7 @@ fn write_legend(out: &mut dyn Write, width: usize, color: bool, quic: bool) -> i
     };
     let items = [
         (Phase::Tcp, false, "TCP handshake"),
+        (Phase::Hello, false, "client before ClientHello"),
         (Phase::Tls, false, tls),
         (Phase::Wait, false, "waiting for 1st byte"),
         (Phase::Transfer, false, "response"),

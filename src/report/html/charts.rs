@@ -77,6 +77,10 @@ fn segment_title(rec: &ConnectionRecord, seg: &Segment, origin: f64) -> String {
             }
             t
         }
+        Phase::Hello => format!(
+            "client before its ClientHello: {} ({span}): nothing on the wire between the TCP handshake's ACK and the ClientHello",
+            human_duration(seg.to - seg.from)
+        ),
         Phase::Tls => {
             let Some(tls) = &rec.tls else {
                 return String::new();

@@ -301,13 +301,14 @@ impl Rows {
 }
 
 /// Every phase, in the order of their codes in a row's bytes.
-const PHASES: [Phase; 6] = [
+const PHASES: [Phase; 7] = [
     Phase::Idle,
     Phase::Wait,
     Phase::Transfer,
     Phase::Tls,
     Phase::Tcp,
     Phase::Close,
+    Phase::Hello,
 ];
 
 /// `row` as bytes: id, start, end, duration, RST (one byte), port and
