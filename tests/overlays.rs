@@ -301,16 +301,7 @@ fn quic_connections_name_their_overlay() {
     assert_eq!(list.len(), 1, "{summary}");
     assert_eq!(list[0]["overlay"], json!({"kind": "vxlan", "id": 7}));
     let server = list[0]["server"].as_str().expect("a server").to_owned();
-    let html = dir.path().join("report.html");
-    let out = crate::support::bin()
-        .args(["analyze", "-q", "--html"])
-        .arg(&html)
-        .arg(&path)
-        .output()
-        .expect("runs");
-    assert!(out.status.success(), "{out:?}");
-    let table = String::from_utf8_lossy(&out.stdout).into_owned();
-    let html = std::fs::read_to_string(&html).expect("the HTML report");
+    let (table, html) = crate::support::analyze_html(&path, &[]);
     for (format, text) in [("table", table), ("html", html)] {
         assert!(
             text.contains(&format!("{server} [vxlan 7]")),

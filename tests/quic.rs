@@ -479,16 +479,7 @@ fn the_html_report_names_the_quic_connections() {
         skip_or_fail("peer corpus", "ja4's tls-sni.pcapng not found");
         return;
     }
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let html = dir.path().join("report.html");
-    let out = bin()
-        .args(["analyze", "-q", "--html"])
-        .arg(&html)
-        .arg(&path)
-        .output()
-        .expect("runs");
-    assert!(out.status.success());
-    let page = std::fs::read_to_string(&html).expect("the report");
+    let page = crate::support::analyze_html(&path, &[]).1;
     assert!(
         page.contains("QUIC connections</div><div class=\"v\">20</div>"),
         "no QUIC card"

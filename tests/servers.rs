@@ -429,12 +429,7 @@ fn several_servers_of_real_clients_are_the_servers_log() {
         assert_eq!(rows.len(), ours.len(), "{name}: {table}");
         assert!(rows[0].ends_with(first), "{name}: {}", rows[0]);
         // The HTML report's table: the same servers, in the same order.
-        let dir = tempfile::tempdir().unwrap();
-        let html = dir.path().join("report.html");
-        let mut cmd = crate::support::bin();
-        cmd.args(["analyze", "-q", "--html"]).arg(&html).arg(&pcap);
-        assert!(cmd.output().unwrap().status.success());
-        let html = std::fs::read_to_string(&html).unwrap();
+        let html = crate::support::analyze_html(&pcap, &[]).1;
         let table = html
             .split("<h3>Servers</h3>")
             .nth(1)
@@ -457,15 +452,9 @@ fn several_servers_of_real_clients_are_the_servers_log() {
 #[test]
 fn one_server_has_no_servers_block() {
     let pcap = capture("java-urlconnection-noka-retry-now.pcap");
-    let dir = tempfile::tempdir().unwrap();
-    let html = dir.path().join("report.html");
-    let mut cmd = crate::support::bin();
-    cmd.args(["analyze", "-q", "--html"]).arg(&html).arg(&pcap);
-    let out = cmd.output().unwrap();
-    let table = crate::support::stdout(&out);
+    let (table, html) = crate::support::analyze_html(&pcap, &[]);
     assert!(table.contains("verdict "), "{table}");
     assert!(!table.contains("servers "), "{table}");
-    let html = std::fs::read_to_string(&html).unwrap();
     assert!(!html.contains("<h3>Servers</h3>"));
     let v = crate::support::run_json(&pcap);
     assert_eq!(v["summary"]["servers"].as_array().map(Vec::len), Some(1));

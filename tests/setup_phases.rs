@@ -250,12 +250,7 @@ fn the_wait_before_the_client_hello_is_drawn() {
         })
         .collect();
     assert_eq!(waits.len(), 6);
-    let dir = tempfile::tempdir().unwrap();
-    let html = dir.path().join("report.html");
-    let mut cmd = crate::support::bin();
-    cmd.args(["analyze", "-q", "--html"]).arg(&html).arg(&pcap);
-    assert!(cmd.output().unwrap().status.success());
-    let html = std::fs::read_to_string(&html).unwrap();
+    let html = crate::support::analyze_html(&pcap, &[]).1;
     let drawn: Vec<&str> = html
         .split("client before its ClientHello: ")
         .skip(1)

@@ -131,6 +131,20 @@ pub fn run_analyze(args: &[&str], files: &[&Path]) -> Output {
     run(all)
 }
 
+/// Runs `handshakes analyze -q --html REPORT ARGS… FILE`, which must
+/// succeed: what it prints (the table), and the HTML report.
+pub fn analyze_html(file: &Path, args: &[&str]) -> (String, String) {
+    let scratch = Scratch::new();
+    let html = scratch.path("report.html");
+    let mut all: Vec<&OsStr> = vec![OsStr::new("-q"), OsStr::new("--html"), html.as_os_str()];
+    all.extend(args.iter().map(OsStr::new));
+    let argv: Vec<&str> = all.iter().filter_map(|a| a.to_str()).collect();
+    let out = run_analyze(&argv, &[file]);
+    assert!(out.status.success(), "{}: {}", file.display(), stderr(&out));
+    let page = std::fs::read_to_string(&html).expect("the HTML report");
+    (stdout(&out), page)
+}
+
 /// Runs `handshakes analyze ARGS… FILE` on `bytes` written to a temporary file.
 pub fn analyze_with(bytes: &[u8], args: &[&str]) -> Output {
     let scratch = Scratch::new();
