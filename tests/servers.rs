@@ -224,6 +224,29 @@ fn adds_up(name: &str, s: &Summary) {
         "{name}: {total} against {}",
         s.handshake_time.total
     );
+    // The setup's steps: each server's, added up, are the summary's.
+    let phases: Vec<_> = s
+        .servers
+        .iter()
+        .filter_map(|v| v.setup_phases.as_ref())
+        .collect();
+    match &s.handshake_time.phases {
+        Some(p) => {
+            let n: u64 = phases.iter().map(|q| q.connections).sum();
+            assert_eq!(n, p.connections, "{name}");
+            let steps: [fn(&handshakes::record::SetupPhases) -> f64; 4] = [
+                |q| q.connect,
+                |q| q.before_client_hello,
+                |q| q.tls_handshake,
+                |q| q.to_request,
+            ];
+            for step in steps {
+                let total: f64 = phases.iter().map(|q| step(q)).sum();
+                assert!((total - step(p)).abs() <= 1e-9 * (n as f64 + 1.0), "{name}");
+            }
+        }
+        None => assert!(phases.is_empty(), "{name}"),
+    }
     let tls: u64 = sum(|v| v.tls_handshake.connections);
     assert_eq!(tls, s.tls_handshake.count, "{name}");
 }

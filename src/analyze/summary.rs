@@ -169,6 +169,26 @@ fn setup_phases(rec: &ConnectionRecord) -> Option<[f64; 4]> {
     Some([ack - syn, hello - ack, done - hello, request - done])
 }
 
+/// A connection's setup steps added to `sums` (none if not all were seen).
+fn add_phases(sums: &mut [NanoSum; 4], phases: Option<[f64; 4]>) {
+    for (sum, v) in sums.iter_mut().zip(phases.into_iter().flatten()) {
+        sum.add(Some(v));
+    }
+}
+
+/// The setup's steps added up, if any connection's were all seen.
+fn phases_of(sums: &[NanoSum; 4]) -> Option<SetupPhases> {
+    let [connect, hello, tls, request] = sums;
+    let n = connect.totals().connections;
+    (n > 0).then(|| SetupPhases {
+        connections: n,
+        connect: connect.total(),
+        before_client_hello: hello.total(),
+        tls_handshake: tls.total(),
+        to_request: request.total(),
+    })
+}
+
 /// A connection's handshake events: the TCP handshake packets seen (the
 /// SYN and its retransmissions, the SYN-ACK and its retransmissions, the
 /// ACK) plus the TLS handshake messages in `tls.events` up to the
@@ -343,11 +363,7 @@ impl SummaryBuilder {
             if let Some(d) = t.to_first_request {
                 self.to_first_request.push(d);
             }
-            if let Some(phases) = t.setup_phases {
-                for (sum, v) in self.setup_phases.iter_mut().zip(phases) {
-                    sum.add(Some(v));
-                }
-            }
+            add_phases(&mut self.setup_phases, t.setup_phases);
         }
         for &d in &t.durations {
             self.latency.push(d);
@@ -371,21 +387,8 @@ impl SummaryBuilder {
         self.across.add(marks, horizon);
     }
 
-    /// The setup's steps added up, if any connection's were all seen.
-    fn setup_phases(&self) -> Option<SetupPhases> {
-        let [connect, hello, tls, request] = &self.setup_phases;
-        let n = connect.totals().connections;
-        (n > 0).then(|| SetupPhases {
-            connections: n,
-            connect: connect.total(),
-            before_client_hello: hello.total(),
-            tls_handshake: tls.total(),
-            to_request: request.total(),
-        })
-    }
-
     pub fn finish(mut self, info: &SourceInfo) -> Summary {
-        let phases = self.setup_phases();
+        let phases = phases_of(&self.setup_phases);
         let mut anomalies = self.anomalies;
         anomalies.merge(&self.connection_anomalies);
         anomalies.add(

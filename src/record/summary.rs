@@ -278,8 +278,10 @@ pub struct ServerSummary {
     pub requests_estimated: u64,
     pub requests_per_connection: MeanMax,
     pub handshakes_per_request: PerRequest,
-    /// SYN → first request byte, per connection that carried a request.
+    /// SYN → first request byte, per connection that carried a request…
     pub handshake_time: Totals,
+    /// …cut at each step, as the summary's `handshake_time.phases`.
+    pub setup_phases: Option<SetupPhases>,
     /// ClientHello → handshake complete, per TLS connection.
     pub tls_handshake: Totals,
     /// Final responses by class: `{"2xx": 9, "4xx": 1}`.

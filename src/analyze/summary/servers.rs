@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use smallvec::SmallVec;
 
-use super::Tally;
+use super::{add_phases, phases_of, Tally};
 use crate::analyze::stats::NanoSum;
 use crate::record::{
     CloseKind, ConnectionRecord, MeanMax, Overlay, PerRequest, ServerSummary, ServersNotListed,
@@ -76,6 +76,7 @@ struct Counters {
     busy_tcp: u64,
     busy_tls_full: u64,
     to_first_request: NanoSum,
+    setup_phases: [NanoSum; 4],
     tls_handshake: NanoSum,
     /// Final responses by class ([`CLASSES`]).
     classes: [u64; 6],
@@ -130,6 +131,7 @@ impl Servers {
             c.busy_tcp += u64::from(t.syn);
             c.busy_tls_full += u64::from(t.tls_full());
             c.to_first_request.add(t.to_first_request);
+            add_phases(&mut c.setup_phases, t.setup_phases);
         }
         for &(code, n) in &t.status_codes {
             let class = usize::from(code / 100).clamp(1, CLASSES.len()) - 1;
@@ -192,6 +194,7 @@ fn summary(id: ServerId, c: &Counters) -> ServerSummary {
             tls_full: per(c.busy_tls_full),
         },
         handshake_time: c.to_first_request.totals(),
+        setup_phases: phases_of(&c.setup_phases),
         tls_handshake: c.tls_handshake.totals(),
         status_classes,
         responses_429: c.responses_429,
