@@ -504,6 +504,13 @@ fn compare_puts_the_servers_side_by_side() {
     let dir = tempfile::tempdir().unwrap();
     let html = dir.path().join("compare.html");
     let text = run(&[&curl, &requests], Some(&html));
+    let verdict = text.lines().find(|l| l.starts_with("verdict ")).unwrap();
+    assert!(
+        verdict.contains(
+            "; by server, 127.0.0.1:18443 (b.test): 1.00 vs 0.33 TCP handshakes per request;"
+        ),
+        "{verdict}"
+    );
     let block: Vec<&str> = text
         .lines()
         .skip_while(|l| !l.starts_with("servers "))
@@ -543,4 +550,8 @@ fn compare_puts_the_servers_side_by_side() {
     let single = capture("java-urlconnection-noka-retry-now.pcap");
     let one = run(&[&single, &single], None);
     assert!(!one.contains("servers "), "{one}");
+    assert!(!one.contains("by server"), "{one}");
+    // The same capture twice: no server differs.
+    let same = run(&[&requests, &requests], None);
+    assert!(!same.contains("by server"), "{same}");
 }

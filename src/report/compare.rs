@@ -208,6 +208,7 @@ pub(crate) fn verdict_of(a: &Labeled, b: &Labeled, ms: &[Metric], names: (char, 
             fmt("quic_handshake_median", x)
         ));
     }
+    tail.extend(servers::verdict_clause(a, b));
     if let Some((x, y)) = pair("handshake_time_total") {
         tail.push(format!(
             "setup time {} vs {} in total (SYN → first request byte)",
