@@ -6,6 +6,7 @@
 //!
 //! Does not compute anything: it matches and formats `ServerSummary`s.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
@@ -47,22 +48,18 @@ fn rows<'a>(docs: &[&'a Labeled]) -> (Vec<Row<'a>>, usize) {
     if docs.iter().all(|d| d.summary.servers.len() < 2) {
         return (Vec::new(), 0);
     }
-    let mut keys: Vec<String> = Vec::new();
+    // Each key's row: up to 4,096 servers a capture, 26 captures.
+    let mut keys: HashMap<String, usize> = HashMap::new();
     let mut rows: Vec<Row> = Vec::new();
     for (i, d) in docs.iter().enumerate() {
         for s in &d.summary.servers {
-            let k = key(s);
-            let at = match keys.iter().position(|x| *x == k) {
-                Some(at) => at,
-                None => {
-                    keys.push(k);
-                    rows.push(Row {
-                        name: s.name(),
-                        cells: vec![None; docs.len()],
-                    });
-                    rows.len() - 1
-                }
-            };
+            let at = *keys.entry(key(s)).or_insert_with(|| {
+                rows.push(Row {
+                    name: s.name(),
+                    cells: vec![None; docs.len()],
+                });
+                rows.len() - 1
+            });
             if let Some(cell) = rows.get_mut(at).and_then(|r| r.cells.get_mut(i)) {
                 cell.get_or_insert(s);
             }
