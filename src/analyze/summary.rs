@@ -163,7 +163,8 @@ fn setup_phases(rec: &ConnectionRecord) -> Option<[f64; 4]> {
         None => (ack, ack),
     };
     let steps = [syn, ack, hello, done, request];
-    if steps.windows(2).any(|w| w.first() > w.last()) {
+    // Each finite (so that the four sums count alike), and in order.
+    if steps.iter().any(|v| !v.is_finite()) || steps.windows(2).any(|w| w.first() > w.last()) {
         return None;
     }
     Some([ack - syn, hello - ack, done - hello, request - done])
