@@ -28,17 +28,8 @@ mod http3;
 /// pcapng's own secrets when there is none).
 fn tshark_keyed(pcap: &Path, keylog: Option<&Path>, filter: &str, fields: &[&str]) -> String {
     let keylog = keylog.map_or(String::new(), |k| k.display().to_string());
-    let mut tshark = Command::new("tshark");
-    tshark
-        .arg("-r")
-        .arg(pcap)
-        .args(["-o", &format!("tls.keylog_file:{keylog}")])
-        .args(["-Y", filter, "-T", "fields"]);
-    for f in fields {
-        tshark.args(["-e", f]);
-    }
-    let out = tshark.output().expect("tshark runs");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let options = ["-o".to_owned(), format!("tls.keylog_file:{keylog}")];
+    crate::tools::tshark_fields(pcap, &options, filter, fields).expect("tshark runs")
 }
 
 /// tshark's count of frames with a QUIC long header.

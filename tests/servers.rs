@@ -10,7 +10,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 use handshakes::record::{ServerSummary, TlsOutcome};
 use handshakes::{ConnectionRecord, Summary};
@@ -256,20 +255,13 @@ fn adds_up(name: &str, s: &Summary) {
 /// streams each, and how many of them sent a ClientHello.
 fn tshark_servers(path: &Path) -> Option<BTreeMap<Named, (u64, u64)>> {
     let fields = |filter: &str, fields: &[&str]| -> Option<Vec<Vec<String>>> {
-        let mut cmd = Command::new("tshark");
-        cmd.args(["-n", "-r"])
-            .arg(path)
-            .args(["-Y", filter, "-T", "fields"]);
-        for f in fields {
-            cmd.args(["-e", f]);
-        }
-        let out = cmd.args(["-E", "occurrence=f"]).output().ok()?;
-        out.status.success().then(|| {
-            String::from_utf8_lossy(&out.stdout)
-                .lines()
+        let first = ["-E".to_owned(), "occurrence=f".to_owned()];
+        let text = crate::tools::tshark_fields(path, &first, filter, fields)?;
+        Some(
+            text.lines()
                 .map(|l| l.split('\t').map(str::to_owned).collect())
-                .collect()
-        })
+                .collect(),
+        )
     };
     let syn = "tcp.flags.syn == 1 && tcp.flags.ack == 0";
     let mut servers: BTreeMap<u64, String> = BTreeMap::new();

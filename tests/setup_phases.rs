@@ -8,7 +8,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 use crate::h2_sizes::capture;
 use crate::tools::{analyze_path, tshark_present};
@@ -32,23 +31,21 @@ fn tshark_steps(
     tls_ports: &[u16],
     http_ports: &[u16],
 ) -> BTreeMap<u64, Steps> {
-    let mut cmd = Command::new("tshark");
-    cmd.args(["-n", "-r"]).arg(pcap);
+    let mut options = Vec::new();
     if let Some(k) = keylog {
-        cmd.args(["-o", &format!("tls.keylog_file:{}", k.display())]);
+        options.extend(["-o".to_owned(), format!("tls.keylog_file:{}", k.display())]);
     }
     for p in tls_ports {
-        cmd.args(["-d", &format!("tcp.port=={p},tls")]);
+        options.extend(["-d".to_owned(), format!("tcp.port=={p},tls")]);
     }
     for p in http_ports {
-        cmd.args(["-d", &format!("tcp.port=={p},http")]);
+        options.extend(["-d".to_owned(), format!("tcp.port=={p},http")]);
     }
     // A request where its headers end, not its body (a POST's body may
     // follow in later records): its first byte, for the one-frame headers
     // of these clients.
-    cmd.args(["-o", "http.desegment_body:FALSE"]);
-    cmd.args(["-Y", "tcp", "-T", "fields", "-E", "aggregator=;"]);
-    for f in [
+    options.extend(["-o", "http.desegment_body:FALSE", "-E", "aggregator=;"].map(str::to_owned));
+    let fields = [
         "tcp.stream",
         "frame.time_relative",
         "tcp.srcport",
@@ -57,13 +54,11 @@ fn tshark_steps(
         "tls.handshake.type",
         "http.request",
         "tcp.len",
-    ] {
-        cmd.args(["-e", f]);
-    }
-    let out = cmd.output().expect("tshark runs");
-    assert!(out.status.success(), "tshark fails on {}", pcap.display());
+    ];
+    let text = crate::tools::tshark_fields(pcap, &options, "tcp", &fields)
+        .unwrap_or_else(|| panic!("tshark fails on {}", pcap.display()));
     let mut streams: BTreeMap<u64, Steps> = BTreeMap::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    for line in text.lines() {
         let f: Vec<&str> = line.split('\t').collect();
         let (Ok(stream), Ok(t)) = (f[0].parse::<u64>(), f[1].parse::<f64>()) else {
             continue;

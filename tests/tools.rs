@@ -65,6 +65,27 @@ pub fn tshark_present() -> bool {
     present
 }
 
+/// tshark's `fields` (tab-separated unless `options` say otherwise, a line
+/// a packet) of the packets of `pcap` that match `filter`, with `options`
+/// (`-o`, `-d`, `-E`) before them; `None` if tshark does not run or fails.
+pub fn tshark_fields(
+    pcap: &Path,
+    options: &[String],
+    filter: &str,
+    fields: &[&str],
+) -> Option<String> {
+    let mut tshark = std::process::Command::new("tshark");
+    tshark.args(["-n", "-r"]).arg(pcap).args(options);
+    tshark.args(["-Y", filter, "-T", "fields"]);
+    for f in fields {
+        tshark.args(["-e", f]);
+    }
+    let out = tshark.output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// Every capture in captures/ and the peer corpus (../shared/corpus), named
 /// `captures/…` or `corpus/…`, in name order.
 pub fn all_captures() -> Vec<(String, PathBuf)> {

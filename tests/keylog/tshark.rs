@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use super::{analyze_with, corpus, recorded, RECORDED};
 use crate::tools::tshark_present;
@@ -18,20 +17,20 @@ fn tshark_fields(
     filter: &str,
     fields: &[&str],
 ) -> Option<String> {
-    let mut tshark = Command::new("tshark");
-    tshark
-        .args(["-n", "-r"])
-        .arg(capture)
-        .args(["-o", &format!("tls.keylog_file:{}", keylog.display())])
-        .args(["-o", "tcp.reassemble_out_of_order:TRUE"])
-        .args(["-d", &format!("tcp.port=={port},tls")])
-        .args(["-Y", filter])
-        .args(["-T", "fields", "-E", "separator=|", "-E", "occurrence=a"]);
-    for f in fields {
-        tshark.args(["-e", f]);
-    }
-    let out = tshark.output().ok()?;
-    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+    let options = [
+        "-o",
+        &format!("tls.keylog_file:{}", keylog.display()),
+        "-o",
+        "tcp.reassemble_out_of_order:TRUE",
+        "-d",
+        &format!("tcp.port=={port},tls"),
+        "-E",
+        "separator=|",
+        "-E",
+        "occurrence=a",
+    ]
+    .map(str::to_owned);
+    crate::tools::tshark_fields(capture, &options, filter, fields)
 }
 
 /// Per `tcp.stream`, the request methods and final response statuses.
