@@ -150,6 +150,27 @@ impl Tally {
     }
 }
 
+/// TLS handshakes by how they ended: completed full, completed resumed,
+/// failed with an alert (the summary's and each server's).
+#[derive(Debug, Default)]
+struct TlsHandshakes {
+    full: u64,
+    resumed: u64,
+    failed: u64,
+}
+
+impl TlsHandshakes {
+    /// Counts `t`'s handshake, if it had TLS and it ended.
+    fn add(&mut self, t: &Tally) {
+        match t.tls.as_ref().map(|tls| (tls.outcome, tls.resumed)) {
+            Some((TlsOutcome::Complete, true)) => self.resumed += 1,
+            Some((TlsOutcome::Complete, false)) => self.full += 1,
+            Some((TlsOutcome::Failed, _)) => self.failed += 1,
+            _ => {}
+        }
+    }
+}
+
 /// A connection's setup cut at each step, as `summary.handshake_time.phases`
 /// adds them up: SYN → ACK, ACK → ClientHello, ClientHello → handshake
 /// complete, → first request byte (without TLS: SYN → ACK → first request
@@ -242,9 +263,7 @@ pub struct SummaryBuilder {
     syn_retransmissions: u64,
     connection_anomalies: Anomalies,
     tls_connections: u64,
-    tls_full: u64,
-    tls_resumed: u64,
-    tls_failed: u64,
+    tls_handshakes: TlsHandshakes,
     tls_versions: BTreeMap<String, u64>,
     alpn: BTreeMap<String, u64>,
     tls_decryption: BTreeMap<String, u64>,
@@ -320,14 +339,9 @@ impl SummaryBuilder {
         self.syn_retransmissions += u64::from(t.syn_retransmissions);
         self.connection_anomalies.merge(&t.anomalies);
         let tls_full = t.tls_full();
+        self.tls_handshakes.add(t);
         if let Some(tls) = &t.tls {
             self.tls_connections += 1;
-            match tls.outcome {
-                TlsOutcome::Complete if tls.resumed => self.tls_resumed += 1,
-                TlsOutcome::Complete => self.tls_full += 1,
-                TlsOutcome::Failed => self.tls_failed += 1,
-                _ => {}
-            }
             if let Some(v) = &tls.version {
                 count(&mut self.tls_versions, v);
             }
@@ -409,7 +423,7 @@ impl SummaryBuilder {
             phases,
         };
         let unused = self.connections.saturating_sub(self.busy_connections);
-        let unused_tls_full = self.tls_full.saturating_sub(self.busy_tls_full);
+        let unused_tls_full = self.tls_handshakes.full.saturating_sub(self.busy_tls_full);
         let (servers, servers_not_listed) = self.servers.finish();
         let verdict = verdict(&Counts {
             requests,
@@ -488,9 +502,9 @@ impl SummaryBuilder {
         Summary {
             tls_connections: self.tls_connections,
             tls_decryption: self.tls_decryption,
-            tls_handshakes_full: self.tls_full,
-            tls_handshakes_resumed: self.tls_resumed,
-            tls_handshakes_failed: self.tls_failed,
+            tls_handshakes_full: self.tls_handshakes.full,
+            tls_handshakes_resumed: self.tls_handshakes.resumed,
+            tls_handshakes_failed: self.tls_handshakes.failed,
             tls_versions: self.tls_versions,
             alpn: self.alpn,
             tls_handshake: self.tls_handshake.distribution(),

@@ -12,11 +12,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use smallvec::SmallVec;
 
-use super::{add_phases, phases_of, Tally};
+use super::{add_phases, phases_of, Tally, TlsHandshakes};
 use crate::analyze::stats::NanoSum;
 use crate::record::{
     CloseKind, ConnectionRecord, MeanMax, Overlay, PerRequest, ServerSummary, ServersNotListed,
-    TlsOutcome,
 };
 
 /// Servers followed one by one.
@@ -66,9 +65,7 @@ struct Counters {
     seen: usize,
     connections: u64,
     tcp_handshakes: u64,
-    tls_full: u64,
-    tls_resumed: u64,
-    tls_failed: u64,
+    tls: TlsHandshakes,
     requests: u64,
     requests_estimated: u64,
     max_requests: u64,
@@ -112,15 +109,9 @@ impl Servers {
         };
         c.connections += 1;
         c.tcp_handshakes += u64::from(t.complete);
-        if let Some(tls) = &t.tls {
-            match tls.outcome {
-                TlsOutcome::Complete if tls.resumed => c.tls_resumed += 1,
-                TlsOutcome::Complete => c.tls_full += 1,
-                TlsOutcome::Failed => c.tls_failed += 1,
-                _ => {}
-            }
-            c.tls_handshake.add(tls.handshake);
-        }
+        c.tls.add(t);
+        c.tls_handshake
+            .add(t.tls.as_ref().and_then(|tls| tls.handshake));
         c.requests += t.requests;
         if t.estimated {
             c.requests_estimated += t.requests;
@@ -180,9 +171,9 @@ fn summary(id: ServerId, c: &Counters) -> ServerSummary {
         connections: c.connections,
         connections_unused: c.connections - c.busy,
         tcp_handshakes: c.tcp_handshakes,
-        tls_handshakes_full: c.tls_full,
-        tls_handshakes_resumed: c.tls_resumed,
-        tls_handshakes_failed: c.tls_failed,
+        tls_handshakes_full: c.tls.full,
+        tls_handshakes_resumed: c.tls.resumed,
+        tls_handshakes_failed: c.tls.failed,
         requests: c.requests,
         requests_estimated: c.requests_estimated,
         requests_per_connection: MeanMax {
