@@ -7,11 +7,10 @@
 //! cannot be used.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use handshakes::record::{DecryptionOutcome, HttpMethod};
 use handshakes::source::file::FileSource;
-use handshakes::{analyze, Config, ConnectionRecord, KeyLog};
+use handshakes::{analyze, Config, ConnectionRecord};
 
 use crate::support::{run, stderr, stdout};
 use crate::tools::{skip_or_fail, tshark_present};
@@ -41,13 +40,9 @@ pub(crate) fn analyze_file(
     threads: usize,
 ) -> Vec<ConnectionRecord> {
     let mut source = FileSource::open(capture).unwrap_or_else(|e| panic!("{e}"));
-    let keylog = keylog.map(|k| {
-        let log = KeyLog::open(&[k.to_path_buf()], false).unwrap_or_else(|e| panic!("{e}"));
-        Arc::new(log)
-    });
     let config = Config {
         threads,
-        keylog,
+        keylog: keylog.map(crate::tools::keylog),
         ..Config::default()
     };
     let mut records = Vec::new();

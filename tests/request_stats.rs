@@ -7,10 +7,9 @@
 //! access log.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use handshakes::source::file::FileSource;
-use handshakes::{analyze, Config, ConnectionRecord, KeyLog, Summary};
+use handshakes::{analyze, Config, ConnectionRecord, Summary};
 
 use crate::h2_sizes::{capture, client_port, nginx_statuses};
 
@@ -21,13 +20,9 @@ fn analysed(
     threads: usize,
 ) -> (Summary, Vec<ConnectionRecord>) {
     let mut source = FileSource::open(&capture(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let keylog = keylog.map(|k| {
-        let log = KeyLog::open(&[capture(k)], false).unwrap_or_else(|e| panic!("{k}: {e}"));
-        Arc::new(log)
-    });
     let config = Config {
         threads,
-        keylog,
+        keylog: keylog.map(|k| crate::tools::keylog(&capture(k))),
         max_requests_listed: listed,
         ..Config::default()
     };

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use handshakes::source::file::FileSource;
-use handshakes::{analyze, Config, ConnectionRecord, Summary};
+use handshakes::{analyze, Config, ConnectionRecord, KeyLog, Summary};
 
 /// The whole pipeline on one file: its summary and records in id order.
 pub fn analyze_path(path: &Path) -> (Summary, Vec<ConnectionRecord>) {
@@ -27,6 +27,12 @@ pub fn analyze_path_on(path: &Path, threads: usize) -> (Summary, Vec<ConnectionR
     let summary = analyze(&mut source, &config, &mut records).unwrap_or_else(|e| panic!("{e}"));
     records.sort_by_key(|r| r.id);
     (summary, records)
+}
+
+/// The key log at `path`, which must open, as `Config::keylog` takes it.
+pub fn keylog(path: &Path) -> std::sync::Arc<KeyLog> {
+    let log = KeyLog::open(&[path.to_path_buf()], false);
+    std::sync::Arc::new(log.unwrap_or_else(|e| panic!("{}: {e}", path.display())))
 }
 
 /// The summary and the records as JSON values (to compare whole).
