@@ -225,6 +225,10 @@ pub struct LiveArgs {
     #[arg(long, value_parser = parse_duration, default_value = "60s", value_name = "DURATION")]
     pub idle: Duration,
 
+    /// Cut the closing summary's `over time` into intervals this long, e.g. 1s or 100ms (default: about 60 intervals)
+    #[arg(long, value_parser = parse_interval, value_name = "DURATION")]
+    pub interval: Option<Duration>,
+
     /// Per-direction cap on buffered stream bytes, e.g. 256KiB or 1MiB
     #[arg(long, value_parser = parse_size, default_value = "256KiB", value_name = "SIZE")]
     pub stream_buffer: usize,
@@ -246,6 +250,7 @@ impl LiveArgs {
             overlays: Vec::new(),
             idle_timeout: Some(self.idle),
             stream_buffer: self.stream_buffer,
+            interval: self.interval,
             max_requests_listed: None,
             max_connections: 0,
             threads: 1,
@@ -361,6 +366,10 @@ pub struct AnalyzeArgs {
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub idle: Option<Duration>,
 
+    /// Count what began in each interval this long, e.g. 1s or 100ms, and list them in the table (default: about 60 intervals, drawn as a line)
+    #[arg(long, value_parser = parse_interval, value_name = "DURATION")]
+    pub interval: Option<Duration>,
+
     /// Per-direction cap on buffered stream bytes (out-of-order data, TLS handshake), e.g. 256KiB or 1MiB
     #[arg(long, value_parser = parse_size, default_value = "256KiB", value_name = "SIZE")]
     pub stream_buffer: usize,
@@ -429,6 +438,15 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 500ms, 30s, 5m)"))
 }
 
+/// A series' interval: a duration of a microsecond or more.
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_micros(1) {
+        return Err("must be at least 1us (examples: 100ms, 1s, 1m)".into());
+    }
+    Ok(d)
+}
+
 impl AnalyzeArgs {
     /// All inputs, positional and `-r`, in the order given.
     pub fn inputs(&self) -> Vec<PathBuf> {
@@ -465,6 +483,7 @@ impl AnalyzeArgs {
         let config = Config {
             idle_timeout: self.idle,
             stream_buffer: self.stream_buffer,
+            interval: self.interval,
             max_requests_listed: Some(self.max_requests_listed),
             max_connections: self.max_connections,
             threads: self.threads,

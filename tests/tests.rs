@@ -17,6 +17,7 @@ mod keylog;
 mod live;
 mod malformed;
 mod merge;
+mod over_time;
 mod overlays;
 mod progress;
 mod properties;

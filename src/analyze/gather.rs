@@ -40,10 +40,13 @@ pub struct Gather {
 }
 
 impl Gather {
-    pub fn new(selection: Option<Selection>) -> Gather {
+    /// A gatherer whose summary says what `selection` kept, and counts
+    /// its series in intervals of `interval` (`None`: chosen to fit).
+    pub fn new(selection: Option<Selection>, interval: Option<std::time::Duration>) -> Gather {
         Gather {
             next_id: 1,
             selection,
+            summary: SummaryBuilder::with_interval(interval),
             ..Gather::default()
         }
     }

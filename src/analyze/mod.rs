@@ -71,6 +71,9 @@ pub struct Config {
     pub stream_buffer: usize,
     /// Requests listed per connection; `None` means the default, [`DEFAULT_REQUESTS_LISTED`].
     pub max_requests_listed: Option<usize>,
+    /// The width of `summary.over_time`'s intervals (`--interval`);
+    /// `None`: chosen to fit about 60.
+    pub interval: Option<Duration>,
     /// Connections tracked at once; 0 means the default, [`DEFAULT_MAX_CONNECTIONS`].
     /// Beyond it the least recently active connection is finalised (`evicted`).
     pub max_connections: usize,
@@ -312,7 +315,7 @@ impl Analyzer {
     pub fn new(config: Config) -> Analyzer {
         let cap = config.max_connections();
         let slice = config.slice.unwrap_or(SLICE);
-        let gather = Gather::new(config.selection());
+        let gather = Gather::new(config.selection(), config.interval);
         let mut shard = Shard::new(config, cap);
         shard.hold_at_most(slice);
         Analyzer {

@@ -448,7 +448,7 @@ pub fn run(
         }
         let mut reader = Reader {
             shared: &shared,
-            gather: Gather::new(config.selection()),
+            gather: Gather::new(config.selection(), config.interval),
             defrag: Defragmenter::default(),
         };
         let result = reader

@@ -155,7 +155,7 @@ impl Samples {
 /// A sum of durations kept in whole nanoseconds, so that it does not depend
 /// on the order they are added in (`--threads` finishes connections in
 /// another order than one thread), with their count and maximum.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct NanoSum {
     n: u64,
     total: u64,
@@ -172,6 +172,13 @@ impl NanoSum {
         self.n += 1;
         self.total = self.total.saturating_add(v);
         self.max = self.max.max(v);
+    }
+
+    /// Adds `other`'s durations.
+    pub fn merge(&mut self, other: &NanoSum) {
+        self.n += other.n;
+        self.total = self.total.saturating_add(other.total);
+        self.max = self.max.max(other.max);
     }
 
     /// The sum in seconds.

@@ -5,6 +5,7 @@
 //! as they are finalised, so it works the same for files and live capture.
 
 pub(crate) mod across;
+mod over_time;
 pub(crate) mod rate_limit;
 mod servers;
 mod verdict;
@@ -22,6 +23,7 @@ use crate::record::{
 use crate::source::{LinkType, SourceInfo};
 use crate::time::Timestamp;
 use across::{Across, Marks};
+use over_time::{Moments, Series};
 use rate_limit::{LimitTally, RateLimitBuilder};
 use servers::{ServerId, Servers};
 use verdict::{verdict, Counts, Unreused};
@@ -84,6 +86,8 @@ pub struct Tally {
     handshake_events: u64,
     /// The server, for `summary.servers`.
     server: ServerId,
+    /// When things happened, for `summary.over_time`.
+    moments: Moments,
 }
 
 #[derive(Debug)]
@@ -132,6 +136,7 @@ impl Tally {
                 .zip(http.list.first())
                 .map(|(syn, first)| first.start.ts - syn.ts),
             setup_phases: setup_phases(rec),
+            moments: Moments::of(rec, &aside.past_marks),
             durations: http.list.iter().filter_map(|r| r.duration).collect(),
             unlisted_durations: aside.durations,
             status_codes: http.status_codes.iter().map(|(&s, &n)| (s, n)).collect(),
@@ -286,12 +291,22 @@ pub struct SummaryBuilder {
     rate_limit: RateLimitBuilder,
     across: Across,
     servers: Servers,
+    over_time: Series,
     handshake_events: u64,
     /// The most connections open at once, tracked by the analyzer.
     pub peak: Peak,
 }
 
 impl SummaryBuilder {
+    /// A builder whose `over_time` counts intervals of `interval` (`None`:
+    /// a width chosen to fit).
+    pub fn with_interval(interval: Option<std::time::Duration>) -> SummaryBuilder {
+        SummaryBuilder {
+            over_time: Series::new(interval),
+            ..SummaryBuilder::default()
+        }
+    }
+
     /// Notes a packet's timestamp.
     pub fn saw_time(&mut self, ts: Timestamp) {
         self.origin.get_or_insert(ts);
@@ -393,6 +408,7 @@ impl SummaryBuilder {
             self.rate_limit.add(limits);
         }
         self.servers.add(t);
+        self.over_time.add(&t.moments);
     }
 
     /// A finished connection's marks, and the first packet of the oldest
@@ -528,6 +544,9 @@ impl SummaryBuilder {
             requests_per_second: (span > 0.0 && requests > 0).then(|| requests as f64 / span),
             servers,
             servers_not_listed,
+            over_time: self
+                .over_time
+                .finish(self.last.zip(self.origin).map(|(l, o)| l.secs_since(o))),
             verdict,
             file: info.name.clone(),
             format: info.format.clone(),

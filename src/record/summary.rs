@@ -184,6 +184,9 @@ pub struct Summary {
     pub servers: Vec<ServerSummary>,
     /// Connections to servers past those 4,096; null when none.
     pub servers_not_listed: Option<ServersNotListed>,
+    /// The capture cut into equal intervals from its first packet, and
+    /// what began in each: connections, handshakes, requests, 429s.
+    pub over_time: OverTime,
     /// One sentence answering "does this client reuse connections?".
     pub verdict: String,
     /// Every anomaly counted in the input, by kind.
@@ -302,6 +305,49 @@ impl ServerSummary {
             None => endpoint,
         }
     }
+}
+
+/// The capture's TCP connections in time (`summary.over_time`): intervals
+/// of one width from the first packet (at `start` seconds into the
+/// capture) to the last, each counting what began in it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct OverTime {
+    /// Seconds each interval lasts.
+    pub interval: f64,
+    /// How the width was chosen: `auto` (to fit about 60 intervals),
+    /// `asked` (`--interval`), or `widened` (`--interval`'s, made a
+    /// multiple as large as needed to keep at most 10,000 intervals).
+    pub interval_chosen: &'static str,
+    /// Requests counted on connections whose start times were not kept
+    /// (past the first 4,096 past the list of a connection): in no interval.
+    pub requests_untimed: u64,
+    pub intervals: Vec<Interval>,
+}
+
+/// What began in one interval of `summary.over_time`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Interval {
+    /// Seconds into the capture.
+    pub start: f64,
+    /// Connections whose first packet came in it…
+    pub connections: u64,
+    /// …whose SYN did, of complete TCP handshakes…
+    pub tcp_handshakes: u64,
+    /// …whose ClientHello did, by how the TLS handshake ended.
+    pub tls_full: u64,
+    pub tls_resumed: u64,
+    pub tls_failed: u64,
+    /// Requests that started in it.
+    pub requests: u64,
+    /// Responses 429 that ended in it.
+    pub responses_429: u64,
+    /// Connections whose first FIN or RST came in it.
+    pub closed: u64,
+    /// Connections open at its end: opened so far and not closed (one
+    /// that ended without FIN or RST counts as open to the end).
+    pub open: u64,
+    /// Mean SYN → first request byte of the connections whose SYN came in it.
+    pub setup_mean: Option<f64>,
 }
 
 /// A sum of durations, with its mean and maximum (seconds).

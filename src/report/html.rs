@@ -21,6 +21,7 @@ use super::{counts_text, human_bytes, human_duration, retry_after_text, server_t
 use crate::record::{ConnectionRecord, Distribution, QuicSummary, Summary, TlsInfo};
 
 mod charts;
+mod over_time;
 use charts::{histogram, waterfall};
 
 /// Waterfall rows and table rows drawn at most, per capture.
@@ -311,6 +312,7 @@ fn document(h: &mut String, doc: &Labeled, tag: &str) {
     if s.servers.len() > 1 {
         servers_table(h, s);
     }
+    over_time::over_time(h, &s.over_time);
     h.push_str("<h3>Connections over time</h3>\n<div class=\"legend\">");
     use Phase::{Close, Hello, Idle, Tcp, Tls, Transfer, Wait};
     let quic = s.quic.as_ref().is_some_and(|q| !q.list.is_empty());

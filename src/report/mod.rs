@@ -256,6 +256,28 @@ pub fn human_duration(secs: f64) -> String {
     }
 }
 
+/// A width of time as `--interval` takes it: in the largest unit it is a
+/// whole number of (`250ms`, `15s`, `5m`, `2h`, `7d`), else as
+/// [`human_duration`].
+pub fn width_text(secs: f64) -> String {
+    let ns = (secs * 1e9).round();
+    const UNITS: [(f64, &str); 7] = [
+        (86_400e9, "d"),
+        (3_600e9, "h"),
+        (60e9, "m"),
+        (1e9, "s"),
+        (1e6, "ms"),
+        (1e3, "µs"),
+        (1.0, "ns"),
+    ];
+    for (unit, name) in UNITS {
+        if ns >= unit && ns % unit == 0.0 {
+            return format!("{}{name}", ns / unit);
+        }
+    }
+    human_duration(secs)
+}
+
 pub use crate::record::endpoint_in;
 
 /// The server's `address:port`, and the overlay network when there is one

@@ -5,12 +5,14 @@
 //! Does not compute statistics; it formats `Summary` and `ConnectionRecord`.
 
 mod layout;
+mod over_time;
 mod quic;
 mod rows;
 mod servers;
 
 use std::io::{self, Write};
 
+pub(crate) use over_time::{fold, shown as over_time_shown, Take};
 pub(crate) use quic::{cells as quic_cells, HEADS as QUIC_HEADS};
 pub use rows::TableSink;
 pub(crate) use servers::{
@@ -204,6 +206,10 @@ pub fn write_summary(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
     if s.servers.len() > 1 {
         writeln!(out)?;
         servers::write(s, out)?;
+    }
+    if over_time::shown(&s.over_time) {
+        writeln!(out)?;
+        over_time::write(&s.over_time, out)?;
     }
     writeln!(out)?;
     let format = match &s.compression {

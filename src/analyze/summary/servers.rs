@@ -226,6 +226,7 @@ mod tests {
                 sni: None,
                 overlay: None,
             },
+            moments: Default::default(),
         }
     }
 

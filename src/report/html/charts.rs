@@ -422,6 +422,32 @@ pub(super) fn waterfall(
     }
 }
 
+/// Opens a bar chart's SVG `[w, ht]` wide and high, its plot `left` of
+/// the left edge and `bottom` above the bottom, with its base line and the
+/// count at the top and at 0 on its axis; returns the plot's width and
+/// height.
+pub(super) fn frame(
+    h: &mut String,
+    caption: &str,
+    [w, ht, left, bottom]: [f64; 4],
+    top: f64,
+) -> (f64, f64) {
+    let _ = writeln!(
+        h,
+        "<svg viewBox=\"0 0 {w} {ht}\" role=\"img\" aria-label=\"{}\">",
+        esc(caption)
+    );
+    let _ = write!(
+        h,
+        "<line x1=\"{left}\" y1=\"{0:.1}\" x2=\"{1:.1}\" y2=\"{0:.1}\" stroke=\"#8c959f\"/>",
+        ht - bottom,
+        w - 12.0
+    );
+    text(h, left - 6.0, 18.0, "end", "muted", &format!("{top}"));
+    text(h, left - 6.0, ht - bottom, "end", "muted", "0");
+    (w - left - 12.0, ht - bottom - 14.0)
+}
+
 pub(super) fn histogram(h: &mut String, caption: &str, values: &[f64], fill: &str) {
     let _ = writeln!(
         h,
@@ -455,21 +481,8 @@ pub(super) fn histogram(h: &mut String, caption: &str, values: &[f64], fill: &st
     let unmap = |m: f64| if log { m.exp() } else { m };
     let edge = |i: usize| unmap(mlo + (mhi - mlo) * i as f64 / bins as f64);
     let (w, ht, left, bottom) = (600.0, 190.0, 40.0, 30.0);
-    let (plot_w, plot_h) = (w - left - 12.0, ht - bottom - 14.0);
     let top = counts.iter().copied().max().unwrap_or(1).max(1) as f64;
-    let _ = writeln!(
-        h,
-        "<svg viewBox=\"0 0 {w} {ht}\" role=\"img\" aria-label=\"{}\">",
-        esc(caption)
-    );
-    let _ = write!(
-        h,
-        "<line x1=\"{left}\" y1=\"{0:.1}\" x2=\"{1:.1}\" y2=\"{0:.1}\" stroke=\"#8c959f\"/>",
-        ht - bottom,
-        w - 12.0
-    );
-    text(h, left - 6.0, 18.0, "end", "muted", &format!("{top}"));
-    text(h, left - 6.0, ht - bottom, "end", "muted", "0");
+    let (plot_w, plot_h) = frame(h, caption, [w, ht, left, bottom], top);
     // One bin (all values equal) is a narrow bar in the middle.
     let bw = if bins == 1 {
         60.0
