@@ -414,3 +414,51 @@ fn requests_past_the_list_are_counted_where_they_began() {
     );
     assert!(!page.contains("Full TLS handshakes"), "a chart of zeros");
 }
+
+#[test]
+fn compare_lines_the_captures_up_at_one_width() {
+    use crate::support::{run, stdout};
+    // HttpClient's send from ten threads, and sendAsync with 50 at once.
+    let (a, b) = (
+        "captures/java-httpclient-h2-post-429-10x10.pcap",
+        "captures/java-async-h2-post-429-100x50.pcap",
+    );
+    let out = run(["compare", a, b]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    let block: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("over time"))
+        .collect();
+    assert_eq!(
+        block.first().copied(),
+        Some("over time     a mark per 20ms from each capture's first packet; at the right, the most in one")
+    );
+    // Each capture's most in one 20 ms, as its own series at 20 ms says.
+    for (letter, path, first) in [('A', a, "  connections A "), ('B', b, "              B ")] {
+        let (s, _) = analysed(
+            &capture(path.trim_start_matches("captures/")),
+            None,
+            Some(Duration::from_millis(20)),
+        );
+        let most = |f: fn(&Interval) -> u64| s.over_time.intervals.iter().map(f).max().unwrap_or(0);
+        let line = block
+            .iter()
+            .find(|l| l.starts_with(first))
+            .unwrap_or_else(|| panic!("no connections line for {letter}: {block:#?}"));
+        assert!(
+            line.ends_with(&format!(" {}", most(|i| i.connections))),
+            "{letter}: {line}"
+        );
+    }
+    // The marks are scaled alike: B's 44 connections in its first 20 ms
+    // are a full mark, A's 10 a low one.
+    assert!(
+        block.iter().any(|l| l.starts_with("  connections A ▂ ")),
+        "{block:#?}"
+    );
+    assert!(
+        block.iter().any(|l| l.starts_with("              B █▂")),
+        "{block:#?}"
+    );
+}

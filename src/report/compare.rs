@@ -26,6 +26,7 @@ use crate::record::Summary;
 
 pub mod many;
 mod metrics;
+mod over_time;
 mod servers;
 
 pub(crate) use metrics::{format_value, metrics, values, Metric};
@@ -268,7 +269,8 @@ pub fn write(a: &Labeled, b: &Labeled, out: &mut dyn Write, opts: &CompareOpts) 
     }
     writeln!(out, "{table}")?;
     writeln!(out, "{FOOTNOTE}")?;
-    servers::write(&[a, b], out, opts)
+    servers::write(&[a, b], out, opts)?;
+    over_time::write(&[a, b], out)
 }
 
 /// The line naming the connections kept, when a selection was given

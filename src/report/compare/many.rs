@@ -82,7 +82,9 @@ pub fn write(docs: &[Labeled], out: &mut dyn Write, opts: &CompareOpts) -> io::R
     }
     writeln!(out, "{table}")?;
     writeln!(out, "{FOOTNOTE}")?;
-    super::servers::write(&docs.iter().collect::<Vec<_>>(), out, opts)
+    let docs: Vec<&Labeled> = docs.iter().collect();
+    super::servers::write(&docs, out, opts)?;
+    super::over_time::write(&docs, out)
 }
 
 #[derive(Serialize)]

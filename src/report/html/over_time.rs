@@ -38,7 +38,7 @@ pub(super) fn over_time(h: &mut String, o: &OverTime) {
     if !super::super::table::over_time_shown(o) {
         return;
     }
-    let n = o.intervals.len().div_ceil(BARS).max(1);
+    let n = o.intervals.len().div_ceil(BARS).max(1) as u64;
     let width = o.interval * n as f64;
     let origin = o.intervals.first().map_or(0.0, |i| i.start);
     let _ = writeln!(

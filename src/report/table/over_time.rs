@@ -20,7 +20,7 @@ const MARKS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', 
 /// The counts drawn, in order: their label, and how to take them from an
 /// interval. `open` is a level, not a count: folded intervals take its most.
 pub(crate) type Take = fn(&Interval) -> u64;
-const LINES: [(&str, Take, bool); 6] = [
+pub(crate) const LINES: [(&str, Take, bool); 6] = [
     ("connections", |i| i.connections, false),
     ("requests", |i| i.requests, false),
     ("TLS full", |i| i.tls_full, false),
@@ -28,6 +28,11 @@ const LINES: [(&str, Take, bool); 6] = [
     ("429s", |i| i.responses_429, false),
     ("open", |i| i.open, true),
 ];
+
+/// A line of `values`, each a mark its height against `top`.
+pub(crate) fn marks(values: &[u64], top: u64) -> String {
+    values.iter().map(|&v| mark(v, top)).collect()
+}
 
 /// One mark for `v` of a line whose highest is `top`.
 fn mark(v: u64, top: u64) -> char {
@@ -38,20 +43,29 @@ fn mark(v: u64, top: u64) -> char {
     MARKS.get(level).copied().unwrap_or('█')
 }
 
-/// The values of one line, `fold` intervals to a mark (a bar, in the
-/// HTML report).
-pub(crate) fn fold(o: &OverTime, take: Take, level: bool, n: usize) -> Vec<u64> {
-    o.intervals
-        .chunks(n.max(1))
-        .map(|c| {
-            let values = c.iter().map(take);
-            if level {
-                values.max().unwrap_or(0)
+/// The values of one line, `n` intervals to a mark (a bar, in the HTML
+/// report), counted from interval 0 at the first packet: the marks of two
+/// captures folded to one width line up from their first packets.
+pub(crate) fn fold(o: &OverTime, take: Take, level: bool, n: u64) -> Vec<u64> {
+    let n = i64::try_from(n.max(1)).unwrap_or(i64::MAX);
+    // Each interval's number, from its start (a whole number of widths).
+    let number = |i: &Interval| (i.start / o.interval).round() as i64;
+    let first = o.intervals.first().map_or(0, |i| number(i).div_euclid(n));
+    let mut values: Vec<u64> = Vec::new();
+    for i in &o.intervals {
+        let at = usize::try_from(number(i).div_euclid(n) - first).unwrap_or(0);
+        if values.len() <= at {
+            values.resize(at + 1, 0);
+        }
+        if let Some(v) = values.get_mut(at) {
+            *v = if level {
+                (*v).max(take(i))
             } else {
-                values.sum()
-            }
-        })
-        .collect()
+                *v + take(i)
+            };
+        }
+    }
+    values
 }
 
 /// Whether the block is written: when connections began in more than one
@@ -72,7 +86,7 @@ pub fn write(o: &OverTime, out: &mut dyn Write) -> io::Result<()> {
         return Ok(());
     }
     let asked = o.interval_chosen != "auto";
-    let folds = o.intervals.len().div_ceil(WIDTH).max(1);
+    let folds = o.intervals.len().div_ceil(WIDTH).max(1) as u64;
     let per = width_text(o.interval * folds as f64);
     let end = o.intervals.last().map_or(0.0, |i| i.start + o.interval);
     writeln!(
@@ -86,7 +100,7 @@ pub fn write(o: &OverTime, out: &mut dyn Write) -> io::Result<()> {
         if top == 0 {
             continue;
         }
-        let line: String = values.iter().map(|&v| mark(v, top)).collect();
+        let line = marks(&values, top);
         writeln!(out, "  {label:<12}{line:<w$} {top}", w = values.len())?;
     }
     if o.requests_untimed > 0 {
