@@ -230,10 +230,18 @@ impl Series {
         }
     }
 
-    /// The width after `width`: the ladder's next, or twice as wide.
+    /// The width after `width`: the ladder's next; or `--interval`'s
+    /// 2, 10, 20, 100, 200, … times (each a multiple of the one before,
+    /// and as round as the width asked).
     fn wider(&self) -> u64 {
         match self.asked {
-            Some(_) => self.width.saturating_mul(2),
+            Some(asked) => {
+                let times = self.width / asked.max(1);
+                let decade = times
+                    .checked_ilog10()
+                    .is_some_and(|k| 10u64.pow(k) == times);
+                self.width.saturating_mul(if decade { 2 } else { 5 })
+            }
             None => LADDER
                 .iter()
                 .copied()
@@ -244,7 +252,7 @@ impl Series {
 
     /// Widens the intervals once, adding neighbours' counts together.
     fn widen(&mut self) {
-        // Each ladder step and each doubling is a multiple of the one before.
+        // Each step is a multiple of the one before.
         let factor = (self.wider() / self.width.max(1)).max(2);
         self.widen_by(factor);
     }
@@ -466,6 +474,10 @@ mod tests {
         s.add(&moments(i64::MAX / 2, &[]));
         let o = s.finish(None);
         assert_eq!(o.interval_chosen, "widened");
+        // 1 ms × 10^k or 2 × 10^k: as round as the width asked.
+        let times = (o.interval * 1e3).round() as u64;
+        let ones = times / 10u64.pow(times.ilog10());
+        assert!(ones == 1 || ones == 2, "{}", o.interval);
         assert!(o.intervals.len() <= MAX_INTERVALS);
         assert_eq!(o.intervals.iter().map(|i| i.connections).sum::<u64>(), 3);
     }
