@@ -461,4 +461,33 @@ fn compare_lines_the_captures_up_at_one_width() {
         block.iter().any(|l| l.starts_with("              B █▂")),
         "{block:#?}"
     );
+    // The HTML report's comparison draws them side by side, on one scale
+    // and one time axis.
+    let scratch = crate::support::Scratch::new();
+    let html = scratch.path("compare.html");
+    let html_arg = html.to_str().expect("a UTF-8 path");
+    assert!(run(["compare", a, b, "-q", "--html", html_arg])
+        .status
+        .success());
+    let page = std::fs::read_to_string(&html).expect("the report");
+    let compared = page.split("</section>").next().unwrap_or_default();
+    assert!(
+        compared.contains("A bar per 20ms, each capture from its first packet"),
+        "no charts"
+    );
+    for (tag, most) in [('A', 10), ('B', 44)] {
+        let caption = format!(
+            "<span class=\"tag\">{tag}</span>Connections opened per 20ms · most {most}</figcaption>"
+        );
+        let at = compared
+            .find(&caption)
+            .unwrap_or_else(|| panic!("no {caption}"));
+        // Scaled to the most of both, 44, over the longer capture's time.
+        let chart = compared
+            .get(at..)
+            .and_then(|c| c.split("</svg>").next())
+            .unwrap_or_default();
+        assert!(chart.contains(">44</text>"), "{tag}: {chart}");
+        assert!(chart.contains(">+1.100s</text>"), "{tag}: {chart}");
+    }
 }

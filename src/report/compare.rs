@@ -443,6 +443,7 @@ pub(crate) fn write_html(h: &mut String, a: &Labeled, b: &Labeled) {
     }
     h.push_str("</tbody></table></div>\n</details>\n");
     servers::write_html(h, &[a, b]);
+    over_time::write_html(h, &[a, b]);
     h.push_str("</section>\n");
 }
 

@@ -12,7 +12,7 @@ mod servers;
 
 use std::io::{self, Write};
 
-pub(crate) use over_time::{fold, marks, shown as over_time_shown, Take, LINES};
+pub(crate) use over_time::{fold, fold_start, marks, shown as over_time_shown, Take, LINES};
 pub(crate) use quic::{cells as quic_cells, HEADS as QUIC_HEADS};
 pub use rows::TableSink;
 pub(crate) use servers::{

@@ -192,6 +192,8 @@ pub(crate) fn write_html(h: &mut String, docs: &[Labeled]) {
         h.push_str("</tr>\n");
     }
     h.push_str("</tbody></table></div>\n</details>\n");
-    super::servers::write_html(h, &docs.iter().collect::<Vec<_>>());
+    let docs: Vec<&Labeled> = docs.iter().collect();
+    super::servers::write_html(h, &docs);
+    super::over_time::write_html(h, &docs);
     h.push_str("</section>\n");
 }

@@ -7,12 +7,14 @@
 //! Does not compute anything beyond choosing the common width and folding
 //! (the table's fold).
 
+use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use super::many::letter;
 use super::Labeled;
 use crate::record::OverTime;
-use crate::report::table::{fold, marks, over_time_shown, LINES};
+use crate::report::html::{esc, figure, CHARTS};
+use crate::report::table::{fold, fold_start, marks, over_time_shown, LINES};
 use crate::report::width_text;
 
 /// Marks on a line at most.
@@ -55,13 +57,22 @@ fn common_width(series: &[&OverTime]) -> u64 {
     lcm
 }
 
-/// Writes the block when a capture's table would draw its own.
-pub fn write(docs: &[&Labeled], out: &mut dyn Write) -> io::Result<()> {
+/// The captures' series and their common width in nanoseconds, when a
+/// capture's table would draw its own.
+fn series<'a>(docs: &[&'a Labeled]) -> Option<(Vec<&'a OverTime>, u64)> {
     let series: Vec<&OverTime> = docs.iter().map(|d| &d.summary.over_time).collect();
     if !series.iter().any(|o| over_time_shown(o)) {
-        return Ok(());
+        return None;
     }
     let width = common_width(&series);
+    Some((series, width))
+}
+
+/// Writes the block when a capture's table would draw its own.
+pub fn write(docs: &[&Labeled], out: &mut dyn Write) -> io::Result<()> {
+    let Some((series, width)) = series(docs) else {
+        return Ok(());
+    };
     writeln!(out)?;
     writeln!(
         out,
@@ -86,4 +97,38 @@ pub fn write(docs: &[&Labeled], out: &mut dyn Write) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The same in the HTML report's comparison section: a chart per count and
+/// capture, those of one count side by side on one scale.
+pub(crate) fn write_html(h: &mut String, docs: &[&Labeled]) {
+    let Some((series, width)) = series(docs) else {
+        return;
+    };
+    let secs = width as f64 / 1e9;
+    let _ = writeln!(
+        h,
+        "<h3>What began when</h3>\n<p class=\"note\" style=\"color:#656d76\">A bar per {}, each capture from its first packet; the charts of one count share their scale.</p>\n<div class=\"hists\">",
+        esc(&width_text(secs))
+    );
+    for chart in CHARTS {
+        let mut charts: Vec<(Vec<u64>, f64)> = series
+            .iter()
+            .map(|o| {
+                let n = width / ns(o.interval);
+                (fold(o, chart.2, chart.3, n), fold_start(o, n))
+            })
+            .collect();
+        let top = charts.iter().flat_map(|c| &c.0).copied().max().unwrap_or(0);
+        if top == 0 {
+            continue;
+        }
+        // One time axis too: each as long as the longest.
+        let longest = charts.iter().map(|c| c.0.len()).max().unwrap_or(0);
+        for (i, (values, start)) in charts.iter_mut().enumerate() {
+            values.resize(longest, 0);
+            figure(h, &chart, values, top, [*start, secs], Some(letter(i)));
+        }
+    }
+    h.push_str("</div>\n");
 }

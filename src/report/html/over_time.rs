@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use super::super::table::{fold, Take};
+use super::super::table::{fold, fold_start, Take};
 use super::super::width_text;
 use super::charts::frame;
 use super::{esc, rect, text};
@@ -16,9 +16,12 @@ use crate::record::OverTime;
 /// Bars drawn at most per chart.
 const BARS: usize = 300;
 
-/// The charts, in order: caption, fill, what to take, whether a level
-/// (folded intervals take its most) rather than a count.
-const CHARTS: [(&str, &str, Take, bool); 6] = [
+/// A chart: caption, fill, what to take, whether a level (folded
+/// intervals take its most) rather than a count.
+pub(crate) type Chart = (&'static str, &'static str, Take, bool);
+
+/// The charts, in order.
+pub(crate) const CHARTS: [Chart; 6] = [
     ("Connections opened", "#f0883e", |i| i.connections, false),
     ("Requests started", "#218bff", |i| i.requests, false),
     ("Full TLS handshakes", "#a371f7", |i| i.tls_full, false),
@@ -40,7 +43,7 @@ pub(super) fn over_time(h: &mut String, o: &OverTime) {
     }
     let n = o.intervals.len().div_ceil(BARS).max(1) as u64;
     let width = o.interval * n as f64;
-    let origin = o.intervals.first().map_or(0.0, |i| i.start);
+    let origin = fold_start(o, n);
     let _ = writeln!(
         h,
         "<h3>What began when</h3>\n<p class=\"note\" style=\"color:#656d76\">A bar per {}, from +{origin:.3}s{}.</p>\n<div class=\"hists\">",
@@ -54,27 +57,43 @@ pub(super) fn over_time(h: &mut String, o: &OverTime) {
             String::new()
         }
     );
-    for (caption, fill, take, level) in CHARTS {
-        let values = fold(o, take, level, n);
+    for chart in CHARTS {
+        let values = fold(o, chart.2, chart.3, n);
         let top = values.iter().copied().max().unwrap_or(0);
-        if top == 0 {
-            continue;
+        if top > 0 {
+            figure(h, &chart, &values, top, [origin, width], None);
         }
-        let per = if level {
-            "at each bar's end".to_owned()
-        } else {
-            format!("per {}", width_text(width))
-        };
-        let _ = writeln!(
-            h,
-            "<figure><figcaption>{} {} · most {top}</figcaption>",
-            esc(caption),
-            esc(&per)
-        );
-        bars(h, caption, &values, top, fill, origin, width);
-        h.push_str("</figure>\n");
     }
     h.push_str("</div>\n");
+}
+
+/// One chart's figure: its caption — with `tag`, the letter of a capture
+/// compared — and a bar per value, scaled to `top` (the most of the charts
+/// of one count, when compared); `[origin, width]`: the first bar's start
+/// and each bar's width, in seconds.
+pub(crate) fn figure(
+    h: &mut String,
+    &(caption, fill, _, level): &Chart,
+    values: &[u64],
+    top: u64,
+    [origin, width]: [f64; 2],
+    tag: Option<char>,
+) {
+    let per = if level {
+        "at each bar's end".to_owned()
+    } else {
+        format!("per {}", width_text(width))
+    };
+    let most = values.iter().copied().max().unwrap_or(0);
+    let tag = tag.map_or(String::new(), |t| format!("<span class=\"tag\">{t}</span>"));
+    let _ = writeln!(
+        h,
+        "<figure><figcaption>{tag}{} {} · most {most}</figcaption>",
+        esc(caption),
+        esc(&per)
+    );
+    bars(h, caption, values, top, fill, origin, width);
+    h.push_str("</figure>\n");
 }
 
 /// One chart: a bar per value, its tooltip the interval and the count.

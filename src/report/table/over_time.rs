@@ -48,12 +48,13 @@ fn mark(v: u64, top: u64) -> char {
 /// captures folded to one width line up from their first packets.
 pub(crate) fn fold(o: &OverTime, take: Take, level: bool, n: u64) -> Vec<u64> {
     let n = i64::try_from(n.max(1)).unwrap_or(i64::MAX);
-    // Each interval's number, from its start (a whole number of widths).
-    let number = |i: &Interval| (i.start / o.interval).round() as i64;
-    let first = o.intervals.first().map_or(0, |i| number(i).div_euclid(n));
+    let first = o
+        .intervals
+        .first()
+        .map_or(0, |i| number(o, i).div_euclid(n));
     let mut values: Vec<u64> = Vec::new();
     for i in &o.intervals {
-        let at = usize::try_from(number(i).div_euclid(n) - first).unwrap_or(0);
+        let at = usize::try_from(number(o, i).div_euclid(n) - first).unwrap_or(0);
         if values.len() <= at {
             values.resize(at + 1, 0);
         }
@@ -66,6 +67,22 @@ pub(crate) fn fold(o: &OverTime, take: Take, level: bool, n: u64) -> Vec<u64> {
         }
     }
     values
+}
+
+/// An interval's number, from its start (a whole number of widths).
+fn number(o: &OverTime, i: &Interval) -> i64 {
+    (i.start / o.interval).round() as i64
+}
+
+/// Where the first of [`fold`]'s marks of `n` intervals starts, in
+/// seconds into the capture.
+pub(crate) fn fold_start(o: &OverTime, n: u64) -> f64 {
+    let n = i64::try_from(n.max(1)).unwrap_or(i64::MAX);
+    let first = o
+        .intervals
+        .first()
+        .map_or(0, |i| number(o, i).div_euclid(n));
+    first.saturating_mul(n) as f64 * o.interval
 }
 
 /// Whether the block is written: when connections began in more than one
