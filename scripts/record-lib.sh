@@ -187,10 +187,13 @@ make_cert() {
 # for an nginx in the foreground that keeps its pid, logs and temporary
 # files in $WORK/nginx, with CONNECTIONS worker connections, the
 # `server { ... }` blocks SERVERS, and HTTP_LINES at the top of `http`
-# (default: the access log in the default format).
+# (default: the access log in the default format). Idle keep-alive
+# connections are closed after NGINX_KEEPALIVE_TIMEOUT if that is set (an
+# nginx time, e.g. `1s`), else after 75s.
 write_nginx_conf() {
     local connections=$1 servers=$2
     local http_lines=${3:-"    access_log $WORK/nginx/access.log;"}
+    local keepalive=${NGINX_KEEPALIVE_TIMEOUT:-75s}
     mkdir -p "$WORK/nginx"
     cat >"$WORK/nginx/nginx.conf" <<EOF
 worker_processes 1;
@@ -206,7 +209,7 @@ $http_lines
     uwsgi_temp_path $WORK/nginx/uwsgi;
     scgi_temp_path $WORK/nginx/scgi;
     default_type text/html;
-    keepalive_timeout 75s;
+    keepalive_timeout $keepalive;
 $servers
 }
 EOF

@@ -9,7 +9,10 @@
 // JSON body of BYTES bytes — and reads each response body fully (BodyHandlers
 // .ofByteArray()). With -Dclient.expect=CODE a response with that status
 // (say 429 from a rate-limited API) is not a failure (UrlConnClient takes
-// the same two properties). The client's built-in connection pool decides
+// the same two properties). With -Dclient.pause=MS each thread sleeps MS
+// milliseconds between one request and the next (as UrlConnClient and
+// PooledLibClient, which share run()); without it, none. The client's
+// built-in connection pool decides
 // how many TCP connections are used. TLS trust comes from -Djavax.net.ssl.trustStore=...
 // (the default SSLContext). Connect timeout and per-request timeout are 10 s.
 // Java 17's HttpClient has no close(): pooled connections stay open until the
@@ -66,11 +69,17 @@ public class HttpClientPooled {
      * THREADS threads, started at once, each making N calls in sequence; a
      * status other than 200 and `expected` is a failure. An exception ends
      * its thread as one failure — unless `errors` is given, where an
-     * IOException is counted there and the thread goes on. Returns the
-     * failures. (All three clients in scripts/java run their threads so.)
+     * IOException is counted there and the thread goes on. With
+     * -Dclient.pause=MS each thread sleeps MS milliseconds between one call
+     * and the next (not before the first); without it, not at all. Returns
+     * the failures. (All three clients in scripts/java run their threads so.)
      */
     static int run(int threads, int n, int expected, AtomicInteger errors, Call call)
             throws InterruptedException {
+        final long pause = Long.getLong("client.pause", 0L);
+        if (pause < 0 || pause > 60_000) {
+            throw new IllegalArgumentException("client.pause must be 0..60000 (ms)");
+        }
         final AtomicInteger failures = new AtomicInteger();
         final CountDownLatch start = new CountDownLatch(1);
         List<Thread> ts = new ArrayList<>();
@@ -80,6 +89,7 @@ public class HttpClientPooled {
                 try {
                     start.await();
                     for (int i = 0; i < n; i++) {
+                        if (i > 0 && pause > 0) Thread.sleep(pause);
                         try {
                             int code = call.request(tid, i);
                             if (code != 200 && code != expected) failures.incrementAndGet();

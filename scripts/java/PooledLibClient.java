@@ -14,8 +14,10 @@
 // exception from a request is printed and counted, and the thread goes on
 // (OkHttp 3.13 throws StreamResetException reading a 429 that nginx
 // follows with RST_STREAM NO_ERROR): the run fails only when -Dclient.errors
-// is false. TLS trust comes from -Djavax.net.ssl.trustStore=... (the
-// default SSLContext); timeouts are 10 s.
+// is false. With -Dclient.pause=MS each thread sleeps MS milliseconds
+// between one request and the next (HttpClientPooled.run). TLS trust comes
+// from -Djavax.net.ssl.trustStore=... (the default SSLContext); timeouts
+// are 10 s.
 import java.net.URI;
 import java.util.List;
 import java.util.concurrent.TimeUnit;

@@ -17,7 +17,11 @@
 // request answered 429 is sent again at once, with
 // -Dclient.retry429=honour after sleeping its Retry-After (delay-seconds,
 // at most 5 s), at most 3 times — each time on a connection of its own
-// when -Dhttp.keepAlive=false.
+// when -Dhttp.keepAlive=false. With -Dclient.pause=MS each thread sleeps
+// MS milliseconds between one request (its retries included) and the next,
+// not before the first — long enough, an idle connection in the JDK
+// keep-alive cache (kept 5 s unless the server's Keep-Alive header says
+// otherwise) may be closed by the server meanwhile; without it, no pause.
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.HttpURLConnection;
