@@ -100,6 +100,8 @@ fn pointer(column: &str) -> Option<&'static str> {
         "http_rate_limit_requests_in_window" => "/http/rate_limit/requests_in_window",
         "http_rate_limit_wait_after_429_median" => "/http/rate_limit/wait_after_429/median",
         "http_rate_limit_ended_on_429" => "/http/rate_limit/ended_on_429",
+        "close_idle" => "/close/idle",
+        "close_requests_after" => "/close/requests_after",
         "quic_version"
         | "quic_retry"
         | "quic_idle_timeout"

@@ -125,8 +125,12 @@ fn from_records(records: &[ConnectionRecord], width: i64, last: i64) -> BTreeMap
                 _ => {}
             }
         }
+        let close = r.close.time.map_or(f64::INFINITY, |t| t.at);
         for q in &r.http.list {
-            put(&mut map, width, q.start.at, 5);
+            // Served: a request sent after the connection's close never was.
+            if q.start.at <= close {
+                put(&mut map, width, q.start.at, 5);
+            }
             if q.status == Some(429) {
                 let end = q.response_last.or(q.response_first).map(|t| t.at);
                 put(&mut map, width, end.unwrap_or(f64::NAN), 6);

@@ -76,7 +76,8 @@ fn want_of(records: &[ConnectionRecord]) -> BTreeMap<Key, Want> {
             }
             w.tls_handshakes += u64::from(t.handshake.is_some());
         }
-        let n = r.http.requests;
+        // Served: those sent after the connection's close never were.
+        let n = r.http.requests - r.close.requests_after;
         w.requests += n;
         if r.http.estimated {
             w.estimated += n;

@@ -12,6 +12,7 @@ mod fragments;
 mod fuzz_regressions;
 mod h2_sizes;
 mod http;
+mod idle_close;
 mod keylog;
 #[cfg(feature = "live")]
 mod live;

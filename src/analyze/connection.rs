@@ -254,8 +254,17 @@ impl Connection {
     ) -> (ConnectionRecord, Aside) {
         let at = |t: Timestamp| instant(t, capture_start);
         let facts = self.facts();
-        let (http, aside) = facts.http.into_info(&at);
         let tcp = &self.tcp;
+        let close_at = tcp.first_close_at();
+        let (last_response, requests_after) =
+            close_at.map_or((None, 0), |c| facts.http.around_close(c));
+        let mut close = tcp.close(unclosed, at);
+        close.idle = close_at
+            .zip(last_response)
+            .filter(|(c, last)| last <= c)
+            .map(|(c, last)| c.secs_since(last));
+        close.requests_after = requests_after;
+        let (http, aside) = facts.http.into_info(&at);
         let (first, second) = self.key.endpoints();
         let (client, server) = if self.client_first {
             (first, second)
@@ -282,7 +291,7 @@ impl Connection {
             },
             tls: facts.tls.map(|findings| findings.into_info(&at)),
             http,
-            close: tcp.close(unclosed, at),
+            close,
             anomalies: self.anomalies.map(|a| *a).unwrap_or_default(),
         };
         (record, aside)

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::cleartext::{App, Cleartext};
-use super::http::{count_status, Exchange, Exchanges, Limits, Unlisted};
+use super::http::{count_status, Exchange, Exchanges, Limits, PastMark, Unlisted};
 use super::stats::Samples;
 use super::tls::keylog::KeyLog;
 use super::tls::{Findings, Plaintext, TlsAnalyzer};
@@ -270,6 +270,21 @@ impl HttpFacts {
             rest: some.then(|| Box::new(Rest { unlisted, limits })),
             ..self
         }
+    }
+
+    /// Around the connection's first FIN or RST at `close`: the latest
+    /// last byte of a response, and the requests that started after the
+    /// close (listed, and past the list those whose times were kept).
+    pub fn around_close(&self, close: Timestamp) -> (Option<Timestamp>, u64) {
+        let unlisted = self.rest.as_ref().and_then(|r| r.unlisted.as_deref());
+        let listed = self.exchanges.iter().filter_map(|e| e.response_last).max();
+        let last = listed.max(unlisted.and_then(|u| u.last_response));
+        let after = self.exchanges.iter().filter(|e| e.start > close).count();
+        let past = unlisted.map_or(0, |u| {
+            let started = |m: &&PastMark| m.end.is_none() && m.at > close;
+            u.marks.iter().filter(started).count()
+        });
+        (last, (after + past) as u64)
     }
 
     /// The record's `http` section, its times made with `at`, and what the

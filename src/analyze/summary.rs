@@ -8,6 +8,7 @@ pub(crate) mod across;
 mod over_time;
 pub(crate) mod rate_limit;
 mod servers;
+mod setup;
 mod verdict;
 
 use std::collections::BTreeMap;
@@ -17,8 +18,8 @@ use crate::record::QuicSummary;
 use super::stats::{NanoSum, Samples};
 use super::streams::Aside;
 use crate::record::{
-    Anomalies, CloseKind, ConnectionRecord, DecryptionOutcome, HandshakeTime, MeanMax, Name,
-    Overlay, PacketCounts, Peak, PerRequest, SetupPhases, Summary, TlsOutcome,
+    Anomalies, CloseKind, ConnectionRecord, DecryptionOutcome, HandshakeTime, IdleCloses, MeanMax,
+    Name, Overlay, PacketCounts, Peak, PerRequest, Side, Summary, TlsOutcome,
 };
 use crate::source::{LinkType, SourceInfo};
 use crate::time::Timestamp;
@@ -26,6 +27,8 @@ use across::{Across, Marks};
 use over_time::{Moments, Series};
 use rate_limit::{LimitTally, RateLimitBuilder};
 use servers::{ServerId, Servers};
+pub use setup::handshake_events;
+use setup::{add_phases, phases_of, setup_phases};
 use verdict::{verdict, Counts, Unreused};
 
 /// Overlay networks counted one by one in the summary; connections in more
@@ -88,6 +91,10 @@ pub struct Tally {
     server: ServerId,
     /// When things happened, for `summary.over_time`.
     moments: Moments,
+    /// Who closed the connection and how long after its last response
+    /// (`close.idle`), and the requests after the close.
+    idle_close: Option<(Side, f64)>,
+    requests_after_close: u64,
 }
 
 #[derive(Debug)]
@@ -130,13 +137,17 @@ impl Tally {
             }),
             estimated: http.estimated,
             low_confidence: http.confidence == "low",
-            requests: http.requests,
+            // A request sent after the connection's close was never served
+            // (the client sends it again): not one the connection carried.
+            requests: http.requests.saturating_sub(rec.close.requests_after),
             to_first_request: hs
                 .syn
                 .zip(http.list.first())
                 .map(|(syn, first)| first.start.ts - syn.ts),
             setup_phases: setup_phases(rec),
             moments: Moments::of(rec, &aside.past_marks),
+            idle_close: rec.close.by.zip(rec.close.idle),
+            requests_after_close: rec.close.requests_after,
             durations: http.list.iter().filter_map(|r| r.duration).collect(),
             unlisted_durations: aside.durations,
             status_codes: http.status_codes.iter().map(|(&s, &n)| (s, n)).collect(),
@@ -174,73 +185,6 @@ impl TlsHandshakes {
             _ => {}
         }
     }
-}
-
-/// A connection's setup cut at each step, as `summary.handshake_time.phases`
-/// adds them up: SYN → ACK, ACK → ClientHello, ClientHello → handshake
-/// complete, → first request byte (without TLS: SYN → ACK → first request
-/// byte). `None` unless every step was seen, in that order.
-fn setup_phases(rec: &ConnectionRecord) -> Option<[f64; 4]> {
-    let hs = &rec.tcp.handshake;
-    let (syn, ack) = (hs.syn?.at, hs.ack?.at);
-    let request = rec.http.list.first()?.start.at;
-    let (hello, done) = match &rec.tls {
-        Some(tls) => (tls.client_hello?.at, tls.complete?.at),
-        None => (ack, ack),
-    };
-    let steps = [syn, ack, hello, done, request];
-    // Each finite (so that the four sums count alike), and in order.
-    if steps.iter().any(|v| !v.is_finite()) || steps.windows(2).any(|w| w.first() > w.last()) {
-        return None;
-    }
-    Some([ack - syn, hello - ack, done - hello, request - done])
-}
-
-/// A connection's setup steps added to `sums` (none if not all were seen).
-fn add_phases(sums: &mut [NanoSum; 4], phases: Option<[f64; 4]>) {
-    for (sum, v) in sums.iter_mut().zip(phases.into_iter().flatten()) {
-        sum.add(Some(v));
-    }
-}
-
-/// The setup's steps added up, if any connection's were all seen.
-fn phases_of(sums: &[NanoSum; 4]) -> Option<SetupPhases> {
-    let [connect, hello, tls, request] = sums;
-    let n = connect.totals().connections;
-    (n > 0).then(|| SetupPhases {
-        connections: n,
-        connect: connect.total(),
-        before_client_hello: hello.total(),
-        tls_handshake: tls.total(),
-        to_request: request.total(),
-    })
-}
-
-/// A connection's handshake events: the TCP handshake packets seen (the
-/// SYN and its retransmissions, the SYN-ACK and its retransmissions, the
-/// ACK) plus the TLS handshake messages in `tls.events` up to the
-/// handshake's completion (all of them when it did not complete). Exact
-/// from the record, unlike bytes spent on handshakes, which it does not
-/// hold.
-pub fn handshake_events(rec: &ConnectionRecord) -> u64 {
-    let hs = &rec.tcp.handshake;
-    let mut n = 0u64;
-    if hs.syn.is_some() {
-        n += 1 + u64::from(hs.syn_retransmissions);
-    }
-    if hs.synack.is_some() {
-        n += 1 + u64::from(hs.synack_retransmissions);
-    }
-    if hs.ack.is_some() {
-        n += 1;
-    }
-    if let Some(tls) = &rec.tls {
-        n += match tls.complete {
-            Some(done) => tls.events.iter().filter(|e| e.time.at <= done.at).count(),
-            None => tls.events.len(),
-        } as u64;
-    }
-    n
 }
 
 #[derive(Debug, Default)]
@@ -292,6 +236,10 @@ pub struct SummaryBuilder {
     across: Across,
     servers: Servers,
     over_time: Series,
+    idle_by_client: Samples,
+    idle_by_server: Samples,
+    requests_after_close: u64,
+    connections_with_requests_after_close: u64,
     handshake_events: u64,
     /// The most connections open at once, tracked by the analyzer.
     pub peak: Peak,
@@ -409,6 +357,13 @@ impl SummaryBuilder {
         }
         self.servers.add(t);
         self.over_time.add(&t.moments);
+        match t.idle_close {
+            Some((Side::Client, idle)) => self.idle_by_client.push(idle),
+            Some((Side::Server, idle)) => self.idle_by_server.push(idle),
+            None => {}
+        }
+        self.requests_after_close += t.requests_after_close;
+        self.connections_with_requests_after_close += u64::from(t.requests_after_close > 0);
     }
 
     /// A finished connection's marks, and the first packet of the oldest
@@ -459,6 +414,8 @@ impl SummaryBuilder {
             quic_decrypted: self.quic.as_ref().map_or(0, |q| q.decrypted),
             quic_requests: self.quic.as_ref().map_or(0, |q| q.requests),
             unreused: servers.iter().filter_map(Unreused::of).collect(),
+            after_close: self.requests_after_close,
+            after_close_connections: self.connections_with_requests_after_close,
         });
         let mut warnings = info.warnings.clone();
         let tried: u64 = self.tls_decryption.values().sum();
@@ -565,6 +522,12 @@ impl SummaryBuilder {
             overlays: self.overlays,
             connect: self.connect.distribution(),
             close: self.close,
+            idle_closes: IdleCloses {
+                by_client: self.idle_by_client.distribution(),
+                by_server: self.idle_by_server.distribution(),
+                requests_after_close: self.requests_after_close,
+                connections_with_requests_after_close: self.connections_with_requests_after_close,
+            },
             syn_retransmissions: self.syn_retransmissions,
             anomalies,
             truncated: info.truncated,

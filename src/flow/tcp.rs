@@ -340,7 +340,14 @@ impl TcpConn {
         }
     }
 
-    /// How the connection ended; `unclosed` is the kind to report when no FIN
+    /// When the first FIN or RST came, if one did.
+    pub fn first_close_at(&self) -> Option<Timestamp> {
+        self.first_close.map(|(_, _, ts)| ts)
+    }
+
+    /// How the connection ended (its idle time and the requests after it
+    /// are HTTP's, filled in by the connection); `unclosed` is the kind to
+    /// report when no FIN
     /// or RST was seen (open at end of capture, idle, evicted).
     pub fn close(&self, unclosed: CloseKind, at: impl Fn(Timestamp) -> Instant) -> Close {
         let fin_both = self.client.fin && self.server.fin;
@@ -350,12 +357,16 @@ impl TcpConn {
                 by: Some(by),
                 time: Some(at(ts)),
                 fin_both,
+                idle: None,
+                requests_after: 0,
             },
             None => Close {
                 kind: unclosed,
                 by: None,
                 time: None,
                 fin_both,
+                idle: None,
+                requests_after: 0,
             },
         }
     }

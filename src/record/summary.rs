@@ -142,6 +142,9 @@ pub struct Summary {
     pub connect: Distribution,
     /// Connections by how they closed.
     pub close: BTreeMap<String, u64>,
+    /// Connections closed once idle after their last response, by who
+    /// closed them; and requests sent after a close.
+    pub idle_closes: IdleCloses,
     /// SYNs sent again, over all connections.
     pub syn_retransmissions: u64,
     /// TLS: connections that carried TLS, handshakes completed full or
@@ -305,6 +308,20 @@ impl ServerSummary {
             None => endpoint,
         }
     }
+}
+
+/// How connections were closed once idle (`summary.idle_closes`): each
+/// connection's `close.idle` by who sent the first FIN or RST — a server's
+/// keep-alive timeout, or a client's pool letting a connection go — and
+/// the requests that started after their connection's close (a client
+/// that sent a request on a connection the server had closed).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct IdleCloses {
+    pub by_client: Distribution,
+    pub by_server: Distribution,
+    pub requests_after_close: u64,
+    /// The connections those were sent on.
+    pub connections_with_requests_after_close: u64,
 }
 
 /// The capture's TCP connections in time (`summary.over_time`): intervals

@@ -104,6 +104,8 @@ pub const COLUMNS: &[&str] = &[
     RATE_LIMIT_COLUMNS[2],
     RATE_LIMIT_COLUMNS[3],
     RATE_LIMIT_COLUMNS[4],
+    "close_idle",
+    "close_requests_after",
 ];
 
 /// The `http_rate_limit_…` columns, in the order of [`rate_limit_cells`].
@@ -276,6 +278,7 @@ fn row(file: &str, r: &ConnectionRecord) -> Vec<String> {
         String::new(),
     ]);
     row.extend(rate_limit_cells(r.http.rate_limit.as_ref()));
+    row.extend([opt(r.close.idle), r.close.requests_after.to_string()]);
     row
 }
 

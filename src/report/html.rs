@@ -234,6 +234,9 @@ fn cards(h: &mut String, s: &Summary) {
     });
     // A capture of QUIC alone leaves out the cards only TCP fills.
     let tcp = s.connections > 0 || s.quic_connections == 0;
+    let ic = &s.idle_closes;
+    let closed = super::table::idle_closes_text(ic);
+    let closes_count = (ic.by_client.count + ic.by_server.count).to_string();
     #[rustfmt::skip]
     let cards: Vec<(bool, &str, String, String)> = vec![
         (true, "requests", s.requests.to_string(), format!("{} exact", s.requests_exact)),
@@ -261,6 +264,7 @@ fn cards(h: &mut String, s: &Summary) {
             quic_rl.map_or(String::new(), |r| format!("{} requests while a Retry-After ran", r.requests_in_window))),
         (quic_per_request.is_some(), "QUIC handshakes / HTTP/3 request", opt_ratio(quic_per_request),
             "1.00: no reuse".into()),
+        (closed.is_some(), "closed after the last response", closes_count, closed.unwrap_or_default()),
         (tcp, "peak concurrency", peak.connections.to_string(), "connections".into()),
         (tcp, "requests / second", rate, format!("over {}", human_duration(s.span))),
     ];

@@ -23,7 +23,9 @@ use super::timeline::{quic_requests_text, requests_text};
 use super::{
     counts_text, endpoint_in, human_bytes, human_duration, plural, sanitize, server_text, Opts,
 };
-use crate::record::{CloseKind, ConnectionRecord, Distribution, QuicRecord, SetupPhases, Summary};
+use crate::record::{
+    CloseKind, ConnectionRecord, Distribution, IdleCloses, QuicRecord, SetupPhases, Summary,
+};
 
 /// Writes the summary block and the connection table of `records` (in any
 /// order; the table has the first `opts.limit` by id): what
@@ -151,6 +153,9 @@ pub fn write_headline(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
             at.at
         )?;
     }
+    if let Some(line) = idle_closes_text(&s.idle_closes) {
+        writeln!(out, "closed        {line}")?;
+    }
     if !s.status_codes.is_empty() {
         writeln!(out, "status        {}", counts_text(&s.status_codes))?;
     }
@@ -164,6 +169,39 @@ pub fn write_headline(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Who closed the connections and how long after their last response:
+/// `by server 4, median 1.00s after the last response (max 1.00s) · by
+/// client 1, 5.00s after · 4 requests sent after their connection's close
+/// (on 4 connections)`; `None` when no connection closed after a response.
+pub(crate) fn idle_closes_text(c: &IdleCloses) -> Option<String> {
+    let mut parts = Vec::new();
+    for (who, d) in [("server", &c.by_server), ("client", &c.by_client)] {
+        let (Some(median), Some(max)) = (d.median, d.max) else {
+            continue;
+        };
+        let after = if d.count == 1 {
+            format!("{} after the last response", human_duration(median))
+        } else {
+            format!(
+                "median {} after the last response (max {})",
+                human_duration(median),
+                human_duration(max)
+            )
+        };
+        parts.push(format!("by {who} {}, {after}", d.count));
+    }
+    if c.requests_after_close > 0 {
+        parts.push(format!(
+            "{} request{} sent after their connection's close (on {} connection{})",
+            c.requests_after_close,
+            plural(c.requests_after_close),
+            c.connections_with_requests_after_close,
+            plural(c.connections_with_requests_after_close)
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join(" · "))
 }
 
 /// Where the setup time went: `connect 165µs (0%) · before ClientHello

@@ -267,12 +267,20 @@ fn client_port(client: &str) -> String {
         .map_or_else(|| client.to_string(), |(_, p)| p.to_string())
 }
 
-/// Requests on a connection: `~9` when estimated, `-` without HTTP.
+/// Requests on a connection: `~9` when estimated, `1+1` when one more was
+/// sent after the connection's close (never served), `-` without HTTP.
 pub(crate) fn requests_text(rec: &ConnectionRecord) -> String {
+    // Those sent after the connection's close, never served: `1+1`.
+    let after = rec.close.requests_after;
+    let served = rec.http.requests.saturating_sub(after);
+    let count = match after {
+        0 => served.to_string(),
+        n => format!("{served}+{n}"),
+    };
     match rec.http.method {
         HttpMethod::None => "-".to_string(),
-        _ if rec.http.estimated => format!("~{}", rec.http.requests),
-        _ => rec.http.requests.to_string(),
+        _ if rec.http.estimated => format!("~{count}"),
+        _ => count,
     }
 }
 

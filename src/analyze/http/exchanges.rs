@@ -102,6 +102,8 @@ pub struct Unlisted {
     pub marks: Vec<PastMark>,
     /// Requests and such responses past those.
     pub unmarked: u64,
+    /// The latest last byte of their responses.
+    pub last_response: Option<Timestamp>,
 }
 
 /// A request past the list started (`end` none), or its response, a 429
@@ -125,6 +127,7 @@ impl Unlisted {
 
     fn retire(&mut self, e: &Exchange) {
         self.answered += u64::from(e.response_first.is_some());
+        self.last_response = self.last_response.max(e.response_last);
         if let Some(status) = e.status {
             count_status(&mut self.statuses, status, 1);
         }

@@ -144,7 +144,15 @@ impl Moments {
             let at = tls.client_hello.map_or(rec.start.at, |h| h.at);
             (ns(at), kind)
         });
-        let mut requests: SmallVec<[i64; 2]> = http.list.iter().map(|r| ns(r.start.at)).collect();
+        // Those sent after the connection's close were never served.
+        let close = rec.close.time.map_or(f64::INFINITY, |t| t.at);
+        let served = |at: f64| at <= close;
+        let mut requests: SmallVec<[i64; 2]> = http
+            .list
+            .iter()
+            .filter(|r| served(r.start.at))
+            .map(|r| ns(r.start.at))
+            .collect();
         let mut too_many: SmallVec<[i64; 1]> = http
             .list
             .iter()
@@ -153,7 +161,8 @@ impl Moments {
             .collect();
         for &(at, end) in past {
             match end {
-                None => requests.push(ns(at)),
+                None if served(at) => requests.push(ns(at)),
+                None => {}
                 Some((true, _)) => too_many.push(ns(at)),
                 Some((false, _)) => {}
             }
@@ -163,7 +172,8 @@ impl Moments {
             syn,
             hello,
             closed: rec.close.time.map(|t| ns(t.at)),
-            untimed: http.requests.saturating_sub(requests.len() as u64),
+            untimed: (http.requests.saturating_sub(rec.close.requests_after))
+                .saturating_sub(requests.len() as u64),
             requests,
             too_many,
         }

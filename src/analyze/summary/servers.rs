@@ -227,6 +227,8 @@ mod tests {
                 overlay: None,
             },
             moments: Default::default(),
+            idle_close: None,
+            requests_after_close: 0,
         }
     }
 

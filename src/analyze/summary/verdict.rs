@@ -32,6 +32,10 @@ pub(super) struct Counts {
     /// The servers that reused no connection, most connections first
     /// (`summary.servers`' order).
     pub(super) unreused: Vec<Unreused>,
+    /// Requests sent on connections the server had closed (not in
+    /// `requests`), and on how many connections.
+    pub(super) after_close: u64,
+    pub(super) after_close_connections: u64,
 }
 
 /// A server whose every request (two or more) had a connection of its own.
@@ -58,7 +62,7 @@ impl Unreused {
 /// how many more were opened for none; and the QUIC handshakes, whose
 /// requests are not counted.
 pub(super) fn verdict(c: &Counts) -> String {
-    let over_tcp = tcp_verdict(c) + &unreused_clause(c);
+    let over_tcp = tcp_verdict(c) + &unreused_clause(c) + &after_close_clause(c);
     if c.quic == 0 {
         return over_tcp;
     }
@@ -107,6 +111,24 @@ fn unreused_clause(c: &Counts) -> String {
         "; but no reuse to {}: {} requests on {} connections{others}",
         first.name, first.requests, first.connections
     )
+}
+
+/// The requests a pool sent on connections the server had closed: each a
+/// round trip lost, never answered (a client that retries sends it again
+/// on a new connection, where it counts).
+fn after_close_clause(c: &Counts) -> String {
+    match (c.after_close, c.after_close_connections) {
+        (0, _) => String::new(),
+        (n, conns) => format!(
+            "; {n} more {} sent on {} the server had closed, never answered",
+            if n == 1 { "was" } else { "were" },
+            if conns == 1 {
+                "a connection".to_owned()
+            } else {
+                format!("{conns} connections")
+            }
+        ),
+    }
 }
 
 /// "s" unless `n` is 1.

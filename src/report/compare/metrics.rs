@@ -154,6 +154,7 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
     let phase = |f: fn(&SetupPhases) -> f64| s.handshake_time.phases.as_ref().map(f);
     // …those of TLS null without TLS.
     let tls_phase = |f: fn(&SetupPhases) -> f64| phase(f).filter(|_| s.tls_connections > 0);
+    let ic = &s.idle_closes;
     #[rustfmt::skip]
     let rows = vec![
         ("connections", "connections", Count, Neither, c(s.connections)),
@@ -208,6 +209,9 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
         ("connections_opened_in_retry_window", "connections opened while a Retry-After ran", Count, Lower, limit(|r| across(r, |a| a.connections_opened_in_window))),
         ("wait_after_429_any_connection_median", "wait after a 429 (any connection): median", Seconds, Neither, rl.and_then(|r| r.across_connections.as_ref()?.wait_after_429.median)),
         ("connections_closed_after_429", "connections closed after a 429", Count, Lower, limit(|r| r.closed_after_429.values().sum::<u64>() as f64)),
+        ("closed_by_server_after_response", "connections the server closed after a response", Count, Neither, c(ic.by_server.count)),
+        ("server_close_after_response_median", "server's close after the last response: median", Seconds, Neither, ic.by_server.median),
+        ("requests_after_close", "requests sent after their connection's close", Count, Lower, (ic.by_client.count + ic.by_server.count > 0 || ic.requests_after_close > 0).then_some(ic.requests_after_close as f64)),
         ("peak_concurrent_connections", "peak concurrent connections", Count, Neither, c(s.peak_concurrent_connections.connections)),
         ("requests_per_second", "requests per second", PerSecond, Higher, s.requests_per_second),
         ("handshake_events", "handshake events (TCP packets + TLS messages)", Count, Lower, c(events)),
@@ -233,7 +237,8 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
 /// `latency_p95`, `latency_max`, `status_2xx`, `status_4xx`, `status_429`,
 /// `status_5xx`, `status_429_share`, `requests_in_retry_window`,
 /// `wait_after_429_median`, `connections_closed_after_429`,
-/// `peak_concurrent_connections`,
+/// `closed_by_server_after_response`, `server_close_after_response_median`,
+/// `requests_after_close`, `peak_concurrent_connections`,
 /// `requests_per_second`, `handshake_events`, `handshake_events_per_request`.
 /// Times are seconds.
 pub(crate) fn metrics(a: &Labeled, b: &Labeled) -> Vec<Metric> {
