@@ -294,12 +294,13 @@ impl Series {
             return;
         }
         let (w, lo) = (self.width, self.lo);
-        let fits = |r: u64| {
-            let (Ok(r), Ok(n)) = (i64::try_from(r), i64::try_from(n)) else {
+        // Whether `factor` times the width leaves few enough intervals.
+        let fits = |factor: u64| {
+            let (Ok(factor), Ok(n)) = (i64::try_from(factor), i64::try_from(n)) else {
                 return false;
             };
             let last = lo + n - 1;
-            last.div_euclid(r) - lo.div_euclid(r) < AUTO_INTERVALS as i64
+            last.div_euclid(factor) - lo.div_euclid(factor) < AUTO_INTERVALS as i64
         };
         let round = ROUND.iter().map(|&r| r / w.max(1));
         let factor = ROUND
