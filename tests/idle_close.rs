@@ -181,3 +181,31 @@ fn real_clients_against_a_server_closing_idle_connections_as_tshark_and_nginx_se
         }
     }
 }
+
+#[test]
+fn compare_names_the_requests_sent_on_closed_connections() {
+    use crate::support::{run, stdout};
+    let out = run([
+        "compare",
+        "captures/idle-httpclient.pcap",
+        "captures/idle-urlconnection-keepalive.pcap",
+    ]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    // Both paid a TCP handshake per request; HttpURLConnection lost four
+    // round trips on the connections nginx had closed.
+    assert!(
+        text.contains("B used as many TCP handshakes per request as A (1.00 each)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("; 4 vs 0 requests sent on connections the server had closed;"),
+        "{text}"
+    );
+    let row = text
+        .lines()
+        .find(|l| l.contains("requests sent after their connection's close"))
+        .unwrap_or_default();
+    let cells: Vec<&str> = row.split('┆').map(str::trim).collect();
+    assert_eq!(cells.get(1..3), Some(&["0", "4"][..]), "{row}");
+}
