@@ -55,6 +55,9 @@ struct Want {
     classes: BTreeMap<String, u64>,
     close: BTreeMap<String, u64>,
     tls_handshakes: u64,
+    /// Connections the server closed after a response; requests after a close.
+    closed_by_server: u64,
+    requests_after_close: u64,
 }
 
 fn want_of(records: &[ConnectionRecord]) -> BTreeMap<Key, Want> {
@@ -100,6 +103,9 @@ fn want_of(records: &[ConnectionRecord]) -> BTreeMap<Key, Want> {
             }
         }
         *w.close.entry(r.close.kind.as_str().to_owned()).or_default() += 1;
+        let by_server = r.close.by == Some(handshakes::record::Side::Server);
+        w.closed_by_server += u64::from(by_server && r.close.idle.is_some());
+        w.requests_after_close += r.close.requests_after;
     }
     servers
 }
@@ -126,6 +132,8 @@ fn got_of(s: &ServerSummary) -> Want {
         classes: s.status_classes.clone(),
         close: s.close.clone(),
         tls_handshakes: s.tls_handshake.connections,
+        closed_by_server: s.closed_by_server.connections,
+        requests_after_close: s.requests_after_close,
     };
     assert_eq!(
         per(got.busy_tcp),

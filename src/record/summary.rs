@@ -295,6 +295,11 @@ pub struct ServerSummary {
     pub responses_429: u64,
     /// Connections by how they closed, as the summary's `close`.
     pub close: BTreeMap<String, u64>,
+    /// `close.idle` of the connections the server closed first (its
+    /// keep-alive timeout shows here), and the requests sent after their
+    /// connection's close.
+    pub closed_by_server: Totals,
+    pub requests_after_close: u64,
 }
 
 impl ServerSummary {

@@ -16,6 +16,7 @@ use super::{add_phases, phases_of, Tally, TlsHandshakes};
 use crate::analyze::stats::NanoSum;
 use crate::record::{
     CloseKind, ConnectionRecord, MeanMax, Overlay, PerRequest, ServerSummary, ServersNotListed,
+    Side,
 };
 
 /// Servers followed one by one.
@@ -80,6 +81,9 @@ struct Counters {
     responses_429: u64,
     /// Connections by how they closed ([`CLOSES`]).
     closes: [u64; 5],
+    /// `close.idle` where the server closed first; requests after closes.
+    closed_by_server: NanoSum,
+    requests_after_close: u64,
 }
 
 /// Every server's counters.
@@ -137,6 +141,10 @@ impl Servers {
         if let Some(count) = close.and_then(|k| c.closes.get_mut(k)) {
             *count += 1;
         }
+        if let Some((Side::Server, idle)) = t.idle_close {
+            c.closed_by_server.add(Some(idle));
+        }
+        c.requests_after_close += t.requests_after_close;
     }
 
     /// The servers, most connections first (then most requests, then the
@@ -190,6 +198,8 @@ fn summary(id: ServerId, c: &Counters) -> ServerSummary {
         status_classes,
         responses_429: c.responses_429,
         close,
+        closed_by_server: c.closed_by_server.totals(),
+        requests_after_close: c.requests_after_close,
     }
 }
 
