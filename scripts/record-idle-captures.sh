@@ -20,16 +20,34 @@
 # the request's number on it). See captures/README.md, section "Servers
 # closing idle connections".
 #
-# Usage:  sudo scripts/record-idle-captures.sh
+# The same scenario over TLS: a second `server` of the same nginx (same
+# `keepalive_timeout 1s`; the only one when only `tls` is recorded) serves
+# HTTPS, TLS 1.3 and HTTP/1.1 only (no http2), on 127.0.0.1:18471 with
+# make_cert's throw-away certificate, to 5 GETs with 2 s pauses by
+#   idle-urlconnection-tls.pcap           Java 17 HttpsURLConnection (trusts
+#                                         the certificate through make_java's
+#                                         truststore; Java writes no key log)
+#   idle-requests-tls.pcap (+ .keylog)    python requests, one Session,
+#                                         verifying against the certificate;
+#                                         its TLS secrets (SSLKEYLOGFILE) in
+#                                         idle-requests-tls.keylog
+# each with its .nginx-access.log as well.
+#
+# Usage:  sudo scripts/record-idle-captures.sh [clear] [tls]
+#         (or sudo PARTS="clear tls" scripts/record-idle-captures.sh)
+#
+# The arguments (or PARTS) pick what to record (default: both): clear (the
+# four cleartext files, "au"-"ax"), tls (the two TLS files, "ay", "az").
 #
 # Requirements (Debian): tcpdump, tshark, nginx (nginx-light is enough),
-# openssl and a JDK 17 (java, javac, keytool: make_java builds a
-# truststore, unused here), iproute2 (ss), python3 with `requests`.
+# openssl and a JDK 17 (java, javac, keytool: make_java builds the
+# truststore the TLS part uses), iproute2 (ss), python3 with `requests`.
 #
-# Only 127.0.0.1 is talked to, on port 18470. nginx and tcpdump are stopped
-# by PID on exit; everything else lives in a temp dir deleted at the end.
-# Writes only captures/idle-* (re-running overwrites them, with new ports
-# and times); touches no other capture, and nothing in src/, tests/, docs/.
+# Only 127.0.0.1 is talked to, on ports 18470 and 18471. nginx and tcpdump
+# are stopped by PID on exit; everything else lives in a temp dir deleted at
+# the end. Writes only captures/idle-* of the parts recorded (re-running
+# overwrites them, with new ports and times); touches no other capture, and
+# nothing in src/, tests/, docs/.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -37,7 +55,18 @@ REPO_DIR="$(cd "$SCRIPT_DIR/.." && pwd)"
 OUT_DIR="${OUT_DIR:-$REPO_DIR/captures}"
 
 HTTP_PORT=18470      # nginx, plain HTTP/1.1, keepalive_timeout 1s
+TLS_PORT=18471       # nginx, HTTPS (TLS 1.3, HTTP/1.1 only), keepalive_timeout 1s
 GETS=5               # GETs per client run
+
+PARTS=${*:-${PARTS:-clear tls}}
+# part NAME: whether part NAME is to be recorded.
+part() { [[ " $PARTS " == *" $1 "* ]]; }
+for p in $PARTS; do
+    case $p in
+        clear|tls) ;;
+        *) echo "error: unknown part '$p' (known: clear tls)" >&2; exit 2 ;;
+    esac
+done
 
 # shellcheck source=scripts/record-lib.sh
 source "$SCRIPT_DIR/record-lib.sh"
@@ -52,29 +81,41 @@ setup_work record-idle-captures
 # ---------------------------------------------------------------------------
 log "setup in $WORK"
 make_docroot
-make_cert            # make_java's truststore wants a certificate
+make_cert            # the TLS server's certificate, trusted by make_java's truststore
 make_java "$SCRIPT_DIR/java/UrlConnClient.java" "$SCRIPT_DIR/java/HttpClientPooled.java"
 # make_java's JAVA starts with `timeout 120`: bound each run to 60 s instead.
 [[ ${JAVA[0]} == timeout ]] || { echo "error: unexpected JAVA command ${JAVA[*]}" >&2; exit 1; }
 JAVA_RUN=(timeout 60 "${JAVA[@]:2}")
 
-NGINX_KEEPALIVE_TIMEOUT=1s write_nginx_conf 64 "$(cat <<EOF
+SERVERS=""
+PORTS=()
+if part clear; then
+    SERVERS+="$(cat <<EOF
     server {
         listen 127.0.0.1:$HTTP_PORT;
         root $WORK/www;
     }
 EOF
-)" "$(conn_access_log)"
+)"
+    PORTS+=("$HTTP_PORT")
+fi
+if part tls; then
+    # TLS 1.3 only, no http2: ALPN, if offered, settles on http/1.1.
+    SERVERS+="${SERVERS:+$'\n'}$(tls_server "127.0.0.1:$TLS_PORT ssl" "TLSv1.3")"
+    PORTS+=("$TLS_PORT")
+fi
+NGINX_KEEPALIVE_TIMEOUT=1s write_nginx_conf 64 "$SERVERS" "$(conn_access_log)"
 grep -q 'keepalive_timeout 1s;' "$WORK/nginx/nginx.conf"
-start_nginx "$HTTP_PORT"
+start_nginx "${PORTS[@]}"
 mark_access_log
 
 URL="http://127.0.0.1:$HTTP_PORT/index.html"
 FILTER="tcp port $HTTP_PORT"
 
-# record NAME COMMAND... : COMMAND captured to captures/NAME.pcap, nginx's
-# lines for it to captures/NAME.nginx-access.log; nginx must log $GETS
-# requests. Prints the TCP conversations and nginx's connections.
+# record NAME COMMAND... : COMMAND captured (tcpdump filter FILTER) to
+# captures/NAME.pcap, nginx's lines for it to
+# captures/NAME.nginx-access.log; nginx must log $GETS requests. Prints the
+# TCP conversations and nginx's connections.
 record() {
     local name=$1 got
     shift
@@ -95,6 +136,7 @@ record() {
     sleep 1.5
 }
 
+if part clear; then
 # 1. HttpURLConnection, keep-alive on (JDK default), 2 s between GETs:
 #    nginx closes each idle connection after 1 s, the JDK cache keeps it 5 s.
 record idle-urlconnection-keepalive \
@@ -113,6 +155,28 @@ record idle-requests-session \
 #    1 s), so the connection is never idle long enough to be closed.
 record idle-urlconnection-keepalive-05 \
     "${JAVA_RUN[@]}" -Dclient.pause=500 UrlConnClient "$URL" "$GETS"
+fi
+
+# ---------------------------------------------------------------------------
+# The same over TLS (nginx's second server, TLS 1.3, HTTP/1.1 only).
+# ---------------------------------------------------------------------------
+if part tls; then
+SURL="https://127.0.0.1:$TLS_PORT/index.html"
+FILTER="tcp port $TLS_PORT"
+
+# 5. HttpsURLConnection, keep-alive on, 2 s between GETs (as 1, over TLS);
+#    trust from make_java's truststore. No key log: the JDK writes none.
+record idle-urlconnection-tls \
+    "${JAVA_RUN[@]}" -Dclient.pause=2000 UrlConnClient "$SURL" "$GETS"
+
+# 6. python requests, one Session, 2 s between GETs (as 3, over TLS),
+#    verifying nginx's certificate against cert.pem; python's ssl module
+#    writes the TLS secrets to SSLKEYLOGFILE (it appends: start afresh).
+rm -f "$OUT_DIR/idle-requests-tls.keylog"
+record idle-requests-tls \
+    env REQUESTS_CA_BUNDLE="$WORK/cert.pem" SSLKEYLOGFILE="$OUT_DIR/idle-requests-tls.keylog" \
+    timeout 60 "$PY" "$SCRIPT_DIR/requests_client.py" session "$SURL" "$GETS" --pause 2
+fi
 
 # ---------------------------------------------------------------------------
 log "done"
