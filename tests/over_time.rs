@@ -41,6 +41,11 @@ fn analysed(
     (summary, records)
 }
 
+/// The summary of `path` analysed with the secrets of `keylog`.
+pub(crate) fn summary_of(path: &Path, keylog: Option<&Path>) -> Summary {
+    analysed(path, keylog, None).0
+}
+
 /// Seconds into the capture as whole nanoseconds, as the series counts them.
 fn ns(at: f64) -> i64 {
     (at * 1e9).round() as i64
