@@ -173,8 +173,9 @@ pub fn write_headline(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
 
 /// Who closed the connections and how long after their last response:
 /// `by server 4, median 1.00s after the last response (max 1.00s) · by
-/// client 1, 5.00s after · 4 requests sent after their connection's close
-/// (on 4 connections)`; `None` when no connection closed after a response.
+/// client 1, 5.29ms after the last response · 4 requests sent after their
+/// connection's close (on 4 connections)`; `None` when no connection
+/// closed after a response.
 pub(crate) fn idle_closes_text(c: &IdleCloses) -> Option<String> {
     let mut parts = Vec::new();
     for (who, d) in [("server", &c.by_server), ("client", &c.by_client)] {
