@@ -199,6 +199,14 @@ fn real_clients_against_a_server_closing_idle_connections_as_tshark_and_nginx_se
                 r.id
             );
         }
+        // The verdict names the keep-alive timeout where it cost handshakes.
+        let timeout = "; the server closed 4 of them after 1.00s idle (its keep-alive timeout)";
+        assert_eq!(
+            s.verdict.contains(timeout),
+            connections == 5,
+            "{name}: {}",
+            s.verdict
+        );
         // nginx's keepalive_timeout: every server close a second after the response.
         let by_server = &s.idle_closes.by_server;
         if by_server.count > 0 {

@@ -29,7 +29,7 @@ use rate_limit::{LimitTally, RateLimitBuilder};
 use servers::{ServerId, Servers};
 pub use setup::handshake_events;
 use setup::{add_phases, phases_of, setup_phases};
-use verdict::{verdict, Counts, Unreused};
+use verdict::{server_timeout, verdict, Counts, Unreused};
 
 /// Overlay networks counted one by one in the summary; connections in more
 /// are counted together.
@@ -396,6 +396,12 @@ impl SummaryBuilder {
         let unused = self.connections.saturating_sub(self.busy_connections);
         let unused_tls_full = self.tls_handshakes.full.saturating_sub(self.busy_tls_full);
         let (servers, servers_not_listed) = self.servers.finish();
+        let idle_closes = IdleCloses {
+            by_client: self.idle_by_client.distribution(),
+            by_server: self.idle_by_server.distribution(),
+            requests_after_close: self.requests_after_close,
+            connections_with_requests_after_close: self.connections_with_requests_after_close,
+        };
         let verdict = verdict(&Counts {
             requests,
             estimated: self.requests_estimated,
@@ -414,6 +420,7 @@ impl SummaryBuilder {
             quic_decrypted: self.quic.as_ref().map_or(0, |q| q.decrypted),
             quic_requests: self.quic.as_ref().map_or(0, |q| q.requests),
             unreused: servers.iter().filter_map(Unreused::of).collect(),
+            server_timeout: server_timeout(&idle_closes.by_server, self.busy_connections),
             after_close: self.requests_after_close,
             after_close_connections: self.connections_with_requests_after_close,
         });
@@ -522,12 +529,7 @@ impl SummaryBuilder {
             overlays: self.overlays,
             connect: self.connect.distribution(),
             close: self.close,
-            idle_closes: IdleCloses {
-                by_client: self.idle_by_client.distribution(),
-                by_server: self.idle_by_server.distribution(),
-                requests_after_close: self.requests_after_close,
-                connections_with_requests_after_close: self.connections_with_requests_after_close,
-            },
+            idle_closes,
             syn_retransmissions: self.syn_retransmissions,
             anomalies,
             truncated: info.truncated,

@@ -5,6 +5,8 @@
 //!
 //! Does not count anything itself.
 
+use crate::record::Distribution;
+
 /// What the verdict is made of.
 pub(super) struct Counts {
     pub(super) requests: u64,
@@ -32,6 +34,10 @@ pub(super) struct Counts {
     /// The servers that reused no connection, most connections first
     /// (`summary.servers`' order).
     pub(super) unreused: Vec<Unreused>,
+    /// The server's keep-alive timeout, when it closed most of the
+    /// connections that carried requests after one idle time: how many,
+    /// and that time.
+    pub(super) server_timeout: Option<(u64, f64)>,
     /// Requests sent on connections the server had closed (not in
     /// `requests`), and on how many connections.
     pub(super) after_close: u64,
@@ -62,7 +68,8 @@ impl Unreused {
 /// how many more were opened for none; and the QUIC handshakes, whose
 /// requests are not counted.
 pub(super) fn verdict(c: &Counts) -> String {
-    let over_tcp = tcp_verdict(c) + &unreused_clause(c) + &after_close_clause(c);
+    let over_tcp =
+        tcp_verdict(c) + &unreused_clause(c) + &timeout_clause(c) + &after_close_clause(c);
     if c.quic == 0 {
         return over_tcp;
     }
@@ -111,6 +118,32 @@ fn unreused_clause(c: &Counts) -> String {
         "; but no reuse to {}: {} requests on {} connections{others}",
         first.name, first.requests, first.connections
     )
+}
+
+/// A server's keep-alive timeout: when it closed at least half the
+/// connections that carried requests, each after the same idle time
+/// (within a tenth, and 100 ms or more: not a `Connection: close`), a
+/// client that pauses longer pays a handshake per pause.
+pub(crate) fn server_timeout(by_server: &Distribution, busy: u64) -> Option<(u64, f64)> {
+    let (Some(min), Some(median), Some(max)) = (by_server.min, by_server.median, by_server.max)
+    else {
+        return None;
+    };
+    let n = by_server.count;
+    (n >= 2 && 2 * n >= busy && median >= 0.1 && max - min <= median / 10.0).then_some((n, median))
+}
+
+fn timeout_clause(c: &Counts) -> String {
+    let Some((n, idle)) = c.server_timeout else {
+        return String::new();
+    };
+    // At least 100 ms (`server_timeout`).
+    let idle = if idle >= 1.0 {
+        format!("{idle:.2}s")
+    } else {
+        format!("{:.0}ms", idle * 1e3)
+    };
+    format!("; the server closed {n} of them after {idle} idle (its keep-alive timeout)")
 }
 
 /// The requests a pool sent on connections the server had closed: each a
