@@ -246,3 +246,46 @@ fn compare_names_the_requests_sent_on_closed_connections() {
     let cells: Vec<&str> = row.split('┆').map(str::trim).collect();
     assert_eq!(cells.get(1..3), Some(&["0", "4"][..]), "{row}");
 }
+
+#[test]
+fn the_servers_block_shows_which_server_closes_idle_connections() {
+    use crate::support::{analyze_with, pcap_of, stdout, Link};
+    // Two backends: one closes each connection 1 s after its answer (its
+    // keep-alive timeout), the other's connections the client closes.
+    let mut convs = Vec::new();
+    for (i, (server, by)) in [
+        ("10.0.0.2:80", Side::Server),
+        ("10.0.0.2:80", Side::Server),
+        ("10.0.0.3:80", Side::Client),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let t = T0 + ms(3000 * i as i64);
+        let mut c = opened_at(&format!("10.0.0.1:{}", 40000 + i), server, t);
+        c.send(Side::Client, t + ms(1), GET)
+            .send(Side::Server, t + ms(2), OK);
+        let close = if by == Side::Server { 1002 } else { 7 };
+        c.close(by, t + ms(close), t + ms(close + 1), t + ms(close + 2));
+        convs.push(c);
+    }
+    let refs: Vec<&crate::support::Conv> = convs.iter().collect();
+    let out = analyze_with(&pcap_of(Link::Ethernet, &refs), &[]);
+    let text = stdout(&out);
+    let row = |server: &str| {
+        text.lines()
+            .find(|l| l.starts_with("              ") && l.ends_with(server))
+            .unwrap_or_else(|| panic!("no row for {server}: {text}"))
+            .split_whitespace()
+            .nth(8)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(row("10.0.0.2:80"), "1.00s", "{text}");
+    assert_eq!(row("10.0.0.3:80"), "-", "{text}");
+    let v = report(&refs);
+    let first = at(&v, "/summary/servers/0");
+    assert_eq!(first["server"], "10.0.0.2:80");
+    assert_eq!(first["closed_by_server"]["connections"], 2);
+    assert_eq!(first["closed_by_server"]["mean"].as_f64(), Some(1.0));
+}
