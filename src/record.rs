@@ -383,6 +383,12 @@ impl ConnectionRecord {
     pub fn server_key(&self) -> u64 {
         server_key(&self.client, &self.server, self.overlay)
     }
+
+    /// The requests the connection carried: `http.requests` less those
+    /// sent after its close (`close.requests_after`), never served.
+    pub fn requests_served(&self) -> u64 {
+        self.http.requests.saturating_sub(self.close.requests_after)
+    }
 }
 
 impl QuicRecord {

@@ -139,7 +139,7 @@ impl Tally {
             low_confidence: http.confidence == "low",
             // A request sent after the connection's close was never served
             // (the client sends it again): not one the connection carried.
-            requests: http.requests.saturating_sub(rec.close.requests_after),
+            requests: rec.requests_served(),
             to_first_request: hs
                 .syn
                 .zip(http.list.first())

@@ -271,8 +271,7 @@ fn client_port(client: &str) -> String {
 /// sent after the connection's close (never served), `-` without HTTP.
 pub(crate) fn requests_text(rec: &ConnectionRecord) -> String {
     // Those sent after the connection's close, never served: `1+1`.
-    let after = rec.close.requests_after;
-    let served = rec.http.requests.saturating_sub(after);
+    let (served, after) = (rec.requests_served(), rec.close.requests_after);
     let count = match after {
         0 => served.to_string(),
         n => format!("{served}+{n}"),

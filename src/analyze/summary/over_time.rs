@@ -172,8 +172,7 @@ impl Moments {
             syn,
             hello,
             closed: rec.close.time.map(|t| ns(t.at)),
-            untimed: (http.requests.saturating_sub(rec.close.requests_after))
-                .saturating_sub(requests.len() as u64),
+            untimed: rec.requests_served().saturating_sub(requests.len() as u64),
             requests,
             too_many,
         }
