@@ -47,11 +47,7 @@ fn mark(v: u64, top: u64) -> char {
 /// report), counted from interval 0 at the first packet: the marks of two
 /// captures folded to one width line up from their first packets.
 pub(crate) fn fold(o: &OverTime, take: Take, level: bool, n: u64) -> Vec<u64> {
-    let n = i64::try_from(n.max(1)).unwrap_or(i64::MAX);
-    let first = o
-        .intervals
-        .first()
-        .map_or(0, |i| number(o, i).div_euclid(n));
+    let (n, first) = first_group(o, n);
     let mut values: Vec<u64> = Vec::new();
     for i in &o.intervals {
         let at = usize::try_from(number(o, i).div_euclid(n) - first).unwrap_or(0);
@@ -77,12 +73,19 @@ fn number(o: &OverTime, i: &Interval) -> i64 {
 /// Where the first of [`fold`]'s marks of `n` intervals starts, in
 /// seconds into the capture.
 pub(crate) fn fold_start(o: &OverTime, n: u64) -> f64 {
+    let (n, first) = first_group(o, n);
+    first.saturating_mul(n) as f64 * o.interval
+}
+
+/// `n` intervals to a mark, as a divisor, and the number of the group of
+/// `n` the first interval falls in.
+fn first_group(o: &OverTime, n: u64) -> (i64, i64) {
     let n = i64::try_from(n.max(1)).unwrap_or(i64::MAX);
     let first = o
         .intervals
         .first()
         .map_or(0, |i| number(o, i).div_euclid(n));
-    first.saturating_mul(n) as f64 * o.interval
+    (n, first)
 }
 
 /// Whether the block is written: when connections began in more than one
