@@ -23,7 +23,7 @@ use crate::record::{ConnectionRecord, Distribution, QuicSummary, Summary, TlsInf
 mod charts;
 mod over_time;
 use charts::{histogram, waterfall};
-pub(crate) use over_time::{figure, CHARTS};
+pub(crate) use over_time::{figure, open_charts, CHARTS};
 
 /// Waterfall rows and table rows drawn at most, per capture.
 pub use super::drawn::MAX_ROWS;

@@ -7,13 +7,12 @@
 //! Does not compute anything beyond choosing the common width and folding
 //! (the table's fold).
 
-use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use super::many::letter;
 use super::Labeled;
 use crate::record::OverTime;
-use crate::report::html::{esc, figure, CHARTS};
+use crate::report::html::{figure, open_charts, CHARTS};
 use crate::report::table::{fold, fold_start, marks, over_time_shown, LINES};
 use crate::report::width_text;
 
@@ -106,10 +105,12 @@ pub(crate) fn write_html(h: &mut String, docs: &[&Labeled]) {
         return;
     };
     let secs = width as f64 / 1e9;
-    let _ = writeln!(
+    open_charts(
         h,
-        "<h3>What began when</h3>\n<p class=\"note\" style=\"color:#656d76\">A bar per {}, each capture from its first packet; the charts of one count share their scale.</p>\n<div class=\"hists\">",
-        esc(&width_text(secs))
+        &format!(
+            "A bar per {}, each capture from its first packet; the charts of one count share their scale.",
+            width_text(secs)
+        ),
     );
     for chart in CHARTS {
         let mut charts: Vec<(Vec<u64>, f64)> = series

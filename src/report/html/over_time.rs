@@ -44,18 +44,20 @@ pub(super) fn over_time(h: &mut String, o: &OverTime) {
     let n = o.intervals.len().div_ceil(BARS).max(1) as u64;
     let width = o.interval * n as f64;
     let origin = fold_start(o, n);
-    let _ = writeln!(
+    let untimed = if o.requests_untimed > 0 {
+        format!(
+            "; {} requests whose times were not kept are in no bar",
+            o.requests_untimed
+        )
+    } else {
+        String::new()
+    };
+    open_charts(
         h,
-        "<h3>What began when</h3>\n<p class=\"note\" style=\"color:#656d76\">A bar per {}, from +{origin:.3}s{}.</p>\n<div class=\"hists\">",
-        esc(&width_text(width)),
-        if o.requests_untimed > 0 {
-            format!(
-                "; {} requests whose times were not kept are in no bar",
-                o.requests_untimed
-            )
-        } else {
-            String::new()
-        }
+        &format!(
+            "A bar per {}, from +{origin:.3}s{untimed}.",
+            width_text(width)
+        ),
     );
     for chart in CHARTS {
         let values = fold(o, chart.2, chart.3, n);
@@ -65,6 +67,16 @@ pub(super) fn over_time(h: &mut String, o: &OverTime) {
         }
     }
     h.push_str("</div>\n");
+}
+
+/// The charts' heading and `note` (escaped here), and their grid opened
+/// (the caller closes it).
+pub(crate) fn open_charts(h: &mut String, note: &str) {
+    let _ = writeln!(
+        h,
+        "<h3>What began when</h3>\n<p class=\"note\" style=\"color:#656d76\">{}</p>\n<div class=\"hists\">",
+        esc(note)
+    );
 }
 
 /// One chart's figure: its caption — with `tag`, the letter of a capture
