@@ -25,7 +25,7 @@ const TSHARK_EXCEPTIONS: &[(&str, &str)] = &[(
     "split handshake: the SYN-ACK comes from the client; only server SYN-ACKs count",
 )];
 
-fn corpus_dir() -> Option<PathBuf> {
+pub(crate) fn corpus_dir() -> Option<PathBuf> {
     let dir = match std::env::var_os("HANDSHAKES_CORPUS") {
         Some(d) => PathBuf::from(d),
         None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"),

@@ -172,6 +172,8 @@ fn compare_json_has_the_documented_keys() {
         "closed_by_server_after_response",
         "server_close_after_response_median",
         "requests_after_close",
+        "opened_while_idle",
+        "opened_while_idle_setup_total",
         "peak_concurrent_connections",
         "requests_per_second",
         "handshake_events",

@@ -18,6 +18,7 @@ mod keylog;
 mod live;
 mod malformed;
 mod merge;
+mod opened_while_idle;
 mod over_time;
 mod overlays;
 mod progress;

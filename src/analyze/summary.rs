@@ -5,7 +5,9 @@
 //! as they are finalised, so it works the same for files and live capture.
 
 pub(crate) mod across;
+mod marks;
 mod over_time;
+mod pool;
 pub(crate) mod rate_limit;
 mod servers;
 mod setup;
@@ -374,6 +376,7 @@ impl SummaryBuilder {
     }
 
     pub fn finish(mut self, info: &SourceInfo) -> Summary {
+        let (across, opened_while_idle) = std::mem::take(&mut self.across).finish();
         let phases = phases_of(&self.setup_phases);
         let mut anomalies = self.anomalies;
         anomalies.merge(&self.connection_anomalies);
@@ -423,6 +426,7 @@ impl SummaryBuilder {
             server_timeout: server_timeout(&idle_closes.by_server, self.busy_connections),
             after_close: self.requests_after_close,
             after_close_connections: self.connections_with_requests_after_close,
+            opened_while_idle: opened_while_idle.as_ref().map_or(0, |o| o.connections),
         });
         let mut warnings = info.warnings.clone();
         let tried: u64 = self.tls_decryption.values().sum();
@@ -504,7 +508,8 @@ impl SummaryBuilder {
             request_latency: self.latency.distribution(),
             peak_concurrent_connections: self.peak.clone(),
             status_codes: self.status,
-            rate_limit: self.rate_limit.finish(self.across.finish()),
+            rate_limit: self.rate_limit.finish(across),
+            opened_while_idle,
             requests_per_second: (span > 0.0 && requests > 0).then(|| requests as f64 / span),
             servers,
             servers_not_listed,

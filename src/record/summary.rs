@@ -180,6 +180,9 @@ pub struct Summary {
     /// answered; null unless a response was a 429 or carried a
     /// `Retry-After` (read from cleartext HTTP, or with the key log).
     pub rate_limit: Option<RateLimitSummary>,
+    /// Connections opened while another to the same server sat idle;
+    /// null when no connection's SYN and first request were seen.
+    pub opened_while_idle: Option<OpenedWhileIdle>,
     /// Requests per second of capture span.
     pub requests_per_second: Option<f64>,
     /// The same figures for each server (address and port, SNI, overlay),
@@ -251,6 +254,29 @@ pub struct AcrossConnections {
     /// Marks taken out of time order (timestamps going backwards, or more
     /// than 65,536 waiting at once), and 429s of servers past the 65,536
     /// followed at once: the figures are then approximate.
+    pub out_of_order: u64,
+}
+
+/// Connections opened while another to the same server sat idle: the
+/// pool did not reuse it (`summary.opened_while_idle`). A server is a
+/// client address with a server address and port, overlay and SNI. A
+/// connection counts when another had no request outstanding from before
+/// its SYN until past its first request.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct OpenedWhileIdle {
+    /// Connections opened while another sat idle…
+    pub connections: u64,
+    /// …of the connections whose SYN and first request were seen.
+    pub checked: u64,
+    /// Their setup times (SYN → first request), seconds: in total, and…
+    pub setup_total: f64,
+    /// …one by one: what reusing the idle connection would have saved.
+    pub setup: Distribution,
+    /// How long the connection idle longest had been idle at their SYN.
+    pub idle: Distribution,
+    /// Marks taken out of time order (more than 65,536 waiting at once
+    /// behind a connection open since long before): the count may be
+    /// short.
     pub out_of_order: u64,
 }
 

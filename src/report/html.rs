@@ -237,6 +237,8 @@ fn cards(h: &mut String, s: &Summary) {
     let ic = &s.idle_closes;
     let closed = super::table::idle_closes_text(ic);
     let closes_count = (ic.by_client.count + ic.by_server.count).to_string();
+    let owi = s.opened_while_idle.as_ref();
+    let missed = owi.and_then(super::table::while_idle_text);
     #[rustfmt::skip]
     let cards: Vec<(bool, &str, String, String)> = vec![
         (true, "requests", s.requests.to_string(), format!("{} exact", s.requests_exact)),
@@ -265,6 +267,7 @@ fn cards(h: &mut String, s: &Summary) {
         (quic_per_request.is_some(), "QUIC handshakes / HTTP/3 request", opt_ratio(quic_per_request),
             "1.00: no reuse".into()),
         (closed.is_some(), "closed after the last response", closes_count, closed.unwrap_or_default()),
+        (missed.is_some(), "opened while another sat idle", owi.map_or(String::new(), |o| o.connections.to_string()), missed.unwrap_or_default()),
         (tcp, "peak concurrency", peak.connections.to_string(), "connections".into()),
         (tcp, "requests / second", rate, format!("over {}", human_duration(s.span))),
     ];

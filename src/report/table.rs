@@ -24,7 +24,8 @@ use super::{
     counts_text, endpoint_in, human_bytes, human_duration, plural, sanitize, server_text, Opts,
 };
 use crate::record::{
-    CloseKind, ConnectionRecord, Distribution, IdleCloses, QuicRecord, SetupPhases, Summary,
+    CloseKind, ConnectionRecord, Distribution, IdleCloses, OpenedWhileIdle, QuicRecord,
+    SetupPhases, Summary,
 };
 
 /// Writes the summary block and the connection table of `records` (in any
@@ -156,6 +157,9 @@ pub fn write_headline(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
     if let Some(line) = idle_closes_text(&s.idle_closes) {
         writeln!(out, "closed        {line}")?;
     }
+    if let Some(line) = s.opened_while_idle.as_ref().and_then(while_idle_text) {
+        writeln!(out, "missed reuse  {line}")?;
+    }
     if !s.status_codes.is_empty() {
         writeln!(out, "status        {}", counts_text(&s.status_codes))?;
     }
@@ -203,6 +207,39 @@ pub(crate) fn idle_closes_text(c: &IdleCloses) -> Option<String> {
         ));
     }
     (!parts.is_empty()).then(|| parts.join(" · "))
+}
+
+/// Connections a pool could have saved: `5 of 15 connections opened
+/// while another to the same server sat idle, for a median 31.02ms at
+/// their SYN (max 32.52ms) · their setup 7.10ms in total`; `None` when
+/// none was.
+pub(crate) fn while_idle_text(o: &OpenedWhileIdle) -> Option<String> {
+    let idle = match (o.idle.median, o.idle.max) {
+        (Some(med), Some(_)) if o.connections == 1 => {
+            format!("for {} at its SYN", human_duration(med))
+        }
+        (Some(med), Some(max)) => format!(
+            "for a median {} at their SYN (max {})",
+            human_duration(med),
+            human_duration(max)
+        ),
+        _ => return None,
+    };
+    let short = if o.out_of_order > 0 {
+        format!(
+            " ({} marks out of time order: may be short)",
+            o.out_of_order
+        )
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "{} of {} connection{} opened while another to the same server sat idle, {idle} · their setup {} in total{short}",
+        o.connections,
+        o.checked,
+        plural(o.checked),
+        human_duration(o.setup_total)
+    ))
 }
 
 /// Where the setup time went: `connect 165µs (0%) · before ClientHello

@@ -26,164 +26,18 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
 
-use smallvec::SmallVec;
-
-use crate::analyze::http::limits::TOO_MANY_REQUESTS;
+pub use super::marks::Marks;
+use super::marks::{Kind, Mark};
+use super::pool::Pool;
 use crate::analyze::http::NO_RETRY_AFTER;
 use crate::analyze::stats::Samples;
-use crate::record::{
-    AcrossConnections, ConnectionRecord, DecryptionOutcome, HttpMethod, HttpRequest, QuicHttp,
-    QuicRecord,
-};
+use crate::record::{AcrossConnections, OpenedWhileIdle};
 
 /// Marks held at once waiting for the horizon (32 bytes each: 2 MiB).
 const MAX_PENDING: usize = 1 << 16;
 /// Servers whose window or unanswered 429 is followed at once; a server
 /// past these is not followed (its marks are counted in `out_of_order`).
 const MAX_SERVERS: usize = 1 << 16;
-
-/// One thing a connection did, at `at` nanoseconds into the capture.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Mark {
-    at: i64,
-    kind: Kind,
-}
-
-/// At one instant, a response's end comes first (the window and the wait
-/// run from it, as on one connection), then a connection's opening, then
-/// a request.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Kind {
-    /// A response with a status ended: a 429, or one with a Retry-After
-    /// of so many seconds ([`NO_RETRY_AFTER`]: none; not an `Option`, so
-    /// that a mark is 16 bytes).
-    Ended {
-        too_many: bool,
-        retry_after: u32,
-    },
-    Opened,
-    Request,
-}
-
-impl Kind {
-    fn rank(self) -> u8 {
-        match self {
-            Kind::Ended { .. } => 0,
-            Kind::Opened => 1,
-            Kind::Request => 2,
-        }
-    }
-}
-
-/// What one connection did, as the summary reads it off its record.
-/// Kept in the connection's tally, not boxed: with `--threads` it is made
-/// on a shard and dropped on the thread that writes, and an allocation
-/// for every connection freed on another thread held memory there (about
-/// 10 MiB at 300 000 short connections, 50 000 a second, on two threads).
-#[derive(Debug, Default)]
-pub struct Marks {
-    /// The server as a hash of client address, server address and port,
-    /// and overlay.
-    server: u64,
-    /// The connection, by the position of its first packet.
-    conn: u64,
-    /// Its first packet.
-    opened: i64,
-    /// Its requests and the ends of its responses that spoke of rate
-    /// limiting: the first two inline, so that a connection of one
-    /// request (and its 429) allocates nothing on the shard that the
-    /// writing thread would free.
-    marks: SmallVec<[Mark; 2]>,
-    /// Requests the record does not list.
-    not_listed: u64,
-}
-
-impl Marks {
-    /// The marks of `rec`: its opening, and for HTTP read from messages
-    /// (not estimated from TLS records) its listed requests and the ends
-    /// of their 429s and of responses with a Retry-After, then `past`,
-    /// those of the requests past the list (seconds into the capture;
-    /// a response's: whether a 429, and its Retry-After or
-    /// [`NO_RETRY_AFTER`]), with `unmarked` more not kept.
-    pub fn of(rec: &ConnectionRecord, past: &[(f64, Option<(bool, u32)>)], unmarked: u64) -> Marks {
-        let read = matches!(
-            rec.http.method,
-            HttpMethod::Http1 | HttpMethod::H2c | HttpMethod::TlsHttp1 | HttpMethod::TlsH2
-        );
-        let mut marks = Marks::opened(rec.server_key(), rec.id, rec.start.at);
-        if read {
-            marks.requests(&rec.http.list, past, unmarked);
-        }
-        marks
-    }
-
-    /// The marks of a QUIC connection: its opening, and with the key log
-    /// its listed HTTP/3 requests and their responses' ends (those past
-    /// the list are counted in `requests_not_seen`).
-    pub fn of_quic(q: &QuicRecord) -> Marks {
-        let mut marks = Marks::opened(q.server_key(), q.id, q.start.at);
-        let opened = |h: &&QuicHttp| {
-            matches!(
-                h.decryption,
-                DecryptionOutcome::Complete | DecryptionOutcome::Partial
-            )
-        };
-        if let Some(http) = q.http.as_ref().filter(opened) {
-            let past = http.requests.saturating_sub(http.list.len() as u64);
-            marks.requests(&http.list, &[], past);
-        }
-        marks
-    }
-
-    fn opened(server: u64, conn: u64, at: f64) -> Marks {
-        Marks {
-            server,
-            conn,
-            opened: nanos(at),
-            marks: SmallVec::new(),
-            not_listed: 0,
-        }
-    }
-
-    /// The requests of `list`, then `past`, and `unmarked` more.
-    fn requests(
-        &mut self,
-        list: &[HttpRequest],
-        past: &[(f64, Option<(bool, u32)>)],
-        unmarked: u64,
-    ) {
-        for r in list {
-            self.marks.push(Mark {
-                at: nanos(r.start.at),
-                kind: Kind::Request,
-            });
-            let too_many = r.status == Some(TOO_MANY_REQUESTS);
-            if let (true, Some(end)) = (too_many || r.retry_after.is_some(), r.response_last) {
-                self.marks.push(Mark {
-                    at: nanos(end.at),
-                    kind: Kind::Ended {
-                        too_many,
-                        retry_after: r.retry_after.unwrap_or(NO_RETRY_AFTER),
-                    },
-                });
-            }
-        }
-        self.marks.extend(past.iter().map(|&(at, end)| Mark {
-            at: nanos(at),
-            kind: end.map_or(Kind::Request, |(too_many, retry_after)| Kind::Ended {
-                too_many,
-                retry_after,
-            }),
-        }));
-        self.not_listed = unmarked;
-    }
-}
-
-/// Seconds into the capture as nanoseconds: a record's offsets are
-/// nanoseconds made seconds, exact to the nanosecond for 104 days.
-pub fn nanos(secs: f64) -> i64 {
-    (secs * 1e9).round() as i64
-}
 
 /// A mark waiting for the horizon. Marks at one instant of one rank are
 /// taken in order of their connection (those of one connection are
@@ -266,6 +120,8 @@ pub struct Across {
     told: bool,
     /// Servers not followed for want of room.
     refused: u64,
+    /// The idle connections each server had.
+    pool: Pool,
 }
 
 impl Across {
@@ -282,11 +138,19 @@ impl Across {
             self.told |= matches!(mark.kind, Kind::Ended { .. });
             let p = Pending {
                 mark,
-                server: marks.server,
+                server: if mark.kind.pooled() {
+                    marks.pool
+                } else {
+                    marks.server
+                },
                 conn: marks.conn,
             };
             if mark.at < self.swept {
-                self.out_of_order += 1;
+                if mark.kind.pooled() {
+                    self.pool.out_of_order += 1;
+                } else {
+                    self.out_of_order += 1;
+                }
                 self.apply(&p);
                 continue;
             }
@@ -319,6 +183,11 @@ impl Across {
 
     fn apply(&mut self, p: &Pending) {
         let at = p.mark.at;
+        match p.mark.kind {
+            Kind::Idle { micros } => return self.pool.idle(p.server, p.conn, at, micros),
+            Kind::Setup { micros } => return self.pool.setup(p.server, p.conn, at, micros),
+            _ => {}
+        }
         if let Kind::Ended {
             too_many,
             retry_after,
@@ -378,10 +247,13 @@ impl Across {
         }
     }
 
-    /// Everything swept; `None` when no connection was told of rate limiting.
-    pub fn finish(mut self) -> Option<AcrossConnections> {
+    /// Everything swept: the figures across connections (`None` when no
+    /// connection was told of rate limiting), and the connections opened
+    /// while another sat idle (`None` when no first request was seen).
+    pub fn finish(mut self) -> (Option<AcrossConnections>, Option<OpenedWhileIdle>) {
         self.sweep(i64::MAX);
-        self.told.then(|| AcrossConnections {
+        let pool = std::mem::take(&mut self.pool).finish();
+        let across = self.told.then(|| AcrossConnections {
             requests_in_window: self.in_window,
             requests_in_window_elsewhere: self.in_window_elsewhere,
             connections_opened_in_window: self.opened_in_window,
@@ -389,12 +261,14 @@ impl Across {
             retried_elsewhere: self.retried_elsewhere,
             requests_not_seen: self.not_seen,
             out_of_order: self.out_of_order,
-        })
+        });
+        (across, pool)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::marks::nanos;
     use super::*;
 
     /// A connection's marks; the first, its opening.
@@ -402,6 +276,7 @@ mod tests {
         assert_eq!(list[0].1, Kind::Opened);
         Marks {
             server,
+            pool: server,
             conn,
             opened: nanos(list[0].0),
             marks: list[1..]
@@ -443,7 +318,7 @@ mod tests {
             &mut marks(7, 3, &[(1.5, Kind::Opened), (1.51, Kind::Request)]),
             i64::MAX,
         );
-        let r = a.finish().expect("told");
+        let r = a.finish().0.expect("told");
         assert_eq!(r.requests_in_window, 1);
         assert_eq!(r.requests_in_window_elsewhere, 1);
         assert_eq!(r.connections_opened_in_window, 1);
@@ -488,7 +363,7 @@ mod tests {
             i64::MAX,
         );
         assert!(a.pending.is_empty());
-        let r = a.finish().expect("told");
+        let r = a.finish().0.expect("told");
         assert_eq!(
             (r.requests_in_window, r.requests_in_window_elsewhere),
             (1, 1)
@@ -517,7 +392,7 @@ mod tests {
             &mut marks(8, 2, &[(0.3, Kind::Opened), (0.4, Kind::Request)]),
             i64::MAX,
         );
-        let r = a.finish().expect("told");
+        let r = a.finish().0.expect("told");
         assert_eq!(r.requests_in_window, 1, "server 8 was not told");
         assert_eq!(r.requests_in_window_elsewhere, 0);
         assert_eq!(r.connections_opened_in_window, 0);
@@ -531,12 +406,12 @@ mod tests {
             &mut marks(7, 1, &[(0.0, Kind::Opened), (0.1, Kind::Request)]),
             i64::MAX,
         );
-        assert!(Across::default().finish().is_none());
+        assert!(Across::default().finish().0.is_none());
         a.add(
             &mut marks(7, 2, &[(0.05, Kind::Opened), (0.2, ended(true, None))]),
             i64::MAX,
         );
-        let r = a.finish().expect("told");
+        let r = a.finish().0.expect("told");
         assert_eq!(r.out_of_order, 1);
     }
 
@@ -591,7 +466,7 @@ mod tests {
             &mut marks(7, 1, &[(0.0, Kind::Opened), (1.0, ended(true, Some(1)))]),
             i64::MAX,
         );
-        let r = a.finish().expect("told");
+        let r = a.finish().0.expect("told");
         assert_eq!(
             (r.requests_in_window, r.connections_opened_in_window),
             (1, 1)

@@ -42,6 +42,8 @@ pub(super) struct Counts {
     /// `requests`), and on how many connections.
     pub(super) after_close: u64,
     pub(super) after_close_connections: u64,
+    /// Connections opened while another to the same server sat idle.
+    pub(super) opened_while_idle: u64,
 }
 
 /// A server whose every request (two or more) had a connection of its own.
@@ -68,8 +70,11 @@ impl Unreused {
 /// how many more were opened for none; and the QUIC handshakes, whose
 /// requests are not counted.
 pub(super) fn verdict(c: &Counts) -> String {
-    let over_tcp =
-        tcp_verdict(c) + &unreused_clause(c) + &timeout_clause(c) + &after_close_clause(c);
+    let over_tcp = tcp_verdict(c)
+        + &unreused_clause(c)
+        + &while_idle_clause(c)
+        + &timeout_clause(c)
+        + &after_close_clause(c);
     if c.quic == 0 {
         return over_tcp;
     }
@@ -118,6 +123,17 @@ fn unreused_clause(c: &Counts) -> String {
         "; but no reuse to {}: {} requests on {} connections{others}",
         first.name, first.requests, first.connections
     )
+}
+
+/// Connections a pool could have saved: opened while another to the same
+/// server had no request outstanding, from before their SYN to past their
+/// first request.
+fn while_idle_clause(c: &Counts) -> String {
+    match c.opened_while_idle {
+        0 => String::new(),
+        1 => "; 1 connection was opened while another to the same server sat idle".to_owned(),
+        n => format!("; {n} connections were opened while another to the same server sat idle"),
+    }
 }
 
 /// A server's keep-alive timeout: when it closed at least half the

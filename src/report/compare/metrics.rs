@@ -212,6 +212,8 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
         ("closed_by_server_after_response", "connections the server closed after a response", Count, Neither, c(ic.by_server.count)),
         ("server_close_after_response_median", "server's close after the last response: median", Seconds, Neither, ic.by_server.median),
         ("requests_after_close", "requests sent after their connection's close", Count, Lower, (ic.by_client.count + ic.by_server.count > 0 || ic.requests_after_close > 0).then_some(ic.requests_after_close as f64)),
+        ("opened_while_idle", "connections opened while another sat idle", Count, Lower, s.opened_while_idle.as_ref().map(|o| o.connections as f64)),
+        ("opened_while_idle_setup_total", "their setup (SYN → 1st request): total", Seconds, Lower, s.opened_while_idle.as_ref().map(|o| o.setup_total)),
         ("peak_concurrent_connections", "peak concurrent connections", Count, Neither, c(s.peak_concurrent_connections.connections)),
         ("requests_per_second", "requests per second", PerSecond, Higher, s.requests_per_second),
         ("handshake_events", "handshake events (TCP packets + TLS messages)", Count, Lower, c(events)),
@@ -238,7 +240,8 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
 /// `status_5xx`, `status_429_share`, `requests_in_retry_window`,
 /// `wait_after_429_median`, `connections_closed_after_429`,
 /// `closed_by_server_after_response`, `server_close_after_response_median`,
-/// `requests_after_close`, `peak_concurrent_connections`,
+/// `requests_after_close`, `opened_while_idle`,
+/// `opened_while_idle_setup_total`, `peak_concurrent_connections`,
 /// `requests_per_second`, `handshake_events`, `handshake_events_per_request`.
 /// Times are seconds.
 pub(crate) fn metrics(a: &Labeled, b: &Labeled) -> Vec<Metric> {

@@ -1,0 +1,282 @@
+//! What one connection did, as the sweep across connections reads it off
+//! the connection's record: marks in time (nanoseconds into the capture),
+//! each told to the rate-limit windows ([`super::across`]) or to the
+//! idle connections each server had ([`super::pool`]).
+//!
+//! Owns turning a record into marks; does not order them (the sweep in
+//! `across` does) nor count anything.
+
+use smallvec::SmallVec;
+
+use crate::analyze::http::limits::TOO_MANY_REQUESTS;
+use crate::analyze::http::NO_RETRY_AFTER;
+use crate::record::{
+    CloseKind, ConnectionRecord, DecryptionOutcome, HttpMethod, HttpRequest, QuicHttp, QuicRecord,
+};
+
+/// One thing a connection did, at `at` nanoseconds into the capture.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Mark {
+    pub(super) at: i64,
+    pub(super) kind: Kind,
+}
+
+/// At one instant, a response's end comes first (the window and the wait
+/// run from it, as on one connection), then a connection becoming idle,
+/// then a connection's opening, then a first request's check for idle
+/// connections, then a request.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Kind {
+    /// A response with a status ended: a 429, or one with a Retry-After
+    /// of so many seconds ([`NO_RETRY_AFTER`]: none; not an `Option`, so
+    /// that a mark is 16 bytes).
+    Ended {
+        too_many: bool,
+        retry_after: u32,
+    },
+    /// The connection had no request outstanding from here for so many
+    /// microseconds ([`UNTIL_THE_END`]: until the capture's end): the
+    /// end of a response with no other waiting, to the next request or
+    /// the close.
+    Idle {
+        micros: u32,
+    },
+    Opened,
+    /// The connection's first request, so many microseconds after its SYN.
+    Setup {
+        micros: u32,
+    },
+    Request,
+}
+
+/// An idle time that lasted as long as the capture.
+pub(super) const UNTIL_THE_END: u32 = u32::MAX;
+
+impl Kind {
+    pub(super) fn rank(self) -> u8 {
+        match self {
+            Kind::Ended { .. } => 0,
+            Kind::Idle { .. } => 1,
+            Kind::Opened => 2,
+            Kind::Setup { .. } => 3,
+            Kind::Request => 4,
+        }
+    }
+
+    /// A mark for [`super::pool`], keyed by the pool's server.
+    pub(super) fn pooled(self) -> bool {
+        matches!(self, Kind::Idle { .. } | Kind::Setup { .. })
+    }
+}
+
+/// What one connection did, as the summary reads it off its record.
+/// Kept in the connection's tally, not boxed: with `--threads` it is made
+/// on a shard and dropped on the thread that writes, and an allocation
+/// for every connection freed on another thread held memory there (about
+/// 10 MiB at 300 000 short connections, 50 000 a second, on two threads).
+#[derive(Debug, Default)]
+pub struct Marks {
+    /// The server as a hash of client address, server address and port,
+    /// and overlay.
+    pub(super) server: u64,
+    /// The server as a pool keys it: [`Marks::server`] and the SNI.
+    pub(super) pool: u64,
+    /// The connection, by the position of its first packet.
+    pub(super) conn: u64,
+    /// Its first packet.
+    pub(super) opened: i64,
+    /// Its requests and the ends of its responses that spoke of rate
+    /// limiting, its first request's setup and its idle times: the first
+    /// four inline, so that a connection of one request (its setup, the
+    /// request, its 429 and the idle time before the close) allocates
+    /// nothing on the shard that the writing thread would free.
+    pub(super) marks: SmallVec<[Mark; 4]>,
+    /// Requests the record does not list.
+    pub(super) not_listed: u64,
+}
+
+impl Marks {
+    /// The marks of `rec`: its opening, and for HTTP read from messages
+    /// (not estimated from TLS records) its listed requests and the ends
+    /// of their 429s and of responses with a Retry-After, then `past`,
+    /// those of the requests past the list (seconds into the capture;
+    /// a response's: whether a 429, and its Retry-After or
+    /// [`NO_RETRY_AFTER`]), with `unmarked` more not kept.
+    pub fn of(rec: &ConnectionRecord, past: &[(f64, Option<(bool, u32)>)], unmarked: u64) -> Marks {
+        let read = matches!(
+            rec.http.method,
+            HttpMethod::Http1 | HttpMethod::H2c | HttpMethod::TlsHttp1 | HttpMethod::TlsH2
+        );
+        let mut marks = Marks::opened(rec.server_key(), rec.id, rec.start.at);
+        marks.pool = pool_key(
+            marks.server,
+            rec.tls.as_ref().and_then(|t| t.sni.as_deref()),
+        );
+        if read {
+            marks.requests(&rec.http.list, past, unmarked);
+        }
+        marks.idle(rec);
+        marks
+    }
+
+    /// The marks of a QUIC connection: its opening, and with the key log
+    /// its listed HTTP/3 requests and their responses' ends (those past
+    /// the list are counted in `requests_not_seen`).
+    pub fn of_quic(q: &QuicRecord) -> Marks {
+        let mut marks = Marks::opened(q.server_key(), q.id, q.start.at);
+        let opened = |h: &&QuicHttp| {
+            matches!(
+                h.decryption,
+                DecryptionOutcome::Complete | DecryptionOutcome::Partial
+            )
+        };
+        if let Some(http) = q.http.as_ref().filter(opened) {
+            let past = http.requests.saturating_sub(http.list.len() as u64);
+            marks.requests(&http.list, &[], past);
+        }
+        marks
+    }
+
+    fn opened(server: u64, conn: u64, at: f64) -> Marks {
+        Marks {
+            server,
+            pool: server,
+            conn,
+            opened: nanos(at),
+            marks: SmallVec::new(),
+            not_listed: 0,
+        }
+    }
+
+    /// The first request's setup (SYN → its first byte) and the times the
+    /// connection had no request outstanding: from the end of a response
+    /// with no other waiting to the next request, and from the latest
+    /// response to the first FIN or RST (to the last packet of a
+    /// connection dropped from the table; to the capture's end, one still
+    /// open). Requests read and estimated alike count. A request left
+    /// unanswered keeps the connection busy to its end; past a truncated
+    /// list only the last idle time is known (from `close.idle`); requests
+    /// sent after the close are not the connection's.
+    fn idle(&mut self, rec: &ConnectionRecord) {
+        let list = &rec.http.list;
+        let Some(first) = list.first() else {
+            return;
+        };
+        let close = match rec.close.kind {
+            CloseKind::Fin | CloseKind::Rst => rec.close.time.map(|t| t.at),
+            CloseKind::Idle | CloseKind::Evicted => Some(rec.end.at),
+            CloseKind::Open => None,
+        };
+        let syn = rec.tcp.handshake.syn;
+        if let Some(micros) = syn.and_then(|syn| micros(syn.at, first.start.at, true)) {
+            self.push(first.start.at, Kind::Setup { micros });
+        }
+        let mut busy_until: Option<f64> = None;
+        for r in list {
+            if close.is_some_and(|c| r.start.at > c) {
+                break;
+            }
+            if let Some(end) = busy_until.filter(|&end| end < r.start.at) {
+                self.idle_span(end, r.start.at);
+            }
+            let Some(last) = r.response_last else {
+                return;
+            };
+            busy_until = Some(busy_until.map_or(last.at, |b| b.max(last.at)));
+        }
+        let last = if rec.http.list_truncated {
+            close.zip(rec.close.idle).map(|(c, idle)| c - idle)
+        } else {
+            busy_until
+        };
+        match (last, close) {
+            (Some(from), Some(to)) if from < to => self.idle_span(from, to),
+            (Some(from), None) => self.push(
+                from,
+                Kind::Idle {
+                    micros: UNTIL_THE_END,
+                },
+            ),
+            _ => {}
+        }
+    }
+
+    /// No request outstanding from `from` to `to` (seconds into the
+    /// capture; a time past 71 minutes told as 71).
+    fn idle_span(&mut self, from: f64, to: f64) {
+        let micros = micros(from, to, false).unwrap_or(UNTIL_THE_END - 1);
+        self.push(from, Kind::Idle { micros });
+    }
+
+    fn push(&mut self, at: f64, kind: Kind) {
+        self.marks.push(Mark {
+            at: nanos(at),
+            kind,
+        });
+    }
+
+    /// The requests of `list`, then `past`, and `unmarked` more.
+    fn requests(
+        &mut self,
+        list: &[HttpRequest],
+        past: &[(f64, Option<(bool, u32)>)],
+        unmarked: u64,
+    ) {
+        for r in list {
+            self.marks.push(Mark {
+                at: nanos(r.start.at),
+                kind: Kind::Request,
+            });
+            let too_many = r.status == Some(TOO_MANY_REQUESTS);
+            if let (true, Some(end)) = (too_many || r.retry_after.is_some(), r.response_last) {
+                self.marks.push(Mark {
+                    at: nanos(end.at),
+                    kind: Kind::Ended {
+                        too_many,
+                        retry_after: r.retry_after.unwrap_or(NO_RETRY_AFTER),
+                    },
+                });
+            }
+        }
+        self.marks.extend(past.iter().map(|&(at, end)| Mark {
+            at: nanos(at),
+            kind: end.map_or(Kind::Request, |(too_many, retry_after)| Kind::Ended {
+                too_many,
+                retry_after,
+            }),
+        }));
+        self.not_listed = unmarked;
+    }
+}
+
+/// The key of a pool: a server as [`ConnectionRecord::server_key`] has it,
+/// and the name the client asked for (a client pools connections by host
+/// name: two names served at one address are two pools).
+fn pool_key(server: u64, sni: Option<&str>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    server.hash(&mut h);
+    sni.hash(&mut h);
+    h.finish()
+}
+
+/// The time from `from` to `to` (seconds into the capture) as whole
+/// microseconds below [`UNTIL_THE_END`], counted from the nanoseconds the
+/// marks are in: rounded down (an idle time told shorter, never longer)
+/// or, `up`, rounded up (a setup told longer, so that an idle time must
+/// have begun before the SYN).
+fn micros(from: f64, to: f64, up: bool) -> Option<u32> {
+    let ns = nanos(to) - nanos(from);
+    let us = if up {
+        (ns + 999).div_euclid(1_000)
+    } else {
+        ns.div_euclid(1_000)
+    };
+    u32::try_from(us).ok().filter(|&us| us < UNTIL_THE_END)
+}
+
+/// Seconds into the capture as nanoseconds: a record's offsets are
+/// nanoseconds made seconds, exact to the nanosecond for 104 days.
+pub fn nanos(secs: f64) -> i64 {
+    (secs * 1e9).round() as i64
+}

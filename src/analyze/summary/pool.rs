@@ -1,0 +1,174 @@
+//! Connections opened while another sat idle: a client that pools its
+//! connections takes an idle one for its next request to the server; one
+//! that opens a new connection while another to the same server (client
+//! address, server address and port, overlay, SNI) has no request
+//! outstanding pays a TCP (and TLS) handshake the pool could have saved —
+//! a response not read to its end or not closed (the connection never
+//! goes back to the pool), a pool smaller than the client's threads, or a
+//! pool per call (python's `requests.get`).
+//!
+//! The sweep in [`super::across`] gives this module, in time order, each
+//! connection's idle times and its first request's setup; a connection
+//! counts when another was idle from before its SYN until past its first
+//! request, the whole time it took to set up, so that one the server was
+//! about to close (a `Connection: close` answered, the close not yet on
+//! the wire) does not.
+//!
+//! Does not read records: only the marks [`super::marks`] makes of them.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
+
+use super::marks::UNTIL_THE_END;
+use crate::analyze::stats::Samples;
+use crate::record::OpenedWhileIdle;
+
+/// The idle connections of every server, as of the sweep.
+#[derive(Debug, Default)]
+pub(super) struct Pool {
+    /// Each server's idle connections, by when they became idle.
+    idle: HashMap<u64, BTreeSet<(i64, u64)>>,
+    /// When each idle time ends, the earliest first: (end, server, start,
+    /// connection).
+    ends: BinaryHeap<Reverse<(i64, u64, i64, u64)>>,
+    /// First requests looked at: of connections with a SYN.
+    checked: u64,
+    /// Setup times (SYN → first request) of those opened while another
+    /// was idle, and how long the idle one had been idle at their SYN.
+    setups: Samples,
+    idle_for: Samples,
+    /// Marks taken behind the sweep: the count may be short.
+    pub(super) out_of_order: u64,
+}
+
+impl Pool {
+    /// Connection `conn` to `server` had no request outstanding from `at`
+    /// (nanoseconds into the capture) for `micros` microseconds.
+    pub(super) fn idle(&mut self, server: u64, conn: u64, at: i64, micros: u32) {
+        self.expire(at);
+        let end = if micros == UNTIL_THE_END {
+            i64::MAX
+        } else {
+            at.saturating_add(i64::from(micros) * 1_000)
+        };
+        self.idle.entry(server).or_default().insert((at, conn));
+        self.ends.push(Reverse((end, server, at, conn)));
+    }
+
+    /// Connection `conn` to `server` sent its first request at `at`,
+    /// `micros` microseconds after its SYN.
+    pub(super) fn setup(&mut self, server: u64, conn: u64, at: i64, micros: u32) {
+        self.expire(at);
+        self.checked += 1;
+        let syn = at.saturating_sub(i64::from(micros) * 1_000);
+        // Another's: the connection itself is idle before its first
+        // request only where timestamps tie (a response stamped with its
+        // request); it has one idle time at a time, so two looks at most.
+        let oldest = self.idle.get(&server).and_then(|s| {
+            s.iter()
+                .take_while(|&&(since, _)| since <= syn)
+                .find(|&&(_, other)| other != conn)
+        });
+        if let Some(&(since, _)) = oldest {
+            self.setups.push(f64::from(micros) / 1e6);
+            self.idle_for.push((syn - since) as f64 / 1e9);
+        }
+    }
+
+    /// Forgets the idle times that ended by `now` (one that ends as a
+    /// request starts did not last past it).
+    fn expire(&mut self, now: i64) {
+        while let Some(&Reverse((end, server, since, conn))) = self.ends.peek() {
+            if end > now {
+                break;
+            }
+            self.ends.pop();
+            if let Some(set) = self.idle.get_mut(&server) {
+                set.remove(&(since, conn));
+                if set.is_empty() {
+                    self.idle.remove(&server);
+                }
+            }
+        }
+    }
+
+    /// `None` when no first request was looked at.
+    pub(super) fn finish(mut self) -> Option<OpenedWhileIdle> {
+        (self.checked > 0).then(|| OpenedWhileIdle {
+            connections: self.setups.len(),
+            checked: self.checked,
+            setup_total: self.setups.sum(),
+            setup: self.setups.distribution(),
+            idle: self.idle_for.distribution(),
+            out_of_order: self.out_of_order,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+
+    /// Connection 1 idle from 10 ms to 50 ms; 2 set up from 12 ms to 20
+    /// ms (counted), 3 from 5 ms to 20 ms (its SYN before the idle time:
+    /// not), 4 from 45 ms to 60 ms (past it: not), 5 to another server.
+    #[test]
+    fn only_a_setup_inside_an_idle_time_counts() {
+        let mut p = Pool::default();
+        p.idle(7, 1, 10 * MS, 40_000);
+        p.setup(7, 2, 20 * MS, 8_000);
+        p.setup(7, 3, 20 * MS, 15_000);
+        p.setup(8, 5, 20 * MS, 8_000);
+        p.setup(7, 4, 60 * MS, 15_000);
+        let r = p.finish().expect("checked");
+        assert_eq!(r.checked, 4);
+        assert_eq!(r.connections, 1);
+        assert!((r.setup_total - 0.008).abs() < 1e-12);
+        assert!((r.idle.max.unwrap_or(0.0) - 0.002).abs() < 1e-12);
+    }
+
+    /// An idle time to the capture's end never expires; the oldest of
+    /// several idle connections is the one measured.
+    #[test]
+    fn the_oldest_idle_connection_is_measured() {
+        let mut p = Pool::default();
+        p.idle(7, 1, 10 * MS, UNTIL_THE_END);
+        p.idle(7, 2, 30 * MS, 1_000);
+        p.setup(7, 3, 3_600_000 * MS, 1_000);
+        let r = p.finish().expect("checked");
+        assert_eq!(r.connections, 1);
+        let idle = r.idle.max.unwrap_or(0.0);
+        assert!((idle - (3_600.0 - 0.001 - 0.010)).abs() < 1e-9, "{idle}");
+    }
+
+    /// Idle times that ended are forgotten: the maps shrink back.
+    #[test]
+    fn idle_times_that_ended_are_forgotten() {
+        let mut p = Pool::default();
+        for conn in 0..1_000 {
+            p.idle(7, conn, conn as i64 * MS, 500);
+        }
+        assert!(p.ends.len() <= 1);
+        p.expire(2_000 * MS);
+        assert!(p.idle.is_empty() && p.ends.is_empty());
+    }
+
+    /// Timestamps that tie (a capture's clock stepping coarsely): a
+    /// connection idle from its own SYN is not another.
+    #[test]
+    fn a_connection_is_not_idle_beside_itself() {
+        let mut p = Pool::default();
+        p.idle(7, 1, 0, 990_000);
+        p.setup(7, 1, 0, 0);
+        assert_eq!(p.finish().map(|r| r.connections), Some(0));
+    }
+
+    #[test]
+    fn nothing_looked_at_is_none() {
+        let mut p = Pool::default();
+        p.idle(7, 1, 0, 10);
+        assert_eq!(p.finish(), None);
+    }
+}
