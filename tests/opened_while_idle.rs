@@ -36,6 +36,15 @@ fn a_connection_set_up_while_another_sat_idle_counts() {
     assert!((setup - 0.020).abs() < 1e-9, "{o}");
     assert_eq!(o["idle"]["max"].as_f64(), Some(0.491), "{o}");
     assert_eq!(o["out_of_order"], 0);
+    // By id (first packet order): 3 beside 1, and 5 beside 2 — the one
+    // idle longest at its SYN.
+    assert_eq!(
+        o["first"],
+        serde_json::json!([
+            {"connection": 3, "idle_connection": 1},
+            {"connection": 5, "idle_connection": 2}
+        ])
+    );
     let verdict = at(&v, "/summary/verdict").as_str().unwrap_or_default();
     assert!(
         verdict.ends_with("; 2 connections were opened while another to the same server sat idle"),
@@ -43,7 +52,7 @@ fn a_connection_set_up_while_another_sat_idle_counts() {
     );
     let (table, page) = table_and_page(&[&idle, &during, &before, &after, &other]);
     assert!(
-        table.contains("\nmissed reuse  2 of 5 connections opened while another to the same server sat idle, for a median 294.50ms at their SYN (max 491.00ms) · their setup 20.00ms in total\n"),
+        table.contains("\nmissed reuse  2 of 5 connections opened while another to the same server sat idle, for a median 294.50ms at their SYN (max 491.00ms) · their setup 20.00ms in total · connections 3 beside 1, 5 beside 2\n"),
         "{table}"
     );
     assert!(page.contains("opened while another sat idle"));

@@ -117,12 +117,12 @@ impl Gather {
                     Done::Record(done) => {
                         let (mut rec, mut tally) = *done;
                         rec.id = self.number(rec.id);
-                        self.tally(&mut tally);
+                        self.tally(&mut tally, rec.id);
                         sink.record(rec)
                     }
                     Done::Encoded(mut encoded) => {
                         let id = self.number(encoded.id);
-                        self.tally(&mut encoded.tally);
+                        self.tally(&mut encoded.tally, id);
                         sink.record_encoded(id, &encoded.text)
                     }
                 }
@@ -130,10 +130,11 @@ impl Gather {
         }
     }
 
-    /// Folds a finished connection into the summary, its marks swept up
-    /// to the first packet of the oldest connection still open.
-    fn tally(&mut self, tally: &mut super::summary::Tally) {
+    /// Folds finished connection `id` into the summary, its marks swept
+    /// up to the first packet of the oldest connection still open.
+    fn tally(&mut self, tally: &mut super::summary::Tally, id: u64) {
         self.summary.add(tally);
+        tally.marks.numbered(id);
         // Timestamps going backwards can leave an older one behind the
         // first: the summary counts the marks that then come late.
         let horizon = match self.ids.first_key_value() {

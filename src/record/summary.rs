@@ -278,6 +278,16 @@ pub struct OpenedWhileIdle {
     /// behind a connection open since long before): the count may be
     /// short.
     pub out_of_order: u64,
+    /// The first 8 counted, in time order: where to look.
+    pub first: Vec<PassedOver>,
+}
+
+/// A connection opened while another sat idle, by their `id`s.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PassedOver {
+    pub connection: u64,
+    /// The connection to the same server idle longest at its SYN.
+    pub idle_connection: u64,
 }
 
 impl SetupPhases {

@@ -185,6 +185,11 @@ pub(crate) fn verdict_of(a: &Labeled, b: &Labeled, ms: &[Metric], names: (char, 
             "{y:.0} vs {x:.0} requests sent on connections the server had closed"
         ));
     }
+    if let Some((x, y)) = pair("opened_while_idle").filter(|&(x, y)| x + y > 0.0) {
+        tail.push(format!(
+            "{y:.0} vs {x:.0} connections opened while another to the same server sat idle"
+        ));
+    }
     // QUIC: a side with none counts 0 (its rows are null).
     let either = |key: &str| find(ms, key).map(|m| (m.a.unwrap_or(0.0), m.b.unwrap_or(0.0)));
     if let Some((x, y)) = either("quic_connections").filter(|&(x, y)| x + y > 0.0) {

@@ -148,6 +148,12 @@ impl Marks {
         }
     }
 
+    /// The connection's number (`id`) once the gatherer gave it one:
+    /// the shard made the marks under the position of its first packet.
+    pub fn numbered(&mut self, id: u64) {
+        self.conn = id;
+    }
+
     /// The first request's setup (SYN → its first byte) and the times the
     /// connection had no request outstanding: from the end of a response
     /// with no other waiting to the next request, and from the latest

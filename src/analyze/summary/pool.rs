@@ -21,7 +21,10 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap};
 
 use super::marks::UNTIL_THE_END;
 use crate::analyze::stats::Samples;
-use crate::record::OpenedWhileIdle;
+use crate::record::{OpenedWhileIdle, PassedOver};
+
+/// Connections named in `first`, the earliest counted.
+const NAMED: usize = 8;
 
 /// The idle connections of every server, as of the sweep.
 #[derive(Debug, Default)]
@@ -39,6 +42,8 @@ pub(super) struct Pool {
     idle_for: Samples,
     /// Marks taken behind the sweep: the count may be short.
     pub(super) out_of_order: u64,
+    /// The first counted, and the connection idle longest beside each.
+    first: Vec<PassedOver>,
 }
 
 impl Pool {
@@ -69,7 +74,13 @@ impl Pool {
                 .take_while(|&&(since, _)| since <= syn)
                 .find(|&&(_, other)| other != conn)
         });
-        if let Some(&(since, _)) = oldest {
+        if let Some(&(since, idle)) = oldest {
+            if self.first.len() < NAMED {
+                self.first.push(PassedOver {
+                    connection: conn,
+                    idle_connection: idle,
+                });
+            }
             self.setups.push(f64::from(micros) / 1e6);
             self.idle_for.push((syn - since) as f64 / 1e9);
         }
@@ -101,6 +112,7 @@ impl Pool {
             setup: self.setups.distribution(),
             idle: self.idle_for.distribution(),
             out_of_order: self.out_of_order,
+            first: self.first,
         })
     }
 }
@@ -125,6 +137,11 @@ mod tests {
         let r = p.finish().expect("checked");
         assert_eq!(r.checked, 4);
         assert_eq!(r.connections, 1);
+        let named = PassedOver {
+            connection: 2,
+            idle_connection: 1,
+        };
+        assert_eq!(r.first, [named]);
         assert!((r.setup_total - 0.008).abs() < 1e-12);
         assert!((r.idle.max.unwrap_or(0.0) - 0.002).abs() < 1e-12);
     }
