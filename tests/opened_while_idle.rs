@@ -41,8 +41,8 @@ fn a_connection_set_up_while_another_sat_idle_counts() {
     assert_eq!(
         o["first"],
         serde_json::json!([
-            {"connection": 3, "idle_connection": 1},
-            {"connection": 5, "idle_connection": 2}
+            {"connection": 3, "idle_connection": 1, "idle": 0.098, "setup": 0.01},
+            {"connection": 5, "idle_connection": 2, "idle": 0.491, "setup": 0.01}
         ])
     );
     let verdict = at(&v, "/summary/verdict").as_str().unwrap_or_default();
@@ -56,6 +56,20 @@ fn a_connection_set_up_while_another_sat_idle_counts() {
         "{table}"
     );
     assert!(page.contains("opened while another sat idle"));
+    // The timeline of connection 3 says so on its SYN's line; 2's does not.
+    let (_scratch, file) = capture_of(&[&idle, &during, &before, &after, &other]);
+    let timeline = |conn: &str| {
+        let args = [std::ffi::OsStr::new("timeline"), file.as_os_str()];
+        let more = ["--conn", conn].map(std::ffi::OsStr::new);
+        crate::support::stdout(&crate::support::run(args.into_iter().chain(more)))
+    };
+    let third = timeline("3");
+    assert!(
+        third.contains("  TCP SYN (while connection 1 to the same server sat idle, for 98.00ms)\n"),
+        "{third}"
+    );
+    let second = timeline("2");
+    assert!(second.contains("  TCP SYN\n"), "{second}");
 }
 
 /// A connection from `client` to `server` opened at `opened` ms, whose
@@ -67,11 +81,18 @@ fn one_get(client: &str, server: &str, opened: i64, sent: i64) -> Conv {
     c
 }
 
-/// What `handshakes analyze --html` prints and writes of a capture holding `convs`.
-fn table_and_page(convs: &[&Conv]) -> (String, String) {
+/// A capture holding `convs`, in a scratch directory kept while it lives.
+fn capture_of(convs: &[&Conv]) -> (crate::support::Scratch, std::path::PathBuf) {
     let scratch = crate::support::Scratch::new();
     let bytes = crate::support::pcap_of(crate::support::Link::Ethernet, convs);
-    crate::support::analyze_html(&scratch.file("capture.pcap", &bytes), &[])
+    let file = scratch.file("capture.pcap", &bytes);
+    (scratch, file)
+}
+
+/// What `handshakes analyze --html` prints and writes of a capture holding `convs`.
+fn table_and_page(convs: &[&Conv]) -> (String, String) {
+    let (_scratch, file) = capture_of(convs);
+    crate::support::analyze_html(&file, &[])
 }
 
 #[test]

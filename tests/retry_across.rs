@@ -309,7 +309,8 @@ fn the_timeline_names_the_connection_whose_retry_after_ran() {
                 text.lines()
                     .filter(|l| l.contains(what))
                     .find_map(|l| l.split("the Retry-After connection ").nth(1))
-                    .map(|rest| rest.trim_end_matches(" got)").to_owned())
+                    .and_then(|rest| rest.split(" got)").next())
+                    .map(str::to_owned)
             };
             let (syn, request) = (marked("TCP SYN"), marked("request 1 sent"));
             assert_eq!(syn, request, "{name} {id}:\n{text}");

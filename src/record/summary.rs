@@ -278,7 +278,7 @@ pub struct OpenedWhileIdle {
     /// behind a connection open since long before): the count may be
     /// short.
     pub out_of_order: u64,
-    /// The first 8 counted, in time order: where to look.
+    /// The first 1,024 counted, in the order of their first requests.
     pub first: Vec<PassedOver>,
 }
 
@@ -286,8 +286,12 @@ pub struct OpenedWhileIdle {
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct PassedOver {
     pub connection: u64,
-    /// The connection to the same server idle longest at its SYN.
+    /// The connection to the same server idle longest at its SYN…
     pub idle_connection: u64,
+    /// …and for how long, seconds.
+    pub idle: f64,
+    /// Its setup time (SYN → first request byte), seconds.
+    pub setup: f64,
 }
 
 impl SetupPhases {

@@ -209,6 +209,9 @@ pub(crate) fn idle_closes_text(c: &IdleCloses) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join(" · "))
 }
 
+/// Connections named on the `missed reuse` line.
+const NAMED: usize = 8;
+
 /// Connections a pool could have saved: `5 of 15 connections opened
 /// while another to the same server sat idle, for a median 31.02ms at
 /// their SYN (max 32.52ms) · their setup 7.10ms in total · connections
@@ -237,9 +240,10 @@ pub(crate) fn while_idle_text(o: &OpenedWhileIdle) -> Option<String> {
     let first: Vec<String> = o
         .first
         .iter()
+        .take(NAMED)
         .map(|p| format!("{} beside {}", p.connection, p.idle_connection))
         .collect();
-    let more = if o.connections > o.first.len() as u64 {
+    let more = if o.connections > first.len() as u64 {
         ", …"
     } else {
         ""

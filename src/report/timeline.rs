@@ -407,7 +407,9 @@ pub fn draw(
     write_legend(out, width, opts.color, !quic.is_empty())?;
     if let Some((rec, windows)) = &kept.record {
         writeln!(out)?;
-        events::write_events(rec, windows, out, width, opts.color)?;
+        let passed_over = summary.opened_while_idle.as_ref();
+        let passed_over = passed_over.map_or(&[][..], |o| &o.first[..]);
+        events::write_events(rec, windows, passed_over, out, width, opts.color)?;
     }
     if let (Some(ConnId::Quic(id)), Some(q)) = (opts.conn, &summary.quic) {
         if let Some(rec) = q.list.iter().find(|r| r.id == id) {

@@ -23,8 +23,8 @@ use super::marks::UNTIL_THE_END;
 use crate::analyze::stats::Samples;
 use crate::record::{OpenedWhileIdle, PassedOver};
 
-/// Connections named in `first`, the earliest counted.
-const NAMED: usize = 8;
+/// Connections listed in `first`, the earliest counted (32 bytes each).
+const LISTED: usize = 1024;
 
 /// The idle connections of every server, as of the sweep.
 #[derive(Debug, Default)]
@@ -74,15 +74,18 @@ impl Pool {
                 .take_while(|&&(since, _)| since <= syn)
                 .find(|&&(_, other)| other != conn)
         });
-        if let Some(&(since, idle)) = oldest {
-            if self.first.len() < NAMED {
+        if let Some(&(since, other)) = oldest {
+            let (setup, idle) = (f64::from(micros) / 1e6, (syn - since) as f64 / 1e9);
+            if self.first.len() < LISTED {
                 self.first.push(PassedOver {
                     connection: conn,
-                    idle_connection: idle,
+                    idle_connection: other,
+                    idle,
+                    setup,
                 });
             }
-            self.setups.push(f64::from(micros) / 1e6);
-            self.idle_for.push((syn - since) as f64 / 1e9);
+            self.setups.push(setup);
+            self.idle_for.push(idle);
         }
     }
 
@@ -140,6 +143,8 @@ mod tests {
         let named = PassedOver {
             connection: 2,
             idle_connection: 1,
+            idle: 0.002,
+            setup: 0.008,
         };
         assert_eq!(r.first, [named]);
         assert!((r.setup_total - 0.008).abs() < 1e-12);

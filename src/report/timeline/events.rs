@@ -12,7 +12,8 @@ use std::io::{self, Write};
 use super::super::{sanitize, server_text};
 use super::{close_text, dur, quic_requests_text, requests_text, tls_kind, truncate};
 use crate::record::{
-    CertificateInfo, CloseKind, ConnectionRecord, HttpRequest, QuicRecord, Side, TlsEvent,
+    CertificateInfo, CloseKind, ConnectionRecord, HttpRequest, PassedOver, QuicRecord, Side,
+    TlsEvent,
 };
 
 /// An event: its time (seconds from the capture's start), who sent it,
@@ -76,10 +77,28 @@ fn inside_elsewhere(windows: &Windows, rec: &ConnectionRecord, at: f64) -> Strin
     })
 }
 
-/// One connection's events, offsets in ms from its SYN (or first packet).
+/// ` (while connection 3 to the same server sat idle, for 23.22ms)` where
+/// the summary counted `rec` as opened while another sat idle
+/// (`summary.opened_while_idle`), or nothing.
+fn beside_idle(rec: &ConnectionRecord, passed_over: &[PassedOver], color: bool) -> String {
+    passed_over
+        .iter()
+        .find(|p| p.connection == rec.id)
+        .map_or(String::new(), |p| {
+            format!(
+                " (while connection {} to the same server sat idle, for {})",
+                p.idle_connection,
+                dur(p.idle, color)
+            )
+        })
+}
+
+/// One connection's events, offsets in ms from its SYN (or first packet);
+/// `passed_over`, the connections opened while another sat idle.
 pub(super) fn write_events(
     rec: &ConnectionRecord,
     windows: &Windows,
+    passed_over: &[PassedOver],
     out: &mut dyn Write,
     width: usize,
     color: bool,
@@ -93,7 +112,12 @@ pub(super) fn write_events(
             n => format!(" (sent {} more times)", n),
         };
         let early = inside_elsewhere(windows, rec, t.at);
-        events.push((t.at, Some(Side::Client), format!("TCP SYN{resent}{early}")));
+        let idle = beside_idle(rec, passed_over, color);
+        events.push((
+            t.at,
+            Some(Side::Client),
+            format!("TCP SYN{resent}{early}{idle}"),
+        ));
     }
     if let Some(t) = hs.synack {
         events.push((t.at, Some(Side::Server), "TCP SYN-ACK".to_string()));
