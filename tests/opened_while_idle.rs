@@ -296,6 +296,15 @@ fn real_clients_as_tshark_sees_them() {
         ("java-async-clear-h1-post-429-100x50", 18452, 0),
         ("idle-requests-tls", 18471, 0),
         ("curl-h1-post-429-12", 18451, 0),
+        // Clients that never give a connection back (captures/README.md,
+        // ba–bd): HttpURLConnection and OkHttp leaving each response
+        // unread and open, Apache HttpClient 5 each response unclosed
+        // (its sixth request waits for a connection and fails); and the
+        // same HttpURLConnection reading its responses.
+        ("leak-urlconnection", 18480, 5),
+        ("leak-okhttp", 18480, 5),
+        ("leak-apache5", 18480, 4),
+        ("leak-urlconnection-control", 18480, 0),
     ]
     .map(|(name, port, n)| (capture(&format!("{name}.pcap")), port, n))
     .into_iter()

@@ -18,6 +18,16 @@
 // between one request and the next (HttpClientPooled.run). TLS trust comes
 // from -Djavax.net.ssl.trustStore=... (the default SSLContext); timeouts
 // are 10 s.
+// With -Dclient.leak=true (scripts/record-leak-captures.sh) each request
+// leaks its response: OkHttp's synchronous call reads only the status and
+// never closes the Response nor its body, so its connection stays
+// allocated to the call and the next call opens a new one; Apache's
+// execute(request) likewise reads only the status and never closes the
+// CloseableHttpResponse nor consumes its entity, so its connection stays
+// leased — there the pool keeps its own defaults (5 connections per route,
+// 25 in all) instead of THREADS, and a request waits at most 2 s for a
+// connection (RequestConfig connectionRequestTimeout) before it fails.
+// Without it (the default), every response is read in full and closed.
 import java.net.URI;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -32,12 +42,16 @@ import okhttp3.Response;
 import org.apache.hc.client5.http.classic.methods.HttpGet;
 import org.apache.hc.client5.http.classic.methods.HttpPost;
 import org.apache.hc.client5.http.classic.methods.HttpUriRequestBase;
+import org.apache.hc.client5.http.config.RequestConfig;
 import org.apache.hc.client5.http.impl.classic.CloseableHttpClient;
+import org.apache.hc.client5.http.impl.classic.CloseableHttpResponse;
+import org.apache.hc.client5.http.impl.classic.HttpClientBuilder;
 import org.apache.hc.client5.http.impl.classic.HttpClients;
 import org.apache.hc.client5.http.impl.io.PoolingHttpClientConnectionManager;
 import org.apache.hc.core5.http.ContentType;
 import org.apache.hc.core5.http.io.entity.ByteArrayEntity;
 import org.apache.hc.core5.http.io.entity.EntityUtils;
+import org.apache.hc.core5.util.Timeout;
 
 public class PooledLibClient {
     /** One request; its status. */
@@ -70,6 +84,18 @@ public class PooledLibClient {
         ok.connectionPool().evictAll();
     }
 
+    /**
+     * -Dclient.leak=true: `req` sent by `ap`, its response's status read and
+     * the response left open (the connection stays leased).
+     */
+    @SuppressWarnings("deprecation")   // execute(request) without a handler
+    static int leakApache(CloseableHttpClient ap, HttpUriRequestBase req) throws Exception {
+        CloseableHttpResponse r = ap.execute(req);
+        System.err.printf("req -> %d %s (entity not consumed, response not closed: client.leak)%n",
+                r.getCode(), r.getVersion());
+        return r.getCode();
+    }
+
     public static void main(String[] args) throws Exception {
         if (args.length < 3) {
             System.err.println("usage: PooledLibClient okhttp|apache URL N [THREADS]");
@@ -83,12 +109,18 @@ public class PooledLibClient {
         }
         final byte[] body = HttpClientPooled.requestBody();
         final int expected = Integer.getInteger("client.expect", 200);
+        final boolean leak = Boolean.getBoolean("client.leak");
         final Client client;
         final AutoCloseable closer;
         switch (args[0]) {
             case "okhttp": {
                 final OkHttpClient ok = okHttp(true);
-                client = () -> {
+                client = leak ? () -> {
+                    Response r = ok.newCall(okRequest(url, body)).execute();
+                    System.err.printf("req -> %d %s (body not read, response not closed: client.leak)%n",
+                            r.code(), r.protocol());
+                    return r.code();
+                } : () -> {
                     try (Response r = ok.newCall(okRequest(url, body)).execute()) {
                         r.body().bytes();
                         System.err.printf("req -> %d %s%n", r.code(), r.protocol());
@@ -100,15 +132,23 @@ public class PooledLibClient {
             }
             case "apache": {
                 final PoolingHttpClientConnectionManager pool = new PoolingHttpClientConnectionManager();
-                pool.setMaxTotal(threads);
-                pool.setDefaultMaxPerRoute(threads);
-                final CloseableHttpClient ap = HttpClients.custom()
+                if (!leak) {
+                    pool.setMaxTotal(threads);
+                    pool.setDefaultMaxPerRoute(threads);
+                }
+                final HttpClientBuilder builder = HttpClients.custom()
                         .setConnectionManager(pool)
-                        .useSystemProperties()
-                        .build();
+                        .useSystemProperties();
+                if (leak) {
+                    builder.setDefaultRequestConfig(RequestConfig.custom()
+                            .setConnectionRequestTimeout(Timeout.ofSeconds(2))
+                            .build());
+                }
+                final CloseableHttpClient ap = builder.build();
                 client = () -> {
                     HttpUriRequestBase req = body == null ? new HttpGet(URI.create(url)) : new HttpPost(URI.create(url));
                     if (body != null) req.setEntity(new ByteArrayEntity(body, ContentType.APPLICATION_JSON));
+                    if (leak) return leakApache(ap, req);
                     return ap.execute(req, r -> {
                         EntityUtils.consume(r.getEntity());
                         System.err.printf("req -> %d %s%n", r.getCode(), r.getVersion());
