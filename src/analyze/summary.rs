@@ -116,6 +116,7 @@ impl Tally {
     /// aside: the durations of the requests it does not list, and the
     /// waits after 429s.
     pub fn of(rec: &ConnectionRecord, aside: Aside) -> Tally {
+        let server = ServerId::of(rec);
         let hs = &rec.tcp.handshake;
         let http = &rec.http;
         Tally {
@@ -154,9 +155,9 @@ impl Tally {
             unlisted_durations: aside.durations,
             status_codes: http.status_codes.iter().map(|(&s, &n)| (s, n)).collect(),
             limits: LimitTally::of(rec, aside.waits_after_429),
-            marks: Marks::of(rec, &aside.past_marks, aside.unmarked),
+            marks: Marks::of(rec, &aside.past_marks, aside.unmarked).at_site(server.key()),
             handshake_events: handshake_events(rec),
-            server: ServerId::of(rec),
+            server,
         }
     }
 
@@ -376,7 +377,8 @@ impl SummaryBuilder {
     }
 
     pub fn finish(mut self, info: &SourceInfo) -> Summary {
-        let (across, opened_while_idle) = std::mem::take(&mut self.across).finish();
+        let swept = std::mem::take(&mut self.across).finish();
+        let (across, opened_while_idle) = (swept.across, swept.opened_while_idle);
         let phases = phases_of(&self.setup_phases);
         let mut anomalies = self.anomalies;
         anomalies.merge(&self.connection_anomalies);
@@ -398,7 +400,7 @@ impl SummaryBuilder {
         };
         let unused = self.connections.saturating_sub(self.busy_connections);
         let unused_tls_full = self.tls_handshakes.full.saturating_sub(self.busy_tls_full);
-        let (servers, servers_not_listed) = self.servers.finish();
+        let (servers, servers_not_listed) = self.servers.finish(&swept.opened_by_site);
         let idle_closes = IdleCloses {
             by_client: self.idle_by_client.distribution(),
             by_server: self.idle_by_server.distribution(),

@@ -340,6 +340,9 @@ pub struct ServerSummary {
     /// connection's close.
     pub closed_by_server: Totals,
     pub requests_after_close: u64,
+    /// Its connections opened while another to it sat idle (as
+    /// `summary.opened_while_idle` counts them, over every client).
+    pub opened_while_idle: u64,
 }
 
 impl ServerSummary {

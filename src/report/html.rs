@@ -384,7 +384,7 @@ fn servers_table(h: &mut String, s: &Summary) {
     };
     let _ = writeln!(
         h,
-        "<p class=\"note\">{more}Setup: the mean time from SYN to the first request byte.</p>"
+        "<p class=\"note\">{more}Setup: the mean time from SYN to the first request byte. Closed: the mean idle time before the server closed a connection. Missed: connections opened while another to the server sat idle.</p>"
     );
 }
 

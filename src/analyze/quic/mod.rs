@@ -490,7 +490,7 @@ impl QuicTable {
         summary.connections = self.opened;
         summary.handshake = self.durations.distribution();
         summary.request_latency = self.latency.distribution();
-        let (across, _) = std::mem::take(&mut self.across).finish();
+        let across = std::mem::take(&mut self.across).finish().across;
         summary.rate_limit = std::mem::take(&mut self.rate_limit).finish(across);
         summary.handshakes_per_request =
             (summary.requests > 0).then(|| self.carried as f64 / summary.requests as f64);

@@ -134,6 +134,13 @@ impl Across {
             at: marks.opened,
             kind: Kind::Opened,
         };
+        if marks
+            .marks
+            .iter()
+            .any(|m| matches!(m.kind, Kind::Setup { .. }))
+        {
+            self.pool.site(marks.pool, marks.site);
+        }
         for mark in std::iter::once(opened).chain(marks.marks.drain(..)) {
             self.told |= matches!(mark.kind, Kind::Ended { .. });
             let p = Pending {
@@ -247,12 +254,10 @@ impl Across {
         }
     }
 
-    /// Everything swept: the figures across connections (`None` when no
-    /// connection was told of rate limiting), and the connections opened
-    /// while another sat idle (`None` when no first request was seen).
-    pub fn finish(mut self) -> (Option<AcrossConnections>, Option<OpenedWhileIdle>) {
+    /// Everything swept.
+    pub fn finish(mut self) -> Swept {
         self.sweep(i64::MAX);
-        let pool = std::mem::take(&mut self.pool).finish();
+        let (opened_while_idle, opened_by_site) = std::mem::take(&mut self.pool).finish();
         let across = self.told.then(|| AcrossConnections {
             requests_in_window: self.in_window,
             requests_in_window_elsewhere: self.in_window_elsewhere,
@@ -262,8 +267,25 @@ impl Across {
             requests_not_seen: self.not_seen,
             out_of_order: self.out_of_order,
         });
-        (across, pool)
+        Swept {
+            across,
+            opened_while_idle,
+            opened_by_site,
+        }
     }
+}
+
+/// What the sweep found.
+#[derive(Debug)]
+pub struct Swept {
+    /// The figures across connections; `None` when no connection was told
+    /// of rate limiting.
+    pub across: Option<AcrossConnections>,
+    /// The connections opened while another sat idle; `None` when no
+    /// first request was seen…
+    pub opened_while_idle: Option<OpenedWhileIdle>,
+    /// …and their count by server (`ServerId::key`).
+    pub opened_by_site: HashMap<u64, u64>,
 }
 
 #[cfg(test)]
@@ -277,6 +299,7 @@ mod tests {
         Marks {
             server,
             pool: server,
+            site: 0,
             conn,
             opened: nanos(list[0].0),
             marks: list[1..]
@@ -318,7 +341,7 @@ mod tests {
             &mut marks(7, 3, &[(1.5, Kind::Opened), (1.51, Kind::Request)]),
             i64::MAX,
         );
-        let r = a.finish().0.expect("told");
+        let r = a.finish().across.expect("told");
         assert_eq!(r.requests_in_window, 1);
         assert_eq!(r.requests_in_window_elsewhere, 1);
         assert_eq!(r.connections_opened_in_window, 1);
@@ -363,7 +386,7 @@ mod tests {
             i64::MAX,
         );
         assert!(a.pending.is_empty());
-        let r = a.finish().0.expect("told");
+        let r = a.finish().across.expect("told");
         assert_eq!(
             (r.requests_in_window, r.requests_in_window_elsewhere),
             (1, 1)
@@ -392,7 +415,7 @@ mod tests {
             &mut marks(8, 2, &[(0.3, Kind::Opened), (0.4, Kind::Request)]),
             i64::MAX,
         );
-        let r = a.finish().0.expect("told");
+        let r = a.finish().across.expect("told");
         assert_eq!(r.requests_in_window, 1, "server 8 was not told");
         assert_eq!(r.requests_in_window_elsewhere, 0);
         assert_eq!(r.connections_opened_in_window, 0);
@@ -406,12 +429,12 @@ mod tests {
             &mut marks(7, 1, &[(0.0, Kind::Opened), (0.1, Kind::Request)]),
             i64::MAX,
         );
-        assert!(Across::default().finish().0.is_none());
+        assert!(Across::default().finish().across.is_none());
         a.add(
             &mut marks(7, 2, &[(0.05, Kind::Opened), (0.2, ended(true, None))]),
             i64::MAX,
         );
-        let r = a.finish().0.expect("told");
+        let r = a.finish().across.expect("told");
         assert_eq!(r.out_of_order, 1);
     }
 
@@ -466,7 +489,7 @@ mod tests {
             &mut marks(7, 1, &[(0.0, Kind::Opened), (1.0, ended(true, Some(1)))]),
             i64::MAX,
         );
-        let r = a.finish().0.expect("told");
+        let r = a.finish().across.expect("told");
         assert_eq!(
             (r.requests_in_window, r.connections_opened_in_window),
             (1, 1)

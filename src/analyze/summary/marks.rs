@@ -81,6 +81,9 @@ pub struct Marks {
     pub(super) server: u64,
     /// The server as a pool keys it: [`Marks::server`] and the SNI.
     pub(super) pool: u64,
+    /// The server as `summary.servers` has it (address and port, SNI,
+    /// overlay: `ServerId::key`), whatever the client.
+    pub(super) site: u64,
     /// The connection, by the position of its first packet.
     pub(super) conn: u64,
     /// Its first packet.
@@ -141,11 +144,17 @@ impl Marks {
         Marks {
             server,
             pool: server,
+            site: 0,
             conn,
             opened: nanos(at),
             marks: SmallVec::new(),
             not_listed: 0,
         }
+    }
+
+    /// The marks of a connection to `site` (`ServerId::key`).
+    pub fn at_site(self, site: u64) -> Marks {
+        Marks { site, ..self }
     }
 
     /// The connection's number (`id`) once the gatherer gave it one:

@@ -25,6 +25,9 @@ use crate::record::{OpenedWhileIdle, PassedOver};
 
 /// Connections listed in `first`, the earliest counted (32 bytes each).
 const LISTED: usize = 1024;
+/// Pools whose server is known, to count them by server (those past it
+/// count in the whole only).
+const MAX_SITES: usize = 1 << 16;
 
 /// The idle connections of every server, as of the sweep.
 #[derive(Debug, Default)]
@@ -44,9 +47,20 @@ pub(super) struct Pool {
     pub(super) out_of_order: u64,
     /// The first counted, and the connection idle longest beside each.
     first: Vec<PassedOver>,
+    /// The server (`ServerId::key`) of each pool (at most [`MAX_SITES`]),
+    /// and the count of each server.
+    sites: HashMap<u64, u64>,
+    by_site: HashMap<u64, u64>,
 }
 
 impl Pool {
+    /// The connections of pool `server` go to `site`.
+    pub(super) fn site(&mut self, server: u64, site: u64) {
+        if self.sites.len() < MAX_SITES || self.sites.contains_key(&server) {
+            self.sites.insert(server, site);
+        }
+    }
+
     /// Connection `conn` to `server` had no request outstanding from `at`
     /// (nanoseconds into the capture) for `micros` microseconds.
     pub(super) fn idle(&mut self, server: u64, conn: u64, at: i64, micros: u32) {
@@ -86,6 +100,9 @@ impl Pool {
             }
             self.setups.push(setup);
             self.idle_for.push(idle);
+            if let Some(&site) = self.sites.get(&server) {
+                *self.by_site.entry(site).or_default() += 1;
+            }
         }
     }
 
@@ -106,9 +123,11 @@ impl Pool {
         }
     }
 
-    /// `None` when no first request was looked at.
-    pub(super) fn finish(mut self) -> Option<OpenedWhileIdle> {
-        (self.checked > 0).then(|| OpenedWhileIdle {
+    /// The count and its details (`None` when no first request was looked
+    /// at), and the count by server.
+    pub(super) fn finish(mut self) -> (Option<OpenedWhileIdle>, HashMap<u64, u64>) {
+        let by_site = std::mem::take(&mut self.by_site);
+        let found = (self.checked > 0).then(|| OpenedWhileIdle {
             connections: self.setups.len(),
             checked: self.checked,
             setup_total: self.setups.sum(),
@@ -116,7 +135,8 @@ impl Pool {
             idle: self.idle_for.distribution(),
             out_of_order: self.out_of_order,
             first: self.first,
-        })
+        });
+        (found, by_site)
     }
 }
 
@@ -137,7 +157,7 @@ mod tests {
         p.setup(7, 3, 20 * MS, 15_000);
         p.setup(8, 5, 20 * MS, 8_000);
         p.setup(7, 4, 60 * MS, 15_000);
-        let r = p.finish().expect("checked");
+        let r = p.finish().0.expect("checked");
         assert_eq!(r.checked, 4);
         assert_eq!(r.connections, 1);
         let named = PassedOver {
@@ -159,7 +179,7 @@ mod tests {
         p.idle(7, 1, 10 * MS, UNTIL_THE_END);
         p.idle(7, 2, 30 * MS, 1_000);
         p.setup(7, 3, 3_600_000 * MS, 1_000);
-        let r = p.finish().expect("checked");
+        let r = p.finish().0.expect("checked");
         assert_eq!(r.connections, 1);
         let idle = r.idle.max.unwrap_or(0.0);
         assert!((idle - (3_600.0 - 0.001 - 0.010)).abs() < 1e-9, "{idle}");
@@ -177,6 +197,24 @@ mod tests {
         assert!(p.idle.is_empty() && p.ends.is_empty());
     }
 
+    /// Counted by server: the pool's server once a connection of it
+    /// set up; a pool whose server is not known counts in the whole only.
+    #[test]
+    fn counts_go_to_the_pools_server() {
+        let mut p = Pool::default();
+        p.site(7, 70);
+        p.site(8, 70);
+        p.idle(7, 1, 0, UNTIL_THE_END);
+        p.idle(8, 2, 0, UNTIL_THE_END);
+        p.idle(9, 3, 0, UNTIL_THE_END);
+        p.setup(7, 4, 10 * MS, 1_000);
+        p.setup(8, 5, 10 * MS, 1_000);
+        p.setup(9, 6, 10 * MS, 1_000);
+        let (found, by_site) = p.finish();
+        assert_eq!(found.map(|f| f.connections), Some(3));
+        assert_eq!(by_site, HashMap::from([(70, 2)]));
+    }
+
     /// Timestamps that tie (a capture's clock stepping coarsely): a
     /// connection idle from its own SYN is not another.
     #[test]
@@ -184,13 +222,13 @@ mod tests {
         let mut p = Pool::default();
         p.idle(7, 1, 0, 990_000);
         p.setup(7, 1, 0, 0);
-        assert_eq!(p.finish().map(|r| r.connections), Some(0));
+        assert_eq!(p.finish().0.map(|r| r.connections), Some(0));
     }
 
     #[test]
     fn nothing_looked_at_is_none() {
         let mut p = Pool::default();
         p.idle(7, 1, 0, 10);
-        assert_eq!(p.finish(), None);
+        assert_eq!(p.finish().0, None);
     }
 }

@@ -46,6 +46,15 @@ pub struct ServerId {
 }
 
 impl ServerId {
+    /// The server as a hash: how the sweep across connections names it
+    /// (`opened_while_idle` per server).
+    pub fn key(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::hash::DefaultHasher::new();
+        self.hash(&mut h);
+        h.finish()
+    }
+
     pub fn of(rec: &ConnectionRecord) -> ServerId {
         ServerId {
             server: SmallVec::from_slice(rec.server.as_bytes()),
@@ -149,12 +158,23 @@ impl Servers {
 
     /// The servers, most connections first (then most requests, then the
     /// first seen), and what was left out.
-    pub fn finish(self) -> (Vec<ServerSummary>, Option<ServersNotListed>) {
+    /// The servers, most connections first; `opened_while_idle`, those
+    /// counts by [`ServerId::key`].
+    pub fn finish(
+        self,
+        opened_while_idle: &HashMap<u64, u64>,
+    ) -> (Vec<ServerSummary>, Option<ServersNotListed>) {
         let mut servers: Vec<(ServerId, Counters)> = self.servers.into_iter().collect();
         servers.sort_unstable_by(|(_, a), (_, b)| {
             (b.connections, b.requests, a.seen).cmp(&(a.connections, a.requests, b.seen))
         });
-        let list = servers.into_iter().map(|(id, c)| summary(id, &c)).collect();
+        let list = servers
+            .into_iter()
+            .map(|(id, c)| {
+                let missed = opened_while_idle.get(&id.key()).copied().unwrap_or(0);
+                summary(id, &c, missed)
+            })
+            .collect();
         let not_listed = (self.not_listed.connections > 0).then_some(self.not_listed);
         (list, not_listed)
     }
@@ -164,7 +184,7 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn summary(id: ServerId, c: &Counters) -> ServerSummary {
+fn summary(id: ServerId, c: &Counters, opened_while_idle: u64) -> ServerSummary {
     let per = |n: u64| (c.requests > 0).then(|| n as f64 / c.requests as f64);
     let named = |names: &[&str], counts: &[u64]| -> BTreeMap<String, u64> {
         let pairs = names.iter().zip(counts).filter(|(_, &n)| n > 0);
@@ -200,6 +220,7 @@ fn summary(id: ServerId, c: &Counters) -> ServerSummary {
         close,
         closed_by_server: c.closed_by_server.totals(),
         requests_after_close: c.requests_after_close,
+        opened_while_idle,
     }
 }
 
@@ -248,7 +269,7 @@ mod tests {
         for (server, requests) in [("c:1", 1), ("a:1", 2), ("b:1", 1), ("b:1", 1), ("d:1", 1)] {
             s.add(&tally(server, requests, 0.001));
         }
-        let (list, not_listed) = s.finish();
+        let (list, not_listed) = s.finish(&HashMap::new());
         let names: Vec<&str> = list.iter().map(|s| s.server.as_str()).collect();
         assert_eq!(names, ["b:1", "a:1", "c:1", "d:1"]);
         assert_eq!(not_listed, None);
@@ -273,7 +294,7 @@ mod tests {
             for &i in order {
                 s.add(&tally("a:1", 1, times[i]));
             }
-            s.finish().0.remove(0).handshake_time
+            s.finish(&HashMap::new()).0.remove(0).handshake_time
         };
         let forward = run(&[0, 1, 2, 3, 4]);
         assert_eq!(forward, run(&[4, 3, 2, 1, 0]));
@@ -290,7 +311,7 @@ mod tests {
         }
         // A server followed goes on being counted as itself.
         s.add(&tally("10.0.0.1:0", 1, 0.0));
-        let (list, not_listed) = s.finish();
+        let (list, not_listed) = s.finish(&HashMap::new());
         assert_eq!(list.len(), MAX_SERVERS);
         assert_eq!(list[0].server, "10.0.0.1:0");
         assert_eq!(list[0].connections, 2);

@@ -14,8 +14,9 @@ use crate::report::{human_duration, plural, sanitize};
 pub const SHOWN: usize = 10;
 
 /// The columns before the server's name.
-pub(crate) const HEADS: [&str; 9] = [
+pub(crate) const HEADS: [&str; 10] = [
     "conns", "reqs", "per conn", "TCP/req", "TLS full", "resumed", "setup", "429", "closed",
+    "missed",
 ];
 
 /// Writes the block when the connections went to more than one server
@@ -24,7 +25,7 @@ pub fn write(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
     if s.servers.len() < 2 {
         return Ok(());
     }
-    let rows: Vec<[String; 9]> = s.servers.iter().take(SHOWN).map(cells).collect();
+    let rows: Vec<[String; 10]> = s.servers.iter().take(SHOWN).map(cells).collect();
     let mut widths = HEADS.map(str::len);
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -44,7 +45,7 @@ pub fn write(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
         "servers       {}",
         line(
             &HEADS,
-            "server (SNI; setup: mean SYN → first request; closed: mean idle before the server closed)"
+            "server (SNI; setup: mean SYN → first request; closed: mean idle before the server closed; missed: connections opened while another sat idle)"
         )
     )?;
     for (row, server) in rows.iter().zip(&s.servers) {
@@ -72,7 +73,7 @@ pub(crate) fn name(s: &ServerSummary) -> String {
     sanitize(&s.name())
 }
 
-pub(crate) fn cells(s: &ServerSummary) -> [String; 9] {
+pub(crate) fn cells(s: &ServerSummary) -> [String; 10] {
     let tls = s.tls_handshakes_full + s.tls_handshakes_resumed + s.tls_handshakes_failed > 0;
     let dash = || "-".to_owned();
     [
@@ -93,5 +94,6 @@ pub(crate) fn cells(s: &ServerSummary) -> [String; 9] {
         s.handshake_time.mean.map_or_else(dash, human_duration),
         s.responses_429.to_string(),
         s.closed_by_server.mean.map_or_else(dash, human_duration),
+        s.opened_while_idle.to_string(),
     ]
 }
