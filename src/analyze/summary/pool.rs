@@ -25,6 +25,11 @@ use crate::record::{OpenedWhileIdle, PassedOver};
 
 /// Connections listed in `first`, the earliest counted (32 bytes each).
 const LISTED: usize = 1024;
+/// Idle times followed at once (about 100 bytes each: 25 MiB). Each
+/// ends by the time the sweep passes it; only timestamps that jump
+/// forward and back can leave many waiting, and past this bound the
+/// newest are not followed (counted in `out_of_order`).
+const MAX_IDLE: usize = 1 << 18;
 /// Pools whose server is known, to count them by server (those past it
 /// count in the whole only).
 const MAX_SITES: usize = 1 << 16;
@@ -43,7 +48,8 @@ pub(super) struct Pool {
     /// was idle, and how long the idle one had been idle at their SYN.
     setups: Samples,
     idle_for: Samples,
-    /// Marks taken behind the sweep: the count may be short.
+    /// Marks taken behind the sweep, and idle times past [`MAX_IDLE`]:
+    /// the count may be short.
     pub(super) out_of_order: u64,
     /// The first counted, and the connection idle longest beside each.
     first: Vec<PassedOver>,
@@ -65,6 +71,10 @@ impl Pool {
     /// (nanoseconds into the capture) for `micros` microseconds.
     pub(super) fn idle(&mut self, server: u64, conn: u64, at: i64, micros: u32) {
         self.expire(at);
+        if self.ends.len() >= MAX_IDLE {
+            self.out_of_order += 1;
+            return;
+        }
         let end = if micros == UNTIL_THE_END {
             i64::MAX
         } else {
@@ -195,6 +205,19 @@ mod tests {
         assert!(p.ends.len() <= 1);
         p.expire(2_000 * MS);
         assert!(p.idle.is_empty() && p.ends.is_empty());
+    }
+
+    /// Idle times that never end (timestamps far ahead) are bounded.
+    #[test]
+    fn idle_times_are_bounded() {
+        let mut p = Pool::default();
+        for conn in 0..MAX_IDLE as u64 + 10 {
+            p.idle(7, conn, 0, UNTIL_THE_END);
+        }
+        assert_eq!(p.ends.len(), MAX_IDLE);
+        p.setup(7, u64::MAX, MS, 1);
+        let r = p.finish().0.expect("checked");
+        assert_eq!((r.connections, r.out_of_order), (1, 10));
     }
 
     /// Counted by server: the pool's server once a connection of it
