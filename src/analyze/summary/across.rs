@@ -17,6 +17,10 @@
 //! bound is swept early; a mark that then comes behind the sweep is
 //! counted in `out_of_order` and taken as it comes.
 //!
+//! The same sweep gives [`super::pool`] each connection's idle times and
+//! its first request's setup, in time order, to count the connections
+//! opened while another to their server sat idle.
+//!
 //! Does not read packets or HTTP: the marks come from the connection
 //! records' request lists and the times the HTTP analyzers kept of the
 //! requests past them (up to 4,096 a connection; the rest are counted in

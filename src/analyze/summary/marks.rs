@@ -79,12 +79,14 @@ pub struct Marks {
     /// The server as a hash of client address, server address and port,
     /// and overlay.
     pub(super) server: u64,
-    /// The server as a pool keys it: [`Marks::server`] and the SNI.
-    pub(super) pool: u64,
     /// The server as `summary.servers` has it (address and port, SNI,
-    /// overlay: `ServerId::key`), whatever the client.
+    /// overlay: `ServerId::key`), whatever the client…
     pub(super) site: u64,
-    /// The connection, by the position of its first packet.
+    /// …and as a pool keys it: the client address too ([`Marks::server`]
+    /// and [`Marks::site`] together; a client pools by host name).
+    pub(super) pool: u64,
+    /// The connection: the position of its first packet, its `id` once
+    /// the gatherer numbered it ([`Marks::numbered`]).
     pub(super) conn: u64,
     /// Its first packet.
     pub(super) opened: i64,
@@ -104,17 +106,15 @@ impl Marks {
     /// of their 429s and of responses with a Retry-After, then `past`,
     /// those of the requests past the list (seconds into the capture;
     /// a response's: whether a 429, and its Retry-After or
-    /// [`NO_RETRY_AFTER`]), with `unmarked` more not kept.
+    /// [`NO_RETRY_AFTER`]), with `unmarked` more not kept; and for the
+    /// pool, its first request's setup and its idle times ([`Marks::at_site`]
+    /// names their server).
     pub fn of(rec: &ConnectionRecord, past: &[(f64, Option<(bool, u32)>)], unmarked: u64) -> Marks {
         let read = matches!(
             rec.http.method,
             HttpMethod::Http1 | HttpMethod::H2c | HttpMethod::TlsHttp1 | HttpMethod::TlsH2
         );
         let mut marks = Marks::opened(rec.server_key(), rec.id, rec.start.at);
-        marks.pool = pool_key(
-            marks.server,
-            rec.tls.as_ref().and_then(|t| t.sni.as_deref()),
-        );
         if read {
             marks.requests(&rec.http.list, past, unmarked);
         }
@@ -154,7 +154,14 @@ impl Marks {
 
     /// The marks of a connection to `site` (`ServerId::key`).
     pub fn at_site(self, site: u64) -> Marks {
-        Marks { site, ..self }
+        use std::hash::{Hash, Hasher};
+        let mut h = std::hash::DefaultHasher::new();
+        (self.server, site).hash(&mut h);
+        Marks {
+            site,
+            pool: h.finish(),
+            ..self
+        }
     }
 
     /// The connection's number (`id`) once the gatherer gave it one:
@@ -238,19 +245,17 @@ impl Marks {
         unmarked: u64,
     ) {
         for r in list {
-            self.marks.push(Mark {
-                at: nanos(r.start.at),
-                kind: Kind::Request,
-            });
+            self.push(r.start.at, Kind::Request);
             let too_many = r.status == Some(TOO_MANY_REQUESTS);
             if let (true, Some(end)) = (too_many || r.retry_after.is_some(), r.response_last) {
-                self.marks.push(Mark {
-                    at: nanos(end.at),
-                    kind: Kind::Ended {
+                let retry_after = r.retry_after.unwrap_or(NO_RETRY_AFTER);
+                self.push(
+                    end.at,
+                    Kind::Ended {
                         too_many,
-                        retry_after: r.retry_after.unwrap_or(NO_RETRY_AFTER),
+                        retry_after,
                     },
-                });
+                );
             }
         }
         self.marks.extend(past.iter().map(|&(at, end)| Mark {
@@ -262,17 +267,6 @@ impl Marks {
         }));
         self.not_listed = unmarked;
     }
-}
-
-/// The key of a pool: a server as [`ConnectionRecord::server_key`] has it,
-/// and the name the client asked for (a client pools connections by host
-/// name: two names served at one address are two pools).
-fn pool_key(server: u64, sni: Option<&str>) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::hash::DefaultHasher::new();
-    server.hash(&mut h);
-    sni.hash(&mut h);
-    h.finish()
 }
 
 /// The time from `from` to `to` (seconds into the capture) as whole
