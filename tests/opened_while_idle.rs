@@ -56,6 +56,9 @@ fn a_connection_set_up_while_another_sat_idle_counts() {
         "{table}"
     );
     assert!(page.contains("opened while another sat idle"));
+    // The waterfall marks the two at their SYN, their tooltips say beside what.
+    assert_eq!(page.matches("<path class=\"passed\"").count(), 2);
+    assert!(page.contains("opened while connection 1 to the same server sat idle (for 98.00ms)"));
     // The timeline of connection 3 says so on its SYN's line; 2's does not.
     let (_scratch, file) = capture_of(&[&idle, &during, &before, &after, &other]);
     let timeline = |conn: &str| {

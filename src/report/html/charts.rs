@@ -14,7 +14,9 @@ use super::super::timeline::{
 };
 use super::super::{human_duration, server_text};
 use super::{color, esc, rect, text, MAX_ROWS};
-use crate::record::{CertificateInfo, CloseKind, ConnectionRecord, HttpRequest, QuicRecord};
+use crate::record::{
+    CertificateInfo, CloseKind, ConnectionRecord, HttpRequest, PassedOver, QuicRecord,
+};
 
 /// Tick step of about `span / 8`, rounded to 1, 2 or 5 × 10^k.
 fn nice_step(span: f64) -> f64 {
@@ -315,21 +317,42 @@ fn port_of(client: &str) -> String {
         .to_string()
 }
 
+/// The colour of the mark on a connection opened while another to its
+/// server sat idle.
+pub(super) const PASSED_OVER: &str = "#bf3989";
+
 /// The waterfall of `records` (the first `MAX_ROWS` of `total` TCP
 /// connections), then of the QUIC connections `quic` (the first
-/// `MAX_ROWS` of `quic_total`).
+/// `MAX_ROWS` of `quic_total`); a connection of `passed_over` (opened
+/// while another sat idle) marked at its SYN.
 pub(super) fn waterfall(
     h: &mut String,
     records: &[ConnectionRecord],
     total: u64,
     quic: &[QuicRecord],
     quic_total: u64,
+    passed_over: &[PassedOver],
 ) {
     let records = records.get(..MAX_ROWS).unwrap_or(records);
     let quic = quic.get(..MAX_ROWS).unwrap_or(quic);
+    let beside: Vec<Option<&PassedOver>> = records
+        .iter()
+        .map(|r| passed_over.iter().find(|p| p.connection == r.id))
+        .collect();
     let lanes: Vec<Lane> = records
         .iter()
-        .map(Lane::of)
+        .zip(&beside)
+        .map(|(r, p)| {
+            let mut lane = Lane::of(r);
+            if let Some(p) = p {
+                lane.summary.push_str(&format!(
+                    " · opened while connection {} to the same server sat idle (for {})",
+                    p.idle_connection,
+                    human_duration(p.idle)
+                ));
+            }
+            lane
+        })
         .chain(quic.iter().map(Lane::of_quic))
         .collect();
     let starts = records
@@ -402,6 +425,19 @@ pub(super) fn waterfall(
                 ),
             };
             rect(h, geometry, color(seg.phase), extra, title);
+        }
+        if let (Some(Some(p)), Some(r)) = (beside.get(row), records.get(row)) {
+            let sx = x(r.start.at);
+            let _ = write!(
+                h,
+                "<path class=\"passed\" d=\"M{:.1} {:.1}L{:.1} {:.1}L{sx:.1} {:.1}Z\" fill=\"{PASSED_OVER}\"><title>opened while connection {} sat idle</title></path>",
+                sx - 4.0,
+                y + 1.0,
+                sx + 4.0,
+                y + 1.0,
+                y + 7.0,
+                p.idle_connection
+            );
         }
         h.push_str("</g>\n");
     }
