@@ -531,7 +531,13 @@ fn compare_puts_the_servers_side_by_side() {
     assert_eq!(
         rows,
         [
-            ["127.0.0.1:18443 (b.test)", "1 / 3 · 0.33", "5 / 5 · 1.00"],
+            // python's requests.get for b.test: each connection opened
+            // while the one before sat idle.
+            [
+                "127.0.0.1:18443 (b.test)",
+                "1 / 3 · 0.33",
+                "5 / 5 · 1.00 · 4 missed"
+            ],
             ["127.0.0.1:18443 (a.test)", "1 / 3 · 0.33", "1 / 5 · 0.20"],
             ["127.0.0.1:18080", "1 / 2 · 0.50", "1 / 4 · 0.25"],
             ["[::1]:18080", "1 / 2 · 0.50", "-"],
@@ -543,7 +549,7 @@ fn compare_puts_the_servers_side_by_side() {
         .split("<h3>Servers</h3>")
         .nth(1)
         .expect("a Servers table");
-    assert!(table.contains("<td>127.0.0.1:18443 (b.test)</td><td class=\"n\">1 / 3 · 0.33</td><td class=\"n\">5 / 5 · 1.00</td>"), "{table}");
+    assert!(table.contains("<td>127.0.0.1:18443 (b.test)</td><td class=\"n\">1 / 3 · 0.33</td><td class=\"n\">5 / 5 · 1.00 · 4 missed</td>"), "{table}");
     // Three captures: a column each; two of one server: no table.
     let three = run(&[&curl, &requests, &curl], None);
     let head = three

@@ -21,7 +21,8 @@ use crate::report::{plural, sanitize};
 const SHOWN: usize = 10;
 
 /// What the cells say.
-const WHAT: &str = "connections / requests · TCP handshakes per request";
+const WHAT: &str =
+    "connections / requests · TCP handshakes per request (· opened while another sat idle)";
 
 /// Which servers are the same across captures: the SNI and port where
 /// there is an SNI (the address may differ from one run to the next),
@@ -99,7 +100,8 @@ pub(crate) fn verdict_clause(a: &Labeled, b: &Labeled) -> Option<String> {
     ))
 }
 
-/// A capture's cell: `5 / 5 · 1.00`, or `-`.
+/// A capture's cell: `5 / 5 · 1.00`, with ` · 4 missed` where connections
+/// were opened while another to the server sat idle, or `-`.
 fn cell(s: Option<&ServerSummary>) -> String {
     match s {
         Some(s) => {
@@ -107,7 +109,11 @@ fn cell(s: Option<&ServerSummary>) -> String {
                 .handshakes_per_request
                 .tcp
                 .map_or("-".to_owned(), |r| format!("{r:.2}"));
-            format!("{} / {} · {tcp}", s.connections, s.requests)
+            let missed = match s.opened_while_idle {
+                0 => String::new(),
+                n => format!(" · {n} missed"),
+            };
+            format!("{} / {} · {tcp}{missed}", s.connections, s.requests)
         }
         None => "-".to_owned(),
     }
