@@ -327,6 +327,14 @@ fn real_clients_as_tshark_sees_them() {
             ours.setup_total
         );
         assert_eq!(ours.out_of_order, 0, "{name}");
+        // Interval by interval too.
+        let by_interval: u64 = s
+            .over_time
+            .intervals
+            .iter()
+            .map(|i| i.opened_while_idle)
+            .sum();
+        assert_eq!(by_interval, ours.connections, "{name}");
         // Server by server, they add up to the whole.
         let by_server: u64 = s.servers.iter().map(|x| x.opened_while_idle).sum();
         assert_eq!(by_server, ours.connections, "{name}");

@@ -374,10 +374,18 @@ impl SummaryBuilder {
     /// when none is).
     pub fn marks(&mut self, marks: &mut Marks, horizon: i64) {
         self.across.add(marks, horizon);
+        for syn in self.across.take_opened_while_idle() {
+            self.over_time.opened_while_idle(syn);
+        }
     }
 
     pub fn finish(mut self, info: &SourceInfo) -> Summary {
-        let swept = std::mem::take(&mut self.across).finish();
+        let mut across = std::mem::take(&mut self.across);
+        across.sweep_all();
+        for syn in across.take_opened_while_idle() {
+            self.over_time.opened_while_idle(syn);
+        }
+        let swept = across.finish();
         let (across, opened_while_idle) = (swept.across, swept.opened_while_idle);
         let phases = phases_of(&self.setup_phases);
         let mut anomalies = self.anomalies;

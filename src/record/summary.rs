@@ -408,6 +408,9 @@ pub struct Interval {
     pub responses_429: u64,
     /// Connections whose first FIN or RST came in it.
     pub closed: u64,
+    /// Connections whose SYN came in it while another to their server sat
+    /// idle (`summary.opened_while_idle`).
+    pub opened_while_idle: u64,
     /// Connections open at its end: opened so far and not closed (one
     /// that ended without FIN or RST counts as open to the end).
     pub open: u64,

@@ -258,6 +258,17 @@ impl Across {
         }
     }
 
+    /// Sweeps every mark still waiting: no connection is open any more.
+    pub fn sweep_all(&mut self) {
+        self.sweep(i64::MAX);
+    }
+
+    /// The SYNs of the connections counted as opened while another sat
+    /// idle since the last call.
+    pub fn take_opened_while_idle(&mut self) -> std::vec::Drain<'_, i64> {
+        self.pool.syns.drain(..)
+    }
+
     /// Everything swept.
     pub fn finish(mut self) -> Swept {
         self.sweep(i64::MAX);

@@ -190,6 +190,7 @@ struct Bucket {
     requests: u64,
     responses_429: u64,
     closed: u64,
+    opened_while_idle: u64,
     setup: NanoSum,
 }
 
@@ -203,6 +204,7 @@ impl Bucket {
         self.requests += o.requests;
         self.responses_429 += o.responses_429;
         self.closed += o.closed;
+        self.opened_while_idle += o.opened_while_idle;
         self.setup.merge(&o.setup);
     }
 }
@@ -382,6 +384,12 @@ impl Series {
         self.untimed += m.untimed;
     }
 
+    /// A connection whose SYN came `syn` nanoseconds into the capture
+    /// was opened while another to its server sat idle.
+    pub fn opened_while_idle(&mut self, syn: i64) {
+        self.count(syn, |b| b.opened_while_idle += 1);
+    }
+
     /// The series from the first packet to `last` seconds into the
     /// capture, and without `--interval` widened to fit [`AUTO_INTERVALS`].
     pub fn finish(mut self, last: Option<f64>) -> OverTime {
@@ -408,6 +416,7 @@ impl Series {
                     requests: b.requests,
                     responses_429: b.responses_429,
                     closed: b.closed,
+                    opened_while_idle: b.opened_while_idle,
                     open,
                     setup_mean: b.setup.totals().mean,
                 }

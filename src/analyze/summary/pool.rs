@@ -57,6 +57,9 @@ pub(super) struct Pool {
     /// and the count of each server.
     sites: HashMap<u64, u64>,
     by_site: HashMap<u64, u64>,
+    /// The SYNs of those counted since the summary last took them (for
+    /// the series over time; taken after every connection's marks).
+    pub(super) syns: Vec<i64>,
 }
 
 impl Pool {
@@ -110,6 +113,7 @@ impl Pool {
             }
             self.setups.push(setup);
             self.idle_for.push(idle);
+            self.syns.push(syn);
             if let Some(&site) = self.sites.get(&server) {
                 *self.by_site.entry(site).or_default() += 1;
             }

@@ -21,7 +21,7 @@ const BARS: usize = 300;
 pub(crate) type Chart = (&'static str, &'static str, Take, bool);
 
 /// The charts, in order.
-pub(crate) const CHARTS: [Chart; 6] = [
+pub(crate) const CHARTS: [Chart; 7] = [
     ("Connections opened", "#f0883e", |i| i.connections, false),
     ("Requests started", "#218bff", |i| i.requests, false),
     ("Full TLS handshakes", "#a371f7", |i| i.tls_full, false),
@@ -32,6 +32,12 @@ pub(crate) const CHARTS: [Chart; 6] = [
         false,
     ),
     ("429 responses", "#cf222e", |i| i.responses_429, false),
+    (
+        "Connections opened while another sat idle",
+        super::charts::PASSED_OVER,
+        |i| i.opened_while_idle,
+        false,
+    ),
     ("Connections open", "#afb8c1", |i| i.open, true),
 ];
 
