@@ -315,6 +315,31 @@ s.close()
         );
     }
 
+    /// Python's `http.client` making `requests` GETs, each on a new
+    /// connection while the ones before stay open and idle (read to their
+    /// end, never closed) — a client that does not give its connections
+    /// back — all closed at the end.
+    fn python_leaking(&self, requests: usize) {
+        const SCRIPT: &str = r#"
+import http.client, sys
+kept = []
+for _ in range(int(sys.argv[2])):
+    c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=10)
+    c.request("GET", "/")
+    r = c.getresponse()
+    r.read()
+    kept.append(c)
+for c in kept:
+    c.close()
+"#;
+        run_client(
+            "python http.client, a connection per request kept open",
+            Command::new("python3")
+                .args(["-c", SCRIPT, &self.port.to_string(), &requests.to_string()])
+                .stdout(Stdio::null()),
+        );
+    }
+
     /// A raw socket client that sends one request, reads the whole response
     /// and then keeps the connection open (without a packet) until killed.
     fn open_client(&self) -> Proc {

@@ -333,6 +333,46 @@ fn live_jsonl_counts_connections_and_requests_exactly() {
     assert_write_file_matches(&done.pcap, &summary, &conns);
 }
 
+/// A client that opens a connection per request while the ones before it
+/// stay open and idle (python's `http.client`, three GETs), then a curl
+/// after they closed: the live summary counts the two opened beside an
+/// idle one, as the `-w` file read offline does.
+#[test]
+fn live_counts_connections_opened_while_another_sat_idle() {
+    if !can_capture("live_counts_connections_opened_while_another_sat_idle") {
+        return;
+    }
+    let server = Server::start();
+    let live = Live::start(server.port, &["-T", "jsonl", "--duration", "4s"]);
+    server.python_leaking(3);
+    server.curl(1);
+    settle(server.port);
+    let done = live.finish(Duration::from_secs(15));
+    done.assert_clean_exit();
+    let (conns, summary) = done.jsonl();
+    assert_eq!(conns.len(), 4);
+    let o = support::at(&summary, "/opened_while_idle");
+    assert_eq!(o["checked"], 4, "{o}");
+    assert_eq!(o["connections"], 2, "{o}");
+    let first: Vec<(u64, u64)> = o["first"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .map(|p| (u64_at(p, "/connection"), u64_at(p, "/idle_connection")))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(first, [(2, 1), (3, 1)], "{o}");
+    assert!(str_at(&summary, "/verdict")
+        .ends_with("; 2 connections were opened while another to the same server sat idle"));
+    let (offline, _) = analyze_path(&done.pcap);
+    let theirs = offline
+        .opened_while_idle
+        .map(|o| (o.connections, o.checked));
+    assert_eq!(theirs, Some((2, 4)), "the -w file read offline");
+    assert_write_file_matches(&done.pcap, &summary, &conns);
+}
+
 /// Stops `live` with `sig` after a few requests; it must exit 0 within 5 s,
 /// report everything, end with the summary and leave a complete `-w` file.
 fn stops_cleanly_on(sig: &str) {
