@@ -117,7 +117,7 @@ FILTER="tcp port $HTTP_PORT"
 # captures/NAME.nginx-access.log; nginx must log $GETS requests. Prints the
 # TCP conversations and nginx's connections.
 record() {
-    local name=$1 got
+    local name=$1
     shift
     log "$name.pcap"
     start_capture "$OUT_DIR/$name.pcap" "$FILTER"
@@ -125,11 +125,7 @@ record() {
     stop_capture
     save_access_log "$name"
     cat "$OUT_DIR/$name.nginx-access.log" >&2
-    got=$(wc -l <"$OUT_DIR/$name.nginx-access.log")
-    if [[ $got -ne $GETS ]]; then
-        echo "error: $name: nginx logged $got requests, expected $GETS" >&2
-        return 1
-    fi
+    expect_lines "$name" "$GETS"
     tshark -r "$OUT_DIR/$name.pcap" -q -z conv,tcp >&2
     # let nginx's idle timer of the last connection (if still open) expire
     # before the next run, so that runs do not overlap in its log

@@ -135,7 +135,7 @@ wait_closed() {
 # capture is stopped once every connection is closed. Prints the TCP
 # conversations and nginx's lines.
 record() {
-    local name=$1 logged=$2 got
+    local name=$1 logged=$2
     shift 2
     log "$name.pcap"
     wait_closed
@@ -147,11 +147,7 @@ record() {
     stop_capture
     save_access_log "$name"
     cat "$OUT_DIR/$name.nginx-access.log" >&2
-    got=$(wc -l <"$OUT_DIR/$name.nginx-access.log")
-    if [[ $got -ne $logged ]]; then
-        echo "error: $name: nginx logged $got requests, expected $logged" >&2
-        return 1
-    fi
+    expect_lines "$name" "$logged"
     tshark -r "$OUT_DIR/$name.pcap" -q -z conv,tcp >&2
 }
 

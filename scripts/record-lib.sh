@@ -9,7 +9,7 @@
 # start_capture / stop_capture, stop_server, wait_listen, log,
 # start_ratelimit_server, make_docroot,
 # make_cert, make_java, write_nginx_conf, tls_server, start_nginx, start_nginx_in,
-# conn_access_log, mark_access_log and save_access_log.
+# conn_access_log, mark_access_log, save_access_log and expect_lines.
 
 require_root() {
     if [[ $(id -u) -ne 0 ]]; then
@@ -292,6 +292,17 @@ save_access_log() {
     local name=$1
     tail -n +"$((ACCESS_LINES + 1))" "$WORK/nginx/access.log" >"$OUT_DIR/$name.nginx-access.log"
     mark_access_log
+}
+
+# expect_lines NAME N : nginx logged N requests for NAME (in
+# $OUT_DIR/NAME.nginx-access.log), or an error.
+expect_lines() {
+    local got
+    got=$(wc -l <"$OUT_DIR/$1.nginx-access.log")
+    if [[ $got -ne $2 ]]; then
+        echo "error: $1: nginx logged $got requests, expected $2" >&2
+        return 1
+    fi
 }
 
 # make_java SOURCE... : a truststore in $WORK that trusts make_cert's

@@ -114,16 +114,6 @@ per_server() {
     }' "$OUT_DIR/$1.nginx-access.log" | sort >&2
 }
 
-# expect_lines NAME N : nginx logged N requests for NAME.
-expect_lines() {
-    local got
-    got=$(wc -l <"$OUT_DIR/$1.nginx-access.log")
-    if [[ $got -ne $2 ]]; then
-        echo "error: $1: nginx logged $got requests, expected $2" >&2
-        return 1
-    fi
-}
-
 # ---------------------------------------------------------------------------
 # 1. one curl process, 10 URLs over 4 hosts -> a keep-alive connection per
 #    host (curl reuses a connection only for the same host name and port)
