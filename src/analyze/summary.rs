@@ -374,18 +374,21 @@ impl SummaryBuilder {
     /// when none is).
     pub fn marks(&mut self, marks: &mut Marks, horizon: i64) {
         self.across.add(marks, horizon);
+        self.count_opened_while_idle();
+    }
+
+    /// Counts in `over_time` the connections the sweep found opened while
+    /// another sat idle since it last did.
+    fn count_opened_while_idle(&mut self) {
         for syn in self.across.take_opened_while_idle() {
             self.over_time.opened_while_idle(syn);
         }
     }
 
     pub fn finish(mut self, info: &SourceInfo) -> Summary {
-        let mut across = std::mem::take(&mut self.across);
-        across.sweep_all();
-        for syn in across.take_opened_while_idle() {
-            self.over_time.opened_while_idle(syn);
-        }
-        let swept = across.finish();
+        self.across.sweep_all();
+        self.count_opened_while_idle();
+        let swept = std::mem::take(&mut self.across).finish();
         let (across, opened_while_idle) = (swept.across, swept.opened_while_idle);
         let phases = phases_of(&self.setup_phases);
         let mut anomalies = self.anomalies;

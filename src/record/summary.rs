@@ -282,6 +282,16 @@ pub struct OpenedWhileIdle {
     pub first: Vec<PassedOver>,
 }
 
+impl Summary {
+    /// The connections listed as opened while another to their server sat
+    /// idle (`opened_while_idle.first`; none when it is null).
+    pub fn passed_over(&self) -> &[PassedOver] {
+        self.opened_while_idle
+            .as_ref()
+            .map_or(&[][..], |o| &o.first[..])
+    }
+}
+
 /// A connection opened while another sat idle, by their `id`s.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct PassedOver {

@@ -332,10 +332,7 @@ fn document(h: &mut String, doc: &Labeled, tag: &str) {
         let (c, name) = (color(p), esc(name));
         let _ = write!(h, "<span><i style=\"background:{c}\"></i>{name}</span>");
     }
-    if s.opened_while_idle
-        .as_ref()
-        .is_some_and(|o| o.connections > 0)
-    {
+    if !s.passed_over().is_empty() {
         let _ = write!(
             h,
             "<span><i style=\"background:{}\"></i>opened while another sat idle</span>",
@@ -348,9 +345,14 @@ fn document(h: &mut String, doc: &Labeled, tag: &str) {
         .quic
         .as_ref()
         .map_or((&[][..], 0), |q| (&q.list[..], q.connections));
-    let passed_over = s.opened_while_idle.as_ref();
-    let passed_over = passed_over.map_or(&[][..], |o| &o.first[..]);
-    waterfall(h, &drawn.first, drawn.total, quic, quic_total, passed_over);
+    waterfall(
+        h,
+        &drawn.first,
+        drawn.total,
+        quic,
+        quic_total,
+        s.passed_over(),
+    );
     h.push_str("<div class=\"hists\">\n");
     histogram(
         h,

@@ -407,8 +407,7 @@ pub fn draw(
     write_legend(out, width, opts.color, !quic.is_empty())?;
     if let Some((rec, windows)) = &kept.record {
         writeln!(out)?;
-        let passed_over = summary.opened_while_idle.as_ref();
-        let passed_over = passed_over.map_or(&[][..], |o| &o.first[..]);
+        let passed_over = summary.passed_over();
         events::write_events(rec, windows, passed_over, out, width, opts.color)?;
     }
     if let (Some(ConnId::Quic(id)), Some(q)) = (opts.conn, &summary.quic) {

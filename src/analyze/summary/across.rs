@@ -271,7 +271,7 @@ impl Across {
 
     /// Everything swept.
     pub fn finish(mut self) -> Swept {
-        self.sweep(i64::MAX);
+        self.sweep_all();
         let (opened_while_idle, opened_by_site) = std::mem::take(&mut self.pool).finish();
         let across = self.told.then(|| AcrossConnections {
             requests_in_window: self.in_window,
