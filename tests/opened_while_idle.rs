@@ -41,8 +41,10 @@ fn a_connection_set_up_while_another_sat_idle_counts() {
     assert_eq!(
         o["first"],
         serde_json::json!([
-            {"connection": 3, "idle_connection": 1, "idle": 0.098, "setup": 0.01},
-            {"connection": 5, "idle_connection": 2, "idle": 0.491, "setup": 0.01}
+            {"connection": 3, "idle_connection": 1, "idle": 0.098, "setup": 0.01,
+             "idle_connection_used_again": false},
+            {"connection": 5, "idle_connection": 2, "idle": 0.491, "setup": 0.01,
+             "idle_connection_used_again": false}
         ])
     );
     let verdict = at(&v, "/summary/verdict").as_str().unwrap_or_default();
@@ -52,7 +54,7 @@ fn a_connection_set_up_while_another_sat_idle_counts() {
     );
     let (table, page) = table_and_page(&[&idle, &during, &before, &after, &other]);
     assert!(
-        table.contains("\nmissed reuse  2 of 5 connections opened while another to the same server sat idle, for a median 294.50ms at their SYN (max 491.00ms) · their setup 20.00ms in total · connections 3 beside 1, 5 beside 2\n"),
+        table.contains("\nmissed reuse  2 of 5 connections opened while another to the same server sat idle, for a median 294.50ms at their SYN (max 491.00ms) · the idle ones never used again · their setup 20.00ms in total · connections 3 beside 1, 5 beside 2\n"),
         "{table}"
     );
     assert!(page.contains("opened while another sat idle"));
@@ -122,6 +124,22 @@ fn a_pool_that_reuses_its_idle_connection_counts_none() {
     let (table, page) = table_and_page(&[&pooled, &late]);
     assert!(!table.contains("missed reuse"), "{table}");
     assert!(!page.contains("opened while another sat idle"));
+    // Set up from 10 to 20 ms, while the pooled one sat idle from 2 ms to
+    // its next request at 50 ms: counted, beside one used again.
+    let eager = one_get("10.0.0.1:40003", "10.0.0.2:80", 10, 20);
+    let v = report(&[&pooled, &eager]);
+    let o = at(&v, "/summary/opened_while_idle");
+    assert_eq!(
+        (&o["connections"], &o["idle_never_used_again"]),
+        (&1.into(), &0.into()),
+        "{o}"
+    );
+    assert_eq!(o["first"][0]["idle_connection_used_again"], true, "{o}");
+    let (table, _) = table_and_page(&[&pooled, &eager]);
+    assert!(
+        table.contains("\nmissed reuse  1 of 2 connections opened while another to the same server sat idle, for 8.00ms at its SYN · their setup 10.00ms in total · connection 2 beside 1\n"),
+        "{table}"
+    );
 }
 
 /// What tshark sees of a capture: for each TCP stream, its pool (client
@@ -135,7 +153,8 @@ struct Stream {
     pool: String,
     syn: Option<f64>,
     first_request: Option<f64>,
-    idle: Vec<(f64, f64)>,
+    /// (from, to, whether a request of its own ended it).
+    idle: Vec<(f64, f64, bool)>,
 }
 
 fn tshark_streams(pcap: &Path, port: u16, keylog: Option<&Path>) -> Vec<Stream> {
@@ -216,13 +235,13 @@ fn tshark_streams(pcap: &Path, port: u16, keylog: Option<&Path>) -> Vec<Stream> 
         if payload && !from_server {
             st.s.first_request.get_or_insert(t);
             if let Some(a) = st.answered.take() {
-                st.s.idle.push((a, t));
+                st.s.idle.push((a, t, true));
             }
         }
         if set(8) || set(9) {
             st.closed = true;
             if let Some(a) = st.answered.take() {
-                st.s.idle.push((a, t));
+                st.s.idle.push((a, t, false));
             }
         }
     }
@@ -230,7 +249,7 @@ fn tshark_streams(pcap: &Path, port: u16, keylog: Option<&Path>) -> Vec<Stream> 
         .into_values()
         .map(|mut st| {
             if let Some(a) = st.answered {
-                st.s.idle.push((a, f64::INFINITY));
+                st.s.idle.push((a, f64::INFINITY, false));
             }
             st.s.pool = format!("{} {} {}", st.client, st.server, st.sni);
             st.s
@@ -239,22 +258,29 @@ fn tshark_streams(pcap: &Path, port: u16, keylog: Option<&Path>) -> Vec<Stream> 
 }
 
 /// The connections tshark's streams say were set up while another to
-/// their pool sat idle, and their setup times.
-fn opened_while_idle(streams: &[Stream]) -> (u64, f64) {
-    let (mut n, mut setup) = (0, 0.0);
+/// their pool sat idle (from before the SYN to past the first request),
+/// their setup times, and how many of them had beside them — the
+/// connection idle longest — one that carried no request after.
+fn opened_while_idle(streams: &[Stream]) -> (u64, f64, u64) {
+    let (mut n, mut setup, mut never) = (0, 0.0, 0);
     for (i, s) in streams.iter().enumerate() {
         let (Some(syn), Some(first)) = (s.syn, s.first_request) else {
             continue;
         };
-        let idle = streams.iter().enumerate().any(|(j, o)| {
-            j != i && o.pool == s.pool && o.idle.iter().any(|&(a, b)| a <= syn && first <= b)
-        });
-        if idle {
+        let oldest = streams
+            .iter()
+            .enumerate()
+            .filter(|&(j, o)| j != i && o.pool == s.pool)
+            .flat_map(|(j, o)| o.idle.iter().map(move |&(a, b, again)| (a, j, b, again)))
+            .filter(|&(a, _, b, _)| a <= syn && first < b)
+            .min_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+        if let Some((_, _, _, again)) = oldest {
             n += 1;
             setup += first - syn;
+            never += u64::from(!again);
         }
     }
-    (n, setup)
+    (n, setup, never)
 }
 
 #[test]
@@ -318,8 +344,10 @@ fn real_clients_as_tshark_sees_them() {
         let name = pcap.display();
         let s = crate::over_time::summary_of(&pcap, keylog.as_deref());
         let ours = s.opened_while_idle.unwrap_or_else(|| panic!("{name}"));
-        let (theirs, setup) = opened_while_idle(&tshark_streams(&pcap, port, keylog.as_deref()));
+        let (theirs, setup, never) =
+            opened_while_idle(&tshark_streams(&pcap, port, keylog.as_deref()));
         assert_eq!(ours.connections, theirs, "{name}");
+        assert_eq!(ours.idle_never_used_again, never, "{name}");
         assert_eq!(ours.connections, expected, "{name}");
         assert!(
             (ours.setup_total - setup).abs() < 2e-6 * (theirs as f64 + 1.0),

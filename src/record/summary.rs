@@ -274,6 +274,10 @@ pub struct OpenedWhileIdle {
     pub setup: Distribution,
     /// How long the connection idle longest had been idle at their SYN.
     pub idle: Distribution,
+    /// Of them, those whose idle connection carried no request after that
+    /// idle time (it closed, or the capture ended): a connection a client
+    /// did not give back, rather than one its pool took again later.
+    pub idle_never_used_again: u64,
     /// Marks taken out of time order (more than 65,536 waiting at once
     /// behind a connection open since long before): the count may be
     /// short.
@@ -302,6 +306,8 @@ pub struct PassedOver {
     pub idle: f64,
     /// Its setup time (SYN → first request byte), seconds.
     pub setup: f64,
+    /// The idle connection carried a request after that idle time.
+    pub idle_connection_used_again: bool,
 }
 
 impl SetupPhases {

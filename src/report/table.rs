@@ -215,8 +215,10 @@ const NAMED: usize = 8;
 /// Connections a pool could have saved: `5 of 15 connections opened
 /// while another to the same server sat idle, for a median 31.02ms at
 /// their SYN (max 32.52ms) · their setup 7.10ms in total · connections
-/// 11 beside 2, 12 beside 2, …` (by id, the idle one's after `beside`);
-/// `None` when none was.
+/// 11 beside 2, 12 beside 2, …` (by id, the idle one's after `beside`),
+/// saying when the idle ones carried no request after (` · the idle ones
+/// never used again`, ` · 3 beside one never used again`); `None` when
+/// none was.
 pub(crate) fn while_idle_text(o: &OpenedWhileIdle) -> Option<String> {
     let idle = match (o.idle.median, o.idle.max) {
         (Some(med), Some(_)) if o.connections == 1 => {
@@ -228,6 +230,11 @@ pub(crate) fn while_idle_text(o: &OpenedWhileIdle) -> Option<String> {
             human_duration(max)
         ),
         _ => return None,
+    };
+    let never = match o.idle_never_used_again {
+        0 => String::new(),
+        n if n == o.connections => " · the idle ones never used again".to_owned(),
+        n => format!(" · {n} beside one never used again"),
     };
     let short = if o.out_of_order > 0 {
         format!(
@@ -249,7 +256,7 @@ pub(crate) fn while_idle_text(o: &OpenedWhileIdle) -> Option<String> {
         ""
     };
     Some(format!(
-        "{} of {} connection{} opened while another to the same server sat idle, {idle} · their setup {} in total · {} {}{more}{short}",
+        "{} of {} connection{} opened while another to the same server sat idle, {idle}{never} · their setup {} in total · {} {}{more}{short}",
         o.connections,
         o.checked,
         plural(o.checked),

@@ -195,7 +195,9 @@ impl Across {
     fn apply(&mut self, p: &Pending) {
         let at = p.mark.at;
         match p.mark.kind {
-            Kind::Idle { micros } => return self.pool.idle(p.server, p.conn, at, micros),
+            Kind::Idle { micros, used_again } => {
+                return self.pool.idle(p.server, p.conn, at, micros, used_again)
+            }
             Kind::Setup { micros } => return self.pool.setup(p.server, p.conn, at, micros),
             _ => {}
         }

@@ -38,8 +38,11 @@ pub(super) enum Kind {
     /// microseconds ([`UNTIL_THE_END`]: until the capture's end): the
     /// end of a response with no other waiting, to the next request or
     /// the close.
+    /// `used_again`: a request of its own ended it (not its close nor the
+    /// capture's end).
     Idle {
         micros: u32,
+        used_again: bool,
     },
     Opened,
     /// The connection's first request, so many microseconds after its SYN.
@@ -199,7 +202,7 @@ impl Marks {
                 break;
             }
             if let Some(end) = busy_until.filter(|&end| end < r.start.at) {
-                self.idle_span(end, r.start.at);
+                self.idle_span(end, r.start.at, true);
             }
             let Some(last) = r.response_last else {
                 return;
@@ -212,11 +215,12 @@ impl Marks {
             busy_until
         };
         match (last, close) {
-            (Some(from), Some(to)) if from < to => self.idle_span(from, to),
+            (Some(from), Some(to)) if from < to => self.idle_span(from, to, false),
             (Some(from), None) => self.push(
                 from,
                 Kind::Idle {
                     micros: UNTIL_THE_END,
+                    used_again: false,
                 },
             ),
             _ => {}
@@ -224,10 +228,11 @@ impl Marks {
     }
 
     /// No request outstanding from `from` to `to` (seconds into the
-    /// capture; a time past 71 minutes told as 71).
-    fn idle_span(&mut self, from: f64, to: f64) {
+    /// capture; a time past 71 minutes told as 71), then a request of the
+    /// connection's (`used_again`) or its close.
+    fn idle_span(&mut self, from: f64, to: f64, used_again: bool) {
         let micros = micros(from, to, false).unwrap_or(UNTIL_THE_END - 1);
-        self.push(from, Kind::Idle { micros });
+        self.push(from, Kind::Idle { micros, used_again });
     }
 
     fn push(&mut self, at: f64, kind: Kind) {

@@ -34,20 +34,27 @@ const MAX_IDLE: usize = 1 << 18;
 /// count in the whole only).
 const MAX_SITES: usize = 1 << 16;
 
+/// An idle time: when it began, the connection, and whether a request of
+/// the connection's ended it (else its close or the capture's end).
+type Idle = (i64, u64, bool);
+
 /// The idle connections of every server, as of the sweep.
 #[derive(Debug, Default)]
 pub(super) struct Pool {
-    /// Each server's idle connections, by when they became idle.
-    idle: HashMap<u64, BTreeSet<(i64, u64)>>,
-    /// When each idle time ends, the earliest first: (end, server, start,
-    /// connection).
-    ends: BinaryHeap<Reverse<(i64, u64, i64, u64)>>,
+    /// Each server's idle connections, by when they became idle: (start,
+    /// connection, whether a request of its own ended the idle time).
+    idle: HashMap<u64, BTreeSet<Idle>>,
+    /// When each idle time ends, the earliest first.
+    ends: BinaryHeap<Reverse<(i64, u64, Idle)>>,
     /// First requests looked at: of connections with a SYN.
     checked: u64,
     /// Setup times (SYN → first request) of those opened while another
     /// was idle, and how long the idle one had been idle at their SYN.
     setups: Samples,
     idle_for: Samples,
+    /// Of those counted, the ones whose idle connection carried no request
+    /// after that idle time.
+    never_used_again: u64,
     /// Marks taken behind the sweep, and idle times past [`MAX_IDLE`]:
     /// the count may be short.
     pub(super) out_of_order: u64,
@@ -71,8 +78,9 @@ impl Pool {
     }
 
     /// Connection `conn` to `server` had no request outstanding from `at`
-    /// (nanoseconds into the capture) for `micros` microseconds.
-    pub(super) fn idle(&mut self, server: u64, conn: u64, at: i64, micros: u32) {
+    /// (nanoseconds into the capture) for `micros` microseconds, then sent
+    /// one (`used_again`) or closed.
+    pub(super) fn idle(&mut self, server: u64, conn: u64, at: i64, micros: u32, used_again: bool) {
         self.expire(at);
         if self.ends.len() >= MAX_IDLE {
             self.out_of_order += 1;
@@ -83,8 +91,9 @@ impl Pool {
         } else {
             at.saturating_add(i64::from(micros) * 1_000)
         };
-        self.idle.entry(server).or_default().insert((at, conn));
-        self.ends.push(Reverse((end, server, at, conn)));
+        let idle = (at, conn, used_again);
+        self.idle.entry(server).or_default().insert(idle);
+        self.ends.push(Reverse((end, server, idle)));
     }
 
     /// Connection `conn` to `server` sent its first request at `at`,
@@ -98,10 +107,10 @@ impl Pool {
         // request); it has one idle time at a time, so two looks at most.
         let oldest = self.idle.get(&server).and_then(|s| {
             s.iter()
-                .take_while(|&&(since, _)| since <= syn)
-                .find(|&&(_, other)| other != conn)
+                .take_while(|&&(since, _, _)| since <= syn)
+                .find(|&&(_, other, _)| other != conn)
         });
-        if let Some(&(since, other)) = oldest {
+        if let Some(&(since, other, used_again)) = oldest {
             let (setup, idle) = (f64::from(micros) / 1e6, (syn - since) as f64 / 1e9);
             if self.first.len() < LISTED {
                 self.first.push(PassedOver {
@@ -109,11 +118,13 @@ impl Pool {
                     idle_connection: other,
                     idle,
                     setup,
+                    idle_connection_used_again: used_again,
                 });
             }
             self.setups.push(setup);
             self.idle_for.push(idle);
             self.syns.push(syn);
+            self.never_used_again += u64::from(!used_again);
             if let Some(&site) = self.sites.get(&server) {
                 *self.by_site.entry(site).or_default() += 1;
             }
@@ -123,13 +134,13 @@ impl Pool {
     /// Forgets the idle times that ended by `now` (one that ends as a
     /// request starts did not last past it).
     fn expire(&mut self, now: i64) {
-        while let Some(&Reverse((end, server, since, conn))) = self.ends.peek() {
+        while let Some(&Reverse((end, server, idle))) = self.ends.peek() {
             if end > now {
                 break;
             }
             self.ends.pop();
             if let Some(set) = self.idle.get_mut(&server) {
-                set.remove(&(since, conn));
+                set.remove(&idle);
                 if set.is_empty() {
                     self.idle.remove(&server);
                 }
@@ -147,6 +158,7 @@ impl Pool {
             setup_total: self.setups.sum(),
             setup: self.setups.distribution(),
             idle: self.idle_for.distribution(),
+            idle_never_used_again: self.never_used_again,
             out_of_order: self.out_of_order,
             first: self.first,
         });
@@ -166,7 +178,7 @@ mod tests {
     #[test]
     fn only_a_setup_inside_an_idle_time_counts() {
         let mut p = Pool::default();
-        p.idle(7, 1, 10 * MS, 40_000);
+        p.idle(7, 1, 10 * MS, 40_000, true);
         p.setup(7, 2, 20 * MS, 8_000);
         p.setup(7, 3, 20 * MS, 15_000);
         p.setup(8, 5, 20 * MS, 8_000);
@@ -179,8 +191,10 @@ mod tests {
             idle_connection: 1,
             idle: 0.002,
             setup: 0.008,
+            idle_connection_used_again: true,
         };
         assert_eq!(r.first, [named]);
+        assert_eq!(r.idle_never_used_again, 0);
         assert!((r.setup_total - 0.008).abs() < 1e-12);
         assert!((r.idle.max.unwrap_or(0.0) - 0.002).abs() < 1e-12);
     }
@@ -190,11 +204,11 @@ mod tests {
     #[test]
     fn the_oldest_idle_connection_is_measured() {
         let mut p = Pool::default();
-        p.idle(7, 1, 10 * MS, UNTIL_THE_END);
-        p.idle(7, 2, 30 * MS, 1_000);
+        p.idle(7, 1, 10 * MS, UNTIL_THE_END, false);
+        p.idle(7, 2, 30 * MS, 1_000, false);
         p.setup(7, 3, 3_600_000 * MS, 1_000);
         let r = p.finish().0.expect("checked");
-        assert_eq!(r.connections, 1);
+        assert_eq!((r.connections, r.idle_never_used_again), (1, 1));
         let idle = r.idle.max.unwrap_or(0.0);
         assert!((idle - (3_600.0 - 0.001 - 0.010)).abs() < 1e-9, "{idle}");
     }
@@ -204,7 +218,7 @@ mod tests {
     fn idle_times_that_ended_are_forgotten() {
         let mut p = Pool::default();
         for conn in 0..1_000 {
-            p.idle(7, conn, conn as i64 * MS, 500);
+            p.idle(7, conn, conn as i64 * MS, 500, false);
         }
         assert!(p.ends.len() <= 1);
         p.expire(2_000 * MS);
@@ -216,7 +230,7 @@ mod tests {
     fn idle_times_are_bounded() {
         let mut p = Pool::default();
         for conn in 0..MAX_IDLE as u64 + 10 {
-            p.idle(7, conn, 0, UNTIL_THE_END);
+            p.idle(7, conn, 0, UNTIL_THE_END, false);
         }
         assert_eq!(p.ends.len(), MAX_IDLE);
         p.setup(7, u64::MAX, MS, 1);
@@ -231,9 +245,9 @@ mod tests {
         let mut p = Pool::default();
         p.site(7, 70);
         p.site(8, 70);
-        p.idle(7, 1, 0, UNTIL_THE_END);
-        p.idle(8, 2, 0, UNTIL_THE_END);
-        p.idle(9, 3, 0, UNTIL_THE_END);
+        p.idle(7, 1, 0, UNTIL_THE_END, false);
+        p.idle(8, 2, 0, UNTIL_THE_END, false);
+        p.idle(9, 3, 0, UNTIL_THE_END, false);
         p.setup(7, 4, 10 * MS, 1_000);
         p.setup(8, 5, 10 * MS, 1_000);
         p.setup(9, 6, 10 * MS, 1_000);
@@ -247,7 +261,7 @@ mod tests {
     #[test]
     fn a_connection_is_not_idle_beside_itself() {
         let mut p = Pool::default();
-        p.idle(7, 1, 0, 990_000);
+        p.idle(7, 1, 0, 990_000, false);
         p.setup(7, 1, 0, 0);
         assert_eq!(p.finish().0.map(|r| r.connections), Some(0));
     }
@@ -255,7 +269,7 @@ mod tests {
     #[test]
     fn nothing_looked_at_is_none() {
         let mut p = Pool::default();
-        p.idle(7, 1, 0, 10);
+        p.idle(7, 1, 0, 10, false);
         assert_eq!(p.finish().0, None);
     }
 }
