@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use smallvec::SmallVec;
 
+use super::marks::nanos;
 use crate::analyze::stats::NanoSum;
 use crate::record::{ConnectionRecord, Interval, OverTime, TlsOutcome};
 
@@ -117,11 +118,6 @@ pub struct Moments {
     untimed: u64,
 }
 
-/// Seconds into the capture as whole nanoseconds (saturating; NaN is 0).
-fn ns(at: f64) -> i64 {
-    (at * 1e9).round() as i64
-}
-
 impl Moments {
     /// The moments of `rec`, with `past` the starts (seconds into the
     /// capture) of its requests past the list and the ends of their
@@ -131,7 +127,7 @@ impl Moments {
         let http = &rec.http;
         let syn = hs.syn.filter(|_| hs.complete).map(|syn| {
             let first = http.list.first().map(|r| r.start.at - syn.at);
-            (ns(syn.at), first)
+            (nanos(syn.at), first)
         });
         let hello = rec.tls.as_ref().map(|tls| {
             let kind = match (tls.outcome, tls.resumed) {
@@ -142,7 +138,7 @@ impl Moments {
             };
             // Where the ClientHello was not captured, at the first packet.
             let at = tls.client_hello.map_or(rec.start.at, |h| h.at);
-            (ns(at), kind)
+            (nanos(at), kind)
         });
         // Those sent after the connection's close were never served.
         let close = rec.close.time.map_or(f64::INFINITY, |t| t.at);
@@ -151,27 +147,27 @@ impl Moments {
             .list
             .iter()
             .filter(|r| served(r.start.at))
-            .map(|r| ns(r.start.at))
+            .map(|r| nanos(r.start.at))
             .collect();
         let mut too_many: SmallVec<[i64; 1]> = http
             .list
             .iter()
             .filter(|r| r.status == Some(crate::analyze::http::limits::TOO_MANY_REQUESTS))
-            .filter_map(|r| r.response_last.or(r.response_first).map(|t| ns(t.at)))
+            .filter_map(|r| r.response_last.or(r.response_first).map(|t| nanos(t.at)))
             .collect();
         for &(at, end) in past {
             match end {
-                None if served(at) => requests.push(ns(at)),
+                None if served(at) => requests.push(nanos(at)),
                 None => {}
-                Some((true, _)) => too_many.push(ns(at)),
+                Some((true, _)) => too_many.push(nanos(at)),
                 Some((false, _)) => {}
             }
         }
         Moments {
-            opened: ns(rec.start.at),
+            opened: nanos(rec.start.at),
             syn,
             hello,
-            closed: rec.close.time.map(|t| ns(t.at)),
+            closed: rec.close.time.map(|t| nanos(t.at)),
             untimed: rec.requests_served().saturating_sub(requests.len() as u64),
             requests,
             too_many,
@@ -394,7 +390,7 @@ impl Series {
     /// capture, and without `--interval` widened to fit [`AUTO_INTERVALS`].
     pub fn finish(mut self, last: Option<f64>) -> OverTime {
         if let Some(last) = last {
-            self.count(ns(last.max(0.0)), |_| {});
+            self.count(nanos(last.max(0.0)), |_| {});
         }
         if self.asked.is_none() {
             self.fit();
