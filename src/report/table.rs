@@ -256,12 +256,12 @@ pub(crate) fn while_idle_text(o: &OpenedWhileIdle) -> Option<String> {
         ""
     };
     Some(format!(
-        "{} of {} connection{} opened while another to the same server sat idle, {idle}{never} · their setup {} in total · {} {}{more}{short}",
+        "{} of {} connection{} opened while another to the same server sat idle, {idle}{never} · their setup {} in total · connection{} {}{more}{short}",
         o.connections,
         o.checked,
         plural(o.checked),
         human_duration(o.setup_total),
-        if first.len() == 1 { "connection" } else { "connections" },
+        plural(first.len() as u64),
         first.join(", ")
     ))
 }
