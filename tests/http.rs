@@ -277,7 +277,7 @@ fn gap_inside_a_header_loses_sync() {
 }
 
 /// An HTTP/2 frame: 24-bit length, type, flags, stream id, `len` zero bytes.
-fn frame(kind: u8, flags: u8, stream: u32, len: usize) -> Vec<u8> {
+pub(crate) fn frame(kind: u8, flags: u8, stream: u32, len: usize) -> Vec<u8> {
     let length = (len as u32).to_be_bytes();
     let payload = vec![0; len];
     [
@@ -289,12 +289,12 @@ fn frame(kind: u8, flags: u8, stream: u32, len: usize) -> Vec<u8> {
     .concat()
 }
 
-const DATA: u8 = 0;
-const HEADERS: u8 = 1;
-const SETTINGS: u8 = 4;
-const END_STREAM: u8 = 1;
-const END_HEADERS: u8 = 4;
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub(crate) const DATA: u8 = 0;
+pub(crate) const HEADERS: u8 = 1;
+pub(crate) const SETTINGS: u8 = 4;
+pub(crate) const END_STREAM: u8 = 1;
+pub(crate) const END_HEADERS: u8 = 4;
+pub(crate) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Asserts HTTP/2 counts and each request's start and first/last response
 /// byte (ns since the first packet). The frames here carry zero bytes, not

@@ -174,6 +174,8 @@ fn compare_json_has_the_documented_keys() {
         "requests_after_close",
         "opened_while_idle",
         "opened_while_idle_setup_total",
+        "beside_http2",
+        "beside_http2_handshake_total",
         "peak_concurrent_connections",
         "requests_per_second",
         "handshake_events",

@@ -2,6 +2,7 @@
 //! synthetic captures (built in tests/support with exact timestamps), on the
 //! real captures in captures/, and on the peer corpus in ../shared/corpus.
 
+mod beside_http2;
 mod captures;
 mod certificates;
 mod compare_many;

@@ -6,6 +6,7 @@
 
 pub(crate) mod across;
 mod marks;
+mod multiplex;
 mod over_time;
 mod pool;
 pub(crate) mod rate_limit;
@@ -390,6 +391,7 @@ impl SummaryBuilder {
         self.count_opened_while_idle();
         let swept = std::mem::take(&mut self.across).finish();
         let (across, opened_while_idle) = (swept.across, swept.opened_while_idle);
+        let beside_http2 = swept.beside_http2;
         let phases = phases_of(&self.setup_phases);
         let mut anomalies = self.anomalies;
         anomalies.merge(&self.connection_anomalies);
@@ -440,6 +442,9 @@ impl SummaryBuilder {
             after_close: self.requests_after_close,
             after_close_connections: self.connections_with_requests_after_close,
             opened_while_idle: opened_while_idle.as_ref().map_or(0, |o| o.connections),
+            beside_http2: beside_http2
+                .as_ref()
+                .map_or((0, 0), |b| (b.connections, b.raced)),
         });
         let mut warnings = info.warnings.clone();
         let tried: u64 = self.tls_decryption.values().sum();
@@ -523,6 +528,7 @@ impl SummaryBuilder {
             status_codes: self.status,
             rate_limit: self.rate_limit.finish(across),
             opened_while_idle,
+            beside_http2,
             requests_per_second: (span > 0.0 && requests > 0).then(|| requests as f64 / span),
             servers,
             servers_not_listed,

@@ -183,6 +183,10 @@ pub struct Summary {
     /// Connections opened while another to the same server sat idle;
     /// null when no connection's SYN and first request were seen.
     pub opened_while_idle: Option<OpenedWhileIdle>,
+    /// Connections opened while an HTTP/2 connection to the same server
+    /// was open or opening; null when no connection that offered HTTP/2
+    /// was seen from its SYN.
+    pub beside_http2: Option<BesideHttp2>,
     /// Requests per second of capture span.
     pub requests_per_second: Option<f64>,
     /// The same figures for each server (address and port, SNI, overlay),
@@ -308,6 +312,64 @@ pub struct PassedOver {
     pub setup: f64,
     /// The idle connection carried a request after that idle time.
     pub idle_connection_used_again: bool,
+}
+
+/// Connections opened while an HTTP/2 connection to the same server (as
+/// for [`OpenedWhileIdle`]) was open or opening (`summary.beside_http2`):
+/// HTTP/2 carries every request to a server on one connection, so each
+/// paid a TCP and a TLS handshake a client that waited for it, or sent on
+/// it, would not have. Those counted in `opened_while_idle` are not
+/// counted again.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BesideHttp2 {
+    /// Connections opened while another to their server that spoke
+    /// HTTP/2 was open (its SYN earlier, no FIN or RST yet)…
+    pub connections: u64,
+    /// …of the connections that offered HTTP/2 (ALPN `h2`, or h2c) and
+    /// whose SYN was seen.
+    pub checked: u64,
+    /// Of them, those opened before the HTTP/2 connection's handshake was
+    /// complete: a client sending requests at once before its first
+    /// connection is up (Java's HttpClient opens one per request until
+    /// then), rather than one that passed over a connection that was up.
+    pub raced: u64,
+    /// Of them, those that carried no request (a client that raced
+    /// several open and kept one: OkHttp, Chromium's spare).
+    pub carried_none: u64,
+    /// Their handshakes (SYN → TLS handshake complete; the TCP handshake
+    /// in cleartext), seconds: in total, and one by one — what waiting for
+    /// the HTTP/2 connection would have saved.
+    pub handshake_total: f64,
+    pub handshake: Distribution,
+    /// Marks taken out of time order, and HTTP/2 connections past the
+    /// 262,144 followed at once: the count may be short.
+    pub out_of_order: u64,
+    /// The first 1,024 counted (those that carried a request when their
+    /// first request was, the others at their SYN), by `id`.
+    pub first: Vec<BesideOne>,
+}
+
+/// A connection opened beside an HTTP/2 connection, by their `id`s.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BesideOne {
+    pub connection: u64,
+    /// The HTTP/2 connection to the same server: one whose handshake was
+    /// complete at its SYN if any was, else the earliest opened.
+    pub http2_connection: u64,
+    /// That connection's handshake was not yet complete at its SYN.
+    pub raced: bool,
+    /// It carried no request.
+    pub carried_none: bool,
+    /// Its handshake, seconds; null where it did not complete.
+    pub handshake: Option<f64>,
+}
+
+impl Summary {
+    /// The connections listed as opened beside an HTTP/2 connection
+    /// (`beside_http2.first`; none when it is null).
+    pub fn beside_http2(&self) -> &[BesideOne] {
+        self.beside_http2.as_ref().map_or(&[][..], |o| &o.first[..])
+    }
 }
 
 impl SetupPhases {

@@ -190,8 +190,14 @@ pub(crate) fn verdict_of(a: &Labeled, b: &Labeled, ms: &[Metric], names: (char, 
             "{y:.0} vs {x:.0} connections opened while another to the same server sat idle"
         ));
     }
-    // QUIC: a side with none counts 0 (its rows are null).
+    // A side with none (no HTTP/2 offered; no QUIC) counts 0 (its rows
+    // are null).
     let either = |key: &str| find(ms, key).map(|m| (m.a.unwrap_or(0.0), m.b.unwrap_or(0.0)));
+    if let Some((x, y)) = either("beside_http2").filter(|&(x, y)| x + y > 0.0) {
+        tail.push(format!(
+            "{y:.0} vs {x:.0} connections opened beside an HTTP/2 connection to the same server"
+        ));
+    }
     if let Some((x, y)) = either("quic_connections").filter(|&(x, y)| x + y > 0.0) {
         let (fx, fy) = either("quic_handshakes_full").unwrap_or((0.0, 0.0));
         tail.push(format!(

@@ -239,6 +239,8 @@ fn cards(h: &mut String, s: &Summary) {
     let closes_count = (ic.by_client.count + ic.by_server.count).to_string();
     let owi = s.opened_while_idle.as_ref();
     let missed = owi.and_then(super::table::while_idle_text);
+    let bh2 = s.beside_http2.as_ref();
+    let beside = bh2.and_then(super::table::beside_http2_text);
     #[rustfmt::skip]
     let cards: Vec<(bool, &str, String, String)> = vec![
         (true, "requests", s.requests.to_string(), format!("{} exact", s.requests_exact)),
@@ -268,6 +270,7 @@ fn cards(h: &mut String, s: &Summary) {
             "1.00: no reuse".into()),
         (closed.is_some(), "closed after the last response", closes_count, closed.unwrap_or_default()),
         (missed.is_some(), "opened while another sat idle", owi.map_or(String::new(), |o| o.connections.to_string()), missed.unwrap_or_default()),
+        (beside.is_some(), "opened beside an HTTP/2 connection", bh2.map_or(String::new(), |b| b.connections.to_string()), beside.unwrap_or_default()),
         (tcp, "peak concurrency", peak.connections.to_string(), "connections".into()),
         (tcp, "requests / second", rate, format!("over {}", human_duration(s.span))),
     ];

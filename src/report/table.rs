@@ -5,6 +5,7 @@
 //! Does not compute statistics; it formats `Summary` and `ConnectionRecord`.
 
 mod layout;
+mod missed;
 mod over_time;
 mod quic;
 mod rows;
@@ -12,6 +13,7 @@ mod servers;
 
 use std::io::{self, Write};
 
+pub(crate) use missed::{beside_http2_text, while_idle_text};
 pub(crate) use over_time::{fold, fold_start, marks, shown as over_time_shown, Take, LINES};
 pub(crate) use quic::{cells as quic_cells, HEADS as QUIC_HEADS};
 pub use rows::TableSink;
@@ -24,8 +26,7 @@ use super::{
     counts_text, endpoint_in, human_bytes, human_duration, plural, sanitize, server_text, Opts,
 };
 use crate::record::{
-    CloseKind, ConnectionRecord, Distribution, IdleCloses, OpenedWhileIdle, QuicRecord,
-    SetupPhases, Summary,
+    CloseKind, ConnectionRecord, Distribution, IdleCloses, QuicRecord, SetupPhases, Summary,
 };
 
 /// Writes the summary block and the connection table of `records` (in any
@@ -160,6 +161,9 @@ pub fn write_headline(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
     if let Some(line) = s.opened_while_idle.as_ref().and_then(while_idle_text) {
         writeln!(out, "missed reuse  {line}")?;
     }
+    if let Some(line) = s.beside_http2.as_ref().and_then(beside_http2_text) {
+        writeln!(out, "beside HTTP/2 {line}")?;
+    }
     if !s.status_codes.is_empty() {
         writeln!(out, "status        {}", counts_text(&s.status_codes))?;
     }
@@ -207,63 +211,6 @@ pub(crate) fn idle_closes_text(c: &IdleCloses) -> Option<String> {
         ));
     }
     (!parts.is_empty()).then(|| parts.join(" · "))
-}
-
-/// Connections named on the `missed reuse` line.
-const NAMED: usize = 8;
-
-/// Connections a pool could have saved: `5 of 15 connections opened
-/// while another to the same server sat idle, for a median 31.02ms at
-/// their SYN (max 32.52ms) · their setup 7.10ms in total · connections
-/// 11 beside 2, 12 beside 2, …` (by id, the idle one's after `beside`),
-/// saying when the idle ones carried no request after (` · the idle ones
-/// never used again`, ` · 3 beside one never used again`); `None` when
-/// none was.
-pub(crate) fn while_idle_text(o: &OpenedWhileIdle) -> Option<String> {
-    let idle = match (o.idle.median, o.idle.max) {
-        (Some(med), Some(_)) if o.connections == 1 => {
-            format!("for {} at its SYN", human_duration(med))
-        }
-        (Some(med), Some(max)) => format!(
-            "for a median {} at their SYN (max {})",
-            human_duration(med),
-            human_duration(max)
-        ),
-        _ => return None,
-    };
-    let never = match o.idle_never_used_again {
-        0 => String::new(),
-        n if n == o.connections => " · the idle ones never used again".to_owned(),
-        n => format!(" · {n} beside one never used again"),
-    };
-    let short = if o.out_of_order > 0 {
-        format!(
-            " ({} marks out of time order: may be short)",
-            o.out_of_order
-        )
-    } else {
-        String::new()
-    };
-    let first: Vec<String> = o
-        .first
-        .iter()
-        .take(NAMED)
-        .map(|p| format!("{} beside {}", p.connection, p.idle_connection))
-        .collect();
-    let more = if o.connections > first.len() as u64 {
-        ", …"
-    } else {
-        ""
-    };
-    Some(format!(
-        "{} of {} connection{} opened while another to the same server sat idle, {idle}{never} · their setup {} in total · connection{} {}{more}{short}",
-        o.connections,
-        o.checked,
-        plural(o.checked),
-        human_duration(o.setup_total),
-        plural(first.len() as u64),
-        first.join(", ")
-    ))
 }
 
 /// Where the setup time went: `connect 165µs (0%) · before ClientHello

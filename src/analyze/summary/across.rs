@@ -19,7 +19,9 @@
 //!
 //! The same sweep gives [`super::pool`] each connection's idle times and
 //! its first request's setup, in time order, to count the connections
-//! opened while another to their server sat idle.
+//! opened while another to their server sat idle; and
+//! [`super::multiplex`] the openings and closes of HTTP/2 connections, to
+//! count those opened beside one.
 //!
 //! Does not read packets or HTTP: the marks come from the connection
 //! records' request lists and the times the HTTP analyzers kept of the
@@ -32,10 +34,11 @@ use std::collections::{BinaryHeap, HashMap};
 
 pub use super::marks::Marks;
 use super::marks::{Kind, Mark};
+use super::multiplex::Multiplex;
 use super::pool::Pool;
 use crate::analyze::http::NO_RETRY_AFTER;
 use crate::analyze::stats::Samples;
-use crate::record::{AcrossConnections, OpenedWhileIdle};
+use crate::record::{AcrossConnections, BesideHttp2, OpenedWhileIdle};
 
 /// Marks held at once waiting for the horizon (32 bytes each: 2 MiB).
 const MAX_PENDING: usize = 1 << 16;
@@ -126,6 +129,8 @@ pub struct Across {
     refused: u64,
     /// The idle connections each server had.
     pool: Pool,
+    /// The HTTP/2 connections open to each server.
+    multiplex: Multiplex,
 }
 
 impl Across {
@@ -145,7 +150,24 @@ impl Across {
         {
             self.pool.site(marks.pool, marks.site);
         }
-        for mark in std::iter::once(opened).chain(marks.marks.drain(..)) {
+        let (h2_opened, h2_closed) = match marks.h2.take() {
+            Some((kind, closed)) => (
+                Some(Mark {
+                    at: marks.opened,
+                    kind,
+                }),
+                closed.map(|at| Mark {
+                    at,
+                    kind: Kind::H2Closed,
+                }),
+            ),
+            None => (None, None),
+        };
+        let h2 = h2_opened.into_iter().chain(h2_closed);
+        for mark in std::iter::once(opened)
+            .chain(h2)
+            .chain(marks.marks.drain(..))
+        {
             self.told |= matches!(mark.kind, Kind::Ended { .. });
             let p = Pending {
                 mark,
@@ -157,7 +179,9 @@ impl Across {
                 conn: marks.conn,
             };
             if mark.at < self.swept {
-                if mark.kind.pooled() {
+                if matches!(mark.kind, Kind::H2 { .. } | Kind::H2Closed) {
+                    self.multiplex.out_of_order += 1;
+                } else if mark.kind.pooled() {
                     self.pool.out_of_order += 1;
                 } else {
                     self.out_of_order += 1;
@@ -198,7 +222,20 @@ impl Across {
             Kind::Idle { micros, used_again } => {
                 return self.pool.idle(p.server, p.conn, at, micros, used_again)
             }
-            Kind::Setup { micros } => return self.pool.setup(p.server, p.conn, at, micros),
+            Kind::Setup { micros } => {
+                let while_idle = self.pool.setup(p.server, p.conn, at, micros);
+                return self.multiplex.first_request(p.conn, while_idle);
+            }
+            Kind::H2 {
+                ready,
+                offered,
+                speaks,
+                requested,
+            } => {
+                let how = (offered, speaks, requested);
+                return self.multiplex.opened(p.server, p.conn, at, ready, how);
+            }
+            Kind::H2Closed => return self.multiplex.closed(p.conn),
             _ => {}
         }
         if let Kind::Ended {
@@ -275,6 +312,7 @@ impl Across {
     pub fn finish(mut self) -> Swept {
         self.sweep_all();
         let (opened_while_idle, opened_by_site) = std::mem::take(&mut self.pool).finish();
+        let beside_http2 = std::mem::take(&mut self.multiplex).finish();
         let across = self.told.then(|| AcrossConnections {
             requests_in_window: self.in_window,
             requests_in_window_elsewhere: self.in_window_elsewhere,
@@ -288,6 +326,7 @@ impl Across {
             across,
             opened_while_idle,
             opened_by_site,
+            beside_http2,
         }
     }
 }
@@ -303,6 +342,9 @@ pub struct Swept {
     pub opened_while_idle: Option<OpenedWhileIdle>,
     /// …and their count by server (`ServerId::key`).
     pub opened_by_site: HashMap<u64, u64>,
+    /// The connections opened beside an HTTP/2 connection; `None` when
+    /// none that offered HTTP/2 was seen from its SYN.
+    pub beside_http2: Option<BesideHttp2>,
 }
 
 #[cfg(test)]
@@ -327,6 +369,7 @@ mod tests {
                 })
                 .collect(),
             not_listed: 0,
+            h2: None,
         }
     }
 

@@ -1,7 +1,8 @@
 //! What one connection did, as the sweep across connections reads it off
 //! the connection's record: marks in time (nanoseconds into the capture),
 //! each told to the rate-limit windows ([`super::across`]) or to the
-//! idle connections each server had ([`super::pool`]).
+//! idle connections each server had ([`super::pool`]) and to the HTTP/2
+//! connections open to it ([`super::multiplex`]).
 //!
 //! Owns turning a record into marks; does not order them (the sweep in
 //! `across` does) nor count anything.
@@ -45,6 +46,20 @@ pub(super) enum Kind {
         used_again: bool,
     },
     Opened,
+    /// An HTTP/2 connection's first FIN or RST (its last packet, one
+    /// dropped from the table): from here it carries no new request.
+    H2Closed,
+    /// The opening of a connection that offered HTTP/2 (`offered`: with
+    /// a SYN seen, so that its opening is known) or spoke it (`speaks`),
+    /// its handshake complete so many microseconds after
+    /// ([`UNTIL_THE_END`]: never); `requested`: it has a
+    /// [`Kind::Setup`] to come.
+    H2 {
+        ready: u32,
+        offered: bool,
+        speaks: bool,
+        requested: bool,
+    },
     /// The connection's first request, so many microseconds after its SYN.
     Setup {
         micros: u32,
@@ -59,16 +74,20 @@ impl Kind {
     pub(super) fn rank(self) -> u8 {
         match self {
             Kind::Ended { .. } => 0,
-            Kind::Idle { .. } => 1,
-            Kind::Opened => 2,
+            Kind::Idle { .. } | Kind::H2Closed => 1,
+            Kind::Opened | Kind::H2 { .. } => 2,
             Kind::Setup { .. } => 3,
             Kind::Request => 4,
         }
     }
 
-    /// A mark for [`super::pool`], keyed by the pool's server.
+    /// A mark for [`super::pool`] or [`super::multiplex`], keyed by the
+    /// pool's server.
     pub(super) fn pooled(self) -> bool {
-        matches!(self, Kind::Idle { .. } | Kind::Setup { .. })
+        matches!(
+            self,
+            Kind::Idle { .. } | Kind::Setup { .. } | Kind::H2 { .. } | Kind::H2Closed
+        )
     }
 }
 
@@ -101,6 +120,10 @@ pub struct Marks {
     pub(super) marks: SmallVec<[Mark; 4]>,
     /// Requests the record does not list.
     pub(super) not_listed: u64,
+    /// Its HTTP/2 opening and close (not in `marks`, whose four inline
+    /// a connection of one request fills): `None` for one that neither
+    /// offered nor spoke HTTP/2.
+    pub(super) h2: Option<(Kind, Option<i64>)>,
 }
 
 impl Marks {
@@ -122,6 +145,7 @@ impl Marks {
             marks.requests(&rec.http.list, past, unmarked);
         }
         marks.idle(rec);
+        marks.h2 = h2(rec, &marks.marks);
         marks
     }
 
@@ -152,6 +176,7 @@ impl Marks {
             opened: nanos(at),
             marks: SmallVec::new(),
             not_listed: 0,
+            h2: None,
         }
     }
 
@@ -272,6 +297,47 @@ impl Marks {
         }));
         self.not_listed = unmarked;
     }
+}
+
+/// The HTTP/2 marks of `rec` (whose other marks are `marks`): its
+/// opening, as [`Kind::H2`], and its first FIN or RST (its last packet,
+/// where it was dropped from the table or went idle; none while open).
+fn h2(rec: &ConnectionRecord, marks: &[Mark]) -> Option<(Kind, Option<i64>)> {
+    let tls = rec.tls.as_ref();
+    let speaks = matches!(rec.http.method, HttpMethod::H2c | HttpMethod::TlsH2)
+        || tls.is_some_and(|t| {
+            let chosen = t.alpn.as_ref().or(t.alpn_by_size.as_ref());
+            chosen.is_some_and(|a| a == "h2")
+        });
+    let syn = rec.tcp.handshake.syn;
+    let offered =
+        syn.is_some() && (speaks || tls.is_some_and(|t| t.alpn_offered.iter().any(|a| a == "h2")));
+    if !speaks && !offered {
+        return None;
+    }
+    // Up: the TLS handshake's end, else (cleartext) the TCP handshake's;
+    // a connection first seen after its SYN was up already.
+    let up = match (tls, syn) {
+        (Some(t), _) => t.complete.map(|c| c.at),
+        (None, Some(_)) => rec.tcp.handshake.ack.map(|a| a.at),
+        (None, None) => Some(rec.start.at),
+    };
+    let ready = up
+        .and_then(|up| micros(rec.start.at, up, true))
+        .unwrap_or(UNTIL_THE_END);
+    let closed = match rec.close.kind {
+        CloseKind::Fin | CloseKind::Rst => rec.close.time.map(|t| nanos(t.at)),
+        CloseKind::Idle | CloseKind::Evicted => Some(nanos(rec.end.at)),
+        CloseKind::Open => None,
+    };
+    let requested = marks.iter().any(|m| matches!(m.kind, Kind::Setup { .. }));
+    let kind = Kind::H2 {
+        ready,
+        offered,
+        speaks,
+        requested,
+    };
+    Some((kind, closed.filter(|_| speaks)))
 }
 
 /// The time from `from` to `to` (seconds into the capture) as whole

@@ -97,8 +97,8 @@ impl Pool {
     }
 
     /// Connection `conn` to `server` sent its first request at `at`,
-    /// `micros` microseconds after its SYN.
-    pub(super) fn setup(&mut self, server: u64, conn: u64, at: i64, micros: u32) {
+    /// `micros` microseconds after its SYN; whether it counts.
+    pub(super) fn setup(&mut self, server: u64, conn: u64, at: i64, micros: u32) -> bool {
         self.expire(at);
         self.checked += 1;
         let syn = at.saturating_sub(i64::from(micros) * 1_000);
@@ -129,6 +129,7 @@ impl Pool {
                 *self.by_site.entry(site).or_default() += 1;
             }
         }
+        oldest.is_some()
     }
 
     /// Forgets the idle times that ended by `now` (one that ends as a

@@ -44,6 +44,9 @@ pub(super) struct Counts {
     pub(super) after_close_connections: u64,
     /// Connections opened while another to the same server sat idle.
     pub(super) opened_while_idle: u64,
+    /// Connections opened beside an HTTP/2 connection to the same
+    /// server, and of them those that raced its handshake.
+    pub(super) beside_http2: (u64, u64),
 }
 
 /// A server whose every request (two or more) had a connection of its own.
@@ -73,6 +76,7 @@ pub(super) fn verdict(c: &Counts) -> String {
     let over_tcp = tcp_verdict(c)
         + &unreused_clause(c)
         + &while_idle_clause(c)
+        + &beside_http2_clause(c)
         + &timeout_clause(c)
         + &after_close_clause(c);
     if c.quic == 0 {
@@ -133,6 +137,28 @@ fn while_idle_clause(c: &Counts) -> String {
         0 => String::new(),
         1 => "; 1 connection was opened while another to the same server sat idle".to_owned(),
         n => format!("; {n} connections were opened while another to the same server sat idle"),
+    }
+}
+
+/// Connections HTTP/2 did not need: opened while an HTTP/2 connection to
+/// the same server was open, most of them (Java's HttpClient, OkHttp)
+/// while it was still in its handshake.
+fn beside_http2_clause(c: &Counts) -> String {
+    let (n, raced) = c.beside_http2;
+    let when = match raced {
+        0 => String::new(),
+        r if r == n && n == 1 => " (while it was still in its handshake)".to_owned(),
+        r if r == n => " (all while it was still in its handshake)".to_owned(),
+        r => format!(" ({r} while it was still in its handshake)"),
+    };
+    match n {
+        0 => String::new(),
+        1 => format!(
+            "; 1 connection was opened beside an HTTP/2 connection to the same server{when}"
+        ),
+        n => format!(
+            "; {n} connections were opened beside an HTTP/2 connection to the same server{when}"
+        ),
     }
 }
 

@@ -214,6 +214,8 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
         ("requests_after_close", "requests sent after their connection's close", Count, Lower, (ic.by_client.count + ic.by_server.count > 0 || ic.requests_after_close > 0).then_some(ic.requests_after_close as f64)),
         ("opened_while_idle", "connections opened while another sat idle", Count, Lower, s.opened_while_idle.as_ref().map(|o| o.connections as f64)),
         ("opened_while_idle_setup_total", "their setup (SYN → 1st request): total", Seconds, Lower, s.opened_while_idle.as_ref().map(|o| o.setup_total)),
+        ("beside_http2", "connections opened beside an HTTP/2 connection", Count, Lower, s.beside_http2.as_ref().map(|b| b.connections as f64)),
+        ("beside_http2_handshake_total", "their handshakes: total", Seconds, Lower, s.beside_http2.as_ref().map(|b| b.handshake_total)),
         ("peak_concurrent_connections", "peak concurrent connections", Count, Neither, c(s.peak_concurrent_connections.connections)),
         ("requests_per_second", "requests per second", PerSecond, Higher, s.requests_per_second),
         ("handshake_events", "handshake events (TCP packets + TLS messages)", Count, Lower, c(events)),
@@ -241,7 +243,8 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
 /// `wait_after_429_median`, `connections_closed_after_429`,
 /// `closed_by_server_after_response`, `server_close_after_response_median`,
 /// `requests_after_close`, `opened_while_idle`,
-/// `opened_while_idle_setup_total`, `peak_concurrent_connections`,
+/// `opened_while_idle_setup_total`, `beside_http2`,
+/// `beside_http2_handshake_total`, `peak_concurrent_connections`,
 /// `requests_per_second`, `handshake_events`, `handshake_events_per_request`.
 /// Times are seconds.
 pub(crate) fn metrics(a: &Labeled, b: &Labeled) -> Vec<Metric> {

@@ -1,0 +1,116 @@
+//! The summary's lines on connections a client opened that it did not
+//! need: `missed reuse` (opened while another to the same server sat
+//! idle) and `beside HTTP/2` (opened while an HTTP/2 connection to it was
+//! open), shared with the HTML report's cards.
+//!
+//! Does not compute anything; it formats `OpenedWhileIdle` and
+//! `BesideHttp2`.
+
+use crate::record::{BesideHttp2, OpenedWhileIdle};
+use crate::report::{human_duration, plural};
+
+/// Connections named on the `missed reuse` and `beside HTTP/2` lines.
+const NAMED: usize = 8;
+
+/// Connections a pool could have saved: `5 of 15 connections opened
+/// while another to the same server sat idle, for a median 31.02ms at
+/// their SYN (max 32.52ms) · their setup 7.10ms in total · connections
+/// 11 beside 2, 12 beside 2, …` (by id, the idle one's after `beside`),
+/// saying when the idle ones carried no request after (` · the idle ones
+/// never used again`, ` · 3 beside one never used again`); `None` when
+/// none was.
+pub(crate) fn while_idle_text(o: &OpenedWhileIdle) -> Option<String> {
+    let idle = match (o.idle.median, o.idle.max) {
+        (Some(med), Some(_)) if o.connections == 1 => {
+            format!("for {} at its SYN", human_duration(med))
+        }
+        (Some(med), Some(max)) => format!(
+            "for a median {} at their SYN (max {})",
+            human_duration(med),
+            human_duration(max)
+        ),
+        _ => return None,
+    };
+    let never = match o.idle_never_used_again {
+        0 => String::new(),
+        n if n == o.connections => " · the idle ones never used again".to_owned(),
+        n => format!(" · {n} beside one never used again"),
+    };
+    Some(format!(
+        "{} of {} connection{} opened while another to the same server sat idle, {idle}{never} · their setup {} in total · {}{}",
+        o.connections,
+        o.checked,
+        plural(o.checked),
+        human_duration(o.setup_total),
+        listed(o.first.iter().map(|p| (p.connection, p.idle_connection)), o.connections),
+        short(o.out_of_order)
+    ))
+}
+
+/// Connections HTTP/2 did not need: `4 of 5 connections that offered
+/// HTTP/2 opened while an HTTP/2 connection to the same server was open,
+/// all while it was still in its handshake · 3 carried no request · their
+/// handshakes 623.09ms in total · connections 2 beside 1, 3 beside 1, …`
+/// (by id, the HTTP/2 one's after `beside`); `None` when none was.
+pub(crate) fn beside_http2_text(b: &BesideHttp2) -> Option<String> {
+    let n = b.connections;
+    if n == 0 {
+        return None;
+    }
+    let raced = match b.raced {
+        0 => String::new(),
+        r if r == n && n == 1 => ", while it was still in its handshake".to_owned(),
+        r if r == n => ", all while it was still in its handshake".to_owned(),
+        r => format!(", {r} while it was still in its handshake"),
+    };
+    let none = match b.carried_none {
+        0 => String::new(),
+        c if c == n && n == 1 => " · it carried no request".to_owned(),
+        c if c == n => " · none carried a request".to_owned(),
+        c => format!(" · {c} carried no request"),
+    };
+    let handshakes = match b.handshake.count {
+        0 => String::new(),
+        1 => format!(" · its handshake {}", human_duration(b.handshake_total)),
+        _ => format!(
+            " · their handshakes {} in total",
+            human_duration(b.handshake_total)
+        ),
+    };
+    Some(format!(
+        "{n} of {} connection{} that offered HTTP/2 opened while an HTTP/2 connection to the same server was open{raced}{none}{handshakes} · {}{}",
+        b.checked,
+        plural(b.checked),
+        listed(b.first.iter().map(|p| (p.connection, p.http2_connection)), n),
+        short(b.out_of_order)
+    ))
+}
+
+/// The first [`NAMED`] of `pairs` (a connection, and the one it was
+/// opened beside), of `total`: `connections 11 beside 2, 12 beside 2, …`.
+fn listed(pairs: impl Iterator<Item = (u64, u64)>, total: u64) -> String {
+    let first: Vec<String> = pairs
+        .take(NAMED)
+        .map(|(conn, beside)| format!("{conn} beside {beside}"))
+        .collect();
+    let more = if total > first.len() as u64 {
+        ", …"
+    } else {
+        ""
+    };
+    format!(
+        "connection{} {}{more}",
+        plural(first.len() as u64),
+        first.join(", ")
+    )
+}
+
+/// Where marks came out of time order: ` (12 marks out of time order:
+/// may be short)`.
+fn short(out_of_order: u64) -> String {
+    if out_of_order > 0 {
+        format!(" ({out_of_order} marks out of time order: may be short)")
+    } else {
+        String::new()
+    }
+}
