@@ -110,25 +110,6 @@ mark_access_log
 URL="http://127.0.0.1:$HTTP_PORT/index.html"
 FILTER="tcp port $HTTP_PORT"
 
-# open_conns : the TCP sockets of connections to HTTP_PORT not yet closed
-# (neither listening nor in TIME-WAIT), one line each, as `ss` lists them.
-open_conns() {
-    ss -Htn state syn-sent state syn-recv state established state fin-wait-1 \
-        state fin-wait-2 state close-wait state last-ack state closing \
-        "( sport = :$HTTP_PORT or dport = :$HTTP_PORT )"
-}
-
-# wait_closed : wait (max 10 s) until open_conns lists nothing.
-wait_closed() {
-    for _ in $(seq 1 100); do
-        [[ -z "$(open_conns)" ]] && return 0
-        sleep 0.1
-    done
-    echo "error: connections to port $HTTP_PORT still open after 10 s:" >&2
-    open_conns >&2
-    return 1
-}
-
 # record NAME LOGGED COMMAND... : COMMAND captured (tcpdump filter FILTER)
 # to captures/NAME.pcap, nginx's lines for it to
 # captures/NAME.nginx-access.log; nginx must log LOGGED requests. The
@@ -138,12 +119,12 @@ record() {
     local name=$1 logged=$2
     shift 2
     log "$name.pcap"
-    wait_closed
+    wait_closed "$HTTP_PORT"
     start_capture "$OUT_DIR/$name.pcap" "$FILTER"
     "$@" 2>&1 | tee "$WORK/$name.client.log" >&2
     log "$name: still open when the client exited"
-    open_conns >&2 || true
-    wait_closed
+    open_conns "$HTTP_PORT" >&2 || true
+    wait_closed "$HTTP_PORT"
     stop_capture
     save_access_log "$name"
     cat "$OUT_DIR/$name.nginx-access.log" >&2

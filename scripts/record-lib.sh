@@ -322,3 +322,25 @@ make_java() {
           -Djavax.net.ssl.trustStoreType=PKCS12
           -Djava.net.preferIPv4Stack=true)
 }
+
+# open_conns PORT : the TCP sockets of connections to PORT not yet closed
+# (neither listening nor in TIME-WAIT), one line each, as `ss` lists them.
+open_conns() {
+    local port=$1
+    ss -Htn state syn-sent state syn-recv state established state fin-wait-1 \
+        state fin-wait-2 state close-wait state last-ack state closing \
+        "( sport = :$port or dport = :$port )"
+}
+
+# wait_closed PORT : wait (max 10 s) until open_conns PORT lists nothing,
+# so that a capture stopped after it holds every close.
+wait_closed() {
+    local port=$1
+    for _ in $(seq 1 100); do
+        [[ -z "$(open_conns "$port")" ]] && return 0
+        sleep 0.1
+    done
+    echo "error: connections to port $port still open after 10 s:" >&2
+    open_conns "$port" >&2
+    return 1
+}
