@@ -152,6 +152,23 @@ fn connections_opened_beside_an_open_http2_connection_count() {
         "{table}"
     );
     assert!(page.contains("opened beside an HTTP/2 connection"));
+    // The waterfall marks the two at their SYN; the timeline says so on
+    // the SYN's line.
+    assert_eq!(page.matches("<path class=\"beside-h2\"").count(), 2);
+    assert!(page.contains("opened beside HTTP/2 connection 1, still in its handshake"));
+    let file = scratch.file("c.pcap", &bytes);
+    let timeline = |conn: &str| {
+        let args = ["timeline", "--conn", conn].map(std::ffi::OsStr::new);
+        let args = args.into_iter().chain([file.as_os_str()]);
+        crate::support::stdout(&crate::support::run(args))
+    };
+    let second = timeline("2");
+    assert!(
+        second.contains("  TCP SYN (beside HTTP/2 connection 1, still in its handshake)\n"),
+        "{second}"
+    );
+    assert!(timeline("3").contains("  TCP SYN (beside HTTP/2 connection 1)\n"));
+    assert!(timeline("7").contains("  TCP SYN\n"));
 }
 
 #[test]
@@ -392,15 +409,21 @@ fn real_clients_as_tshark_and_nginx_see_them() {
     // (captures/README.md): Java's HttpClient opening a connection per
     // request until its first HTTP/2 connection is up (ten threads; fifty
     // sendAsync), OkHttp racing five or ten and keeping one, Chromium
-    // opening a spare beside each page's connection; and clients that
-    // put everything on one.
-    let cases: [(&str, u64, u64, u64); 13] = [
+    // opening a spare beside each page's connection, curl; and clients
+    // that put everything on one.
+    let cases: [(&str, u64, u64, u64); 15] = [
         ("java-httpclient-h2-10x10", 9, 9, 0),
         ("java-httpclient-h2-post-429-10x10", 9, 9, 0),
         ("java-async-h2-post-429-100x50", 49, 49, 0),
         ("okhttp-async-h2-post-429-100x50", 4, 4, 3),
         ("okhttp-post-429-10x10", 9, 9, 8),
         ("h2-chromium-page-2x21", 2, 2, 2),
+        // curl --parallel-immediate: five connections at once, four beside
+        // the first in its handshake, each carrying one request; then three
+        // curl processes GETting while another downloads slowly on an
+        // HTTP/2 connection that is up (captures/README.md, be and bf).
+        ("h2-curl-parallel-immediate", 4, 4, 0),
+        ("h2-curl-beside-up", 3, 0, 0),
         ("java-async-warm-h2-post-429-100x50", 0, 0, 0),
         ("java-httpclient-h2-post-429-30", 0, 0, 0),
         ("apache-async-h2-post-429-100x50", 0, 0, 0),
@@ -438,10 +461,15 @@ fn real_clients_as_tshark_and_nginx_see_them() {
             ours.handshake_total
         );
         assert_eq!(ours.out_of_order, 0, "{name}");
+        // Interval by interval, and server by server, they add up.
+        let by_interval: u64 = s.over_time.intervals.iter().map(|i| i.beside_http2).sum();
+        assert_eq!(by_interval, n, "{name}");
+        let by_server: u64 = s.servers.iter().map(|x| x.beside_http2).sum();
+        assert_eq!(by_server, n, "{name}");
         // Disjoint from the connections opened while another sat idle.
         let idle = s.opened_while_idle.as_ref().map_or(0, |o| o.connections);
         assert_eq!(idle, 0, "{name}");
         seen.insert(name, ours.connections);
     }
-    assert_eq!(seen.len(), 13);
+    assert_eq!(seen.len(), 15);
 }

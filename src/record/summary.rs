@@ -419,8 +419,10 @@ pub struct ServerSummary {
     pub closed_by_server: Totals,
     pub requests_after_close: u64,
     /// Its connections opened while another to it sat idle (as
-    /// `summary.opened_while_idle` counts them, over every client).
+    /// `summary.opened_while_idle` counts them, over every client)…
     pub opened_while_idle: u64,
+    /// …and beside an HTTP/2 connection to it (`summary.beside_http2`).
+    pub beside_http2: u64,
 }
 
 impl ServerSummary {
@@ -487,8 +489,10 @@ pub struct Interval {
     /// Connections whose first FIN or RST came in it.
     pub closed: u64,
     /// Connections whose SYN came in it while another to their server sat
-    /// idle (`summary.opened_while_idle`).
+    /// idle (`summary.opened_while_idle`)…
     pub opened_while_idle: u64,
+    /// …and beside an HTTP/2 connection to it (`summary.beside_http2`).
+    pub beside_http2: u64,
     /// Connections open at its end: opened so far and not closed (one
     /// that ended without FIN or RST counts as open to the end).
     pub open: u64,

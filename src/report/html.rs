@@ -342,6 +342,13 @@ fn document(h: &mut String, doc: &Labeled, tag: &str) {
             charts::PASSED_OVER
         );
     }
+    if !s.beside_http2().is_empty() {
+        let _ = write!(
+            h,
+            "<span><i style=\"background:{}\"></i>opened beside an HTTP/2 connection</span>",
+            charts::BESIDE_HTTP2
+        );
+    }
     h.push_str("</div>\n");
     let drawn = &doc.drawn;
     let (quic, quic_total) = s
@@ -354,7 +361,7 @@ fn document(h: &mut String, doc: &Labeled, tag: &str) {
         drawn.total,
         quic,
         quic_total,
-        s.passed_over(),
+        (s.passed_over(), s.beside_http2()),
     );
     h.push_str("<div class=\"hists\">\n");
     histogram(

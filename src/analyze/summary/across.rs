@@ -33,7 +33,7 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
 
 pub use super::marks::Marks;
-use super::marks::{Kind, Mark};
+use super::marks::{Kind, Mark, Sites};
 use super::multiplex::Multiplex;
 use super::pool::Pool;
 use crate::analyze::http::NO_RETRY_AFTER;
@@ -131,6 +131,8 @@ pub struct Across {
     pool: Pool,
     /// The HTTP/2 connections open to each server.
     multiplex: Multiplex,
+    /// The server of each pool.
+    sites: Sites,
 }
 
 impl Across {
@@ -143,12 +145,13 @@ impl Across {
             at: marks.opened,
             kind: Kind::Opened,
         };
-        if marks
-            .marks
-            .iter()
-            .any(|m| matches!(m.kind, Kind::Setup { .. }))
+        if marks.h2.is_some()
+            || marks
+                .marks
+                .iter()
+                .any(|m| matches!(m.kind, Kind::Setup { .. }))
         {
-            self.pool.site(marks.pool, marks.site);
+            self.sites.add(marks);
         }
         let (h2_opened, h2_closed) = match marks.h2.take() {
             Some((kind, closed)) => (
@@ -223,7 +226,8 @@ impl Across {
                 return self.pool.idle(p.server, p.conn, at, micros, used_again)
             }
             Kind::Setup { micros } => {
-                let while_idle = self.pool.setup(p.server, p.conn, at, micros);
+                let site = self.sites.of(p.server);
+                let while_idle = self.pool.setup(p.server, site, p.conn, at, micros);
                 return self.multiplex.first_request(p.conn, while_idle);
             }
             Kind::H2 {
@@ -233,7 +237,10 @@ impl Across {
                 requested,
             } => {
                 let how = (offered, speaks, requested);
-                return self.multiplex.opened(p.server, p.conn, at, ready, how);
+                let site = self.sites.of(p.server);
+                return self
+                    .multiplex
+                    .opened((p.server, site), p.conn, at, ready, how);
             }
             Kind::H2Closed => return self.multiplex.closed(p.conn),
             _ => {}
@@ -303,16 +310,16 @@ impl Across {
     }
 
     /// The SYNs of the connections counted as opened while another sat
-    /// idle since the last call.
-    pub fn take_opened_while_idle(&mut self) -> std::vec::Drain<'_, i64> {
-        self.pool.syns.drain(..)
+    /// idle, and beside an HTTP/2 connection, since the last call.
+    pub fn take_counted(&mut self) -> (std::vec::Drain<'_, i64>, std::vec::Drain<'_, i64>) {
+        (self.pool.syns.drain(..), self.multiplex.syns.drain(..))
     }
 
     /// Everything swept.
     pub fn finish(mut self) -> Swept {
         self.sweep_all();
         let (opened_while_idle, opened_by_site) = std::mem::take(&mut self.pool).finish();
-        let beside_http2 = std::mem::take(&mut self.multiplex).finish();
+        let (beside_http2, beside_by_site) = std::mem::take(&mut self.multiplex).finish();
         let across = self.told.then(|| AcrossConnections {
             requests_in_window: self.in_window,
             requests_in_window_elsewhere: self.in_window_elsewhere,
@@ -327,6 +334,7 @@ impl Across {
             opened_while_idle,
             opened_by_site,
             beside_http2,
+            beside_by_site,
         }
     }
 }
@@ -345,6 +353,8 @@ pub struct Swept {
     /// The connections opened beside an HTTP/2 connection; `None` when
     /// none that offered HTTP/2 was seen from its SYN.
     pub beside_http2: Option<BesideHttp2>,
+    /// …and their count by server.
+    pub beside_by_site: HashMap<u64, u64>,
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@
 //! Owns turning a record into marks; does not order them (the sweep in
 //! `across` does) nor count anything.
 
+use std::collections::HashMap;
+
 use smallvec::SmallVec;
 
 use crate::analyze::http::limits::TOO_MANY_REQUESTS;
@@ -296,6 +298,29 @@ impl Marks {
             }),
         }));
         self.not_listed = unmarked;
+    }
+}
+
+/// Pools whose server is known, to count them by server (those past it
+/// count in the whole only).
+const MAX_SITES: usize = 1 << 16;
+
+/// The server (`ServerId::key`) of each pool ([`Marks::pool`]), for the
+/// counts by server: at most [`MAX_SITES`], the first seen.
+#[derive(Debug, Default)]
+pub(super) struct Sites(HashMap<u64, u64>);
+
+impl Sites {
+    /// The connections of `marks`' pool go to its server.
+    pub(super) fn add(&mut self, marks: &Marks) {
+        if self.0.len() < MAX_SITES || self.0.contains_key(&marks.pool) {
+            self.0.insert(marks.pool, marks.site);
+        }
+    }
+
+    /// The server of `pool`, where known.
+    pub(super) fn of(&self, pool: u64) -> Option<u64> {
+        self.0.get(&pool).copied()
     }
 }
 

@@ -44,8 +44,8 @@ pub(super) struct Multiplex {
     /// Each open HTTP/2 connection's server and keys.
     open: HashMap<u64, (u64, i64, i64)>,
     /// Connections found beside one, waiting for their first request's
-    /// check for idle connections.
-    waiting: HashMap<u64, BesideOne>,
+    /// check for idle connections: each with its SYN and its server.
+    waiting: HashMap<u64, Found>,
     /// Connections that offered HTTP/2, seen from their SYN.
     checked: u64,
     counted: u64,
@@ -55,17 +55,26 @@ pub(super) struct Multiplex {
     /// Marks taken behind the sweep, and connections past [`MAX_OPEN`].
     pub(super) out_of_order: u64,
     first: Vec<BesideOne>,
+    /// The count of each server (`ServerId::key`) whose pool is known.
+    by_site: HashMap<u64, u64>,
+    /// The SYNs of those counted since the summary last took them (for
+    /// the series over time).
+    pub(super) syns: Vec<i64>,
 }
 
+/// A connection found beside an HTTP/2 connection: its SYN and the
+/// server (`ServerId::key`) of its pool, where known.
+type Found = (BesideOne, i64, Option<u64>);
+
 impl Multiplex {
-    /// Connection `conn` to `server` opened at `at` (nanoseconds into the
-    /// capture), up `ready` microseconds later ([`UNTIL_THE_END`]: never);
+    /// Connection `conn` to `server` (of `site`, where known) opened at
+    /// `at` (nanoseconds into the capture), up `ready` microseconds later ([`UNTIL_THE_END`]: never);
     /// `offered` HTTP/2 with its SYN seen (looked at), `speaks` it (from
     /// here, one to look beside), `requested`: its first request will be
     /// checked for idle connections.
     pub(super) fn opened(
         &mut self,
-        server: u64,
+        (server, site): (u64, Option<u64>),
         conn: u64,
         at: i64,
         ready: u32,
@@ -80,9 +89,9 @@ impl Multiplex {
                     ..found
                 };
                 if !requested {
-                    self.count(found);
+                    self.count((found, at, site));
                 } else if self.waiting.len() < MAX_OPEN {
-                    self.waiting.insert(conn, found);
+                    self.waiting.insert(conn, (found, at, site));
                 } else {
                     self.out_of_order += 1;
                 }
@@ -148,8 +157,12 @@ impl Multiplex {
         }
     }
 
-    fn count(&mut self, found: BesideOne) {
+    fn count(&mut self, (found, syn, site): Found) {
         self.counted += 1;
+        self.syns.push(syn);
+        if let Some(site) = site {
+            *self.by_site.entry(site).or_default() += 1;
+        }
         self.raced += u64::from(found.raced);
         self.carried_none += u64::from(found.carried_none);
         if let Some(h) = found.handshake {
@@ -161,16 +174,17 @@ impl Multiplex {
     }
 
     /// The count and its details (`None` when no connection that offered
-    /// HTTP/2 was seen from its SYN). Those still waiting for a first
-    /// request's check (whose check never came) count.
-    pub(super) fn finish(mut self) -> Option<BesideHttp2> {
-        let mut waiting: Vec<BesideOne> = self.waiting.drain().map(|(_, f)| f).collect();
-        waiting.sort_by_key(|f| f.connection);
+    /// HTTP/2 was seen from its SYN), and the count by server. Those still
+    /// waiting for a first request's check (whose check never came) count.
+    pub(super) fn finish(mut self) -> (Option<BesideHttp2>, HashMap<u64, u64>) {
+        let mut waiting: Vec<Found> = self.waiting.drain().map(|(_, f)| f).collect();
+        waiting.sort_by_key(|f| f.0.connection);
         for found in waiting {
             self.count(found);
         }
         self.first.sort_by_key(|f| f.connection);
-        (self.checked > 0).then(|| BesideHttp2 {
+        let by_site = std::mem::take(&mut self.by_site);
+        let found = (self.checked > 0).then(|| BesideHttp2 {
             connections: self.counted,
             checked: self.checked,
             raced: self.raced,
@@ -179,7 +193,8 @@ impl Multiplex {
             handshake: self.handshakes.distribution(),
             out_of_order: self.out_of_order,
             first: self.first,
-        })
+        });
+        (found, by_site)
     }
 }
 
@@ -197,16 +212,16 @@ mod tests {
     #[test]
     fn raced_and_up_beside_an_open_http2_connection() {
         let mut m = Multiplex::default();
-        m.opened(7, 1, 0, 10_000, H2);
-        m.opened(7, 2, 5 * MS, 10_000, H2);
-        m.opened(7, 3, 20 * MS, 5_000, H2);
-        m.opened(8, 4, 20 * MS, 5_000, H2);
+        m.opened((7, None), 1, 0, 10_000, H2);
+        m.opened((7, None), 2, 5 * MS, 10_000, H2);
+        m.opened((7, None), 3, 20 * MS, 5_000, H2);
+        m.opened((8, None), 4, 20 * MS, 5_000, H2);
         m.closed(1);
-        m.opened(7, 5, 40 * MS, 5_000, H2);
+        m.opened((7, None), 5, 40 * MS, 5_000, H2);
         for conn in 1..=5 {
             m.first_request(conn, false);
         }
-        let r = m.finish().expect("checked");
+        let r = m.finish().0.expect("checked");
         assert_eq!((r.checked, r.connections, r.raced), (5, 3, 1));
         let beside: Vec<_> = r
             .first
@@ -222,11 +237,11 @@ mod tests {
     #[test]
     fn not_counted_twice_and_unused_ones_count_at_once() {
         let mut m = Multiplex::default();
-        m.opened(7, 1, 0, 1_000, H2);
-        m.opened(7, 2, 5 * MS, 1_000, H2);
+        m.opened((7, None), 1, 0, 1_000, H2);
+        m.opened((7, None), 2, 5 * MS, 1_000, H2);
         m.first_request(2, true);
-        m.opened(7, 3, 6 * MS, UNTIL_THE_END, (true, false, false));
-        let r = m.finish().expect("checked");
+        m.opened((7, None), 3, 6 * MS, UNTIL_THE_END, (true, false, false));
+        let r = m.finish().0.expect("checked");
         assert_eq!((r.connections, r.carried_none), (1, 1));
         assert_eq!(r.first[0].handshake, None);
         assert_eq!(r.handshake.count, 0);
@@ -237,10 +252,10 @@ mod tests {
     #[test]
     fn offered_and_spoken_apart() {
         let mut m = Multiplex::default();
-        m.opened(7, 1, 0, 1_000, (true, false, true));
-        m.opened(7, 2, MS, 1_000, (false, true, true));
-        m.opened(7, 3, 2 * MS, 1_000, (true, false, true));
-        let r = m.finish().expect("checked");
+        m.opened((7, None), 1, 0, 1_000, (true, false, true));
+        m.opened((7, None), 2, MS, 1_000, (false, true, true));
+        m.opened((7, None), 3, 2 * MS, 1_000, (true, false, true));
+        let r = m.finish().0.expect("checked");
         assert_eq!((r.checked, r.connections), (2, 1));
         assert_eq!(r.first[0].http2_connection, 2);
         assert_eq!(r.first[0].connection, 3);
@@ -284,15 +299,15 @@ mod tests {
     fn bounded_and_forgotten() {
         let mut m = Multiplex::default();
         for conn in 0..1_000 {
-            m.opened(7, conn, conn as i64 * MS, 1, (false, true, false));
+            m.opened((7, None), conn, conn as i64 * MS, 1, (false, true, false));
             m.closed(conn);
         }
         assert!(m.servers.is_empty() && m.open.is_empty());
         for conn in 0..MAX_OPEN as u64 + 3 {
-            m.opened(7, conn, 0, 1, (false, true, false));
+            m.opened((7, None), conn, 0, 1, (false, true, false));
         }
         assert_eq!(m.open.len(), MAX_OPEN);
         assert_eq!(m.out_of_order, 3);
-        assert_eq!(m.finish(), None);
+        assert_eq!(m.finish().0, None);
     }
 }

@@ -187,6 +187,7 @@ struct Bucket {
     responses_429: u64,
     closed: u64,
     opened_while_idle: u64,
+    beside_http2: u64,
     setup: NanoSum,
 }
 
@@ -201,6 +202,7 @@ impl Bucket {
         self.responses_429 += o.responses_429;
         self.closed += o.closed;
         self.opened_while_idle += o.opened_while_idle;
+        self.beside_http2 += o.beside_http2;
         self.setup.merge(&o.setup);
     }
 }
@@ -386,6 +388,12 @@ impl Series {
         self.count(syn, |b| b.opened_while_idle += 1);
     }
 
+    /// A connection whose SYN came `syn` nanoseconds into the capture
+    /// was opened beside an HTTP/2 connection to its server.
+    pub fn beside_http2(&mut self, syn: i64) {
+        self.count(syn, |b| b.beside_http2 += 1);
+    }
+
     /// The series from the first packet to `last` seconds into the
     /// capture, and without `--interval` widened to fit [`AUTO_INTERVALS`].
     pub fn finish(mut self, last: Option<f64>) -> OverTime {
@@ -413,6 +421,7 @@ impl Series {
                     responses_429: b.responses_429,
                     closed: b.closed,
                     opened_while_idle: b.opened_while_idle,
+                    beside_http2: b.beside_http2,
                     open,
                     setup_mean: b.setup.totals().mean,
                 }

@@ -30,9 +30,6 @@ const LISTED: usize = 1024;
 /// forward and back can leave many waiting, and past this bound the
 /// newest are not followed (counted in `out_of_order`).
 const MAX_IDLE: usize = 1 << 18;
-/// Pools whose server is known, to count them by server (those past it
-/// count in the whole only).
-const MAX_SITES: usize = 1 << 16;
 
 /// An idle time: when it began, the connection, and whether a request of
 /// the connection's ended it (else its close or the capture's end).
@@ -60,9 +57,7 @@ pub(super) struct Pool {
     pub(super) out_of_order: u64,
     /// The first counted, and the connection idle longest beside each.
     first: Vec<PassedOver>,
-    /// The server (`ServerId::key`) of each pool (at most [`MAX_SITES`]),
-    /// and the count of each server.
-    sites: HashMap<u64, u64>,
+    /// The count of each server (`ServerId::key`) whose pool is known.
     by_site: HashMap<u64, u64>,
     /// The SYNs of those counted since the summary last took them (for
     /// the series over time; taken after every connection's marks).
@@ -70,13 +65,6 @@ pub(super) struct Pool {
 }
 
 impl Pool {
-    /// The connections of pool `server` go to `site`.
-    pub(super) fn site(&mut self, server: u64, site: u64) {
-        if self.sites.len() < MAX_SITES || self.sites.contains_key(&server) {
-            self.sites.insert(server, site);
-        }
-    }
-
     /// Connection `conn` to `server` had no request outstanding from `at`
     /// (nanoseconds into the capture) for `micros` microseconds, then sent
     /// one (`used_again`) or closed.
@@ -96,9 +84,17 @@ impl Pool {
         self.ends.push(Reverse((end, server, idle)));
     }
 
-    /// Connection `conn` to `server` sent its first request at `at`,
-    /// `micros` microseconds after its SYN; whether it counts.
-    pub(super) fn setup(&mut self, server: u64, conn: u64, at: i64, micros: u32) -> bool {
+    /// Connection `conn` to `server` (of `site`, where known) sent its
+    /// first request at `at`, `micros` microseconds after its SYN; whether
+    /// it counts.
+    pub(super) fn setup(
+        &mut self,
+        server: u64,
+        site: Option<u64>,
+        conn: u64,
+        at: i64,
+        micros: u32,
+    ) -> bool {
         self.expire(at);
         self.checked += 1;
         let syn = at.saturating_sub(i64::from(micros) * 1_000);
@@ -125,7 +121,7 @@ impl Pool {
             self.idle_for.push(idle);
             self.syns.push(syn);
             self.never_used_again += u64::from(!used_again);
-            if let Some(&site) = self.sites.get(&server) {
+            if let Some(site) = site {
                 *self.by_site.entry(site).or_default() += 1;
             }
         }
@@ -180,10 +176,10 @@ mod tests {
     fn only_a_setup_inside_an_idle_time_counts() {
         let mut p = Pool::default();
         p.idle(7, 1, 10 * MS, 40_000, true);
-        p.setup(7, 2, 20 * MS, 8_000);
-        p.setup(7, 3, 20 * MS, 15_000);
-        p.setup(8, 5, 20 * MS, 8_000);
-        p.setup(7, 4, 60 * MS, 15_000);
+        p.setup(7, None, 2, 20 * MS, 8_000);
+        p.setup(7, None, 3, 20 * MS, 15_000);
+        p.setup(8, None, 5, 20 * MS, 8_000);
+        p.setup(7, None, 4, 60 * MS, 15_000);
         let r = p.finish().0.expect("checked");
         assert_eq!(r.checked, 4);
         assert_eq!(r.connections, 1);
@@ -207,7 +203,7 @@ mod tests {
         let mut p = Pool::default();
         p.idle(7, 1, 10 * MS, UNTIL_THE_END, false);
         p.idle(7, 2, 30 * MS, 1_000, false);
-        p.setup(7, 3, 3_600_000 * MS, 1_000);
+        p.setup(7, None, 3, 3_600_000 * MS, 1_000);
         let r = p.finish().0.expect("checked");
         assert_eq!((r.connections, r.idle_never_used_again), (1, 1));
         let idle = r.idle.max.unwrap_or(0.0);
@@ -234,24 +230,22 @@ mod tests {
             p.idle(7, conn, 0, UNTIL_THE_END, false);
         }
         assert_eq!(p.ends.len(), MAX_IDLE);
-        p.setup(7, u64::MAX, MS, 1);
+        p.setup(7, None, u64::MAX, MS, 1);
         let r = p.finish().0.expect("checked");
         assert_eq!((r.connections, r.out_of_order), (1, 10));
     }
 
-    /// Counted by server: the pool's server once a connection of it
-    /// set up; a pool whose server is not known counts in the whole only.
+    /// Counted by server, where the pool's server is known; a pool whose
+    /// server is not known counts in the whole only.
     #[test]
     fn counts_go_to_the_pools_server() {
         let mut p = Pool::default();
-        p.site(7, 70);
-        p.site(8, 70);
         p.idle(7, 1, 0, UNTIL_THE_END, false);
         p.idle(8, 2, 0, UNTIL_THE_END, false);
         p.idle(9, 3, 0, UNTIL_THE_END, false);
-        p.setup(7, 4, 10 * MS, 1_000);
-        p.setup(8, 5, 10 * MS, 1_000);
-        p.setup(9, 6, 10 * MS, 1_000);
+        p.setup(7, Some(70), 4, 10 * MS, 1_000);
+        p.setup(8, Some(70), 5, 10 * MS, 1_000);
+        p.setup(9, None, 6, 10 * MS, 1_000);
         let (found, by_site) = p.finish();
         assert_eq!(found.map(|f| f.connections), Some(3));
         assert_eq!(by_site, HashMap::from([(70, 2)]));
@@ -263,7 +257,7 @@ mod tests {
     fn a_connection_is_not_idle_beside_itself() {
         let mut p = Pool::default();
         p.idle(7, 1, 0, 990_000, false);
-        p.setup(7, 1, 0, 0);
+        p.setup(7, None, 1, 0, 0);
         assert_eq!(p.finish().0.map(|r| r.connections), Some(0));
     }
 

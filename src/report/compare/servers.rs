@@ -101,7 +101,8 @@ pub(crate) fn verdict_clause(a: &Labeled, b: &Labeled) -> Option<String> {
 }
 
 /// A capture's cell: `5 / 5 · 1.00`, with ` · 4 missed` where connections
-/// were opened while another to the server sat idle, or `-`.
+/// were opened while another to the server sat idle and ` · 9 beside h2`
+/// where beside an HTTP/2 connection to it, or `-`.
 fn cell(s: Option<&ServerSummary>) -> String {
     match s {
         Some(s) => {
@@ -113,7 +114,11 @@ fn cell(s: Option<&ServerSummary>) -> String {
                 0 => String::new(),
                 n => format!(" · {n} missed"),
             };
-            format!("{} / {} · {tcp}{missed}", s.connections, s.requests)
+            let beside = match s.beside_http2 {
+                0 => String::new(),
+                n => format!(" · {n} beside h2"),
+            };
+            format!("{} / {} · {tcp}{missed}{beside}", s.connections, s.requests)
         }
         None => "-".to_owned(),
     }

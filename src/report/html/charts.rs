@@ -15,7 +15,7 @@ use super::super::timeline::{
 use super::super::{human_duration, server_text};
 use super::{color, esc, rect, text, MAX_ROWS};
 use crate::record::{
-    CertificateInfo, CloseKind, ConnectionRecord, HttpRequest, PassedOver, QuicRecord,
+    BesideOne, CertificateInfo, CloseKind, ConnectionRecord, HttpRequest, PassedOver, QuicRecord,
 };
 
 /// Tick step of about `span / 8`, rounded to 1, 2 or 5 × 10^k.
@@ -321,35 +321,32 @@ fn port_of(client: &str) -> String {
 /// server sat idle.
 pub(super) const PASSED_OVER: &str = "#bf3989";
 
+/// The colour of the mark on a connection opened beside an HTTP/2
+/// connection to its server.
+pub(super) const BESIDE_HTTP2: &str = "#8250df";
+
 /// The waterfall of `records` (the first `MAX_ROWS` of `total` TCP
 /// connections), then of the QUIC connections `quic` (the first
-/// `MAX_ROWS` of `quic_total`); a connection of `passed_over` (opened
-/// while another sat idle) marked at its SYN.
+/// `MAX_ROWS` of `quic_total`); a connection of `opened` (opened while
+/// another sat idle, or beside an HTTP/2 connection) marked at its SYN.
 pub(super) fn waterfall(
     h: &mut String,
     records: &[ConnectionRecord],
     total: u64,
     quic: &[QuicRecord],
     quic_total: u64,
-    passed_over: &[PassedOver],
+    opened: (&[PassedOver], &[BesideOne]),
 ) {
     let records = records.get(..MAX_ROWS).unwrap_or(records);
     let quic = quic.get(..MAX_ROWS).unwrap_or(quic);
-    let beside: Vec<Option<&PassedOver>> = records
-        .iter()
-        .map(|r| passed_over.iter().find(|p| p.connection == r.id))
-        .collect();
+    let beside: Vec<Option<Beside>> = records.iter().map(|r| beside(r, opened)).collect();
     let lanes: Vec<Lane> = records
         .iter()
         .zip(&beside)
-        .map(|(r, p)| {
+        .map(|(r, b)| {
             let mut lane = Lane::of(r);
-            if let Some(p) = p {
-                lane.summary.push_str(&format!(
-                    " · opened while connection {} to the same server sat idle (for {})",
-                    p.idle_connection,
-                    human_duration(p.idle)
-                ));
+            if let Some(b) = b {
+                lane.summary.push_str(&format!(" · {}", b.said));
             }
             lane
         })
@@ -426,17 +423,19 @@ pub(super) fn waterfall(
             };
             rect(h, geometry, color(seg.phase), extra, title);
         }
-        if let (Some(Some(p)), Some(r)) = (beside.get(row), records.get(row)) {
+        if let (Some(Some(b)), Some(r)) = (beside.get(row), records.get(row)) {
             let sx = x(r.start.at);
             let _ = write!(
                 h,
-                "<path class=\"passed\" d=\"M{:.1} {:.1}L{:.1} {:.1}L{sx:.1} {:.1}Z\" fill=\"{PASSED_OVER}\"><title>opened while connection {} sat idle</title></path>",
+                "<path class=\"{}\" d=\"M{:.1} {:.1}L{:.1} {:.1}L{sx:.1} {:.1}Z\" fill=\"{}\"><title>{}</title></path>",
+                b.class,
                 sx - 4.0,
                 y + 1.0,
                 sx + 4.0,
                 y + 1.0,
                 y + 7.0,
-                p.idle_connection
+                b.color,
+                esc(&b.title)
             );
         }
         h.push_str("</g>\n");
@@ -456,6 +455,52 @@ pub(super) fn waterfall(
             quic.len(),
         );
     }
+}
+
+/// A connection's mark at its SYN: opened while another sat idle, or
+/// beside an HTTP/2 connection (never both).
+struct Beside {
+    class: &'static str,
+    color: &'static str,
+    /// The mark's tooltip, and what the lane's says.
+    title: String,
+    said: String,
+}
+
+fn beside(
+    r: &ConnectionRecord,
+    (passed_over, h2): (&[PassedOver], &[BesideOne]),
+) -> Option<Beside> {
+    if let Some(p) = passed_over.iter().find(|p| p.connection == r.id) {
+        return Some(Beside {
+            class: "passed",
+            color: PASSED_OVER,
+            title: format!("opened while connection {} sat idle", p.idle_connection),
+            said: format!(
+                "opened while connection {} to the same server sat idle (for {})",
+                p.idle_connection,
+                human_duration(p.idle)
+            ),
+        });
+    }
+    let b = h2.iter().find(|b| b.connection == r.id)?;
+    let when = if b.raced {
+        ", still in its handshake"
+    } else {
+        ""
+    };
+    Some(Beside {
+        class: "beside-h2",
+        color: BESIDE_HTTP2,
+        title: format!(
+            "opened beside HTTP/2 connection {}{when}",
+            b.http2_connection
+        ),
+        said: format!(
+            "opened beside HTTP/2 connection {} to the same server{when}",
+            b.http2_connection
+        ),
+    })
 }
 
 /// Opens a bar chart's SVG `[w, ht]` wide and high, its plot `left` of

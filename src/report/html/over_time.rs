@@ -21,7 +21,7 @@ const BARS: usize = 300;
 pub(crate) type Chart = (&'static str, &'static str, Take, bool);
 
 /// The charts, in order.
-pub(crate) const CHARTS: [Chart; 7] = [
+pub(crate) const CHARTS: [Chart; 8] = [
     ("Connections opened", "#f0883e", |i| i.connections, false),
     ("Requests started", "#218bff", |i| i.requests, false),
     ("Full TLS handshakes", "#a371f7", |i| i.tls_full, false),
@@ -36,6 +36,12 @@ pub(crate) const CHARTS: [Chart; 7] = [
         "Connections opened while another sat idle",
         super::charts::PASSED_OVER,
         |i| i.opened_while_idle,
+        false,
+    ),
+    (
+        "Connections opened beside an HTTP/2 connection",
+        super::charts::BESIDE_HTTP2,
+        |i| i.beside_http2,
         false,
     ),
     ("Connections open", "#afb8c1", |i| i.open, true),

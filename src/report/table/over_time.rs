@@ -20,13 +20,14 @@ const MARKS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', 
 /// The counts drawn, in order: their label, and how to take them from an
 /// interval. `open` is a level, not a count: folded intervals take its most.
 pub(crate) type Take = fn(&Interval) -> u64;
-pub(crate) const LINES: [(&str, Take, bool); 7] = [
+pub(crate) const LINES: [(&str, Take, bool); 8] = [
     ("connections", |i| i.connections, false),
     ("requests", |i| i.requests, false),
     ("TLS full", |i| i.tls_full, false),
     ("TLS resumed", |i| i.tls_resumed, false),
     ("429s", |i| i.responses_429, false),
     ("missed", |i| i.opened_while_idle, false),
+    ("beside h2", |i| i.beside_http2, false),
     ("open", |i| i.open, true),
 ];
 
@@ -139,7 +140,8 @@ pub fn write(o: &OverTime, out: &mut dyn Write) -> io::Result<()> {
 
 /// The intervals as rows, those in which nothing began or ended left out;
 /// the TLS columns only when there was TLS, `missed` (connections opened
-/// while another sat idle) only when there was one.
+/// while another sat idle) and `beside h2` (beside an HTTP/2 connection)
+/// only when there was one.
 fn rows(o: &OverTime, out: &mut dyn Write) -> io::Result<()> {
     let shown: Vec<&Interval> = o
         .intervals
@@ -168,6 +170,9 @@ fn rows(o: &OverTime, out: &mut dyn Write) -> io::Result<()> {
     }
     if shown.iter().any(|i| i.opened_while_idle > 0) {
         columns.push(("missed", count(|i| i.opened_while_idle)));
+    }
+    if shown.iter().any(|i| i.beside_http2 > 0) {
+        columns.push(("beside h2", count(|i| i.beside_http2)));
     }
     columns.extend([
         ("reqs", count(|i| i.requests)),

@@ -45,7 +45,7 @@ pub fn write(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
         "servers       {}",
         line(
             &HEADS,
-            "server (SNI; setup: mean SYN → first request; closed: mean idle before the server closed; missed: connections opened while another sat idle)"
+            "server (SNI; setup: mean SYN → first request; closed: mean idle before the server closed; missed: connections opened while another sat idle, h2: beside an HTTP/2 one)"
         )
     )?;
     for (row, server) in rows.iter().zip(&s.servers) {
@@ -94,6 +94,10 @@ pub(crate) fn cells(s: &ServerSummary) -> [String; 10] {
         s.handshake_time.mean.map_or_else(dash, human_duration),
         s.responses_429.to_string(),
         s.closed_by_server.mean.map_or_else(dash, human_duration),
-        s.opened_while_idle.to_string(),
+        match (s.opened_while_idle, s.beside_http2) {
+            (n, 0) => n.to_string(),
+            (0, h2) => format!("{h2} h2"),
+            (n, h2) => format!("{n} + {h2} h2"),
+        },
     ]
 }

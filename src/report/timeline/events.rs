@@ -12,8 +12,8 @@ use std::io::{self, Write};
 use super::super::{sanitize, server_text};
 use super::{close_text, dur, quic_requests_text, requests_text, tls_kind, truncate};
 use crate::record::{
-    CertificateInfo, CloseKind, ConnectionRecord, HttpRequest, PassedOver, QuicRecord, Side,
-    TlsEvent,
+    BesideOne, CertificateInfo, CloseKind, ConnectionRecord, HttpRequest, PassedOver, QuicRecord,
+    Side, TlsEvent,
 };
 
 /// An event: its time (seconds from the capture's start), who sent it,
@@ -79,26 +79,40 @@ fn inside_elsewhere(windows: &Windows, rec: &ConnectionRecord, at: f64) -> Strin
 
 /// ` (while connection 3 to the same server sat idle, for 23.22ms)` where
 /// the summary counted `rec` as opened while another sat idle
-/// (`summary.opened_while_idle`), or nothing.
-fn beside_idle(rec: &ConnectionRecord, passed_over: &[PassedOver], color: bool) -> String {
-    passed_over
-        .iter()
-        .find(|p| p.connection == rec.id)
-        .map_or(String::new(), |p| {
-            format!(
-                " (while connection {} to the same server sat idle, for {})",
-                p.idle_connection,
-                dur(p.idle, color)
-            )
+/// (`summary.opened_while_idle`), ` (beside HTTP/2 connection 1, still in
+/// its handshake)` where it counted it beside an HTTP/2 connection
+/// (`summary.beside_http2`), or nothing.
+fn opened_beside(
+    rec: &ConnectionRecord,
+    (passed_over, h2): (&[PassedOver], &[BesideOne]),
+    color: bool,
+) -> String {
+    if let Some(p) = passed_over.iter().find(|p| p.connection == rec.id) {
+        return format!(
+            " (while connection {} to the same server sat idle, for {})",
+            p.idle_connection,
+            dur(p.idle, color)
+        );
+    }
+    h2.iter()
+        .find(|b| b.connection == rec.id)
+        .map_or(String::new(), |b| {
+            let when = if b.raced {
+                ", still in its handshake"
+            } else {
+                ""
+            };
+            format!(" (beside HTTP/2 connection {}{when})", b.http2_connection)
         })
 }
 
 /// One connection's events, offsets in ms from its SYN (or first packet);
-/// `passed_over`, the connections opened while another sat idle.
+/// `opened`, the connections opened while another sat idle and beside an
+/// HTTP/2 connection.
 pub(super) fn write_events(
     rec: &ConnectionRecord,
     windows: &Windows,
-    passed_over: &[PassedOver],
+    opened: (&[PassedOver], &[BesideOne]),
     out: &mut dyn Write,
     width: usize,
     color: bool,
@@ -112,7 +126,7 @@ pub(super) fn write_events(
             n => format!(" (sent {} more times)", n),
         };
         let early = inside_elsewhere(windows, rec, t.at);
-        let idle = beside_idle(rec, passed_over, color);
+        let idle = opened_beside(rec, opened, color);
         events.push((
             t.at,
             Some(Side::Client),
