@@ -30,6 +30,7 @@ use crate::support::{self, Scratch};
 use crate::tools::{analyze_path, skip_or_fail};
 
 mod filter;
+mod h2;
 mod keylog;
 mod outputs;
 mod quic;

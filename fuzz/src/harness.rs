@@ -455,6 +455,27 @@ pub fn pipeline(data: &[u8]) {
         summary.requests_exact + summary.requests_estimated,
         "exact + estimated requests"
     );
+    if let Some(b) = &summary.beside_http2 {
+        assert!(
+            b.connections <= b.checked,
+            "beside HTTP/2: more than checked"
+        );
+        assert!(
+            b.raced.max(b.carried_none) <= b.connections,
+            "beside HTTP/2: parts"
+        );
+        assert!(b.checked <= summary.connections, "beside HTTP/2: checked");
+        let by_server: u64 = summary.servers.iter().map(|s| s.beside_http2).sum();
+        assert!(by_server <= b.connections, "beside HTTP/2: by server");
+        let listed = b.first.iter().map(|f| (f.connection, f.http2_connection));
+        let ids: std::collections::HashSet<u64> = records.iter().map(|r| r.id).collect();
+        for (c, h) in listed {
+            assert!(
+                c != h && ids.contains(&c) && ids.contains(&h),
+                "beside HTTP/2: ids"
+            );
+        }
+    }
     let mut json = Vec::new();
     let mut document = handshakes::report::json::DocumentSink::new(&mut json);
     for rec in &records {

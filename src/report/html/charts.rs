@@ -339,7 +339,7 @@ pub(super) fn waterfall(
 ) {
     let records = records.get(..MAX_ROWS).unwrap_or(records);
     let quic = quic.get(..MAX_ROWS).unwrap_or(quic);
-    let beside: Vec<Option<Beside>> = records.iter().map(|r| beside(r, opened)).collect();
+    let beside: Vec<Option<Beside>> = records.iter().map(|r| mark_of(r, opened)).collect();
     let lanes: Vec<Lane> = records
         .iter()
         .zip(&beside)
@@ -467,7 +467,8 @@ struct Beside {
     said: String,
 }
 
-fn beside(
+/// The mark of `r`, where the summary counted it in either.
+fn mark_of(
     r: &ConnectionRecord,
     (passed_over, h2): (&[PassedOver], &[BesideOne]),
 ) -> Option<Beside> {
