@@ -399,10 +399,12 @@ impl QuicRecord {
 }
 
 mod http;
+mod missed;
 mod quic;
 mod summary;
 mod tls;
 pub use http::*;
+pub use missed::*;
 pub use quic::*;
 pub use summary::*;
 pub use tls::*;

@@ -176,6 +176,8 @@ fn compare_json_has_the_documented_keys() {
         "opened_while_idle_setup_total",
         "beside_http2",
         "beside_http2_handshake_total",
+        "tls_not_offered",
+        "tls_refused",
         "peak_concurrent_connections",
         "requests_per_second",
         "handshake_events",

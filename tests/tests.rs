@@ -19,6 +19,7 @@ mod keylog;
 mod live;
 mod malformed;
 mod merge;
+mod not_resumed;
 mod opened_while_idle;
 mod over_time;
 mod overlays;

@@ -10,6 +10,7 @@ mod multiplex;
 mod over_time;
 mod pool;
 pub(crate) mod rate_limit;
+mod resume;
 mod servers;
 mod setup;
 mod verdict;
@@ -395,7 +396,7 @@ impl SummaryBuilder {
         self.count_opened_while_idle();
         let swept = std::mem::take(&mut self.across).finish();
         let (across, opened_while_idle) = (swept.across, swept.opened_while_idle);
-        let beside_http2 = swept.beside_http2;
+        let (beside_http2, not_resumed) = (swept.beside_http2, swept.not_resumed);
         let phases = phases_of(&self.setup_phases);
         let mut anomalies = self.anomalies;
         anomalies.merge(&self.connection_anomalies);
@@ -451,6 +452,9 @@ impl SummaryBuilder {
             beside_http2: beside_http2
                 .as_ref()
                 .map_or((0, 0), |b| (b.connections, b.raced)),
+            not_resumed: not_resumed
+                .as_ref()
+                .map_or((0, 0), |n| (n.not_offered, n.refused)),
         });
         let mut warnings = info.warnings.clone();
         let tried: u64 = self.tls_decryption.values().sum();
@@ -535,6 +539,7 @@ impl SummaryBuilder {
             rate_limit: self.rate_limit.finish(across),
             opened_while_idle,
             beside_http2,
+            not_resumed,
             requests_per_second: (span > 0.0 && requests > 0).then(|| requests as f64 / span),
             servers,
             servers_not_listed,

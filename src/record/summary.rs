@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{Anomalies, Instant, Overlay, QuicSummary};
+use super::{Anomalies, BesideHttp2, Instant, NotResumed, OpenedWhileIdle, Overlay, QuicSummary};
 
 /// Summary statistics of a set of durations, in seconds.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -187,6 +187,10 @@ pub struct Summary {
     /// was open or opening; null when no connection that offered HTTP/2
     /// was seen from its SYN.
     pub beside_http2: Option<BesideHttp2>,
+    /// Full TLS handshakes that offered no session to resume after one
+    /// with the same server, or whose offered session was refused; null
+    /// when no full handshake was seen.
+    pub not_resumed: Option<NotResumed>,
     /// Requests per second of capture span.
     pub requests_per_second: Option<f64>,
     /// The same figures for each server (address and port, SNI, overlay),
@@ -259,117 +263,6 @@ pub struct AcrossConnections {
     /// than 65,536 waiting at once), and 429s of servers past the 65,536
     /// followed at once: the figures are then approximate.
     pub out_of_order: u64,
-}
-
-/// Connections opened while another to the same server sat idle: the
-/// pool did not reuse it (`summary.opened_while_idle`). A server is a
-/// client address with a server address and port, overlay and SNI. A
-/// connection counts when another had no request outstanding from before
-/// its SYN until past its first request.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct OpenedWhileIdle {
-    /// Connections opened while another sat idle…
-    pub connections: u64,
-    /// …of the connections whose SYN and first request were seen.
-    pub checked: u64,
-    /// Their setup times (SYN → first request), seconds: in total, and…
-    pub setup_total: f64,
-    /// …one by one: what reusing the idle connection would have saved.
-    pub setup: Distribution,
-    /// How long the connection idle longest had been idle at their SYN.
-    pub idle: Distribution,
-    /// Of them, those whose idle connection carried no request after that
-    /// idle time (it closed, or the capture ended): a connection a client
-    /// did not give back, rather than one its pool took again later.
-    pub idle_never_used_again: u64,
-    /// Marks taken out of time order (more than 65,536 waiting at once
-    /// behind a connection open since long before): the count may be
-    /// short.
-    pub out_of_order: u64,
-    /// The first 1,024 counted, in the order of their first requests.
-    pub first: Vec<PassedOver>,
-}
-
-impl Summary {
-    /// The connections listed as opened while another to their server sat
-    /// idle (`opened_while_idle.first`; none when it is null).
-    pub fn passed_over(&self) -> &[PassedOver] {
-        self.opened_while_idle
-            .as_ref()
-            .map_or(&[][..], |o| &o.first[..])
-    }
-}
-
-/// A connection opened while another sat idle, by their `id`s.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct PassedOver {
-    pub connection: u64,
-    /// The connection to the same server idle longest at its SYN…
-    pub idle_connection: u64,
-    /// …and for how long, seconds.
-    pub idle: f64,
-    /// Its setup time (SYN → first request byte), seconds.
-    pub setup: f64,
-    /// The idle connection carried a request after that idle time.
-    pub idle_connection_used_again: bool,
-}
-
-/// Connections opened while an HTTP/2 connection to the same server (as
-/// for [`OpenedWhileIdle`]) was open or opening (`summary.beside_http2`):
-/// HTTP/2 carries every request to a server on one connection, so each
-/// paid a TCP and a TLS handshake a client that waited for it, or sent on
-/// it, would not have. Those counted in `opened_while_idle` are not
-/// counted again.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct BesideHttp2 {
-    /// Connections opened while another to their server that spoke
-    /// HTTP/2 was open (its SYN earlier, no FIN or RST yet)…
-    pub connections: u64,
-    /// …of the connections that offered HTTP/2 (ALPN `h2`, or h2c) and
-    /// whose SYN was seen.
-    pub checked: u64,
-    /// Of them, those opened before the HTTP/2 connection's handshake was
-    /// complete: a client sending requests at once before its first
-    /// connection is up (Java's HttpClient opens one per request until
-    /// then), rather than one that passed over a connection that was up.
-    pub raced: u64,
-    /// Of them, those that carried no request (a client that raced
-    /// several open and kept one: OkHttp, Chromium's spare).
-    pub carried_none: u64,
-    /// Their handshakes (SYN → TLS handshake complete; the TCP handshake
-    /// in cleartext), seconds: in total, and one by one — what waiting for
-    /// the HTTP/2 connection would have saved.
-    pub handshake_total: f64,
-    pub handshake: Distribution,
-    /// Marks taken out of time order, and HTTP/2 connections past the
-    /// 262,144 followed at once: the count may be short.
-    pub out_of_order: u64,
-    /// The first 1,024 counted (those that carried a request when their
-    /// first request was, the others at their SYN), by `id`.
-    pub first: Vec<BesideOne>,
-}
-
-/// A connection opened beside an HTTP/2 connection, by their `id`s.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct BesideOne {
-    pub connection: u64,
-    /// The HTTP/2 connection to the same server: one whose handshake was
-    /// complete at its SYN if any was, else the earliest opened.
-    pub http2_connection: u64,
-    /// That connection's handshake was not yet complete at its SYN.
-    pub raced: bool,
-    /// It carried no request.
-    pub carried_none: bool,
-    /// Its handshake, seconds; null where it did not complete.
-    pub handshake: Option<f64>,
-}
-
-impl Summary {
-    /// The connections listed as opened beside an HTTP/2 connection
-    /// (`beside_http2.first`; none when it is null).
-    pub fn beside_http2(&self) -> &[BesideOne] {
-        self.beside_http2.as_ref().map_or(&[][..], |o| &o.first[..])
-    }
 }
 
 impl SetupPhases {

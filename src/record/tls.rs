@@ -149,6 +149,10 @@ pub struct TlsInfo {
     pub resumed: bool,
     /// How it was resumed: `session_id`, `ticket` or `psk`.
     pub resumption: Option<Name>,
+    /// The session the ClientHello offered to resume, the same names
+    /// (`session_id` only from a client that does not offer TLS 1.3,
+    /// whose legacy session id is random); null when it offered none.
+    pub resumption_offered: Option<Name>,
     /// The server answered with a HelloRetryRequest.
     pub hello_retry: bool,
     pub early_data: EarlyData,

@@ -198,6 +198,11 @@ pub(crate) fn verdict_of(a: &Labeled, b: &Labeled, ms: &[Metric], names: (char, 
             "{y:.0} vs {x:.0} connections opened beside an HTTP/2 connection to the same server"
         ));
     }
+    if let Some((x, y)) = either("tls_not_offered").filter(|&(x, y)| x + y > 0.0) {
+        tail.push(format!(
+            "{y:.0} vs {x:.0} full TLS handshakes offering no session to resume after one with the same server"
+        ));
+    }
     if let Some((x, y)) = either("quic_connections").filter(|&(x, y)| x + y > 0.0) {
         let (fx, fy) = either("quic_handshakes_full").unwrap_or((0.0, 0.0));
         tail.push(format!(

@@ -56,6 +56,7 @@ pub const COLUMNS: &[&str] = &[
     "tls_alpn_offered",
     "tls_resumed",
     "tls_resumption",
+    "tls_resumption_offered",
     "tls_hello_retry",
     "tls_early_data_offered",
     "tls_client_certificate_requested",
@@ -380,7 +381,7 @@ fn cert_cell(field: &str, cert: Option<&CertificateInfo>) -> String {
 }
 
 /// The `tls_*` cells: all empty for a connection that was not TLS.
-fn tls_cells(tls: Option<&TlsInfo>) -> [String; 23] {
+fn tls_cells(tls: Option<&TlsInfo>) -> [String; 24] {
     let Some(t) = tls else {
         return Default::default();
     };
@@ -394,6 +395,7 @@ fn tls_cells(tls: Option<&TlsInfo>) -> [String; 23] {
         t.alpn_offered.join(";"),
         t.resumed.to_string(),
         text(t.resumption.as_deref()),
+        text(t.resumption_offered.as_deref()),
         t.hello_retry.to_string(),
         t.early_data.offered.to_string(),
         flag(t.client_certificate_requested),

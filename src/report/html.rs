@@ -241,6 +241,8 @@ fn cards(h: &mut String, s: &Summary) {
     let missed = owi.and_then(super::table::while_idle_text);
     let bh2 = s.beside_http2.as_ref();
     let beside = bh2.and_then(super::table::beside_http2_text);
+    let nr = s.not_resumed.as_ref();
+    let not_resumed = nr.and_then(super::table::not_resumed_text);
     #[rustfmt::skip]
     let cards: Vec<(bool, &str, String, String)> = vec![
         (true, "requests", s.requests.to_string(), format!("{} exact", s.requests_exact)),
@@ -271,6 +273,7 @@ fn cards(h: &mut String, s: &Summary) {
         (closed.is_some(), "closed after the last response", closes_count, closed.unwrap_or_default()),
         (missed.is_some(), "opened while another sat idle", owi.map_or(String::new(), |o| o.connections.to_string()), missed.unwrap_or_default()),
         (beside.is_some(), "opened beside an HTTP/2 connection", bh2.map_or(String::new(), |b| b.connections.to_string()), beside.unwrap_or_default()),
+        (not_resumed.is_some(), "full TLS handshakes not resumed", nr.map_or(String::new(), |n| (n.not_offered + n.refused).to_string()), not_resumed.unwrap_or_default()),
         (tcp, "peak concurrency", peak.connections.to_string(), "connections".into()),
         (tcp, "requests / second", rate, format!("over {}", human_duration(s.span))),
     ];

@@ -13,7 +13,7 @@ mod servers;
 
 use std::io::{self, Write};
 
-pub(crate) use missed::{beside_http2_text, while_idle_text};
+pub(crate) use missed::{beside_http2_text, not_resumed_text, while_idle_text};
 pub(crate) use over_time::{fold, fold_start, marks, shown as over_time_shown, Take, LINES};
 pub(crate) use quic::{cells as quic_cells, HEADS as QUIC_HEADS};
 pub use rows::TableSink;
@@ -163,6 +163,9 @@ pub fn write_headline(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
     }
     if let Some(line) = s.beside_http2.as_ref().and_then(beside_http2_text) {
         writeln!(out, "beside HTTP/2 {line}")?;
+    }
+    if let Some(line) = s.not_resumed.as_ref().and_then(not_resumed_text) {
+        writeln!(out, "not resumed   {line}")?;
     }
     if !s.status_codes.is_empty() {
         writeln!(out, "status        {}", counts_text(&s.status_codes))?;

@@ -36,9 +36,10 @@ pub use super::marks::Marks;
 use super::marks::{Kind, Mark, Sites};
 use super::multiplex::Multiplex;
 use super::pool::Pool;
+use super::resume::Resume;
 use crate::analyze::http::NO_RETRY_AFTER;
 use crate::analyze::stats::Samples;
-use crate::record::{AcrossConnections, BesideHttp2, OpenedWhileIdle};
+use crate::record::{AcrossConnections, BesideHttp2, NotResumed, OpenedWhileIdle};
 
 /// Marks held at once waiting for the horizon (32 bytes each: 2 MiB).
 const MAX_PENDING: usize = 1 << 16;
@@ -133,6 +134,8 @@ pub struct Across {
     multiplex: Multiplex,
     /// The server of each pool.
     sites: Sites,
+    /// The full TLS handshakes each server saw.
+    resume: Resume,
 }
 
 impl Across {
@@ -167,10 +170,14 @@ impl Across {
             None => (None, None),
         };
         let h2 = h2_opened.into_iter().chain(h2_closed);
-        for mark in std::iter::once(opened)
-            .chain(h2)
-            .chain(marks.marks.drain(..))
-        {
+        let (full_hello, tls_done) = std::mem::take(&mut marks.tls);
+        let tls_done = tls_done.map(|at| Mark {
+            at,
+            kind: Kind::TlsDone,
+        });
+        let tls = full_hello.into_iter().chain(tls_done);
+        let all = std::iter::once(opened).chain(h2).chain(tls);
+        for mark in all.chain(marks.marks.drain(..)) {
             self.told |= matches!(mark.kind, Kind::Ended { .. });
             let p = Pending {
                 mark,
@@ -184,6 +191,8 @@ impl Across {
             if mark.at < self.swept {
                 if matches!(mark.kind, Kind::H2 { .. } | Kind::H2Closed) {
                     self.multiplex.out_of_order += 1;
+                } else if matches!(mark.kind, Kind::TlsDone | Kind::FullHello { .. }) {
+                    self.resume.out_of_order += 1;
                 } else if mark.kind.pooled() {
                     self.pool.out_of_order += 1;
                 } else {
@@ -243,6 +252,10 @@ impl Across {
                     .opened((p.server, site), p.conn, at, ready, how);
             }
             Kind::H2Closed => return self.multiplex.closed(p.conn),
+            Kind::TlsDone => return self.resume.done(p.server, p.conn, at),
+            Kind::FullHello { micros, offered } => {
+                return self.resume.full(p.server, p.conn, at, micros, offered)
+            }
             _ => {}
         }
         if let Kind::Ended {
@@ -320,6 +333,7 @@ impl Across {
         self.sweep_all();
         let (opened_while_idle, opened_by_site) = std::mem::take(&mut self.pool).finish();
         let (beside_http2, beside_by_site) = std::mem::take(&mut self.multiplex).finish();
+        let not_resumed = std::mem::take(&mut self.resume).finish();
         let across = self.told.then(|| AcrossConnections {
             requests_in_window: self.in_window,
             requests_in_window_elsewhere: self.in_window_elsewhere,
@@ -335,6 +349,7 @@ impl Across {
             opened_by_site,
             beside_http2,
             beside_by_site,
+            not_resumed,
         }
     }
 }
@@ -355,6 +370,9 @@ pub struct Swept {
     pub beside_http2: Option<BesideHttp2>,
     /// …and their count by server.
     pub beside_by_site: HashMap<u64, u64>,
+    /// The full TLS handshakes a client could have spared by resuming;
+    /// `None` when none was seen.
+    pub not_resumed: Option<NotResumed>,
 }
 
 #[cfg(test)]
@@ -380,6 +398,7 @@ mod tests {
                 .collect(),
             not_listed: 0,
             h2: None,
+            tls: (None, None),
         }
     }
 

@@ -15,6 +15,7 @@ use crate::analyze::http::limits::TOO_MANY_REQUESTS;
 use crate::analyze::http::NO_RETRY_AFTER;
 use crate::record::{
     CloseKind, ConnectionRecord, DecryptionOutcome, HttpMethod, HttpRequest, QuicHttp, QuicRecord,
+    TlsOutcome,
 };
 
 /// One thing a connection did, at `at` nanoseconds into the capture.
@@ -48,6 +49,16 @@ pub(super) enum Kind {
         used_again: bool,
     },
     Opened,
+    /// A TLS handshake completed: the connection's server has given its
+    /// client a session it could resume.
+    TlsDone,
+    /// A full TLS handshake's ClientHello, the handshake taking so many
+    /// microseconds to complete; `offered`: the ClientHello offered a
+    /// session to resume (the server refused it).
+    FullHello {
+        micros: u32,
+        offered: bool,
+    },
     /// An HTTP/2 connection's first FIN or RST (its last packet, one
     /// dropped from the table): from here it carries no new request.
     H2Closed,
@@ -76,8 +87,9 @@ impl Kind {
     pub(super) fn rank(self) -> u8 {
         match self {
             Kind::Ended { .. } => 0,
-            Kind::Idle { .. } | Kind::H2Closed => 1,
+            Kind::Idle { .. } | Kind::H2Closed | Kind::TlsDone => 1,
             Kind::Opened | Kind::H2 { .. } => 2,
+            Kind::FullHello { .. } => 3,
             Kind::Setup { .. } => 3,
             Kind::Request => 4,
         }
@@ -88,7 +100,12 @@ impl Kind {
     pub(super) fn pooled(self) -> bool {
         matches!(
             self,
-            Kind::Idle { .. } | Kind::Setup { .. } | Kind::H2 { .. } | Kind::H2Closed
+            Kind::Idle { .. }
+                | Kind::Setup { .. }
+                | Kind::H2 { .. }
+                | Kind::H2Closed
+                | Kind::TlsDone
+                | Kind::FullHello { .. }
         )
     }
 }
@@ -126,6 +143,9 @@ pub struct Marks {
     /// a connection of one request fills): `None` for one that neither
     /// offered nor spoke HTTP/2.
     pub(super) h2: Option<(Kind, Option<i64>)>,
+    /// Its TLS handshake's: a full one's ClientHello ([`Kind::FullHello`])
+    /// and its completion (likewise outside `marks`).
+    pub(super) tls: (Option<Mark>, Option<i64>),
 }
 
 impl Marks {
@@ -148,6 +168,7 @@ impl Marks {
         }
         marks.idle(rec);
         marks.h2 = h2(rec, &marks.marks);
+        marks.tls = tls(rec);
         marks
     }
 
@@ -179,6 +200,7 @@ impl Marks {
             marks: SmallVec::new(),
             not_listed: 0,
             h2: None,
+            tls: (None, None),
         }
     }
 
@@ -363,6 +385,26 @@ fn h2(rec: &ConnectionRecord, marks: &[Mark]) -> Option<(Kind, Option<i64>)> {
         requested,
     };
     Some((kind, closed.filter(|_| speaks)))
+}
+
+/// The TLS marks of `rec`: a full handshake's ClientHello, and when its
+/// handshake (full or resumed) completed.
+fn tls(rec: &ConnectionRecord) -> (Option<Mark>, Option<i64>) {
+    let Some(t) = rec.tls.as_ref() else {
+        return (None, None);
+    };
+    let complete = t.complete.filter(|_| t.outcome == TlsOutcome::Complete);
+    let full = match (t.client_hello, complete) {
+        (Some(hello), Some(done)) if !t.resumed => Some(Mark {
+            at: nanos(hello.at),
+            kind: Kind::FullHello {
+                micros: micros(hello.at, done.at, false).unwrap_or(UNTIL_THE_END - 1),
+                offered: t.resumption_offered.is_some(),
+            },
+        }),
+        _ => None,
+    };
+    (full, complete.map(|c| nanos(c.at)))
 }
 
 /// The time from `from` to `to` (seconds into the capture) as whole

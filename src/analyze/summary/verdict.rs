@@ -47,6 +47,10 @@ pub(super) struct Counts {
     /// Connections opened beside an HTTP/2 connection to the same
     /// server, and of them those that raced its handshake.
     pub(super) beside_http2: (u64, u64),
+    /// Full TLS handshakes that offered no session to resume after one
+    /// with the same server had completed, and those whose offered session
+    /// the server refused.
+    pub(super) not_resumed: (u64, u64),
 }
 
 /// A server whose every request (two or more) had a connection of its own.
@@ -77,6 +81,7 @@ pub(super) fn verdict(c: &Counts) -> String {
         + &unreused_clause(c)
         + &while_idle_clause(c)
         + &beside_http2_clause(c)
+        + &not_resumed_clause(c)
         + &timeout_clause(c)
         + &after_close_clause(c);
     if c.quic == 0 {
@@ -160,6 +165,27 @@ fn beside_http2_clause(c: &Counts) -> String {
             "; {n} connections were opened beside an HTTP/2 connection to the same server{when}"
         ),
     }
+}
+
+/// Full TLS handshakes a client could have spared: it offered no session
+/// though it had completed a handshake with the server before (python's
+/// `ssl` keeps none across connections unless given one), or the server
+/// refused the one it offered.
+fn not_resumed_clause(c: &Counts) -> String {
+    let (not_offered, refused) = c.not_resumed;
+    let mut text = match not_offered {
+        0 => String::new(),
+        1 => "; 1 full TLS handshake offered no session to resume, though one with the same server had completed before".to_owned(),
+        n => format!("; {n} full TLS handshakes offered no session to resume, though one with the same server had completed before"),
+    };
+    match refused {
+        0 => {}
+        1 => text.push_str("; the server refused 1 session offered for resumption"),
+        n => text.push_str(&format!(
+            "; the server refused {n} sessions offered for resumption"
+        )),
+    }
+    text
 }
 
 /// A server's keep-alive timeout: when it closed at least half the

@@ -39,6 +39,8 @@ pub struct Findings {
     pub(super) alpn_by_size: Option<u8>,
     pub(super) resumed: bool,
     pub(super) resumption: Option<Resumption>,
+    /// The session the ClientHello offered to resume, and how.
+    pub(super) resumption_offered: Option<Resumption>,
     pub(super) hello_retry: bool,
     pub(super) early_data_offered: bool,
     pub(super) early_data_accepted: Option<bool>,
@@ -133,6 +135,7 @@ impl Findings {
             alpn_offered: self.alpn_offered.into_vec(),
             resumed: self.resumed,
             resumption: self.resumption.map(|r| Name::Borrowed(r.as_str())),
+            resumption_offered: self.resumption_offered.map(|r| Name::Borrowed(r.as_str())),
             hello_retry: self.hello_retry,
             early_data: EarlyData {
                 offered: self.early_data_offered,
@@ -212,6 +215,7 @@ impl TlsAnalyzer {
             },
             resumed,
             resumption,
+            resumption_offered: ch.and_then(offered_resumption),
             hello_retry: self.hello_retry,
             early_data_offered: ch.is_some_and(|c| c.early_data),
             early_data_accepted: self.early_data_accepted,
@@ -242,6 +246,21 @@ impl TlsAnalyzer {
             .map(String::into_boxed_str);
         findings.steps = std::mem::take(&mut self.events);
         Some(findings)
+    }
+}
+
+/// The session a ClientHello offers to resume: a TLS 1.3 pre-shared key,
+/// a TLS 1.2 session ticket, or a TLS 1.2 session id (from a client that
+/// does not offer TLS 1.3, whose legacy session id is random).
+fn offered_resumption(ch: &ClientHelloFacts) -> Option<Resumption> {
+    if ch.psk {
+        Some(Resumption::Psk)
+    } else if ch.session_ticket {
+        Some(Resumption::Ticket)
+    } else if !ch.session_id.is_empty() && !ch.supported_versions.contains(&0x0304) {
+        Some(Resumption::SessionId)
+    } else {
+        None
     }
 }
 

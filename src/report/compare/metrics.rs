@@ -216,6 +216,8 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
         ("opened_while_idle_setup_total", "their setup (SYN → 1st request): total", Seconds, Lower, s.opened_while_idle.as_ref().map(|o| o.setup_total)),
         ("beside_http2", "connections opened beside an HTTP/2 connection", Count, Lower, s.beside_http2.as_ref().map(|b| b.connections as f64)),
         ("beside_http2_handshake_total", "their handshakes: total", Seconds, Lower, s.beside_http2.as_ref().map(|b| b.handshake_total)),
+        ("tls_not_offered", "full TLS handshakes offering no session", Count, Lower, s.not_resumed.as_ref().map(|n| n.not_offered as f64)),
+        ("tls_refused", "full TLS handshakes: offered session refused", Count, Lower, s.not_resumed.as_ref().map(|n| n.refused as f64)),
         ("peak_concurrent_connections", "peak concurrent connections", Count, Neither, c(s.peak_concurrent_connections.connections)),
         ("requests_per_second", "requests per second", PerSecond, Higher, s.requests_per_second),
         ("handshake_events", "handshake events (TCP packets + TLS messages)", Count, Lower, c(events)),
@@ -244,7 +246,8 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
 /// `closed_by_server_after_response`, `server_close_after_response_median`,
 /// `requests_after_close`, `opened_while_idle`,
 /// `opened_while_idle_setup_total`, `beside_http2`,
-/// `beside_http2_handshake_total`, `peak_concurrent_connections`,
+/// `beside_http2_handshake_total`, `tls_not_offered`, `tls_refused`,
+/// `peak_concurrent_connections`,
 /// `requests_per_second`, `handshake_events`, `handshake_events_per_request`.
 /// Times are seconds.
 pub(crate) fn metrics(a: &Labeled, b: &Labeled) -> Vec<Metric> {

@@ -1,0 +1,147 @@
+//! Full TLS handshakes a client could have spared by resuming: once a
+//! handshake with a server (client address, server address and port,
+//! overlay, SNI) has completed, the client holds a session it may offer
+//! the next time (a TLS 1.3 ticket, a TLS 1.2 ticket or session id) and
+//! skip the certificate and the key exchange. A full handshake whose
+//! ClientHello offered nothing after such a one — python's `ssl` keeps no
+//! session across connections unless it is given one, separate curl
+//! processes share none — pays it again; one whose offered session the
+//! server refused (a ticket from another server behind a balancer, an
+//! expired one) too.
+//!
+//! The sweep in [`super::across`] gives this module, in time order, each
+//! handshake's completion and each full handshake's ClientHello.
+//!
+//! Does not read records: only the marks [`super::marks`] makes of them.
+
+use std::collections::HashMap;
+
+use super::marks::UNTIL_THE_END;
+use crate::analyze::stats::Samples;
+use crate::record::{NotResumed, NotResumedOne};
+
+/// Connections listed in `first`, the earliest counted (24 bytes each).
+const LISTED: usize = 1024;
+/// Servers whose first completed handshake is kept (32 bytes each: 8
+/// MiB); past them, a server's full handshakes are not checked (counted
+/// in `not_followed`).
+const MAX_SERVERS: usize = 1 << 18;
+
+/// The full handshakes of every server, as of the sweep.
+#[derive(Debug, Default)]
+pub(super) struct Resume {
+    /// Each server's first completed handshake: when, and its connection.
+    done: HashMap<u64, (i64, u64)>,
+    full: u64,
+    not_offered: Samples,
+    refused: Samples,
+    /// Full handshakes of servers past [`MAX_SERVERS`], and marks taken
+    /// behind the sweep.
+    pub(super) out_of_order: u64,
+    first: Vec<NotResumedOne>,
+}
+
+impl Resume {
+    /// Connection `conn` to `server` completed a TLS handshake at `at`
+    /// (nanoseconds into the capture).
+    pub(super) fn done(&mut self, server: u64, conn: u64, at: i64) {
+        if self.done.len() < MAX_SERVERS || self.done.contains_key(&server) {
+            self.done.entry(server).or_insert((at, conn));
+        }
+    }
+
+    /// Connection `conn` to `server` sent the ClientHello of a full
+    /// handshake at `at`, which took `micros` microseconds to complete;
+    /// `offered`: it offered a session, which the server refused.
+    pub(super) fn full(&mut self, server: u64, conn: u64, at: i64, micros: u32, offered: bool) {
+        self.full += 1;
+        let took = (micros != UNTIL_THE_END - 1).then(|| f64::from(micros) / 1e6);
+        if offered {
+            self.refused.push(took.unwrap_or(0.0));
+            return;
+        }
+        let earlier = match self.done.get(&server) {
+            Some(&(done, other)) if done <= at && other != conn => other,
+            Some(_) => return,
+            None => {
+                self.out_of_order += u64::from(self.done.len() >= MAX_SERVERS);
+                return;
+            }
+        };
+        self.not_offered.push(took.unwrap_or(0.0));
+        if self.first.len() < LISTED {
+            self.first.push(NotResumedOne {
+                connection: conn,
+                earlier_connection: earlier,
+                handshake: took,
+            });
+        }
+    }
+
+    /// The count and its details (`None` when no full handshake was seen).
+    pub(super) fn finish(mut self) -> Option<NotResumed> {
+        self.first.sort_by_key(|f| f.connection);
+        (self.full > 0).then(|| NotResumed {
+            full: self.full,
+            not_offered: self.not_offered.len(),
+            not_offered_handshake_total: self.not_offered.sum(),
+            refused: self.refused.len(),
+            refused_handshake_total: self.refused.sum(),
+            out_of_order: self.out_of_order,
+            first: self.first,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+
+    /// 1's handshake completes at 10 ms; 2's full ClientHello at 5 ms
+    /// (before it: not), 3's at 20 ms (counted), 4's at 20 ms offering a
+    /// session (refused), 5's to another server (not).
+    #[test]
+    fn a_full_handshake_after_one_completed_counts() {
+        let mut r = Resume::default();
+        r.full(7, 1, 0, 10_000, false);
+        r.full(7, 2, 5 * MS, 10_000, false);
+        r.done(7, 1, 10 * MS);
+        r.done(7, 2, 15 * MS);
+        r.full(7, 3, 20 * MS, 4_000, false);
+        r.full(7, 4, 20 * MS, 6_000, true);
+        r.full(8, 5, 20 * MS, 4_000, false);
+        let n = r.finish().expect("full handshakes");
+        assert_eq!((n.full, n.not_offered, n.refused), (5, 1, 1));
+        assert_eq!(
+            n.first,
+            [NotResumedOne {
+                connection: 3,
+                earlier_connection: 1,
+                handshake: Some(0.004)
+            }]
+        );
+        assert!((n.refused_handshake_total - 0.006).abs() < 1e-12);
+    }
+
+    /// Servers past the bound are not followed, and say so.
+    #[test]
+    fn servers_are_bounded() {
+        let mut r = Resume::default();
+        for server in 0..MAX_SERVERS as u64 + 2 {
+            r.done(server, server, 0);
+        }
+        assert_eq!(r.done.len(), MAX_SERVERS);
+        r.full(u64::MAX, 1, MS, 1, false);
+        let n = r.finish().expect("one");
+        assert_eq!((n.not_offered, n.out_of_order), (0, 1));
+    }
+
+    #[test]
+    fn no_full_handshake_is_none() {
+        let mut r = Resume::default();
+        r.done(7, 1, 0);
+        assert_eq!(r.finish(), None);
+    }
+}

@@ -1,0 +1,155 @@
+//! The record types of what a client did that it did not need to: the
+//! connections it opened while another to the same server sat idle or
+//! while an HTTP/2 connection to it was open, and the full TLS
+//! handshakes it could have spared by resuming. Parts of [`Summary`].
+//!
+//! Computes nothing: `analyze::summary` fills them.
+
+use serde::Serialize;
+
+use super::{Distribution, Summary};
+
+/// Connections opened while another to the same server sat idle: the
+/// pool did not reuse it (`summary.opened_while_idle`). A server is a
+/// client address with a server address and port, overlay and SNI. A
+/// connection counts when another had no request outstanding from before
+/// its SYN until past its first request.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct OpenedWhileIdle {
+    /// Connections opened while another sat idle…
+    pub connections: u64,
+    /// …of the connections whose SYN and first request were seen.
+    pub checked: u64,
+    /// Their setup times (SYN → first request), seconds: in total, and…
+    pub setup_total: f64,
+    /// …one by one: what reusing the idle connection would have saved.
+    pub setup: Distribution,
+    /// How long the connection idle longest had been idle at their SYN.
+    pub idle: Distribution,
+    /// Of them, those whose idle connection carried no request after that
+    /// idle time (it closed, or the capture ended): a connection a client
+    /// did not give back, rather than one its pool took again later.
+    pub idle_never_used_again: u64,
+    /// Marks taken out of time order (more than 65,536 waiting at once
+    /// behind a connection open since long before): the count may be
+    /// short.
+    pub out_of_order: u64,
+    /// The first 1,024 counted, in the order of their first requests.
+    pub first: Vec<PassedOver>,
+}
+
+impl Summary {
+    /// The connections listed as opened while another to their server sat
+    /// idle (`opened_while_idle.first`; none when it is null).
+    pub fn passed_over(&self) -> &[PassedOver] {
+        self.opened_while_idle
+            .as_ref()
+            .map_or(&[][..], |o| &o.first[..])
+    }
+}
+
+/// A connection opened while another sat idle, by their `id`s.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PassedOver {
+    pub connection: u64,
+    /// The connection to the same server idle longest at its SYN…
+    pub idle_connection: u64,
+    /// …and for how long, seconds.
+    pub idle: f64,
+    /// Its setup time (SYN → first request byte), seconds.
+    pub setup: f64,
+    /// The idle connection carried a request after that idle time.
+    pub idle_connection_used_again: bool,
+}
+
+/// Connections opened while an HTTP/2 connection to the same server (as
+/// for [`OpenedWhileIdle`]) was open or opening (`summary.beside_http2`):
+/// HTTP/2 carries every request to a server on one connection, so each
+/// paid a TCP and a TLS handshake a client that waited for it, or sent on
+/// it, would not have. Those counted in `opened_while_idle` are not
+/// counted again.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BesideHttp2 {
+    /// Connections opened while another to their server that spoke
+    /// HTTP/2 was open (its SYN earlier, no FIN or RST yet)…
+    pub connections: u64,
+    /// …of the connections that offered HTTP/2 (ALPN `h2`, or h2c) and
+    /// whose SYN was seen.
+    pub checked: u64,
+    /// Of them, those opened before the HTTP/2 connection's handshake was
+    /// complete: a client sending requests at once before its first
+    /// connection is up (Java's HttpClient opens one per request until
+    /// then), rather than one that passed over a connection that was up.
+    pub raced: u64,
+    /// Of them, those that carried no request (a client that raced
+    /// several open and kept one: OkHttp, Chromium's spare).
+    pub carried_none: u64,
+    /// Their handshakes (SYN → TLS handshake complete; the TCP handshake
+    /// in cleartext), seconds: in total, and one by one — what waiting for
+    /// the HTTP/2 connection would have saved.
+    pub handshake_total: f64,
+    pub handshake: Distribution,
+    /// Marks taken out of time order, and HTTP/2 connections past the
+    /// 262,144 followed at once: the count may be short.
+    pub out_of_order: u64,
+    /// The first 1,024 counted (those that carried a request when their
+    /// first request was, the others at their SYN), by `id`.
+    pub first: Vec<BesideOne>,
+}
+
+/// A connection opened beside an HTTP/2 connection, by their `id`s.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BesideOne {
+    pub connection: u64,
+    /// The HTTP/2 connection to the same server: one whose handshake was
+    /// complete at its SYN if any was, else the earliest opened.
+    pub http2_connection: u64,
+    /// That connection's handshake was not yet complete at its SYN.
+    pub raced: bool,
+    /// It carried no request.
+    pub carried_none: bool,
+    /// Its handshake, seconds; null where it did not complete.
+    pub handshake: Option<f64>,
+}
+
+impl Summary {
+    /// The connections listed as opened beside an HTTP/2 connection
+    /// (`beside_http2.first`; none when it is null).
+    pub fn beside_http2(&self) -> &[BesideOne] {
+        self.beside_http2.as_ref().map_or(&[][..], |o| &o.first[..])
+    }
+}
+
+/// Full TLS handshakes a client could have spared by resuming
+/// (`summary.not_resumed`): a server is as for [`OpenedWhileIdle`]. Over
+/// the full handshakes that completed and whose ClientHello was seen.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct NotResumed {
+    /// Full handshakes looked at…
+    pub full: u64,
+    /// …of them, those whose ClientHello offered no session to resume
+    /// though a handshake with the same server had completed before it,
+    /// and their handshakes (ClientHello → complete), seconds in total…
+    pub not_offered: u64,
+    pub not_offered_handshake_total: f64,
+    /// …and those whose ClientHello offered a session the server did not
+    /// resume, and their handshakes.
+    pub refused: u64,
+    pub refused_handshake_total: f64,
+    /// Full handshakes to servers past the 262,144 followed, and marks
+    /// taken out of time order: `not_offered` may be short.
+    pub out_of_order: u64,
+    /// The first 1,024 of `not_offered`, by `id`.
+    pub first: Vec<NotResumedOne>,
+}
+
+/// A full TLS handshake that offered no session, by `id`s.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct NotResumedOne {
+    pub connection: u64,
+    /// The connection whose handshake with the same server completed
+    /// first, before its ClientHello.
+    pub earlier_connection: u64,
+    /// Its handshake (ClientHello → complete), seconds.
+    pub handshake: Option<f64>,
+}
