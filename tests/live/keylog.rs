@@ -116,4 +116,12 @@ fn live_reads_https_with_the_key_log_its_clients_write_meanwhile() {
     }
     assert_eq!(u64_at(&summary, "/requests_exact"), 3);
     assert_eq!(u64_at(&summary, "/tls_decryption/complete"), 3);
+    // Three curl processes share no session: the second and third offer
+    // none though the first's handshake had completed.
+    for c in &conns {
+        assert_eq!(c["tls"]["resumption_offered"], Value::Null, "{c}");
+    }
+    let n = support::at(&summary, "/not_resumed");
+    let counts = ["full", "not_offered", "refused"].map(|k| n[k].as_u64());
+    assert_eq!(counts, [3, 2, 0].map(Some), "{n}");
 }
