@@ -458,7 +458,11 @@ pub fn pipeline(data: &[u8]) {
     if let Some(n) = &summary.not_resumed {
         assert!(n.not_offered + n.refused <= n.full, "not resumed: parts");
         assert!(n.full <= summary.tls_handshakes_full, "not resumed: full");
-        assert_eq!(n.first.len() as u64, n.not_offered.min(1024), "not resumed: listed");
+        assert_eq!(
+            n.first.len() as u64,
+            n.not_offered.min(1024),
+            "not resumed: listed"
+        );
     }
     if let Some(b) = &summary.beside_http2 {
         assert!(

@@ -20,9 +20,11 @@ use super::timeline::{close_text, requests_text, tls_kind, Phase};
 use super::{counts_text, human_bytes, human_duration, retry_after_text, server_text};
 use crate::record::{ConnectionRecord, Distribution, QuicSummary, Summary, TlsInfo};
 
+mod bars;
 mod charts;
 mod over_time;
-use charts::{histogram, waterfall};
+use bars::histogram;
+use charts::waterfall;
 pub(crate) use over_time::{figure, open_charts, CHARTS};
 
 /// Waterfall rows and table rows drawn at most, per capture.

@@ -1,8 +1,9 @@
 //! What one connection did, as the sweep across connections reads it off
 //! the connection's record: marks in time (nanoseconds into the capture),
-//! each told to the rate-limit windows ([`super::across`]) or to the
-//! idle connections each server had ([`super::pool`]) and to the HTTP/2
-//! connections open to it ([`super::multiplex`]).
+//! each told to the rate-limit windows ([`super::across`]), to the idle
+//! connections each server had ([`super::pool`]), to the HTTP/2
+//! connections open to it ([`super::multiplex`]) or to the TLS handshakes
+//! it completed ([`super::resume`]).
 //!
 //! Owns turning a record into marks; does not order them (the sweep in
 //! `across` does) nor count anything.
@@ -49,8 +50,8 @@ pub(super) enum Kind {
         used_again: bool,
     },
     Opened,
-    /// A TLS handshake completed: the connection's server has given its
-    /// client a session it could resume.
+    /// A TLS handshake completed: from here the client may hold a session
+    /// with the connection's server to resume.
     TlsDone,
     /// A full TLS handshake's ClientHello, the handshake taking so many
     /// microseconds to complete; `offered`: the ClientHello offered a
@@ -89,14 +90,13 @@ impl Kind {
             Kind::Ended { .. } => 0,
             Kind::Idle { .. } | Kind::H2Closed | Kind::TlsDone => 1,
             Kind::Opened | Kind::H2 { .. } => 2,
-            Kind::FullHello { .. } => 3,
-            Kind::Setup { .. } => 3,
+            Kind::FullHello { .. } | Kind::Setup { .. } => 3,
             Kind::Request => 4,
         }
     }
 
-    /// A mark for [`super::pool`] or [`super::multiplex`], keyed by the
-    /// pool's server.
+    /// A mark for [`super::pool`], [`super::multiplex`] or
+    /// [`super::resume`], keyed by the pool's server.
     pub(super) fn pooled(self) -> bool {
         matches!(
             self,

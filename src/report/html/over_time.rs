@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use super::super::table::{fold, fold_start, Take};
 use super::super::width_text;
-use super::charts::frame;
+use super::bars::frame;
 use super::{esc, rect, text};
 use crate::record::OverTime;
 
