@@ -182,6 +182,17 @@ fn real_clients_as_tshark_sees_them() {
         for f in &ours.first {
             assert!(f.earlier_connection < f.connection, "{name}: {f:?}");
         }
+        // Interval by interval, and server by server, they add up.
+        let by_interval: u64 = s
+            .over_time
+            .intervals
+            .iter()
+            .map(|i| i.tls_not_resumed)
+            .sum();
+        assert_eq!(by_interval, not_offered + refused, "{name}");
+        let by_server = s.servers.iter().map(|x| (x.tls_not_offered, x.tls_refused));
+        let by_server = by_server.fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
+        assert_eq!(by_server, (not_offered, refused), "{name}");
         let verdict = &s.verdict;
         if not_offered > 0 {
             let clause = format!("; {not_offered} full TLS handshake");

@@ -463,6 +463,8 @@ pub fn pipeline(data: &[u8]) {
             n.not_offered.min(1024),
             "not resumed: listed"
         );
+        let by_server: u64 = summary.servers.iter().map(|s| s.tls_not_offered).sum();
+        assert!(by_server <= n.not_offered, "not resumed: by server");
     }
     if let Some(b) = &summary.beside_http2 {
         assert!(

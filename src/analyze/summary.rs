@@ -380,14 +380,18 @@ impl SummaryBuilder {
     }
 
     /// Counts in `over_time` the connections the sweep found opened while
-    /// another sat idle, and beside an HTTP/2 connection, since it last did.
+    /// another sat idle and beside an HTTP/2 connection, and the full TLS
+    /// handshakes not resumed, since it last did.
     fn count_opened_while_idle(&mut self) {
-        let (idle, beside) = self.across.take_counted();
+        let [idle, beside, hellos] = self.across.take_counted();
         for syn in idle {
             self.over_time.opened_while_idle(syn);
         }
         for syn in beside {
             self.over_time.beside_http2(syn);
+        }
+        for hello in hellos {
+            self.over_time.not_resumed(hello);
         }
     }
 
@@ -418,9 +422,11 @@ impl SummaryBuilder {
         };
         let unused = self.connections.saturating_sub(self.busy_connections);
         let unused_tls_full = self.tls_handshakes.full.saturating_sub(self.busy_tls_full);
-        let (servers, servers_not_listed) = self
-            .servers
-            .finish(&swept.opened_by_site, &swept.beside_by_site);
+        let (servers, servers_not_listed) = self.servers.finish(
+            &swept.opened_by_site,
+            &swept.beside_by_site,
+            &swept.not_resumed_by_site,
+        );
         let idle_closes = IdleCloses {
             by_client: self.idle_by_client.distribution(),
             by_server: self.idle_by_server.distribution(),

@@ -316,6 +316,10 @@ pub struct ServerSummary {
     pub opened_while_idle: u64,
     /// …and beside an HTTP/2 connection to it (`summary.beside_http2`).
     pub beside_http2: u64,
+    /// Its full TLS handshakes that offered no session after one had
+    /// completed, and those whose offer it refused (`summary.not_resumed`).
+    pub tls_not_offered: u64,
+    pub tls_refused: u64,
 }
 
 impl ServerSummary {
@@ -386,6 +390,9 @@ pub struct Interval {
     pub opened_while_idle: u64,
     /// …and beside an HTTP/2 connection to it (`summary.beside_http2`).
     pub beside_http2: u64,
+    /// Full TLS handshakes whose ClientHello came in it and that could have
+    /// resumed (`summary.not_resumed`: not offered and refused).
+    pub tls_not_resumed: u64,
     /// Connections open at its end: opened so far and not closed (one
     /// that ended without FIN or RST counts as open to the end).
     pub open: u64,

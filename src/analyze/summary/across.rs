@@ -151,6 +151,7 @@ impl Across {
             kind: Kind::Opened,
         };
         if marks.h2.is_some()
+            || marks.tls.0.is_some()
             || marks
                 .marks
                 .iter()
@@ -256,7 +257,8 @@ impl Across {
             Kind::H2Closed => return self.multiplex.closed(p.conn),
             Kind::TlsDone => return self.resume.done(p.server, p.conn, at),
             Kind::FullHello { micros, offered } => {
-                return self.resume.full(p.server, p.conn, at, micros, offered)
+                let server = (p.server, self.sites.of(p.server));
+                return self.resume.full(server, p.conn, at, micros, offered);
             }
             _ => {}
         }
@@ -325,9 +327,14 @@ impl Across {
     }
 
     /// The SYNs of the connections counted as opened while another sat
-    /// idle, and beside an HTTP/2 connection, since the last call.
-    pub fn take_counted(&mut self) -> (std::vec::Drain<'_, i64>, std::vec::Drain<'_, i64>) {
-        (self.pool.syns.drain(..), self.multiplex.syns.drain(..))
+    /// idle, and beside an HTTP/2 connection, and the ClientHellos of the
+    /// full TLS handshakes counted as not resumed, since the last call.
+    pub fn take_counted(&mut self) -> [std::vec::Drain<'_, i64>; 3] {
+        [
+            self.pool.syns.drain(..),
+            self.multiplex.syns.drain(..),
+            self.resume.hellos.drain(..),
+        ]
     }
 
     /// Everything swept.
@@ -335,7 +342,7 @@ impl Across {
         self.sweep_all();
         let (opened_while_idle, opened_by_site) = std::mem::take(&mut self.pool).finish();
         let (beside_http2, beside_by_site) = std::mem::take(&mut self.multiplex).finish();
-        let not_resumed = std::mem::take(&mut self.resume).finish();
+        let (not_resumed, not_resumed_by_site) = std::mem::take(&mut self.resume).finish();
         let across = self.told.then(|| AcrossConnections {
             requests_in_window: self.in_window,
             requests_in_window_elsewhere: self.in_window_elsewhere,
@@ -352,6 +359,7 @@ impl Across {
             beside_http2,
             beside_by_site,
             not_resumed,
+            not_resumed_by_site,
         }
     }
 }
@@ -375,6 +383,8 @@ pub struct Swept {
     /// The full TLS handshakes a client could have spared by resuming;
     /// `None` when none was seen.
     pub not_resumed: Option<NotResumed>,
+    /// …and their counts (not offered, refused) by server.
+    pub not_resumed_by_site: HashMap<u64, (u64, u64)>,
 }
 
 #[cfg(test)]

@@ -188,6 +188,7 @@ struct Bucket {
     closed: u64,
     opened_while_idle: u64,
     beside_http2: u64,
+    not_resumed: u64,
     setup: NanoSum,
 }
 
@@ -203,6 +204,7 @@ impl Bucket {
         self.closed += o.closed;
         self.opened_while_idle += o.opened_while_idle;
         self.beside_http2 += o.beside_http2;
+        self.not_resumed += o.not_resumed;
         self.setup.merge(&o.setup);
     }
 }
@@ -394,6 +396,12 @@ impl Series {
         self.count(syn, |b| b.beside_http2 += 1);
     }
 
+    /// A full TLS handshake whose ClientHello came `hello` nanoseconds
+    /// into the capture could have resumed (`summary.not_resumed`).
+    pub fn not_resumed(&mut self, hello: i64) {
+        self.count(hello, |b| b.not_resumed += 1);
+    }
+
     /// The series from the first packet to `last` seconds into the
     /// capture, and without `--interval` widened to fit [`AUTO_INTERVALS`].
     pub fn finish(mut self, last: Option<f64>) -> OverTime {
@@ -422,6 +430,7 @@ impl Series {
                     closed: b.closed,
                     opened_while_idle: b.opened_while_idle,
                     beside_http2: b.beside_http2,
+                    tls_not_resumed: b.not_resumed,
                     open,
                     setup_mean: b.setup.totals().mean,
                 }

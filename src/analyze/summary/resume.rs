@@ -39,6 +39,12 @@ pub(super) struct Resume {
     /// behind the sweep.
     pub(super) out_of_order: u64,
     first: Vec<NotResumedOne>,
+    /// The counts (not offered, refused) of each server (`ServerId::key`)
+    /// whose pool is known.
+    by_site: HashMap<u64, (u64, u64)>,
+    /// The ClientHellos of those counted since the summary last took them
+    /// (for the series over time).
+    pub(super) hellos: Vec<i64>,
 }
 
 impl Resume {
@@ -50,14 +56,23 @@ impl Resume {
         }
     }
 
-    /// Connection `conn` to `server` sent the ClientHello of a full
-    /// handshake at `at`, which took `micros` microseconds to complete;
-    /// `offered`: it offered a session, which the server refused.
-    pub(super) fn full(&mut self, server: u64, conn: u64, at: i64, micros: u32, offered: bool) {
+    /// Connection `conn` to `server` (of `site`, where known) sent the
+    /// ClientHello of a full handshake at `at`, which took `micros`
+    /// microseconds to complete; `offered`: it offered a session, which
+    /// the server refused.
+    pub(super) fn full(
+        &mut self,
+        (server, site): (u64, Option<u64>),
+        conn: u64,
+        at: i64,
+        micros: u32,
+        offered: bool,
+    ) {
         self.full += 1;
         let took = (micros != UNTIL_THE_END - 1).then(|| f64::from(micros) / 1e6);
         if offered {
             self.refused.push(took.unwrap_or(0.0));
+            self.counted(site, at, (0, 1));
             return;
         }
         let earlier = match self.done.get(&server) {
@@ -69,6 +84,7 @@ impl Resume {
             }
         };
         self.not_offered.push(took.unwrap_or(0.0));
+        self.counted(site, at, (1, 0));
         if self.first.len() < LISTED {
             self.first.push(NotResumedOne {
                 connection: conn,
@@ -78,10 +94,21 @@ impl Resume {
         }
     }
 
-    /// The count and its details (`None` when no full handshake was seen).
-    pub(super) fn finish(mut self) -> Option<NotResumed> {
+    /// A full handshake of `site` counted, its ClientHello at `at`.
+    fn counted(&mut self, site: Option<u64>, at: i64, (not_offered, refused): (u64, u64)) {
+        self.hellos.push(at);
+        if let Some(site) = site {
+            let c = self.by_site.entry(site).or_default();
+            *c = (c.0 + not_offered, c.1 + refused);
+        }
+    }
+
+    /// The count and its details (`None` when no full handshake was seen),
+    /// and the counts (not offered, refused) by server.
+    pub(super) fn finish(mut self) -> (Option<NotResumed>, HashMap<u64, (u64, u64)>) {
         self.first.sort_by_key(|f| f.connection);
-        (self.full > 0).then(|| NotResumed {
+        let by_site = std::mem::take(&mut self.by_site);
+        let found = (self.full > 0).then(|| NotResumed {
             full: self.full,
             not_offered: self.not_offered.len(),
             not_offered_handshake_total: self.not_offered.sum(),
@@ -89,7 +116,8 @@ impl Resume {
             refused_handshake_total: self.refused.sum(),
             out_of_order: self.out_of_order,
             first: self.first,
-        })
+        });
+        (found, by_site)
     }
 }
 
@@ -105,14 +133,14 @@ mod tests {
     #[test]
     fn a_full_handshake_after_one_completed_counts() {
         let mut r = Resume::default();
-        r.full(7, 1, 0, 10_000, false);
-        r.full(7, 2, 5 * MS, 10_000, false);
+        r.full((7, None), 1, 0, 10_000, false);
+        r.full((7, None), 2, 5 * MS, 10_000, false);
         r.done(7, 1, 10 * MS);
         r.done(7, 2, 15 * MS);
-        r.full(7, 3, 20 * MS, 4_000, false);
-        r.full(7, 4, 20 * MS, 6_000, true);
-        r.full(8, 5, 20 * MS, 4_000, false);
-        let n = r.finish().expect("full handshakes");
+        r.full((7, None), 3, 20 * MS, 4_000, false);
+        r.full((7, None), 4, 20 * MS, 6_000, true);
+        r.full((8, None), 5, 20 * MS, 4_000, false);
+        let n = r.finish().0.expect("full handshakes");
         assert_eq!((n.full, n.not_offered, n.refused), (5, 1, 1));
         assert_eq!(
             n.first,
@@ -133,8 +161,8 @@ mod tests {
             r.done(server, server, 0);
         }
         assert_eq!(r.done.len(), MAX_SERVERS);
-        r.full(u64::MAX, 1, MS, 1, false);
-        let n = r.finish().expect("one");
+        r.full((u64::MAX, None), 1, MS, 1, false);
+        let n = r.finish().0.expect("one");
         assert_eq!((n.not_offered, n.out_of_order), (0, 1));
     }
 
@@ -142,6 +170,6 @@ mod tests {
     fn no_full_handshake_is_none() {
         let mut r = Resume::default();
         r.done(7, 1, 0);
-        assert_eq!(r.finish(), None);
+        assert_eq!(r.finish().0, None);
     }
 }

@@ -47,7 +47,7 @@ pub struct ServerId {
 
 impl ServerId {
     /// The server as a hash: how the sweep across connections names it
-    /// (`opened_while_idle` and `beside_http2` per server).
+    /// (`opened_while_idle`, `beside_http2` and `not_resumed` per server).
     pub fn key(&self) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut h = std::hash::DefaultHasher::new();
@@ -164,6 +164,7 @@ impl Servers {
         self,
         opened_while_idle: &HashMap<u64, u64>,
         beside_http2: &HashMap<u64, u64>,
+        not_resumed: &HashMap<u64, (u64, u64)>,
     ) -> (Vec<ServerSummary>, Option<ServersNotListed>) {
         let mut servers: Vec<(ServerId, Counters)> = self.servers.into_iter().collect();
         servers.sort_unstable_by(|(_, a), (_, b)| {
@@ -173,7 +174,8 @@ impl Servers {
             .into_iter()
             .map(|(id, c)| {
                 let of = |counts: &HashMap<u64, u64>| counts.get(&id.key()).copied().unwrap_or(0);
-                let missed = (of(opened_while_idle), of(beside_http2));
+                let tls = not_resumed.get(&id.key()).copied().unwrap_or_default();
+                let missed = (of(opened_while_idle), of(beside_http2), tls);
                 summary(id, &c, missed)
             })
             .collect();
@@ -186,11 +188,11 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn summary(
-    id: ServerId,
-    c: &Counters,
-    (opened_while_idle, beside_http2): (u64, u64),
-) -> ServerSummary {
+/// A server's figures; `missed`, its connections opened while another sat
+/// idle and beside an HTTP/2 connection, and its full TLS handshakes not
+/// resumed (not offered, refused).
+fn summary(id: ServerId, c: &Counters, missed: (u64, u64, (u64, u64))) -> ServerSummary {
+    let (opened_while_idle, beside_http2, (tls_not_offered, tls_refused)) = missed;
     let per = |n: u64| (c.requests > 0).then(|| n as f64 / c.requests as f64);
     let named = |names: &[&str], counts: &[u64]| -> BTreeMap<String, u64> {
         let pairs = names.iter().zip(counts).filter(|(_, &n)| n > 0);
@@ -228,6 +230,8 @@ fn summary(
         requests_after_close: c.requests_after_close,
         opened_while_idle,
         beside_http2,
+        tls_not_offered,
+        tls_refused,
     }
 }
 
@@ -276,7 +280,7 @@ mod tests {
         for (server, requests) in [("c:1", 1), ("a:1", 2), ("b:1", 1), ("b:1", 1), ("d:1", 1)] {
             s.add(&tally(server, requests, 0.001));
         }
-        let (list, not_listed) = s.finish(&HashMap::new(), &HashMap::new());
+        let (list, not_listed) = s.finish(&HashMap::new(), &HashMap::new(), &HashMap::new());
         let names: Vec<&str> = list.iter().map(|s| s.server.as_str()).collect();
         assert_eq!(names, ["b:1", "a:1", "c:1", "d:1"]);
         assert_eq!(not_listed, None);
@@ -301,7 +305,7 @@ mod tests {
             for &i in order {
                 s.add(&tally("a:1", 1, times[i]));
             }
-            s.finish(&HashMap::new(), &HashMap::new())
+            s.finish(&HashMap::new(), &HashMap::new(), &HashMap::new())
                 .0
                 .remove(0)
                 .handshake_time
@@ -321,7 +325,7 @@ mod tests {
         }
         // A server followed goes on being counted as itself.
         s.add(&tally("10.0.0.1:0", 1, 0.0));
-        let (list, not_listed) = s.finish(&HashMap::new(), &HashMap::new());
+        let (list, not_listed) = s.finish(&HashMap::new(), &HashMap::new(), &HashMap::new());
         assert_eq!(list.len(), MAX_SERVERS);
         assert_eq!(list[0].server, "10.0.0.1:0");
         assert_eq!(list[0].connections, 2);

@@ -21,7 +21,7 @@ const BARS: usize = 300;
 pub(crate) type Chart = (&'static str, &'static str, Take, bool);
 
 /// The charts, in order.
-pub(crate) const CHARTS: [Chart; 8] = [
+pub(crate) const CHARTS: [Chart; 9] = [
     ("Connections opened", "#f0883e", |i| i.connections, false),
     ("Requests started", "#218bff", |i| i.requests, false),
     ("Full TLS handshakes", "#a371f7", |i| i.tls_full, false),
@@ -42,6 +42,12 @@ pub(crate) const CHARTS: [Chart; 8] = [
         "Connections opened beside an HTTP/2 connection",
         super::charts::BESIDE_HTTP2,
         |i| i.beside_http2,
+        false,
+    ),
+    (
+        "Full TLS handshakes that could have resumed",
+        "#9a6700",
+        |i| i.tls_not_resumed,
         false,
     ),
     ("Connections open", "#afb8c1", |i| i.open, true),

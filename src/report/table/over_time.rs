@@ -20,7 +20,7 @@ const MARKS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', 
 /// The counts drawn, in order: their label, and how to take them from an
 /// interval. `open` is a level, not a count: folded intervals take its most.
 pub(crate) type Take = fn(&Interval) -> u64;
-pub(crate) const LINES: [(&str, Take, bool); 8] = [
+pub(crate) const LINES: [(&str, Take, bool); 9] = [
     ("connections", |i| i.connections, false),
     ("requests", |i| i.requests, false),
     ("TLS full", |i| i.tls_full, false),
@@ -28,6 +28,7 @@ pub(crate) const LINES: [(&str, Take, bool); 8] = [
     ("429s", |i| i.responses_429, false),
     ("missed", |i| i.opened_while_idle, false),
     ("beside h2", |i| i.beside_http2, false),
+    ("not resumed", |i| i.tls_not_resumed, false),
     ("open", |i| i.open, true),
 ];
 
@@ -140,8 +141,9 @@ pub fn write(o: &OverTime, out: &mut dyn Write) -> io::Result<()> {
 
 /// The intervals as rows, those in which nothing began or ended left out;
 /// the TLS columns only when there was TLS, `missed` (connections opened
-/// while another sat idle) and `beside h2` (beside an HTTP/2 connection)
-/// only when there was one.
+/// while another sat idle), `beside h2` (beside an HTTP/2 connection) and
+/// `not resumed` (full TLS handshakes that could have resumed) only when
+/// there was one.
 fn rows(o: &OverTime, out: &mut dyn Write) -> io::Result<()> {
     let shown: Vec<&Interval> = o
         .intervals
@@ -173,6 +175,9 @@ fn rows(o: &OverTime, out: &mut dyn Write) -> io::Result<()> {
     }
     if shown.iter().any(|i| i.beside_http2 > 0) {
         columns.push(("beside h2", count(|i| i.beside_http2)));
+    }
+    if shown.iter().any(|i| i.tls_not_resumed > 0) {
+        columns.push(("not resumed", count(|i| i.tls_not_resumed)));
     }
     columns.extend([
         ("reqs", count(|i| i.requests)),
