@@ -35,7 +35,7 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
 
 pub use super::marks::Marks;
-use super::marks::{Kind, Mark, Sites};
+use super::marks::{Counter, Kind, Mark, Sites};
 use super::multiplex::Multiplex;
 use super::pool::Pool;
 use super::resume::Resume;
@@ -184,23 +184,19 @@ impl Across {
             self.told |= matches!(mark.kind, Kind::Ended { .. });
             let p = Pending {
                 mark,
-                server: if mark.kind.pooled() {
-                    marks.pool
-                } else {
-                    marks.server
+                server: match mark.kind.counter() {
+                    Counter::RateLimit => marks.server,
+                    _ => marks.pool,
                 },
                 conn: marks.conn,
             };
             if mark.at < self.swept {
-                if matches!(mark.kind, Kind::H2 { .. } | Kind::H2Closed) {
-                    self.multiplex.out_of_order += 1;
-                } else if matches!(mark.kind, Kind::TlsDone | Kind::FullHello { .. }) {
-                    self.resume.out_of_order += 1;
-                } else if mark.kind.pooled() {
-                    self.pool.out_of_order += 1;
-                } else {
-                    self.out_of_order += 1;
-                }
+                *match mark.kind.counter() {
+                    Counter::RateLimit => &mut self.out_of_order,
+                    Counter::Pool => &mut self.pool.out_of_order,
+                    Counter::Multiplex => &mut self.multiplex.out_of_order,
+                    Counter::Resume => &mut self.resume.out_of_order,
+                } += 1;
                 self.apply(&p);
                 continue;
             }

@@ -95,19 +95,26 @@ impl Kind {
         }
     }
 
-    /// A mark for [`super::pool`], [`super::multiplex`] or
-    /// [`super::resume`], keyed by the pool's server.
-    pub(super) fn pooled(self) -> bool {
-        matches!(
-            self,
-            Kind::Idle { .. }
-                | Kind::Setup { .. }
-                | Kind::H2 { .. }
-                | Kind::H2Closed
-                | Kind::TlsDone
-                | Kind::FullHello { .. }
-        )
+    /// What counts the mark: the rate limiting across connections, keyed
+    /// by the server, or [`super::pool`], [`super::multiplex`] or
+    /// [`super::resume`], keyed by the pool's.
+    pub(super) fn counter(self) -> Counter {
+        match self {
+            Kind::Ended { .. } | Kind::Opened | Kind::Request => Counter::RateLimit,
+            Kind::Idle { .. } | Kind::Setup { .. } => Counter::Pool,
+            Kind::H2 { .. } | Kind::H2Closed => Counter::Multiplex,
+            Kind::TlsDone | Kind::FullHello { .. } => Counter::Resume,
+        }
     }
+}
+
+/// What counts a [`Kind`] of mark (and its marks taken out of time order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Counter {
+    RateLimit,
+    Pool,
+    Multiplex,
+    Resume,
 }
 
 /// What one connection did, as the summary reads it off its record.
