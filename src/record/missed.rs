@@ -112,12 +112,46 @@ pub struct BesideOne {
     pub handshake: Option<f64>,
 }
 
+impl BesideHttp2 {
+    /// How many of `connections` were opened while the HTTP/2 connection
+    /// was still in its handshake (`raced`), in words for the verdict and
+    /// the table: `all while it was still in its handshake`, `3 while …`,
+    /// `while …` (the one); `None` when none was.
+    pub fn raced_words(connections: u64, raced: u64) -> Option<String> {
+        const WHILE: &str = "while it was still in its handshake";
+        match raced {
+            0 => None,
+            r if r == connections && r == 1 => Some(WHILE.to_owned()),
+            r if r == connections => Some(format!("all {WHILE}")),
+            r => Some(format!("{r} {WHILE}")),
+        }
+    }
+}
+
 impl Summary {
     /// The connections listed as opened beside an HTTP/2 connection
     /// (`beside_http2.first`; none when it is null).
     pub fn beside_http2(&self) -> &[BesideOne] {
         self.beside_http2.as_ref().map_or(&[][..], |o| &o.first[..])
     }
+
+    /// How connection `id` was counted at its SYN, where it is listed:
+    /// opened while another sat idle, or beside an HTTP/2 connection
+    /// (never both).
+    pub fn opened_beside(&self, id: u64) -> Option<OpenedBeside<'_>> {
+        let idle = self.passed_over().iter().find(|p| p.connection == id);
+        idle.map(OpenedBeside::Idle).or_else(|| {
+            let h2 = self.beside_http2().iter().find(|b| b.connection == id);
+            h2.map(OpenedBeside::Http2)
+        })
+    }
+}
+
+/// A connection the summary counted at its SYN ([`Summary::opened_beside`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum OpenedBeside<'a> {
+    Idle(&'a PassedOver),
+    Http2(&'a BesideOne),
 }
 
 /// Full TLS handshakes a client could have spared by resuming

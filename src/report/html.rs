@@ -360,14 +360,7 @@ fn document(h: &mut String, doc: &Labeled, tag: &str) {
         .quic
         .as_ref()
         .map_or((&[][..], 0), |q| (&q.list[..], q.connections));
-    waterfall(
-        h,
-        &drawn.first,
-        drawn.total,
-        quic,
-        quic_total,
-        (s.passed_over(), s.beside_http2()),
-    );
+    waterfall(h, &drawn.first, drawn.total, quic, quic_total, s);
     h.push_str("<div class=\"hists\">\n");
     histogram(
         h,

@@ -407,8 +407,7 @@ pub fn draw(
     write_legend(out, width, opts.color, !quic.is_empty())?;
     if let Some((rec, windows)) = &kept.record {
         writeln!(out)?;
-        let opened = (summary.passed_over(), summary.beside_http2());
-        events::write_events(rec, windows, opened, out, width, opts.color)?;
+        events::write_events(rec, windows, summary, out, width, opts.color)?;
     }
     if let (Some(ConnId::Quic(id)), Some(q)) = (opts.conn, &summary.quic) {
         if let Some(rec) = q.list.iter().find(|r| r.id == id) {

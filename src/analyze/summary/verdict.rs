@@ -5,7 +5,7 @@
 //!
 //! Does not count anything itself.
 
-use crate::record::Distribution;
+use crate::record::{BesideHttp2, Distribution};
 
 /// What the verdict is made of.
 pub(super) struct Counts {
@@ -140,8 +140,18 @@ fn unreused_clause(c: &Counts) -> String {
 fn while_idle_clause(c: &Counts) -> String {
     match c.opened_while_idle {
         0 => String::new(),
-        1 => "; 1 connection was opened while another to the same server sat idle".to_owned(),
-        n => format!("; {n} connections were opened while another to the same server sat idle"),
+        n => format!(
+            "; {} opened while another to the same server sat idle",
+            connections_were(n)
+        ),
+    }
+}
+
+/// `1 connection was`, `4 connections were`.
+fn connections_were(n: u64) -> String {
+    match n {
+        1 => "1 connection was".to_owned(),
+        n => format!("{n} connections were"),
     }
 }
 
@@ -150,19 +160,12 @@ fn while_idle_clause(c: &Counts) -> String {
 /// while it was still in its handshake.
 fn beside_http2_clause(c: &Counts) -> String {
     let (n, raced) = c.beside_http2;
-    let when = match raced {
-        0 => String::new(),
-        r if r == n && n == 1 => " (while it was still in its handshake)".to_owned(),
-        r if r == n => " (all while it was still in its handshake)".to_owned(),
-        r => format!(" ({r} while it was still in its handshake)"),
-    };
+    let when = BesideHttp2::raced_words(n, raced).map_or(String::new(), |w| format!(" ({w})"));
     match n {
         0 => String::new(),
-        1 => format!(
-            "; 1 connection was opened beside an HTTP/2 connection to the same server{when}"
-        ),
         n => format!(
-            "; {n} connections were opened beside an HTTP/2 connection to the same server{when}"
+            "; {} opened beside an HTTP/2 connection to the same server{when}",
+            connections_were(n)
         ),
     }
 }

@@ -15,7 +15,7 @@ use super::super::timeline::{
 use super::super::{human_duration, server_text};
 use super::{color, esc, rect, text, MAX_ROWS};
 use crate::record::{
-    BesideOne, CertificateInfo, CloseKind, ConnectionRecord, HttpRequest, PassedOver, QuicRecord,
+    CertificateInfo, CloseKind, ConnectionRecord, HttpRequest, OpenedBeside, QuicRecord, Summary,
 };
 
 /// Tick step of about `span / 8`, rounded to 1, 2 or 5 × 10^k.
@@ -327,19 +327,20 @@ pub(super) const BESIDE_HTTP2: &str = "#8250df";
 
 /// The waterfall of `records` (the first `MAX_ROWS` of `total` TCP
 /// connections), then of the QUIC connections `quic` (the first
-/// `MAX_ROWS` of `quic_total`); a connection of `opened` (opened while
-/// another sat idle, or beside an HTTP/2 connection) marked at its SYN.
+/// `MAX_ROWS` of `quic_total`); a connection `summary` counted at its SYN
+/// (opened while another sat idle, or beside an HTTP/2 connection) marked
+/// there.
 pub(super) fn waterfall(
     h: &mut String,
     records: &[ConnectionRecord],
     total: u64,
     quic: &[QuicRecord],
     quic_total: u64,
-    opened: (&[PassedOver], &[BesideOne]),
+    summary: &Summary,
 ) {
     let records = records.get(..MAX_ROWS).unwrap_or(records);
     let quic = quic.get(..MAX_ROWS).unwrap_or(quic);
-    let beside: Vec<Option<Beside>> = records.iter().map(|r| mark_of(r, opened)).collect();
+    let beside: Vec<Option<Beside>> = records.iter().map(|r| mark_of(r, summary)).collect();
     let lanes: Vec<Lane> = records
         .iter()
         .zip(&beside)
@@ -467,13 +468,10 @@ struct Beside {
     said: String,
 }
 
-/// The mark of `r`, where the summary counted it in either.
-fn mark_of(
-    r: &ConnectionRecord,
-    (passed_over, h2): (&[PassedOver], &[BesideOne]),
-) -> Option<Beside> {
-    if let Some(p) = passed_over.iter().find(|p| p.connection == r.id) {
-        return Some(Beside {
+/// The mark of `r`, where `summary` counted it at its SYN.
+fn mark_of(r: &ConnectionRecord, summary: &Summary) -> Option<Beside> {
+    match summary.opened_beside(r.id)? {
+        OpenedBeside::Idle(p) => Some(Beside {
             class: "passed",
             color: PASSED_OVER,
             title: format!("opened while connection {} sat idle", p.idle_connection),
@@ -482,24 +480,25 @@ fn mark_of(
                 p.idle_connection,
                 human_duration(p.idle)
             ),
-        });
+        }),
+        OpenedBeside::Http2(b) => {
+            let when = if b.raced {
+                ", still in its handshake"
+            } else {
+                ""
+            };
+            Some(Beside {
+                class: "beside-h2",
+                color: BESIDE_HTTP2,
+                title: format!(
+                    "opened beside HTTP/2 connection {}{when}",
+                    b.http2_connection
+                ),
+                said: format!(
+                    "opened beside HTTP/2 connection {} to the same server{when}",
+                    b.http2_connection
+                ),
+            })
+        }
     }
-    let b = h2.iter().find(|b| b.connection == r.id)?;
-    let when = if b.raced {
-        ", still in its handshake"
-    } else {
-        ""
-    };
-    Some(Beside {
-        class: "beside-h2",
-        color: BESIDE_HTTP2,
-        title: format!(
-            "opened beside HTTP/2 connection {}{when}",
-            b.http2_connection
-        ),
-        said: format!(
-            "opened beside HTTP/2 connection {} to the same server{when}",
-            b.http2_connection
-        ),
-    })
 }

@@ -58,12 +58,7 @@ pub(crate) fn beside_http2_text(b: &BesideHttp2) -> Option<String> {
     if n == 0 {
         return None;
     }
-    let raced = match b.raced {
-        0 => String::new(),
-        r if r == n && n == 1 => ", while it was still in its handshake".to_owned(),
-        r if r == n => ", all while it was still in its handshake".to_owned(),
-        r => format!(", {r} while it was still in its handshake"),
-    };
+    let raced = BesideHttp2::raced_words(n, b.raced).map_or(String::new(), |w| format!(", {w}"));
     let none = match b.carried_none {
         0 => String::new(),
         c if c == n && n == 1 => " · it carried no request".to_owned(),

@@ -12,8 +12,8 @@ use std::io::{self, Write};
 use super::super::{sanitize, server_text};
 use super::{close_text, dur, quic_requests_text, requests_text, tls_kind, truncate};
 use crate::record::{
-    BesideOne, CertificateInfo, CloseKind, ConnectionRecord, HttpRequest, PassedOver, QuicRecord,
-    Side, TlsEvent,
+    CertificateInfo, CloseKind, ConnectionRecord, HttpRequest, OpenedBeside, QuicRecord, Side,
+    Summary, TlsEvent,
 };
 
 /// An event: its time (seconds from the capture's start), who sent it,
@@ -82,37 +82,32 @@ fn inside_elsewhere(windows: &Windows, rec: &ConnectionRecord, at: f64) -> Strin
 /// (`summary.opened_while_idle`), ` (beside HTTP/2 connection 1, still in
 /// its handshake)` where it counted it beside an HTTP/2 connection
 /// (`summary.beside_http2`), or nothing.
-fn opened_beside(
-    rec: &ConnectionRecord,
-    (passed_over, h2): (&[PassedOver], &[BesideOne]),
-    color: bool,
-) -> String {
-    if let Some(p) = passed_over.iter().find(|p| p.connection == rec.id) {
-        return format!(
+fn opened_beside(rec: &ConnectionRecord, summary: &Summary, color: bool) -> String {
+    match summary.opened_beside(rec.id) {
+        Some(OpenedBeside::Idle(p)) => format!(
             " (while connection {} to the same server sat idle, for {})",
             p.idle_connection,
             dur(p.idle, color)
-        );
-    }
-    h2.iter()
-        .find(|b| b.connection == rec.id)
-        .map_or(String::new(), |b| {
+        ),
+        Some(OpenedBeside::Http2(b)) => {
             let when = if b.raced {
                 ", still in its handshake"
             } else {
                 ""
             };
             format!(" (beside HTTP/2 connection {}{when})", b.http2_connection)
-        })
+        }
+        None => String::new(),
+    }
 }
 
 /// One connection's events, offsets in ms from its SYN (or first packet);
-/// `opened`, the connections opened while another sat idle and beside an
-/// HTTP/2 connection.
+/// `summary`, which counted some connections at their SYN (opened while
+/// another sat idle, or beside an HTTP/2 connection).
 pub(super) fn write_events(
     rec: &ConnectionRecord,
     windows: &Windows,
-    opened: (&[PassedOver], &[BesideOne]),
+    summary: &Summary,
     out: &mut dyn Write,
     width: usize,
     color: bool,
@@ -126,7 +121,7 @@ pub(super) fn write_events(
             n => format!(" (sent {} more times)", n),
         };
         let early = inside_elsewhere(windows, rec, t.at);
-        let idle = opened_beside(rec, opened, color);
+        let idle = opened_beside(rec, summary, color);
         events.push((
             t.at,
             Some(Side::Client),
