@@ -230,17 +230,7 @@ struct Stream {
 }
 
 fn tshark_streams(pcap: &Path, keylog: Option<&Path>) -> Vec<Stream> {
-    let fields = [
-        "tcp.stream",
-        "frame.time_relative",
-        "tcp.srcport",
-        "tcp.dstport",
-        "ip.src",
-        "ip.dst",
-        "tcp.flags.syn",
-        "tcp.flags.ack",
-        "tcp.flags.fin",
-        "tcp.flags.reset",
+    let more = [
         "tls.handshake.type",
         "tls.handshake.extensions_alpn_str",
         "tls.record.content_type",
@@ -248,13 +238,7 @@ fn tshark_streams(pcap: &Path, keylog: Option<&Path>) -> Vec<Stream> {
         "tls.handshake.extensions_server_name",
         "tls.record.opaque_type",
     ];
-    let mut options = vec!["-E".to_owned(), "aggregator=;".to_owned()];
-    if let Some(k) = keylog {
-        options.push("-o".to_owned());
-        options.push(format!("tls.keylog_file:{}", k.display()));
-    }
-    let text = crate::tools::tshark_fields(pcap, &options, "tcp", &fields)
-        .unwrap_or_else(|| panic!("tshark fails on {}", pcap.display()));
+    let text = crate::tools::tshark_streams_fields(pcap, Vec::new(), keylog, &more);
     let mut streams: BTreeMap<u64, (Stream, String, bool, usize)> = BTreeMap::new();
     for line in text.lines() {
         let f: Vec<&str> = line.split('\t').collect();

@@ -158,32 +158,19 @@ struct Stream {
 }
 
 fn tshark_streams(pcap: &Path, port: u16, keylog: Option<&Path>) -> Vec<Stream> {
-    let fields = [
-        "tcp.stream",
-        "frame.time_relative",
-        "tcp.srcport",
-        "tcp.dstport",
-        "ip.src",
-        "ip.dst",
-        "tcp.flags.syn",
-        "tcp.flags.ack",
-        "tcp.flags.fin",
-        "tcp.flags.reset",
+    let more = [
         "tcp.len",
         "tls.record.content_type",
         "tls.handshake.extensions_server_name",
         "ipv6.src",
         "ipv6.dst",
     ];
-    let mut options = vec!["-E".to_owned(), "aggregator=;".to_owned()];
-    if let Some(k) = keylog {
-        options.push("-d".to_owned());
-        options.push(format!("tcp.port=={port},tls"));
-        options.push("-o".to_owned());
-        options.push(format!("tls.keylog_file:{}", k.display()));
-    }
-    let text = crate::tools::tshark_fields(pcap, &options, "tcp", &fields)
-        .unwrap_or_else(|| panic!("tshark fails on {}", pcap.display()));
+    // With the key log, the server's port is read as TLS whatever its number.
+    let options = match keylog {
+        Some(_) => vec!["-d".to_owned(), format!("tcp.port=={port},tls")],
+        None => Vec::new(),
+    };
+    let text = crate::tools::tshark_streams_fields(pcap, options, keylog, &more);
     #[derive(Default)]
     struct State {
         s: Stream,

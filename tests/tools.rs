@@ -92,6 +92,40 @@ pub fn tshark_fields(
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// The fields a per-stream oracle reads first (its indices 0–9): the
+/// stream, the time, the ports, the IPv4 addresses and the SYN, ACK, FIN
+/// and RST flags; its own follow.
+pub const STREAM_FIELDS: [&str; 10] = [
+    "tcp.stream",
+    "frame.time_relative",
+    "tcp.srcport",
+    "tcp.dstport",
+    "ip.src",
+    "ip.dst",
+    "tcp.flags.syn",
+    "tcp.flags.ack",
+    "tcp.flags.fin",
+    "tcp.flags.reset",
+];
+
+/// [`tshark_fields`] of every TCP packet of `pcap`: [`STREAM_FIELDS`], then
+/// `more`, several values of a field joined with `;`, TLS opened with
+/// `keylog`, after `options`.
+pub fn tshark_streams_fields(
+    pcap: &Path,
+    mut options: Vec<String>,
+    keylog: Option<&Path>,
+    more: &[&str],
+) -> String {
+    options.extend(["-E".to_owned(), "aggregator=;".to_owned()]);
+    if let Some(k) = keylog {
+        options.extend(["-o".to_owned(), format!("tls.keylog_file:{}", k.display())]);
+    }
+    let fields = [&STREAM_FIELDS[..], more].concat();
+    tshark_fields(pcap, &options, "tcp", &fields)
+        .unwrap_or_else(|| panic!("tshark fails on {}", pcap.display()))
+}
+
 /// Every capture in captures/ and the peer corpus (../shared/corpus), named
 /// `captures/…` or `corpus/…`, in name order.
 pub fn all_captures() -> Vec<(String, PathBuf)> {
