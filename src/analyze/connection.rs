@@ -264,7 +264,7 @@ impl Connection {
             .filter(|(c, last)| last <= c)
             .map(|(c, last)| c.secs_since(last));
         close.requests_after = requests_after;
-        let (http, aside) = facts.http.into_info(&at);
+        let (http, aside) = facts.http.into_info(&at, self.last);
         let (first, second) = self.key.endpoints();
         let (client, server) = if self.client_first {
             (first, second)

@@ -1,7 +1,8 @@
 //! HTTP/2 frame counting on a cleartext connection (prior-knowledge preface,
 //! or after an `Upgrade: h2c`): client-initiated streams are requests, the
 //! server's first HEADERS on a stream is its response, END_STREAM ends it;
-//! RST_STREAM and GOAWAY are counted. Header blocks (HEADERS and
+//! RST_STREAM and GOAWAY are counted, and the server's stream limit and
+//! the first GOAWAY read ([`limit`]). Header blocks (HEADERS and
 //! CONTINUATION payloads, at most [`MAX_BLOCK`] bytes each) are decoded
 //! with HPACK — every one, in order, so each side's dynamic table stays in
 //! step — for the request's `:method` and `:path` and the response's
@@ -31,6 +32,10 @@ pub fn huffman(coded: &[u8]) -> Option<Vec<u8>> {
 /// status, Retry-After and date are kept, never a cookie's value.
 pub const MAX_HUFFMAN: usize = 8 * 1024;
 
+mod limit;
+
+pub use self::limit::Limit;
+use self::limit::{GOAWAY_READ, MAX_PAYLOAD};
 use super::http::{limits, Exchange, Exchanges, MAX_TARGET, NO_RETRY_AFTER};
 use crate::record::Side;
 use crate::time::Timestamp;
@@ -40,9 +45,13 @@ pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const DATA: u8 = 0;
 const HEADERS: u8 = 1;
 const RST_STREAM: u8 = 3;
+const SETTINGS: u8 = 4;
+#[cfg(test)]
+const PING: u8 = 6;
 const GOAWAY: u8 = 7;
 const CONTINUATION: u8 = 9;
 const END_STREAM: u8 = 0x1;
+const ACK: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;
 const PADDED: u8 = 0x8;
 const PRIORITY: u8 = 0x20;
@@ -64,9 +73,11 @@ struct Reader {
     have: usize,
     skip: usize,
     stopped: bool,
-    /// Payload bytes still to take of the HEADERS or CONTINUATION frame
-    /// being read, its type and flags, and what was taken of it.
+    /// Payload bytes still to take of the frame being read (HEADERS,
+    /// CONTINUATION, SETTINGS, GOAWAY), its type and flags, what was taken
+    /// of it, and the bytes to skip after (a GOAWAY's debug data).
     take: usize,
+    after: usize,
     taking: (u8, u8),
     frame: Vec<u8>,
     headers: Headers,
@@ -147,6 +158,9 @@ pub struct H2 {
     pub responses: u64,
     pub resets: u64,
     pub goaway: bool,
+    /// The server's stream limit against the client's streams, and the
+    /// first GOAWAY.
+    pub limit: Limit,
     pub lost_sync: bool,
     /// Reached through `Upgrade: h2c` from HTTP/1.1.
     pub upgraded: bool,
@@ -202,13 +216,17 @@ impl H2 {
 
     pub fn gap(&mut self, side: Side, len: u64) {
         let r = self.reader(side);
-        if r.have == 0 && r.preface_left == 0 && r.take > 0 && (r.take as u64) >= len {
-            // Inside a header block: the frames go on, the block is lost,
-            // and with it the HPACK table's step.
-            r.skip = r.take - len as usize;
+        let rest = r.take + r.after;
+        if r.have == 0 && r.preface_left == 0 && r.take > 0 && (rest as u64) >= len {
+            // Inside a frame taken: the frames go on, the frame is lost —
+            // a header block with the HPACK table's step.
+            r.skip = rest - len as usize;
             r.take = 0;
+            r.after = 0;
             r.frame = Vec::new();
-            r.headers.off = true;
+            if matches!(r.taking.0, HEADERS | CONTINUATION) {
+                r.headers.off = true;
+            }
             return;
         }
         if r.have == 0 && r.preface_left == 0 && (r.skip as u64) > len {
@@ -257,7 +275,9 @@ impl H2 {
                 r.take -= n;
                 bytes = bytes.get(n..).unwrap_or(&[]);
                 if r.take == 0 {
-                    self.header_frame(side, ts);
+                    let after = std::mem::take(&mut r.after);
+                    self.taken(side, ts);
+                    self.reader(side).skip = after;
                 }
                 continue;
             }
@@ -280,22 +300,46 @@ impl H2 {
                 return;
             }
             let (kind, flags) = (h[3], h[4]);
-            let header_frame = matches!(kind, HEADERS | CONTINUATION);
-            if header_frame && !r.headers.off && len <= MAX_BLOCK {
-                r.take = len;
-                r.taking = (kind, flags);
-                r.frame.clear();
-            } else {
-                if header_frame {
+            let take = match kind {
+                HEADERS | CONTINUATION if !r.headers.off && len <= MAX_BLOCK => Some(len),
+                HEADERS | CONTINUATION => {
                     r.headers.off = true;
+                    None
                 }
-                r.skip = len;
+                SETTINGS if flags & ACK == 0 && stream == 0 && len <= MAX_PAYLOAD => Some(len),
+                GOAWAY if stream == 0 && len >= GOAWAY_READ => Some(GOAWAY_READ),
+                _ => None,
+            };
+            match take {
+                Some(n) => {
+                    r.take = n;
+                    r.after = len - n;
+                    r.taking = (kind, flags);
+                    r.frame.clear();
+                }
+                None => r.skip = len,
             }
             self.frame(side, kind, flags, stream, ts);
-            if header_frame && len == 0 && !self.reader(side).headers.off {
-                self.header_frame(side, ts);
+            if take == Some(0) {
+                self.taken(side, ts);
             }
         }
+    }
+
+    /// The payload taken of a frame was read whole.
+    fn taken(&mut self, side: Side, ts: Timestamp) {
+        let r = self.reader(side);
+        let kind = r.taking.0;
+        if matches!(kind, HEADERS | CONTINUATION) {
+            return self.header_frame(side, ts);
+        }
+        let payload = std::mem::take(&mut r.frame);
+        match kind {
+            SETTINGS => self.limit.settings(side, &payload, ts),
+            _ => self.limit.goaway(side, &payload, ts),
+        }
+        // Its room serves the next frame taken.
+        self.reader(side).frame = payload;
     }
 
     /// A whole HEADERS or CONTINUATION payload was read: adds its fragment
@@ -399,6 +443,7 @@ impl H2 {
                 if self.open.len() < MAX_OPEN {
                     let answered = false;
                     self.open.insert(stream, Stream { index, answered });
+                    self.limit.streams(self.open.len(), ts);
                 }
             }
             (Side::Server, HEADERS | DATA) => {
@@ -422,6 +467,7 @@ impl H2 {
                 }
                 if flags & END_STREAM != 0 {
                     self.open.remove(&stream);
+                    self.limit.streams(self.open.len(), ts);
                     // A response's end: its status is known unless this
                     // HEADERS frame starts it, whose block is read next.
                     match self
@@ -436,7 +482,9 @@ impl H2 {
             }
             (_, RST_STREAM) => {
                 self.resets += 1;
-                self.open.remove(&stream);
+                if self.open.remove(&stream).is_some() {
+                    self.limit.streams(self.open.len(), ts);
+                }
             }
             (_, GOAWAY) => self.goaway = true,
             _ => {}

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::cleartext::{App, Cleartext};
+use super::h2::Limit;
 use super::http::{count_status, Exchange, Exchanges, Limits, PastMark, Unlisted};
 use super::stats::Samples;
 use super::tls::keylog::KeyLog;
@@ -186,7 +187,8 @@ fn messages(app: &mut App, decrypted: bool) -> HttpFacts {
             requests: h.requests,
             responses: h.responses,
             ..HttpFacts::none().with(&mut h.exchanges, h.requests)
-        },
+        }
+        .with_limit(std::mem::take(&mut h.limit)),
         App::Undecided | App::Other => HttpFacts::none(),
     }
 }
@@ -218,11 +220,13 @@ pub struct HttpFacts {
     rest: Option<Box<Rest>>,
 }
 
-/// What a connection's request list does not hold.
+/// What a connection's request list does not hold, and its HTTP/2
+/// stream limit and GOAWAY.
 #[derive(Debug, Default)]
 struct Rest {
     unlisted: Option<Box<Unlisted>>,
     limits: Option<Box<Limits>>,
+    h2: Limit,
 }
 
 /// What the summary needs of a connection that its record does not hold:
@@ -267,9 +271,22 @@ impl HttpFacts {
         HttpFacts {
             list_truncated: (listed.len() as u64) < requests,
             exchanges: listed.into_boxed_slice(),
-            rest: some.then(|| Box::new(Rest { unlisted, limits })),
+            rest: some.then(|| {
+                let h2 = Limit::default();
+                Box::new(Rest {
+                    unlisted,
+                    limits,
+                    h2,
+                })
+            }),
             ..self
         }
+    }
+
+    /// With HTTP/2's stream limit and GOAWAY.
+    fn with_limit(mut self, h2: Limit) -> HttpFacts {
+        self.rest.get_or_insert_default().h2 = h2;
+        self
     }
 
     /// Around the connection's first FIN or RST at `close`: the latest
@@ -289,10 +306,13 @@ impl HttpFacts {
 
     /// The record's `http` section, its times made with `at`, and what the
     /// summary needs that the section does not hold.
-    pub fn into_info(self, at: &dyn Fn(Timestamp) -> Instant) -> (HttpInfo, Aside) {
+    /// `end`: the connection's last packet, where a span at HTTP/2's
+    /// stream limit still open ends.
+    pub fn into_info(self, at: &dyn Fn(Timestamp) -> Instant, end: Timestamp) -> (HttpInfo, Aside) {
         let Rest {
             mut unlisted,
             limits,
+            h2,
         } = self.rest.map(|r| *r).unwrap_or_default();
         let durations = unlisted.as_mut().map(|u| std::mem::take(&mut u.durations));
         let (past_marks, unmarked) = unlisted.as_mut().map_or((Vec::new(), 0), |u| {
@@ -320,6 +340,7 @@ impl HttpFacts {
             goaway: self.goaway,
             status_codes: status_codes(&self.exchanges, unlisted),
             rate_limit,
+            http2: h2.into_record(end, at),
             list: self.exchanges.iter().map(|e| request(e, at)).collect(),
             list_truncated: self.list_truncated,
         };

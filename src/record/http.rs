@@ -88,6 +88,11 @@ pub struct HttpInfo {
     /// answered, over every request; null unless a response was a 429 or
     /// carried a `Retry-After`.
     pub rate_limit: Option<RateLimit>,
+    /// What bounded new requests on an HTTP/2 connection whose frames
+    /// were read (h2c, or TLS opened with `--keylog`): the server's stream
+    /// limit against the client's streams, and the first GOAWAY; null
+    /// otherwise.
+    pub http2: Option<Http2Limits>,
     /// The first requests (at most `--max-requests-listed`).
     pub list: Vec<HttpRequest>,
     /// More requests than the list holds.
@@ -112,4 +117,37 @@ pub struct RateLimit {
     /// The last response on the connection was a 429 and no request
     /// followed it (the connection was given up, or the capture ended).
     pub ended_on_429: bool,
+}
+
+/// The server's limit on concurrent streams and the client's streams
+/// against it, and the first GOAWAY, on one HTTP/2 connection.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Http2Limits {
+    /// The server's latest SETTINGS_MAX_CONCURRENT_STREAMS; null when it
+    /// sent none (no limit).
+    pub max_concurrent_streams: Option<u32>,
+    /// Most client streams open at once (from its HEADERS to the server's
+    /// END_STREAM or a RST_STREAM).
+    pub peak_streams: u32,
+    /// Times the client's open streams reached the limit, and the seconds
+    /// they stayed at it in all.
+    pub at_limit: u32,
+    pub at_limit_seconds: f64,
+    /// When they were at it: the first 16 spans, the last stretched over
+    /// any later ones.
+    pub at_limit_spans: Vec<(Instant, Instant)>,
+    /// The first GOAWAY; null when none was sent.
+    pub goaway: Option<GoAway>,
+}
+
+/// An HTTP/2 GOAWAY: no new stream starts on the connection after it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GoAway {
+    pub from: super::Side,
+    pub at: Instant,
+    /// The highest stream id its sender says it processed.
+    pub last_stream: u32,
+    /// Its error code, and the code's name (RFC 9113 §7; `unknown` past them).
+    pub error_code: u32,
+    pub error: &'static str,
 }

@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use crate::analyze::RecordSink;
-use crate::record::{CertificateInfo, ConnectionRecord, HttpInfo, QuicRecord, RateLimit, TlsInfo};
+use crate::record::{
+    CertificateInfo, ConnectionRecord, Http2Limits, HttpInfo, QuicRecord, RateLimit, TlsInfo,
+};
 
 /// Column names, in order.
 pub const COLUMNS: &[&str] = &[
@@ -107,6 +109,12 @@ pub const COLUMNS: &[&str] = &[
     RATE_LIMIT_COLUMNS[4],
     "close_idle",
     "close_requests_after",
+    "http2_max_concurrent_streams",
+    "http2_peak_streams",
+    "http2_at_limit",
+    "http2_at_limit_seconds",
+    "http2_goaway_from",
+    "http2_goaway_error",
 ];
 
 /// The `http_rate_limit_…` columns, in the order of [`rate_limit_cells`].
@@ -280,7 +288,25 @@ fn row(file: &str, r: &ConnectionRecord) -> Vec<String> {
     ]);
     row.extend(rate_limit_cells(r.http.rate_limit.as_ref()));
     row.extend([opt(r.close.idle), r.close.requests_after.to_string()]);
+    row.extend(http2_cells(r.http.http2.as_ref()));
     row
+}
+
+/// The `http2_…` cells, empty where HTTP/2's frames were not read.
+fn http2_cells(h: Option<&Http2Limits>) -> [String; 6] {
+    let Some(h) = h else {
+        return Default::default();
+    };
+    let goaway = h.goaway.as_ref();
+    [
+        h.max_concurrent_streams
+            .map_or(String::new(), |m| m.to_string()),
+        h.peak_streams.to_string(),
+        h.at_limit.to_string(),
+        h.at_limit_seconds.to_string(),
+        goaway.map_or(String::new(), |g| g.from.as_str().to_string()),
+        text(goaway.map(|g| g.error)),
+    ]
 }
 
 /// The `http_rate_limit_…` cells, empty where there is no `rate_limit`.

@@ -307,3 +307,87 @@ fn a_gap_inside_a_header_block_stops_decoding_not_counting() {
     h.gap(Side::Client, 100);
     assert!(h.lost_sync);
 }
+
+/// The server allows 2 streams; the client opens 3 (the third over the
+/// limit) and the server ends them one by one; its GOAWAY's debug data is
+/// skipped, and a SETTINGS ACK and the client's SETTINGS bound nothing.
+/// Fed a byte at a time and whole alike.
+#[test]
+fn stream_limit_and_goaway_from_the_frames() {
+    let ms = |n: i64| Timestamp(n * 1_000_000);
+    let settings = frame_of(SETTINGS, 0, 0, &[0, 4, 0, 1, 0, 0, 0, 3, 0, 0, 0, 2]);
+    let mut goaway = vec![0, 0, 0, 5, 0, 0, 0, 0];
+    goaway.extend_from_slice(b"max requests");
+    for bytewise in [false, true] {
+        let mut h = H2::prior_knowledge(10);
+        let feed = |h: &mut H2, side, ts, bytes: &[u8]| match bytewise {
+            true => bytes.iter().for_each(|b| h.data(side, ts, &[*b])),
+            false => h.data(side, ts, bytes),
+        };
+        let mut client = PREFACE.to_vec();
+        client.extend(frame_of(SETTINGS, 0, 0, &[0, 3, 0, 0, 0, 1]));
+        feed(&mut h, Side::Client, ms(0), &client);
+        feed(&mut h, Side::Server, ms(1), &settings);
+        feed(&mut h, Side::Server, ms(1), &frame(SETTINGS, ACK, 0, 0));
+        for (s, at) in [(1u32, 2), (3, 3), (5, 4)] {
+            feed(
+                &mut h,
+                Side::Client,
+                ms(at),
+                &frame(HEADERS, END_STREAM | 0x4, s, 0),
+            );
+        }
+        for (s, at) in [(1u32, 6), (3, 7), (5, 9)] {
+            feed(&mut h, Side::Server, ms(at), &frame(DATA, END_STREAM, s, 3));
+        }
+        feed(
+            &mut h,
+            Side::Server,
+            ms(10),
+            &frame_of(GOAWAY, 0, 0, &goaway),
+        );
+        feed(&mut h, Side::Server, ms(11), &frame(PING, 0, 0, 8));
+        assert!(h.goaway && !h.lost_sync);
+        let at = |t: Timestamp| crate::record::Instant {
+            ts: t.as_secs_f64(),
+            at: t.as_secs_f64(),
+        };
+        let r = std::mem::take(&mut h.limit).into_record(ms(20), &at);
+        let r = r.expect("frames read");
+        assert_eq!(r.max_concurrent_streams, Some(2));
+        assert_eq!((r.peak_streams, r.at_limit), (3, 1));
+        // At the limit from the second stream (3 ms) to the second end (7 ms).
+        assert!((r.at_limit_seconds - 0.004).abs() < 1e-9);
+        let g = r.goaway.expect("goaway");
+        assert_eq!(
+            (g.from, g.last_stream, g.error),
+            (Side::Server, 5, "NO_ERROR")
+        );
+    }
+}
+
+/// A gap inside a GOAWAY's debug data, or inside a SETTINGS payload,
+/// loses that frame, not the frames after it.
+#[test]
+fn a_gap_inside_settings_or_goaway_keeps_step() {
+    let mut h = H2::prior_knowledge(10);
+    h.data(Side::Client, Timestamp(0), PREFACE);
+    let mut goaway = frame_of(GOAWAY, 0, 0, &[0, 0, 0, 1, 0, 0, 0, 2]);
+    goaway.extend_from_slice(&[0; 20]);
+    goaway[2] += 20;
+    h.data(Side::Server, Timestamp(1), &goaway[..20]);
+    h.gap(Side::Server, 5);
+    h.data(Side::Server, Timestamp(2), &goaway[25..]);
+    let settings = frame_of(SETTINGS, 0, 0, &[0, 3, 0, 0, 0, 7, 0, 3, 0, 0, 0, 8]);
+    h.data(Side::Server, Timestamp(3), &settings[..12]);
+    h.gap(Side::Server, 6);
+    h.data(Side::Server, Timestamp(4), &settings[18..]);
+    h.data(Side::Server, Timestamp(5), &frame(RST_STREAM, 0, 1, 4));
+    assert!(!h.lost_sync);
+    assert_eq!(h.resets, 1);
+    let at = |_| crate::record::Instant { ts: 0.0, at: 0.0 };
+    let r = std::mem::take(&mut h.limit).into_record(Timestamp(9), &at);
+    let r = r.expect("frames read");
+    assert_eq!(r.goaway.map(|g| g.error), Some("INTERNAL_ERROR"));
+    assert_eq!(r.max_concurrent_streams, None);
+}
