@@ -96,9 +96,7 @@ curl --help all | grep -q -- '--parallel-immediate' \
 log "setup in $WORK"
 make_docroot
 make_cert
-mkdir -p "$WORK/www/slow"
-head -c "$BIG_BYTES" /dev/zero | tr '\0' 'x' >"$WORK/www/slow/big.txt"
-chmod 755 "$WORK/www/slow"; chmod 644 "$WORK/www/slow/big.txt"
+make_slow_file "big.txt" "$BIG_BYTES"
 
 write_nginx_conf 64 "$(tls_server "127.0.0.1:$H2_PORT ssl http2" "TLSv1.2 TLSv1.3" \
     "location /slow/ { limit_rate $RATE; }")" "$(conn_access_log)"
@@ -108,22 +106,14 @@ mark_access_log
 
 BASE="https://localhost:$H2_PORT"
 FILTER="tcp port $H2_PORT"
-# CURL: every curl here; -w prints, per transfer, what it got and on how
-# many new connections.
-CURL=(curl -sS --no-progress-meter -k --http2 --resolve "localhost:$H2_PORT:127.0.0.1"
-      -w '%{stderr}  %{url_effective} -> %{http_code} http_version=%{http_version} num_connects=%{num_connects} local_port=%{local_port} size=%{size_download}\n')
+h2_curl "$H2_PORT"
 
 # finish NAME LOGGED : wait until every connection is closed, stop the
 # capture, save nginx's lines (LOGGED requests expected) and print them,
 # the TCP conversations and the HTTP/2 HEADERS frames tshark decrypts.
 finish() {
     local name=$1 logged=$2
-    wait_closed "$H2_PORT"
-    stop_capture
-    save_access_log "$name"
-    cat "$OUT_DIR/$name.nginx-access.log" >&2
-    expect_lines "$name" "$logged"
-    tshark -r "$OUT_DIR/$name.pcap" -q -z conv,tcp >&2
+    end_part "$name" "$logged" "$H2_PORT"
     tshark -r "$OUT_DIR/$name.pcap" -o "tls.keylog_file:$OUT_DIR/$name.keylog" \
         -Y 'http2.type == 1' -T fields -e frame.number -e frame.time_relative \
         -e tcp.stream -e tcp.srcport -e http2.streamid -e http2.header.value >&2

@@ -305,6 +305,35 @@ expect_lines() {
     fi
 }
 
+# make_slow_file NAME BYTES : $WORK/www/slow/NAME, BYTES × `x`, for a
+# `location /slow/ { limit_rate …; }` to send slowly.
+make_slow_file() {
+    mkdir -p "$WORK/www/slow"
+    head -c "$2" /dev/zero | tr '\0' 'x' >"$WORK/www/slow/$1"
+    chmod 755 "$WORK/www/slow"; chmod 644 "$WORK/www/slow/$1"
+}
+
+# h2_curl PORT : CURL, curl over HTTP/2 to `localhost` at 127.0.0.1:PORT
+# (so that all its connections share one SNI), whose -w prints, per
+# transfer, what it got and on how many new connections.
+h2_curl() {
+    CURL=(curl -sS --no-progress-meter -k --http2 --resolve "localhost:$1:127.0.0.1"
+          -w '%{stderr}  %{url_effective} -> %{http_code} http_version=%{http_version} num_connects=%{num_connects} local_port=%{local_port} size=%{size_download}\n')
+}
+
+# end_part NAME LOGGED PORT : wait until no connection to PORT is left
+# open, stop the capture, save nginx's lines for NAME (LOGGED requests
+# expected) and print them and tshark's TCP conversations.
+end_part() {
+    local name=$1 logged=$2 port=$3
+    wait_closed "$port"
+    stop_capture
+    save_access_log "$name"
+    cat "$OUT_DIR/$name.nginx-access.log" >&2
+    expect_lines "$name" "$logged"
+    tshark -r "$OUT_DIR/$name.pcap" -q -z conv,tcp >&2
+}
+
 # make_java SOURCE... : a truststore in $WORK that trusts make_cert's
 # certificate, the Java SOURCEs (scripts/java) compiled into
 # $WORK/classes (against the jars in JAVA_LIBS, a class path, if set), and

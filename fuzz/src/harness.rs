@@ -475,6 +475,15 @@ pub fn pipeline(data: &[u8]) {
             b.raced.max(b.carried_none) <= b.connections,
             "beside HTTP/2: parts"
         );
+        assert!(
+            b.connections + b.at_limit + b.after_goaway <= b.checked,
+            "beside HTTP/2: counted and needed past those checked"
+        );
+        assert_eq!(
+            b.stream_limit.is_some(),
+            b.stream_limit.is_some() && b.at_limit > 0,
+            "beside HTTP/2: a stream limit without a connection at it"
+        );
         assert!(b.checked <= summary.connections, "beside HTTP/2: checked");
         let by_server: u64 = summary.servers.iter().map(|s| s.beside_http2).sum();
         assert!(by_server <= b.connections, "beside HTTP/2: by server");
@@ -810,6 +819,23 @@ pub fn http(data: &[u8]) -> (bool, u64, u64) {
         Proto::H2(h) => {
             let _ = h.wants_data();
             let _ = format!("{h:?}");
+            let end = last_server.unwrap_or(Timestamp(0));
+            let at = |t: Timestamp| handshakes::record::Instant {
+                ts: t.as_secs_f64(),
+                at: t.as_secs_f64(),
+            };
+            if let Some(l) = std::mem::take(&mut h.limit).into_record(end, &at) {
+                assert!(l.at_limit_spans.len() <= 16, "spans at the limit unbounded");
+                assert!(
+                    l.at_limit_spans.len() as u64 <= u64::from(l.at_limit),
+                    "more spans than times at the limit"
+                );
+                assert!(
+                    l.at_limit_spans.iter().all(|(a, b)| a.at <= b.at),
+                    "a span at the limit ends before it starts"
+                );
+                assert!(l.at_limit_seconds >= 0.0, "negative seconds at the limit");
+            }
             (true, h.requests, h.responses)
         }
     }

@@ -89,6 +89,16 @@ pub struct BesideHttp2 {
     /// the HTTP/2 connection would have saved.
     pub handshake_total: f64,
     pub handshake: Distribution,
+    /// Not counted: connections opened while every HTTP/2 connection to
+    /// their server that was up had as many streams open as the server
+    /// allowed (SETTINGS_MAX_CONCURRENT_STREAMS, read where the frames
+    /// were: h2c, or TLS with `--keylog`) — the client needed them…
+    pub at_limit: u64,
+    /// …and the lowest of those limits (null when none was)…
+    pub stream_limit: Option<u32>,
+    /// …and those opened while every HTTP/2 connection to their server
+    /// still open had sent or received a GOAWAY (no new stream starts on it).
+    pub after_goaway: u64,
     /// Marks taken out of time order, and HTTP/2 connections past the
     /// 262,144 followed at once: the count may be short.
     pub out_of_order: u64,

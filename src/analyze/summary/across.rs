@@ -172,7 +172,10 @@ impl Across {
             ),
             None => (None, None),
         };
-        let h2 = h2_opened.into_iter().chain(h2_closed);
+        let h2 = h2_opened
+            .into_iter()
+            .chain(h2_closed)
+            .chain(std::mem::take(&mut marks.h2_bounds));
         let (full_hello, tls_done) = std::mem::take(&mut marks.tls);
         let tls_done = tls_done.map(|at| Mark {
             at,
@@ -240,17 +243,20 @@ impl Across {
             }
             Kind::H2 {
                 ready,
-                offered,
-                speaks,
-                requested,
+                streams,
+                how,
             } => {
-                let how = (offered, speaks, requested);
                 let site = self.sites.of(p.server);
+                let ready = (ready, streams);
                 return self
                     .multiplex
-                    .opened((p.server, site), p.conn, at, ready, how);
+                    .opened((p.server, site), p.conn, at, ready, how.parts());
             }
             Kind::H2Closed => return self.multiplex.closed(p.conn),
+            Kind::H2GoAway => return self.multiplex.goaway(p.conn),
+            Kind::H2Full { micros, streams } => {
+                return self.multiplex.full(p.conn, at, micros, streams)
+            }
             Kind::TlsDone => return self.resume.done(p.server, p.conn, at),
             Kind::FullHello { micros, offered } => {
                 let server = (p.server, self.sites.of(p.server));

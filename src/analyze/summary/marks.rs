@@ -63,22 +63,48 @@ pub(super) enum Kind {
     /// An HTTP/2 connection's first FIN or RST (its last packet, one
     /// dropped from the table): from here it carries no new request.
     H2Closed,
-    /// The opening of a connection that offered HTTP/2 (`offered`: with
-    /// a SYN seen, so that its opening is known) or spoke it (`speaks`),
+    /// An HTTP/2 connection's first GOAWAY: from here it starts no new
+    /// stream, though it stays open until [`Kind::H2Closed`].
+    H2GoAway,
+    /// An HTTP/2 connection's client streams reached the server's limit
+    /// of `streams` (saturated at `u16::MAX`) and stayed at it so many
+    /// microseconds: the client could start no request on it meanwhile.
+    H2Full {
+        micros: u32,
+        streams: u16,
+    },
+    /// The opening of a connection that offered or spoke HTTP/2 ([`H2How`]),
     /// its handshake complete so many microseconds after
-    /// ([`UNTIL_THE_END`]: never); `requested`: it has a
-    /// [`Kind::Setup`] to come.
+    /// ([`UNTIL_THE_END`]: never), its server allowing it so many streams
+    /// at once (saturated at `u16::MAX`, as when it set no limit).
     H2 {
         ready: u32,
-        offered: bool,
-        speaks: bool,
-        requested: bool,
+        streams: u16,
+        how: H2How,
     },
     /// The connection's first request, so many microseconds after its SYN.
     Setup {
         micros: u32,
     },
     Request,
+}
+
+/// How a connection took part in HTTP/2, in a byte (three `bool`s would
+/// make a [`Mark`] 24 bytes, not 16): `offered`, with a SYN seen, so that
+/// its opening is known; `speaks` it; `requested`: it has a
+/// [`Kind::Setup`] to come.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct H2How(u8);
+
+impl H2How {
+    pub(super) fn new(offered: bool, speaks: bool, requested: bool) -> H2How {
+        H2How(u8::from(offered) | u8::from(speaks) << 1 | u8::from(requested) << 2)
+    }
+
+    /// (`offered`, `speaks`, `requested`).
+    pub(super) fn parts(self) -> (bool, bool, bool) {
+        (self.0 & 1 != 0, self.0 & 2 != 0, self.0 & 4 != 0)
+    }
 }
 
 /// An idle time that lasted as long as the capture.
@@ -88,7 +114,11 @@ impl Kind {
     pub(super) fn rank(self) -> u8 {
         match self {
             Kind::Ended { .. } => 0,
-            Kind::Idle { .. } | Kind::H2Closed | Kind::TlsDone => 1,
+            Kind::Idle { .. }
+            | Kind::H2Closed
+            | Kind::H2GoAway
+            | Kind::H2Full { .. }
+            | Kind::TlsDone => 1,
             Kind::Opened | Kind::H2 { .. } => 2,
             Kind::FullHello { .. } | Kind::Setup { .. } => 3,
             Kind::Request => 4,
@@ -102,7 +132,9 @@ impl Kind {
         match self {
             Kind::Ended { .. } | Kind::Opened | Kind::Request => Counter::RateLimit,
             Kind::Idle { .. } | Kind::Setup { .. } => Counter::Pool,
-            Kind::H2 { .. } | Kind::H2Closed => Counter::Multiplex,
+            Kind::H2 { .. } | Kind::H2Closed | Kind::H2GoAway | Kind::H2Full { .. } => {
+                Counter::Multiplex
+            }
             Kind::TlsDone | Kind::FullHello { .. } => Counter::Resume,
         }
     }
@@ -150,6 +182,10 @@ pub struct Marks {
     /// a connection of one request fills): `None` for one that neither
     /// offered nor spoke HTTP/2.
     pub(super) h2: Option<(Kind, Option<i64>)>,
+    /// What bounded its new requests: its spans at the server's stream
+    /// limit ([`Kind::H2Full`]) and its first GOAWAY ([`Kind::H2GoAway`]),
+    /// the first two inline.
+    pub(super) h2_bounds: SmallVec<[Mark; 2]>,
     /// Its TLS handshake's: a full one's ClientHello ([`Kind::FullHello`])
     /// and its completion (likewise outside `marks`).
     pub(super) tls: (Option<Mark>, Option<i64>),
@@ -175,6 +211,9 @@ impl Marks {
         }
         marks.idle(rec);
         marks.h2 = h2(rec, &marks.marks);
+        if marks.h2.is_some() {
+            marks.h2_bounds = h2_bounds(rec);
+        }
         marks.tls = tls(rec);
         marks
     }
@@ -207,6 +246,7 @@ impl Marks {
             marks: SmallVec::new(),
             not_listed: 0,
             h2: None,
+            h2_bounds: SmallVec::new(),
             tls: (None, None),
         }
     }
@@ -387,11 +427,41 @@ fn h2(rec: &ConnectionRecord, marks: &[Mark]) -> Option<(Kind, Option<i64>)> {
     let requested = marks.iter().any(|m| matches!(m.kind, Kind::Setup { .. }));
     let kind = Kind::H2 {
         ready,
-        offered,
-        speaks,
-        requested,
+        streams: stream_limit(rec),
+        how: H2How::new(offered, speaks, requested),
     };
     Some((kind, closed.filter(|_| speaks)))
+}
+
+/// The spans `rec`'s client streams were at its server's limit, and its
+/// first GOAWAY, where its HTTP/2 frames were read.
+fn h2_bounds(rec: &ConnectionRecord) -> SmallVec<[Mark; 2]> {
+    let Some(h2) = rec.http.http2.as_ref() else {
+        return SmallVec::new();
+    };
+    let streams = stream_limit(rec);
+    let full = h2.at_limit_spans.iter().map(|(from, to)| Mark {
+        at: nanos(from.at),
+        kind: Kind::H2Full {
+            micros: micros(from.at, to.at, true).unwrap_or(UNTIL_THE_END - 1),
+            streams,
+        },
+    });
+    let goaway = h2.goaway.as_ref().map(|g| Mark {
+        at: nanos(g.at.at),
+        kind: Kind::H2GoAway,
+    });
+    full.chain(goaway).collect()
+}
+
+/// The streams `rec`'s server allowed at once, saturated at `u16::MAX`
+/// (no limit, or its frames not read).
+fn stream_limit(rec: &ConnectionRecord) -> u16 {
+    let h2 = rec.http.http2.as_ref();
+    let streams = h2
+        .and_then(|h| h.max_concurrent_streams)
+        .unwrap_or(u32::MAX);
+    u16::try_from(streams).unwrap_or(u16::MAX)
 }
 
 /// The TLS marks of `rec`: a full handshake's ClientHello, and when its

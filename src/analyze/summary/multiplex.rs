@@ -5,7 +5,9 @@
 //! handshake it did not need — raced open before the first was up (Java's
 //! HttpClient opens a connection per request until its first HTTP/2
 //! connection is; OkHttp and Chromium race a few and keep one), or
-//! opened beside one that was up.
+//! opened beside one that was up. Not one the client needed: opened
+//! while every HTTP/2 connection up had as many streams open as the
+//! server allowed, or while every one open was going away (a GOAWAY).
 //!
 //! The sweep in [`super::across`] gives this module, in time order, each
 //! HTTP/2 connection's opening and close, and each connection that
@@ -29,20 +31,54 @@ const LISTED: usize = 1024;
 /// once leaves some not followed (counted in `out_of_order`).
 const MAX_OPEN: usize = 1 << 18;
 
-/// One server's open HTTP/2 connections: by (opening, connection), when
-/// each was up (`i64::MAX`: never); and by (up, connection).
+/// Connections up looked at for one not at its stream limit: past these,
+/// a connection is taken as opened at the limit.
+const LOOK: usize = 64;
+
+/// One server's open HTTP/2 connections not going away: by (opening,
+/// connection), when each was up (`i64::MAX`: never); and by (up,
+/// connection); and how many open ones are going away.
 #[derive(Debug, Default)]
 struct Server {
     opened: BTreeMap<(i64, u64), i64>,
     up: BTreeSet<(i64, u64)>,
+    going: u64,
+}
+
+/// An open HTTP/2 connection: its server, opening and when it was up, the
+/// end of its latest span at the server's stream limit and that limit,
+/// whether it is going away, and, until it is up, how many more
+/// connections' requests it could take: those opened while it was in its
+/// handshake, the client waiting for it (the server's limit less its own
+/// first request, less those taken so far; none for one that was itself
+/// not needed — found beside another).
+#[derive(Debug)]
+struct Open {
+    server: u64,
+    at: i64,
+    up: i64,
+    full_until: i64,
+    limit: u32,
+    going: bool,
+    room: u32,
+}
+
+/// What a connection was opened beside.
+#[derive(Debug, PartialEq)]
+enum Beside {
+    /// An HTTP/2 connection it could have used.
+    One(BesideOne),
+    /// Only ones at their stream limit (the lowest), or going away.
+    AtLimit(u32),
+    AfterGoaway,
 }
 
 /// The HTTP/2 connections open to every server, as of the sweep.
 #[derive(Debug, Default)]
 pub(super) struct Multiplex {
     servers: HashMap<u64, Server>,
-    /// Each open HTTP/2 connection's server and keys.
-    open: HashMap<u64, (u64, i64, i64)>,
+    /// Each open HTTP/2 connection.
+    open: HashMap<u64, Open>,
     /// Connections found beside one, waiting for their first request's
     /// check for idle connections: each with its SYN and its server.
     waiting: HashMap<u64, Found>,
@@ -51,6 +87,9 @@ pub(super) struct Multiplex {
     counted: u64,
     raced: u64,
     carried_none: u64,
+    at_limit: u64,
+    stream_limit: Option<u32>,
+    after_goaway: u64,
     handshakes: Samples,
     /// Marks taken behind the sweep, and connections past [`MAX_OPEN`].
     pub(super) out_of_order: u64,
@@ -77,12 +116,31 @@ impl Multiplex {
         (server, site): (u64, Option<u64>),
         conn: u64,
         at: i64,
-        ready: u32,
+        (ready, streams): (u32, u16),
         (offered, speaks, requested): (bool, bool, bool),
     ) {
+        let mut needed = true;
         if offered {
             self.checked += 1;
-            if let Some(found) = self.beside(server, at, ready) {
+            let beside = self.beside(server, at, ready);
+            needed = !matches!(beside, Some(Beside::One(_)));
+            let found = match beside {
+                Some(Beside::One(found)) => Some(found),
+                Some(Beside::AtLimit(limit)) => {
+                    self.at_limit += 1;
+                    if limit < u32::from(u16::MAX) {
+                        let lowest = self.stream_limit.map_or(limit, |l| l.min(limit));
+                        self.stream_limit = Some(lowest);
+                    }
+                    None
+                }
+                Some(Beside::AfterGoaway) => {
+                    self.after_goaway += 1;
+                    None
+                }
+                None => None,
+            };
+            if let Some(found) = found {
                 let found = BesideOne {
                     connection: conn,
                     carried_none: !requested,
@@ -112,37 +170,112 @@ impl Multiplex {
         let s = self.servers.entry(server).or_default();
         s.opened.insert((at, conn), up);
         s.up.insert((up, conn));
-        self.open.insert(conn, (server, at, up));
+        let (full_until, limit, going) = (i64::MIN, u32::from(streams), false);
+        let room = match streams {
+            _ if !needed => 0,
+            u16::MAX => u32::MAX,
+            n => u32::from(n).saturating_sub(1),
+        };
+        self.open.insert(
+            conn,
+            Open {
+                server,
+                at,
+                up,
+                full_until,
+                limit,
+                going,
+                room,
+            },
+        );
     }
 
-    /// The HTTP/2 connection beside one opened at `at`, up `ready`
-    /// microseconds later: one up by then if any was, else the earliest
-    /// opened.
-    fn beside(&self, server: u64, at: i64, ready: u32) -> Option<BesideOne> {
+    /// What a connection to `server` opened at `at`, up `ready`
+    /// microseconds later, was opened beside: the earliest HTTP/2
+    /// connection up by then and not at its stream limit, else the
+    /// earliest opened not yet up with room for its requests (raced; that
+    /// room is then taken), else (those up all at their limit, those in
+    /// their handshake without room, or all going away) none it could
+    /// use; `None` when no HTTP/2 connection to it was open.
+    fn beside(&mut self, server: u64, at: i64, ready: u32) -> Option<Beside> {
         let s = self.servers.get(&server)?;
-        let (other, raced) = match s.up.first() {
-            Some(&(up, other)) if up <= at => (other, false),
-            _ => (s.opened.first_key_value()?.0 .1, true),
+        let one = |other, raced| {
+            Beside::One(BesideOne {
+                connection: 0,
+                http2_connection: other,
+                raced,
+                carried_none: false,
+                handshake: (ready != UNTIL_THE_END).then(|| f64::from(ready) / 1e6),
+            })
         };
-        Some(BesideOne {
-            connection: 0,
-            http2_connection: other,
-            raced,
-            carried_none: false,
-            handshake: (ready != UNTIL_THE_END).then(|| f64::from(ready) / 1e6),
-        })
+        let mut limit = None::<u32>;
+        for &(up, other) in s.up.iter().take(LOOK) {
+            if up > at {
+                break;
+            }
+            match self.open.get(&other) {
+                Some(o) if o.full_until > at => {
+                    limit = Some(limit.map_or(o.limit, |l| l.min(o.limit)));
+                }
+                _ => return Some(one(other, false)),
+            }
+        }
+        let mut not_up = s.opened.iter().take(LOOK).filter(|(_, &up)| up > at);
+        let waited = not_up.find_map(|(&(_, other), _)| {
+            let o = self.open.get(&other)?;
+            limit = Some(limit.map_or(o.limit, |l| l.min(o.limit)));
+            (o.room > 0).then_some(other)
+        });
+        if let Some(other) = waited {
+            if let Some(o) = self.open.get_mut(&other) {
+                o.room = o.room.saturating_sub(u32::from(o.room != u32::MAX));
+            }
+            return Some(one(other, true));
+        }
+        match limit {
+            Some(limit) => Some(Beside::AtLimit(limit)),
+            None if s.going > 0 && s.opened.is_empty() => Some(Beside::AfterGoaway),
+            None => None,
+        }
+    }
+
+    /// HTTP/2 connection `conn`'s streams reached the server's limit of
+    /// `streams` at `at`, for `micros` microseconds.
+    pub(super) fn full(&mut self, conn: u64, at: i64, micros: u32, streams: u16) {
+        if let Some(o) = self.open.get_mut(&conn) {
+            o.full_until = at.saturating_add(i64::from(micros) * 1_000);
+            o.limit = u32::from(streams);
+        }
+    }
+
+    /// HTTP/2 connection `conn` sent or received a GOAWAY: no new stream
+    /// starts on it, though it stays open.
+    pub(super) fn goaway(&mut self, conn: u64) {
+        let Some(o) = self.open.get_mut(&conn).filter(|o| !o.going) else {
+            return;
+        };
+        o.going = true;
+        if let Some(s) = self.servers.get_mut(&o.server) {
+            s.opened.remove(&(o.at, conn));
+            s.up.remove(&(o.up, conn));
+            s.going += 1;
+        }
     }
 
     /// HTTP/2 connection `conn` closed: no new request goes on it.
     pub(super) fn closed(&mut self, conn: u64) {
-        let Some((server, at, up)) = self.open.remove(&conn) else {
+        let Some(o) = self.open.remove(&conn) else {
             return;
         };
-        if let Some(s) = self.servers.get_mut(&server) {
-            s.opened.remove(&(at, conn));
-            s.up.remove(&(up, conn));
-            if s.opened.is_empty() {
-                self.servers.remove(&server);
+        if let Some(s) = self.servers.get_mut(&o.server) {
+            if o.going {
+                s.going -= 1;
+            } else {
+                s.opened.remove(&(o.at, conn));
+                s.up.remove(&(o.up, conn));
+            }
+            if s.opened.is_empty() && s.going == 0 {
+                self.servers.remove(&o.server);
             }
         }
     }
@@ -191,6 +324,9 @@ impl Multiplex {
             carried_none: self.carried_none,
             handshake_total: self.handshakes.sum(),
             handshake: self.handshakes.distribution(),
+            at_limit: self.at_limit,
+            stream_limit: self.stream_limit,
+            after_goaway: self.after_goaway,
             out_of_order: self.out_of_order,
             first: self.first,
         });
@@ -205,6 +341,8 @@ mod tests {
     const MS: i64 = 1_000_000;
     /// Offered and spoke HTTP/2; carried a request.
     const H2: (bool, bool, bool) = (true, true, true);
+    /// No stream limit.
+    const U: u16 = u16::MAX;
 
     /// 1 opens at 0 and is up at 10 ms; 2 opens at 5 ms (raced), 3 at 20
     /// ms (beside one up), 4 to another server; 1 closes at 30 ms, and 5
@@ -212,12 +350,12 @@ mod tests {
     #[test]
     fn raced_and_up_beside_an_open_http2_connection() {
         let mut m = Multiplex::default();
-        m.opened((7, None), 1, 0, 10_000, H2);
-        m.opened((7, None), 2, 5 * MS, 10_000, H2);
-        m.opened((7, None), 3, 20 * MS, 5_000, H2);
-        m.opened((8, None), 4, 20 * MS, 5_000, H2);
+        m.opened((7, None), 1, 0, (10_000, U), H2);
+        m.opened((7, None), 2, 5 * MS, (10_000, U), H2);
+        m.opened((7, None), 3, 20 * MS, (5_000, U), H2);
+        m.opened((8, None), 4, 20 * MS, (5_000, U), H2);
         m.closed(1);
-        m.opened((7, None), 5, 40 * MS, 5_000, H2);
+        m.opened((7, None), 5, 40 * MS, (5_000, U), H2);
         for conn in 1..=5 {
             m.first_request(conn, false);
         }
@@ -237,10 +375,16 @@ mod tests {
     #[test]
     fn not_counted_twice_and_unused_ones_count_at_once() {
         let mut m = Multiplex::default();
-        m.opened((7, None), 1, 0, 1_000, H2);
-        m.opened((7, None), 2, 5 * MS, 1_000, H2);
+        m.opened((7, None), 1, 0, (1_000, U), H2);
+        m.opened((7, None), 2, 5 * MS, (1_000, U), H2);
         m.first_request(2, true);
-        m.opened((7, None), 3, 6 * MS, UNTIL_THE_END, (true, false, false));
+        m.opened(
+            (7, None),
+            3,
+            6 * MS,
+            (UNTIL_THE_END, U),
+            (true, false, false),
+        );
         let r = m.finish().0.expect("checked");
         assert_eq!((r.connections, r.carried_none), (1, 1));
         assert_eq!(r.first[0].handshake, None);
@@ -252,9 +396,9 @@ mod tests {
     #[test]
     fn offered_and_spoken_apart() {
         let mut m = Multiplex::default();
-        m.opened((7, None), 1, 0, 1_000, (true, false, true));
-        m.opened((7, None), 2, MS, 1_000, (false, true, true));
-        m.opened((7, None), 3, 2 * MS, 1_000, (true, false, true));
+        m.opened((7, None), 1, 0, (1_000, U), (true, false, true));
+        m.opened((7, None), 2, MS, (1_000, U), (false, true, true));
+        m.opened((7, None), 3, 2 * MS, (1_000, U), (true, false, true));
         let r = m.finish().0.expect("checked");
         assert_eq!((r.checked, r.connections), (2, 1));
         assert_eq!(r.first[0].http2_connection, 2);
@@ -267,7 +411,7 @@ mod tests {
     #[test]
     fn the_sweep_orders_connections_that_finish_out_of_order() {
         use super::super::across::{Across, Marks};
-        use super::super::marks::Kind;
+        use super::super::marks::{H2How, Kind};
         let h2 = |conn: u64, at: i64, speaks: bool, closed: Option<i64>| Marks {
             server: 7,
             pool: 7,
@@ -276,9 +420,8 @@ mod tests {
             h2: Some((
                 Kind::H2 {
                     ready: 10_000,
-                    offered: true,
-                    speaks,
-                    requested: false,
+                    streams: U,
+                    how: H2How::new(true, speaks, false),
                 },
                 closed,
             )),
@@ -294,17 +437,111 @@ mod tests {
         assert_eq!(r.out_of_order, 0);
     }
 
+    /// 1 is up at 1 ms and at its limit of 2 from 10 to 20 ms: 2, opened
+    /// at 15 ms, was needed (not counted), 3 at 25 ms was not; 4 opens at
+    /// 30 ms while 1 goes away (GOAWAY at 28 ms) and 2 and 3 are at
+    /// their limit; 5 at 40 ms, when only 1, going away, is open, was
+    /// needed; 6, at 60 ms once 1 closed, has nothing beside it.
+    #[test]
+    fn needed_at_the_stream_limit_and_after_goaway() {
+        let mut m = Multiplex::default();
+        m.opened((7, None), 1, 0, (1_000, U), H2);
+        m.full(1, 10 * MS, 10_000, 2);
+        m.opened((7, None), 2, 15 * MS, (1_000, U), H2);
+        m.opened((7, None), 3, 25 * MS, (1_000, U), H2);
+        m.goaway(1);
+        m.full(2, 26 * MS, 100_000, 3);
+        m.full(3, 27 * MS, 100_000, 2);
+        m.opened((7, None), 4, 30 * MS, (1_000, U), (true, false, false));
+        m.closed(2);
+        m.closed(3);
+        m.opened((7, None), 5, 40 * MS, (1_000, U), (true, false, false));
+        m.goaway(1);
+        m.closed(1);
+        assert!(m.servers.is_empty() && m.open.is_empty());
+        m.opened((7, None), 6, 60 * MS, (1_000, U), (true, false, false));
+        for conn in 1..=6 {
+            m.first_request(conn, false);
+        }
+        let r = m.finish().0.expect("checked");
+        assert_eq!((r.checked, r.connections), (6, 1));
+        assert_eq!(
+            (r.at_limit, r.stream_limit, r.after_goaway),
+            (2, Some(2), 1)
+        );
+        assert_eq!((r.first[0].connection, r.first[0].http2_connection), (3, 1));
+    }
+
+    /// One at its limit does not hide one up beside it that is not, nor
+    /// one still in its handshake (raced).
+    #[test]
+    fn at_the_limit_only_when_every_one_is() {
+        let mut m = Multiplex::default();
+        m.opened((7, None), 1, 0, (1_000, U), H2);
+        m.opened((7, None), 2, MS / 2, (1_000, U), H2);
+        m.full(1, 5 * MS, 100_000, 1);
+        m.opened((7, None), 3, 10 * MS, (1_000, U), H2);
+        m.full(2, 11 * MS, 100_000, 1);
+        m.full(3, 12 * MS, 100_000, 1);
+        m.opened((7, None), 4, 20 * MS, (50_000, U), H2);
+        m.opened((7, None), 5, 21 * MS, (1_000, U), H2);
+        for conn in 1..=5 {
+            m.first_request(conn, false);
+        }
+        let r = m.finish().0.expect("checked");
+        let beside: Vec<_> = r
+            .first
+            .iter()
+            .map(|f| (f.connection, f.http2_connection, f.raced))
+            .collect();
+        assert_eq!(beside, [(2, 1, true), (3, 2, false), (5, 4, true)]);
+        assert_eq!(r.at_limit, 1);
+    }
+
+    /// curl with 10 transfers to a server allowing 2 streams: 1 is up and
+    /// full; 2–9 open 0.1 ms apart, each in its handshake for 5 ms. 2 is
+    /// needed; 3 could have waited for 2 (room for one more request); 4
+    /// is needed (2 has no room left, 3 was not needed), and so on: 5
+    /// connections carry the 10, so 4 of the 8 were needed.
+    #[test]
+    fn room_on_connections_in_their_handshake() {
+        let mut m = Multiplex::default();
+        m.opened((7, None), 1, 0, (1_000, 2), H2);
+        m.full(1, 2 * MS, 1_000_000, 2);
+        for conn in 2..=9 {
+            let at = 10 * MS + conn as i64 * MS / 10;
+            m.opened((7, None), conn, at, (5_000, 2), H2);
+        }
+        for conn in 1..=9 {
+            m.first_request(conn, false);
+        }
+        let r = m.finish().0.expect("checked");
+        assert_eq!((r.at_limit, r.stream_limit, r.raced), (4, Some(2), 4));
+        let beside: Vec<_> = r
+            .first
+            .iter()
+            .map(|f| (f.connection, f.http2_connection))
+            .collect();
+        assert_eq!(beside, [(3, 2), (5, 4), (7, 6), (9, 8)]);
+    }
+
     /// Closed connections are forgotten; those open at once are bounded.
     #[test]
     fn bounded_and_forgotten() {
         let mut m = Multiplex::default();
         for conn in 0..1_000 {
-            m.opened((7, None), conn, conn as i64 * MS, 1, (false, true, false));
+            m.opened(
+                (7, None),
+                conn,
+                conn as i64 * MS,
+                (1, U),
+                (false, true, false),
+            );
             m.closed(conn);
         }
         assert!(m.servers.is_empty() && m.open.is_empty());
         for conn in 0..MAX_OPEN as u64 + 3 {
-            m.opened((7, None), conn, 0, 1, (false, true, false));
+            m.opened((7, None), conn, 0, (1, U), (false, true, false));
         }
         assert_eq!(m.open.len(), MAX_OPEN);
         assert_eq!(m.out_of_order, 3);

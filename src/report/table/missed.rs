@@ -52,11 +52,20 @@ pub(crate) fn while_idle_text(o: &OpenedWhileIdle) -> Option<String> {
 /// HTTP/2 opened while an HTTP/2 connection to the same server was open,
 /// all while it was still in its handshake · 3 carried no request · their
 /// handshakes 623.09ms in total · connections 2 beside 1, 3 beside 1, …`
-/// (by id, the HTTP/2 one's after `beside`); `None` when none was.
+/// (by id, the HTTP/2 one's after `beside`), then those not counted,
+/// the client needing them (` · not counted, needed: 4 at the server's
+/// limit of 2 streams, 1 after a GOAWAY`); `None` when none was either.
 pub(crate) fn beside_http2_text(b: &BesideHttp2) -> Option<String> {
     let n = b.connections;
+    let needed = needed_text(b);
     if n == 0 {
-        return None;
+        return needed.map(|needed| {
+            format!(
+                "none of {} connection{} that offered HTTP/2 opened while an HTTP/2 connection to the same server could take its requests{needed}",
+                b.checked,
+                plural(b.checked)
+            )
+        });
     }
     let raced = BesideHttp2::raced_words(n, b.raced).map_or(String::new(), |w| format!(", {w}"));
     let none = match b.carried_none {
@@ -74,12 +83,32 @@ pub(crate) fn beside_http2_text(b: &BesideHttp2) -> Option<String> {
         ),
     };
     Some(format!(
-        "{n} of {} connection{} that offered HTTP/2 opened while an HTTP/2 connection to the same server was open{raced}{none}{handshakes} · {}{}",
+        "{n} of {} connection{} that offered HTTP/2 opened while an HTTP/2 connection to the same server was open{raced}{none}{handshakes} · {}{}{}",
         b.checked,
         plural(b.checked),
         listed(b.first.iter().map(|p| (p.connection, p.http2_connection)), n, "beside"),
+        needed.unwrap_or_default(),
         short(b.out_of_order)
     ))
+}
+
+/// The connections opened beside HTTP/2 ones the client could not use:
+/// ` · not counted, needed: 4 at the server's limit of 2 streams, 1 after
+/// a GOAWAY`; `None` when none was.
+fn needed_text(b: &BesideHttp2) -> Option<String> {
+    let limit = match b.stream_limit {
+        Some(1) => "at the server's limit of 1 stream".to_owned(),
+        Some(l) => format!("at the server's limit of {l} streams"),
+        None => "at the server's stream limit".to_owned(),
+    };
+    let parts: Vec<String> = [
+        (b.at_limit > 0).then(|| format!("{} {limit}", b.at_limit)),
+        (b.after_goaway > 0).then(|| format!("{} after a GOAWAY", b.after_goaway)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    (!parts.is_empty()).then(|| format!(" · not counted, needed: {}", parts.join(", ")))
 }
 
 /// Full TLS handshakes a client could have spared: `4 of 5 full TLS

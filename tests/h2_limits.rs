@@ -1,0 +1,282 @@
+//! `http.http2` (the server's SETTINGS_MAX_CONCURRENT_STREAMS, the client's
+//! streams against it, the first GOAWAY) on every real capture whose
+//! HTTP/2 frames can be read (h2c, and TLS with the key log recorded beside
+//! it), connection by connection against tshark's HTTP/2 dissector; and
+//! what `summary.beside_http2` makes of them on curl against nginx
+//! allowing 2 streams, and against nginx sending a GOAWAY after 4 requests
+//! (scripts/record-limit-captures.sh; captures/README.md, bg and bh).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use handshakes::ConnectionRecord;
+
+use crate::keylog::analyze_file;
+
+const HEADERS: u32 = 1;
+const RST_STREAM: u32 = 3;
+const SETTINGS: u32 = 4;
+const GOAWAY: u32 = 7;
+
+/// One connection's HTTP/2 as tshark reads it: the server's latest
+/// stream limit, the most client streams open at once, the spans at the
+/// limit, and the first GOAWAY (from the client, at, last stream, error).
+#[derive(Debug, Default)]
+struct Facts {
+    limit: Option<u32>,
+    open: Vec<u32>,
+    last_client: u32,
+    peak: u32,
+    since: Option<f64>,
+    spans: Vec<(f64, f64)>,
+    goaway: Option<(bool, f64, u32, u32)>,
+    last: f64,
+    client_port: String,
+    frames: bool,
+}
+
+impl Facts {
+    fn check(&mut self, t: f64) {
+        let full = self.limit.is_some_and(|l| self.open.len() as u32 >= l);
+        match (full, self.since) {
+            (true, None) => self.since = Some(t),
+            (false, Some(from)) => {
+                self.spans.push((from, t));
+                self.since = None;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// tshark's HTTP/2 frames of `pcap`, by client port: every frame's type,
+/// flags and stream (fields present on every frame, so the lists of one
+/// packet line up), SETTINGS' stream limits and GOAWAYs' fields in order.
+/// Cleartext on `h2c_port` is decoded as HTTP/2 (tshark knows no h2c
+/// port of its own).
+fn tshark_facts(pcap: &Path, keylog: Option<&Path>, h2c_port: &str) -> BTreeMap<u64, Facts> {
+    let more = [
+        "http2.type",
+        "http2.flags",
+        "http2.streamid",
+        "http2.settings.max_concurrent_streams",
+        "http2.goaway.last_stream_id",
+        "http2.goaway.error",
+    ];
+    let options = match keylog {
+        Some(_) => Vec::new(),
+        None => vec!["-d".to_owned(), format!("tcp.port=={h2c_port},http2")],
+    };
+    let text = crate::tools::tshark_streams_fields(pcap, options, keylog, &more);
+    let mut conns: BTreeMap<u64, Facts> = BTreeMap::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        let field = |k: usize| f.get(k).copied().unwrap_or_default();
+        let list = |k: usize| -> Vec<u32> {
+            let parse = |v: &str| match v.strip_prefix("0x") {
+                Some(hex) => u32::from_str_radix(hex, 16).ok(),
+                None => v.parse().ok(),
+            };
+            field(k).split(';').filter_map(parse).collect()
+        };
+        let (Ok(stream), Ok(t)) = (field(0).parse::<u64>(), field(1).parse::<f64>()) else {
+            continue;
+        };
+        let c = conns.entry(stream).or_default();
+        c.last = t;
+        let syn_only = field(6) == "1" && field(7) == "0";
+        if syn_only || c.client_port.is_empty() {
+            c.client_port = field(2).to_owned();
+        }
+        let from_client = field(2) == c.client_port;
+        let (types, flags, ids) = (list(10), list(11), list(12));
+        let (mut limits, mut goaways) = (list(13).into_iter(), list(14).into_iter());
+        let mut errors = list(15).into_iter();
+        for (k, &kind) in types.iter().enumerate() {
+            c.frames = true;
+            let flag = flags.get(k).copied().unwrap_or_default();
+            let id = ids.get(k).copied().unwrap_or_default();
+            match kind {
+                HEADERS if from_client && id % 2 == 1 && id > c.last_client => {
+                    c.last_client = id;
+                    c.open.push(id);
+                    c.peak = c.peak.max(c.open.len() as u32);
+                }
+                RST_STREAM => c.open.retain(|&s| s != id),
+                SETTINGS if flag & 1 == 0 => {
+                    for limit in limits.by_ref() {
+                        if !from_client {
+                            c.limit = Some(limit);
+                        }
+                    }
+                }
+                GOAWAY => {
+                    let last = goaways.next().unwrap_or_default();
+                    let error = errors.next().unwrap_or_default();
+                    c.goaway.get_or_insert((from_client, t, last, error));
+                }
+                _ => {}
+            }
+            // A server's DATA or HEADERS ending its stream.
+            if !from_client && matches!(kind, 0 | HEADERS) && flag & 1 == 1 {
+                c.open.retain(|&s| s != id);
+            }
+            c.check(t);
+        }
+    }
+    for c in conns.values_mut() {
+        if let Some(from) = c.since.take() {
+            c.spans.push((from, c.last));
+        }
+    }
+    conns
+}
+
+/// Every capture in captures/ whose HTTP/2 frames can be read: h2c, or
+/// TLS with a key log beside it.
+fn readable() -> Vec<(PathBuf, Option<PathBuf>)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("captures");
+    let mut found: Vec<(PathBuf, Option<PathBuf>)> = std::fs::read_dir(&dir)
+        .expect("captures/")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pcap"))
+        .filter_map(|p| {
+            let keylog = p.with_extension("keylog");
+            match (keylog.exists(), p.display().to_string().contains("h2c")) {
+                (true, _) => Some((p, Some(keylog))),
+                (false, true) => Some((p, None)),
+                _ => None,
+            }
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn stream_limits_and_goaways_as_tshark_reads_them() {
+    if !crate::tools::tshark_present() {
+        return;
+    }
+    let (mut connections, mut at_limit, mut goaways) = (0, 0, 0);
+    for (pcap, keylog) in readable() {
+        let name = pcap.display().to_string();
+        let records = analyze_file(&pcap, keylog.as_deref(), 1);
+        if records.iter().all(|r| r.http.http2.is_none()) {
+            continue;
+        }
+        let port = records
+            .first()
+            .map_or("", |r| r.server.rsplit(':').next().unwrap_or(""));
+        let theirs = tshark_facts(&pcap, keylog.as_deref(), port);
+        let by_port: HashMap<&str, &Facts> = theirs
+            .values()
+            .map(|f| (f.client_port.as_str(), f))
+            .collect();
+        for r in &records {
+            let port = r.client.rsplit(':').next().unwrap_or_default();
+            let Some(t) = by_port.get(port) else {
+                continue;
+            };
+            let what = format!("{name}: connection {} (port {port})", r.id);
+            let Some(h) = &r.http.http2 else {
+                assert!(
+                    !t.frames || r.http.lost_sync,
+                    "{what}: tshark reads HTTP/2 frames"
+                );
+                continue;
+            };
+            connections += 1;
+            assert_eq!(h.max_concurrent_streams, t.limit, "{what}");
+            assert_eq!(h.peak_streams, t.peak, "{what}");
+            assert_eq!(h.at_limit as usize, t.spans.len(), "{what}");
+            let seconds: f64 = t.spans.iter().map(|(a, b)| b - a).sum();
+            assert!(
+                (h.at_limit_seconds - seconds).abs() < 1e-5 * (t.spans.len() as f64 + 1.0),
+                "{what}: {} s at the limit, tshark {seconds}",
+                h.at_limit_seconds
+            );
+            at_limit += t.spans.len();
+            let ours = h.goaway.as_ref().map(|g| {
+                let client = g.from == handshakes::record::Side::Client;
+                (client, g.last_stream, g.error_code)
+            });
+            let expected = t
+                .goaway
+                .map(|(client, _, last, error)| (client, last, error));
+            assert_eq!(ours, expected, "{what}: GOAWAY");
+            if let (Some(g), Some((_, at, _, _))) = (&h.goaway, t.goaway) {
+                assert!((g.at.at - at).abs() < 1e-6, "{what}: GOAWAY at {}", g.at.at);
+                goaways += 1;
+            }
+        }
+    }
+    // The captures hold a connection at its limit, and GOAWAYs from both
+    // sides (nghttp's, nginx's).
+    eprintln!("{connections} HTTP/2 connections, {at_limit} spans at a limit, {goaways} GOAWAYs");
+    assert!(connections >= 30, "{connections} connections read");
+    assert!(
+        at_limit >= 1 && goaways >= 4,
+        "{at_limit} spans, {goaways} GOAWAYs"
+    );
+}
+
+fn summary(name: &str) -> handshakes::record::BesideHttp2 {
+    let pcap = crate::h2_sizes::capture(&format!("{name}.pcap"));
+    let keylog = pcap.with_extension("keylog");
+    let s = crate::over_time::summary_of(&pcap, Some(&keylog));
+    s.beside_http2
+        .unwrap_or_else(|| panic!("{name}: beside_http2"))
+}
+
+/// curl, 10 transfers at once, nginx allowing 2 streams: curl opens 8
+/// more connections, one per transfer past the first two, each while the
+/// first was at its limit. Five carry the ten: the second is needed, the
+/// third could have waited for the second (room for one more), the fourth
+/// is needed, and so on.
+#[test]
+fn at_the_servers_stream_limit() {
+    let b = summary("h2-curl-stream-limit");
+    assert_eq!((b.checked, b.connections, b.raced), (9, 4, 4));
+    assert_eq!(
+        (b.at_limit, b.stream_limit, b.after_goaway),
+        (4, Some(2), 0)
+    );
+    let pairs: Vec<(u64, u64)> = b
+        .first
+        .iter()
+        .map(|f| (f.connection, f.http2_connection))
+        .collect();
+    assert_eq!(pairs, [(3, 2), (5, 4), (7, 6), (9, 8)]);
+    // Without keys the limit is unseen: all eight count, beside the first.
+    let pcap = crate::h2_sizes::capture("h2-curl-stream-limit.pcap");
+    let s = crate::over_time::summary_of(&pcap, None);
+    let b = s.beside_http2.expect("beside_http2");
+    assert_eq!((b.connections, b.at_limit), (8, 0));
+}
+
+/// curl, 3 transfers at once, nginx sending a GOAWAY with its 4th response
+/// on a connection: curl opens two connections at once for the two
+/// transfers waiting — one needed (after the GOAWAY), one that could have
+/// waited for it.
+#[test]
+fn after_a_goaway() {
+    let b = summary("h2-curl-goaway");
+    assert_eq!((b.checked, b.connections, b.raced), (3, 1, 1));
+    assert_eq!((b.at_limit, b.after_goaway), (0, 1));
+    assert_eq!((b.first[0].connection, b.first[0].http2_connection), (3, 2));
+    let records: Vec<ConnectionRecord> =
+        crate::h2_sizes::records("h2-curl-goaway.pcap", Some("h2-curl-goaway.keylog"));
+    let goaways: Vec<(u64, &str, u32)> = records
+        .iter()
+        .filter_map(|r| {
+            let g = r.http.http2.as_ref()?.goaway.as_ref()?;
+            Some((r.id, g.from.as_str(), g.last_stream))
+        })
+        .collect();
+    assert_eq!(
+        goaways,
+        [(1, "server", 7), (2, "server", 7), (3, "server", 7)]
+    );
+}
