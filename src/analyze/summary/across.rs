@@ -172,10 +172,7 @@ impl Across {
             ),
             None => (None, None),
         };
-        let h2 = h2_opened
-            .into_iter()
-            .chain(h2_closed)
-            .chain(std::mem::take(&mut marks.h2_bounds));
+        let h2 = h2_opened.into_iter().chain(h2_closed);
         let (full_hello, tls_done) = std::mem::take(&mut marks.tls);
         let tls_done = tls_done.map(|at| Mark {
             at,

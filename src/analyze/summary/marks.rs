@@ -181,11 +181,10 @@ pub struct Marks {
     /// Its HTTP/2 opening and close (not in `marks`, whose four inline
     /// a connection of one request fills): `None` for one that neither
     /// offered nor spoke HTTP/2.
+    /// (What bounded its new requests, its spans at the server's stream
+    /// limit and its first GOAWAY, are in `marks`: only a connection whose
+    /// HTTP/2 frames were read has them.)
     pub(super) h2: Option<(Kind, Option<i64>)>,
-    /// What bounded its new requests: its spans at the server's stream
-    /// limit ([`Kind::H2Full`]) and its first GOAWAY ([`Kind::H2GoAway`]),
-    /// the first two inline.
-    pub(super) h2_bounds: SmallVec<[Mark; 2]>,
     /// Its TLS handshake's: a full one's ClientHello ([`Kind::FullHello`])
     /// and its completion (likewise outside `marks`).
     pub(super) tls: (Option<Mark>, Option<i64>),
@@ -212,7 +211,7 @@ impl Marks {
         marks.idle(rec);
         marks.h2 = h2(rec, &marks.marks);
         if marks.h2.is_some() {
-            marks.h2_bounds = h2_bounds(rec);
+            marks.marks.extend(h2_bounds(rec));
         }
         marks.tls = tls(rec);
         marks
@@ -246,7 +245,6 @@ impl Marks {
             marks: SmallVec::new(),
             not_listed: 0,
             h2: None,
-            h2_bounds: SmallVec::new(),
             tls: (None, None),
         }
     }
@@ -435,23 +433,22 @@ fn h2(rec: &ConnectionRecord, marks: &[Mark]) -> Option<(Kind, Option<i64>)> {
 
 /// The spans `rec`'s client streams were at its server's limit, and its
 /// first GOAWAY, where its HTTP/2 frames were read.
-fn h2_bounds(rec: &ConnectionRecord) -> SmallVec<[Mark; 2]> {
-    let Some(h2) = rec.http.http2.as_ref() else {
-        return SmallVec::new();
-    };
+fn h2_bounds(rec: &ConnectionRecord) -> impl Iterator<Item = Mark> + '_ {
+    let h2 = rec.http.http2.as_ref();
     let streams = stream_limit(rec);
-    let full = h2.at_limit_spans.iter().map(|(from, to)| Mark {
+    let spans = h2.into_iter().flat_map(|h| &h.at_limit_spans);
+    let full = spans.map(move |(from, to)| Mark {
         at: nanos(from.at),
         kind: Kind::H2Full {
             micros: micros(from.at, to.at, true).unwrap_or(UNTIL_THE_END - 1),
             streams,
         },
     });
-    let goaway = h2.goaway.as_ref().map(|g| Mark {
+    let goaway = h2.and_then(|h| h.goaway.as_ref()).map(|g| Mark {
         at: nanos(g.at.at),
         kind: Kind::H2GoAway,
     });
-    full.chain(goaway).collect()
+    full.chain(goaway)
 }
 
 /// The streams `rec`'s server allowed at once, saturated at `u16::MAX`

@@ -22,7 +22,6 @@ fn marks(server: u64, conn: u64, list: &[(f64, Kind)]) -> Marks {
             .collect(),
         not_listed: 0,
         h2: None,
-        h2_bounds: Default::default(),
         tls: (None, None),
     }
 }
