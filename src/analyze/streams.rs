@@ -340,7 +340,7 @@ impl HttpFacts {
             goaway: self.goaway,
             status_codes: status_codes(&self.exchanges, unlisted),
             rate_limit,
-            http2: h2.into_record(end, at),
+            http2: h2.into_record(end, at).map(Box::new),
             list: self.exchanges.iter().map(|e| request(e, at)).collect(),
             list_truncated: self.list_truncated,
         };

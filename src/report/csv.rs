@@ -288,7 +288,7 @@ fn row(file: &str, r: &ConnectionRecord) -> Vec<String> {
     ]);
     row.extend(rate_limit_cells(r.http.rate_limit.as_ref()));
     row.extend([opt(r.close.idle), r.close.requests_after.to_string()]);
-    row.extend(http2_cells(r.http.http2.as_ref()));
+    row.extend(http2_cells(r.http.http2.as_deref()));
     row
 }
 
