@@ -272,20 +272,22 @@ impl HttpFacts {
             list_truncated: (listed.len() as u64) < requests,
             exchanges: listed.into_boxed_slice(),
             rest: some.then(|| {
-                let h2 = Limit::default();
                 Box::new(Rest {
                     unlisted,
                     limits,
-                    h2,
+                    ..Rest::default()
                 })
             }),
             ..self
         }
     }
 
-    /// With HTTP/2's stream limit and GOAWAY.
+    /// With HTTP/2's stream limit and GOAWAY, where a frame said something
+    /// of them.
     fn with_limit(mut self, h2: Limit) -> HttpFacts {
-        self.rest.get_or_insert_default().h2 = h2;
+        if h2.seen() {
+            self.rest.get_or_insert_default().h2 = h2;
+        }
         self
     }
 

@@ -55,6 +55,11 @@ pub struct Limit {
 }
 
 impl Limit {
+    /// A frame said something of streams, settings or GOAWAY.
+    pub fn seen(&self) -> bool {
+        self.seen
+    }
+
     /// The client's streams open changed to `open` at `ts`.
     pub fn streams(&mut self, open: usize, ts: Timestamp) {
         self.open = u32::try_from(open).unwrap_or(u32::MAX);
@@ -126,7 +131,7 @@ impl Limit {
         end: Timestamp,
         at: &dyn Fn(Timestamp) -> Instant,
     ) -> Option<Http2Limits> {
-        if !self.seen {
+        if !self.seen() {
             return None;
         }
         if let Some(from) = self.since.take() {

@@ -51,7 +51,8 @@ struct Server {
 /// connections' requests it could take: those opened while it was in its
 /// handshake, the client waiting for it (the server's limit less its own
 /// first request, less those taken so far; none for one that was itself
-/// not needed — found beside another).
+/// not needed — found beside another — where the server set a limit:
+/// without one, any).
 #[derive(Debug)]
 struct Open {
     server: u64,
@@ -172,8 +173,8 @@ impl Multiplex {
         s.up.insert((up, conn));
         let (full_until, limit, going) = (i64::MIN, u32::from(streams), false);
         let room = match streams {
-            _ if !needed => 0,
             u16::MAX => u32::MAX,
+            _ if !needed => 0,
             n => u32::from(n).saturating_sub(1),
         };
         self.open.insert(
@@ -269,7 +270,7 @@ impl Multiplex {
         };
         if let Some(s) = self.servers.get_mut(&o.server) {
             if o.going {
-                s.going -= 1;
+                s.going = s.going.saturating_sub(1);
             } else {
                 s.opened.remove(&(o.at, conn));
                 s.up.remove(&(o.up, conn));
@@ -523,6 +524,29 @@ mod tests {
             .map(|f| (f.connection, f.http2_connection))
             .collect();
         assert_eq!(beside, [(3, 2), (5, 4), (7, 6), (9, 8)]);
+    }
+
+    /// Without a limit a connection in its handshake takes any number, the
+    /// one itself found beside another too: 3, opened after 1 (up) closed
+    /// while 2 (found beside 1) is in its handshake, is raced beside 2.
+    #[test]
+    fn without_a_limit_any_one_in_its_handshake_has_room() {
+        let mut m = Multiplex::default();
+        m.opened((7, None), 1, 0, (1_000, U), H2);
+        m.opened((7, None), 2, 2 * MS, (50_000, U), H2);
+        m.closed(1);
+        m.opened((7, None), 3, 3 * MS, (1_000, U), H2);
+        for conn in 1..=3 {
+            m.first_request(conn, false);
+        }
+        let r = m.finish().0.expect("checked");
+        let beside: Vec<_> = r
+            .first
+            .iter()
+            .map(|f| (f.connection, f.http2_connection, f.raced))
+            .collect();
+        assert_eq!(beside, [(2, 1, false), (3, 2, true)]);
+        assert_eq!(r.at_limit, 0);
     }
 
     /// Closed connections are forgotten; those open at once are bounded.
