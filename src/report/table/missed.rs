@@ -175,3 +175,46 @@ fn short(out_of_order: u64) -> String {
         String::new()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The connections the client needed end the line, and make one of
+    /// their own when none was counted.
+    #[test]
+    fn the_needed_ones_end_the_beside_http2_line() {
+        let mut b = BesideHttp2 {
+            checked: 3,
+            at_limit: 1,
+            stream_limit: Some(1),
+            after_goaway: 1,
+            ..BesideHttp2::default()
+        };
+        assert_eq!(
+            beside_http2_text(&b).as_deref(),
+            Some("none of 3 connections that offered HTTP/2 opened while an HTTP/2 connection to the same server could take its requests · not counted, needed: 1 at the server's limit of 1 stream, 1 after a GOAWAY")
+        );
+        b.connections = 1;
+        b.stream_limit = None;
+        b.after_goaway = 0;
+        b.first = vec![crate::record::BesideOne {
+            connection: 3,
+            http2_connection: 1,
+            ..Default::default()
+        }];
+        let line = beside_http2_text(&b).expect("one counted");
+        assert!(
+            line.ends_with(
+                "· connection 3 beside 1 · not counted, needed: 1 at the server's stream limit"
+            ),
+            "{line}"
+        );
+        b.at_limit = 0;
+        assert!(!beside_http2_text(&b)
+            .expect("one counted")
+            .contains("needed"));
+        b.connections = 0;
+        assert_eq!(beside_http2_text(&b), None);
+    }
+}
