@@ -67,18 +67,9 @@ BIG_BYTES=600000     # the slow download in h2-curl-beside-up
 RATE=200k            # nginx's limit_rate for it: ~3 s
 LATER_AT="1.0 1.6 2.2"   # seconds after the slow curl starts: the small GETs
 
-PARTS=${*:-${PARTS:-immediate up}}
-# part NAME: whether part NAME is to be recorded.
-part() { [[ " $PARTS " == *" $1 "* ]]; }
-for p in $PARTS; do
-    case $p in
-        immediate|up) ;;
-        *) echo "error: unknown part '$p' (known: immediate up)" >&2; exit 2 ;;
-    esac
-done
-
 # shellcheck source=scripts/record-lib.sh
 source "$SCRIPT_DIR/record-lib.sh"
+choose_parts "immediate up" "$@"
 require_root
 require_tools tcpdump tshark nginx curl openssl ss timeout
 setup_work record-beside-captures

@@ -58,18 +58,9 @@ HTTP_PORT=18470      # nginx, plain HTTP/1.1, keepalive_timeout 1s
 TLS_PORT=18471       # nginx, HTTPS (TLS 1.3, HTTP/1.1 only), keepalive_timeout 1s
 GETS=5               # GETs per client run
 
-PARTS=${*:-${PARTS:-clear tls}}
-# part NAME: whether part NAME is to be recorded.
-part() { [[ " $PARTS " == *" $1 "* ]]; }
-for p in $PARTS; do
-    case $p in
-        clear|tls) ;;
-        *) echo "error: unknown part '$p' (known: clear tls)" >&2; exit 2 ;;
-    esac
-done
-
 # shellcheck source=scripts/record-lib.sh
 source "$SCRIPT_DIR/record-lib.sh"
+choose_parts "clear tls" "$@"
 require_root
 require_tools tcpdump tshark nginx openssl ss java javac keytool timeout
 find_python requests urllib3

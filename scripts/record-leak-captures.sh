@@ -61,18 +61,9 @@ HTTP_PORT=18480      # nginx, plain HTTP/1.1, keepalive_timeout 5s
 GETS=6               # GETs per client run
 PAUSE_MS=200         # between one request and the next
 
-PARTS=${*:-${PARTS:-jdk okhttp apache}}
-# part NAME: whether part NAME is to be recorded.
-part() { [[ " $PARTS " == *" $1 "* ]]; }
-for p in $PARTS; do
-    case $p in
-        jdk|okhttp|apache) ;;
-        *) echo "error: unknown part '$p' (known: jdk okhttp apache)" >&2; exit 2 ;;
-    esac
-done
-
 # shellcheck source=scripts/record-lib.sh
 source "$SCRIPT_DIR/record-lib.sh"
+choose_parts "jdk okhttp apache" "$@"
 require_root
 require_tools tcpdump tshark nginx openssl ss java javac keytool timeout
 setup_work record-leak-captures

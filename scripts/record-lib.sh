@@ -305,6 +305,23 @@ expect_lines() {
     fi
 }
 
+# choose_parts "KNOWN..." ARG... : PARTS, the parts a script records —
+# those its arguments name, else those of $PARTS, else all of KNOWN —
+# each one of KNOWN, else an error (exit 2);
+# part NAME : whether part NAME is to be recorded.
+choose_parts() {
+    local known=$1 p
+    shift
+    PARTS=${*:-${PARTS:-$known}}
+    for p in $PARTS; do
+        if [[ " $known " != *" $p "* ]]; then
+            echo "error: unknown part '$p' (known: $known)" >&2
+            exit 2
+        fi
+    done
+}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
+
 # make_slow_file NAME BYTES : $WORK/www/slow/NAME, BYTES × `x`, for a
 # `location /slow/ { limit_rate …; }` to send slowly.
 make_slow_file() {

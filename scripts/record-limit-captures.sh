@@ -73,18 +73,9 @@ MAX_REQUESTS=4       # keepalive_requests in h2-curl-goaway
 GOAWAY_URLS=12       # URLs for the one curl of h2-curl-goaway
 TRIES=10             # recordings of a part at most, until one is clean
 
-PARTS=${*:-${PARTS:-limit goaway}}
-# part NAME: whether part NAME is to be recorded.
-part() { [[ " $PARTS " == *" $1 "* ]]; }
-for p in $PARTS; do
-    case $p in
-        limit|goaway) ;;
-        *) echo "error: unknown part '$p' (known: limit goaway)" >&2; exit 2 ;;
-    esac
-done
-
 # shellcheck source=scripts/record-lib.sh
 source "$SCRIPT_DIR/record-lib.sh"
+choose_parts "limit goaway" "$@"
 require_root
 require_tools tcpdump tshark nginx curl openssl ss timeout
 setup_work record-limit-captures

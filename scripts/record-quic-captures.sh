@@ -39,8 +39,7 @@ QUIC_PORT=18453      # quic_server.py, UDP, HTTP/3 (ALPN h3)
 PARTS=${PARTS:-h3-5 resumed 0rtt ipv6 chromium post post4 chacha big lossy}
 # Arguments the next start_quic_server gives the server.
 SERVER_ARGS=()
-# part NAME: whether capture NAME is to be recorded.
-part() { [[ " $PARTS " == *" $1 "* ]]; }
+# (part NAME, from record-lib: whether capture NAME is to be recorded.)
 
 # shellcheck source=scripts/record-lib.sh
 source "$SCRIPT_DIR/record-lib.sh"

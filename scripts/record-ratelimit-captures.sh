@@ -66,8 +66,7 @@ make_java "$SCRIPT_DIR/java/HttpClientPooled.java" "$SCRIPT_DIR/java/UrlConnClie
     "$SCRIPT_DIR/java/PooledLibClient.java" "$SCRIPT_DIR/java/AsyncClient.java" \
     "$SCRIPT_DIR/java/NettyClient.java"
 PARTS=${PARTS:-h2 h1 lib async netty many clear}
-# part NAME: whether section NAME is to be recorded.
-part() { [[ " $PARTS " == *" $1 "* ]]; }
+# (part NAME, from record-lib: whether section NAME is to be recorded.)
 
 # /api: 300 requests a second, a burst of three beyond it served at once;
 # the rest answered 429 in nginx's preaccess phase, before the body is

@@ -345,6 +345,20 @@ mod tests {
     /// No stream limit.
     const U: u16 = u16::MAX;
 
+    /// The count after connections 1 to `last` had their first request's
+    /// check (none counted there), and those counted: each (connection,
+    /// the HTTP/2 one beside it, raced).
+    fn finished(mut m: Multiplex, last: u64) -> (BesideHttp2, Vec<(u64, u64, bool)>) {
+        for conn in 1..=last {
+            m.first_request(conn, false);
+        }
+        let r = m.finish().0.expect("checked");
+        let beside = r.first.iter();
+        let beside = beside.map(|f| (f.connection, f.http2_connection, f.raced));
+        let beside = beside.collect();
+        (r, beside)
+    }
+
     /// 1 opens at 0 and is up at 10 ms; 2 opens at 5 ms (raced), 3 at 20
     /// ms (beside one up), 4 to another server; 1 closes at 30 ms, and 5
     /// opens at 40 ms beside 2 and 3, up since 15 and 25 ms.
@@ -486,15 +500,7 @@ mod tests {
         m.full(3, 12 * MS, 100_000, 1);
         m.opened((7, None), 4, 20 * MS, (50_000, U), H2);
         m.opened((7, None), 5, 21 * MS, (1_000, U), H2);
-        for conn in 1..=5 {
-            m.first_request(conn, false);
-        }
-        let r = m.finish().0.expect("checked");
-        let beside: Vec<_> = r
-            .first
-            .iter()
-            .map(|f| (f.connection, f.http2_connection, f.raced))
-            .collect();
+        let (r, beside) = finished(m, 5);
         assert_eq!(beside, [(2, 1, true), (3, 2, false), (5, 4, true)]);
         assert_eq!(r.at_limit, 1);
     }
@@ -513,17 +519,10 @@ mod tests {
             let at = 10 * MS + conn as i64 * MS / 10;
             m.opened((7, None), conn, at, (5_000, 2), H2);
         }
-        for conn in 1..=9 {
-            m.first_request(conn, false);
-        }
-        let r = m.finish().0.expect("checked");
+        let (r, beside) = finished(m, 9);
         assert_eq!((r.at_limit, r.stream_limit, r.raced), (4, Some(2), 4));
-        let beside: Vec<_> = r
-            .first
-            .iter()
-            .map(|f| (f.connection, f.http2_connection))
-            .collect();
-        assert_eq!(beside, [(3, 2), (5, 4), (7, 6), (9, 8)]);
+        let raced = [(3, 2, true), (5, 4, true), (7, 6, true), (9, 8, true)];
+        assert_eq!(beside, raced);
     }
 
     /// Without a limit a connection in its handshake takes any number, the
@@ -536,15 +535,7 @@ mod tests {
         m.opened((7, None), 2, 2 * MS, (50_000, U), H2);
         m.closed(1);
         m.opened((7, None), 3, 3 * MS, (1_000, U), H2);
-        for conn in 1..=3 {
-            m.first_request(conn, false);
-        }
-        let r = m.finish().0.expect("checked");
-        let beside: Vec<_> = r
-            .first
-            .iter()
-            .map(|f| (f.connection, f.http2_connection, f.raced))
-            .collect();
+        let (r, beside) = finished(m, 3);
         assert_eq!(beside, [(2, 1, false), (3, 2, true)]);
         assert_eq!(r.at_limit, 0);
     }
