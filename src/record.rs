@@ -385,9 +385,12 @@ impl ConnectionRecord {
     }
 
     /// The requests the connection carried: `http.requests` less those
-    /// sent after its close (`close.requests_after`), never served.
+    /// sent after its close (`close.requests_after`), never served, and
+    /// those HTTP/2's server refused (`http.http2.refused`).
     pub fn requests_served(&self) -> u64 {
-        self.http.requests.saturating_sub(self.close.requests_after)
+        let refused = self.http.http2.as_ref().map_or(0, |h| h.refused);
+        let served = self.http.requests.saturating_sub(self.close.requests_after);
+        served.saturating_sub(u64::from(refused))
     }
 }
 

@@ -91,6 +91,7 @@ fn pointer(column: &str) -> Option<&'static str> {
         "http2_at_limit_seconds" => "/http/http2/at_limit_seconds",
         "http2_goaway_from" => "/http/http2/goaway/from",
         "http2_goaway_error" => "/http/http2/goaway/error",
+        "http2_refused" => "/http/http2/refused",
         "tls_decryption" => "/tls/decryption/outcome",
         "tls_records_opened" => "/tls/decryption/records_opened",
         "tls_records_failed" => "/tls/decryption/records_failed",

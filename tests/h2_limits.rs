@@ -30,6 +30,12 @@ struct Facts {
     since: Option<f64>,
     spans: Vec<(f64, f64)>,
     goaway: Option<(bool, f64, u32, u32)>,
+    /// Streams the server answered (a HEADERS), refused (RST_STREAM
+    /// REFUSED_STREAM before that, or past its GOAWAY), and the last
+    /// stream id of its latest GOAWAY.
+    answered: Vec<u32>,
+    refused: u32,
+    server_goaway: Option<u32>,
     last: f64,
     client_port: String,
     frames: bool,
@@ -62,6 +68,7 @@ fn tshark_facts(pcap: &Path, keylog: Option<&Path>, h2c_port: &str) -> BTreeMap<
         "http2.settings.max_concurrent_streams",
         "http2.goaway.last_stream_id",
         "http2.goaway.error",
+        "http2.rst_stream.error",
     ];
     let options = match keylog {
         Some(_) => Vec::new(),
@@ -92,6 +99,7 @@ fn tshark_facts(pcap: &Path, keylog: Option<&Path>, h2c_port: &str) -> BTreeMap<
         let (types, flags, ids) = (list(10), list(11), list(12));
         let (mut limits, mut goaways) = (list(13).into_iter(), list(14).into_iter());
         let mut errors = list(15).into_iter();
+        let mut resets = list(16).into_iter();
         for (k, &kind) in types.iter().enumerate() {
             c.frames = true;
             let flag = flags.get(k).copied().unwrap_or_default();
@@ -99,10 +107,25 @@ fn tshark_facts(pcap: &Path, keylog: Option<&Path>, h2c_port: &str) -> BTreeMap<
             match kind {
                 HEADERS if from_client && id % 2 == 1 && id > c.last_client => {
                     c.last_client = id;
-                    c.open.push(id);
-                    c.peak = c.peak.max(c.open.len() as u32);
+                    if c.server_goaway.is_some_and(|last| id > last) {
+                        c.refused += 1;
+                    } else {
+                        c.open.push(id);
+                        c.peak = c.peak.max(c.open.len() as u32);
+                    }
                 }
-                RST_STREAM => c.open.retain(|&s| s != id),
+                HEADERS if !from_client => c.answered.push(id),
+                RST_STREAM => {
+                    let error = resets.next().unwrap_or_default();
+                    if c.open.contains(&id)
+                        && !from_client
+                        && error == 7
+                        && !c.answered.contains(&id)
+                    {
+                        c.refused += 1;
+                    }
+                    c.open.retain(|&s| s != id);
+                }
                 SETTINGS if flag & 1 == 0 => {
                     for limit in limits.by_ref() {
                         if !from_client {
@@ -114,6 +137,15 @@ fn tshark_facts(pcap: &Path, keylog: Option<&Path>, h2c_port: &str) -> BTreeMap<
                     let last = goaways.next().unwrap_or_default();
                     let error = errors.next().unwrap_or_default();
                     c.goaway.get_or_insert((from_client, t, last, error));
+                    let before = c.server_goaway.unwrap_or(u32::MAX);
+                    if !from_client && last < before {
+                        c.server_goaway = Some(last);
+                        let past = |s: &u32| *s > last && *s <= before && !c.answered.contains(s);
+                        c.refused += c.open.iter().filter(|s| past(s)).count() as u32;
+                        let answered = c.answered.clone();
+                        c.open
+                            .retain(|s| *s <= last || *s > before || answered.contains(s));
+                    }
                 }
                 _ => {}
             }
@@ -159,7 +191,7 @@ fn stream_limits_and_goaways_as_tshark_reads_them() {
     if !crate::tools::tshark_present() {
         return;
     }
-    let (mut connections, mut at_limit, mut goaways) = (0, 0, 0);
+    let (mut connections, mut at_limit, mut goaways, mut refused) = (0, 0, 0, 0);
     for (pcap, keylog) in readable() {
         let name = pcap.display().to_string();
         let records = analyze_file(&pcap, keylog.as_deref(), 1);
@@ -206,6 +238,8 @@ fn stream_limits_and_goaways_as_tshark_reads_them() {
                 .goaway
                 .map(|(client, _, last, error)| (client, last, error));
             assert_eq!(ours, expected, "{what}: GOAWAY");
+            assert_eq!(h.refused, t.refused, "{what}: refused");
+            refused += t.refused;
             if let (Some(g), Some((_, at, _, _))) = (&h.goaway, t.goaway) {
                 assert!((g.at.at - at).abs() < 1e-6, "{what}: GOAWAY at {}", g.at.at);
                 goaways += 1;
@@ -214,7 +248,9 @@ fn stream_limits_and_goaways_as_tshark_reads_them() {
     }
     // The captures hold a connection at its limit, and GOAWAYs from both
     // sides (nghttp's, nginx's).
-    eprintln!("{connections} HTTP/2 connections, {at_limit} spans at a limit, {goaways} GOAWAYs");
+    eprintln!(
+        "{connections} HTTP/2 connections, {at_limit} spans at a limit, {goaways} GOAWAYs, {refused} refused"
+    );
     assert!(connections >= 30, "{connections} connections read");
     assert!(
         at_limit >= 1 && goaways >= 4,
@@ -279,4 +315,33 @@ fn after_a_goaway() {
         goaways,
         [(1, "server", 7), (2, "server", 7), (3, "server", 7)]
     );
+}
+
+/// Requests the server refused unprocessed are sent again, so they count
+/// once — where they were served: `summary.requests` is nginx's count
+/// (its access log, a line a request served) on curl against a limit of 2
+/// streams that sent all ten on its first connection before it read the
+/// SETTINGS (8 refused, REFUSED_STREAM) and against a GOAWAY after 4
+/// requests that it sent two more past (captures/README.md, bi and bj);
+/// and on the clean runs, where nothing was refused.
+#[test]
+fn refused_requests_count_where_they_were_served() {
+    for (name, served, refused) in [
+        ("h2-curl-refused", 10, 8),
+        ("h2-curl-goaway-ignored", 12, 2),
+        ("h2-curl-stream-limit", 10, 0),
+        ("h2-curl-goaway", 12, 0),
+    ] {
+        let pcap = crate::h2_sizes::capture(&format!("{name}.pcap"));
+        let log = std::fs::read_to_string(pcap.with_extension("nginx-access.log")).expect("log");
+        assert_eq!(log.lines().count() as u64, served, "{name}: nginx's log");
+        let s = crate::over_time::summary_of(&pcap, Some(&pcap.with_extension("keylog")));
+        assert_eq!(
+            (s.requests, s.requests_refused),
+            (served, refused),
+            "{name}"
+        );
+        let by_interval: u64 = s.over_time.intervals.iter().map(|i| i.requests).sum();
+        assert_eq!(by_interval + s.over_time.requests_untimed, served, "{name}");
+    }
 }

@@ -824,7 +824,7 @@ pub fn http(data: &[u8]) -> (bool, u64, u64) {
                 ts: t.as_secs_f64(),
                 at: t.as_secs_f64(),
             };
-            if let Some(l) = std::mem::take(&mut h.limit).into_record(end, &at) {
+            if let Some(l) = (*std::mem::take(&mut h.limit)).into_record(end, &at) {
                 assert!(l.at_limit_spans.len() <= 16, "spans at the limit unbounded");
                 assert!(
                     l.at_limit_spans.len() as u64 <= u64::from(l.at_limit),

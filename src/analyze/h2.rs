@@ -50,6 +50,8 @@ const SETTINGS: u8 = 4;
 const PING: u8 = 6;
 const GOAWAY: u8 = 7;
 const CONTINUATION: u8 = 9;
+/// RST_STREAM's error code for a stream the server did not process.
+const REFUSED_STREAM: u32 = 0x7;
 const END_STREAM: u8 = 0x1;
 const ACK: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;
@@ -79,6 +81,7 @@ struct Reader {
     take: usize,
     after: usize,
     taking: (u8, u8),
+    taking_stream: u32,
     frame: Vec<u8>,
     headers: Headers,
 }
@@ -151,6 +154,9 @@ pub struct H2 {
     server: Reader,
     /// Highest client stream id seen.
     last_client_stream: u32,
+    /// The last stream id of the server's latest GOAWAY: client streams
+    /// above it are not processed.
+    server_goaway: Option<u32>,
     /// Open streams (at most [`MAX_OPEN`]).
     open: BTreeMap<u32, Stream>,
     pub exchanges: Exchanges,
@@ -159,8 +165,9 @@ pub struct H2 {
     pub resets: u64,
     pub goaway: bool,
     /// The server's stream limit against the client's streams, and the
-    /// first GOAWAY.
-    pub limit: Limit,
+    /// first GOAWAY (boxed: the cleartext analyzer's variants stay near
+    /// in size).
+    pub limit: Box<Limit>,
     pub lost_sync: bool,
     /// Reached through `Upgrade: h2c` from HTTP/1.1.
     pub upgraded: bool,
@@ -308,6 +315,7 @@ impl H2 {
                 }
                 SETTINGS if flags & ACK == 0 && stream == 0 && len <= MAX_PAYLOAD => Some(len),
                 GOAWAY if stream == 0 && len >= GOAWAY_READ => Some(GOAWAY_READ),
+                RST_STREAM if stream != 0 && len == 4 => Some(len),
                 _ => None,
             };
             match take {
@@ -315,9 +323,14 @@ impl H2 {
                     r.take = n;
                     r.after = len - n;
                     r.taking = (kind, flags);
+                    r.taking_stream = stream;
                     r.frame.clear();
                 }
                 None => r.skip = len,
+            }
+            if kind == RST_STREAM && take.is_none() {
+                // Not 4 bytes: its error code unread.
+                self.reset(side, stream, None, ts);
             }
             self.frame(side, kind, flags, stream, ts);
             if take == Some(0) {
@@ -333,10 +346,20 @@ impl H2 {
         if matches!(kind, HEADERS | CONTINUATION) {
             return self.header_frame(side, ts);
         }
+        let stream = r.taking_stream;
         let payload = std::mem::take(&mut r.frame);
         match kind {
             SETTINGS => self.limit.settings(side, &payload, ts),
-            _ => self.limit.goaway(side, &payload, ts),
+            RST_STREAM => {
+                let error = payload.first_chunk::<4>().map(|e| u32::from_be_bytes(*e));
+                self.reset(side, stream, error, ts);
+            }
+            _ => {
+                self.limit.goaway(side, &payload, ts);
+                if let (Side::Server, Some(last)) = (side, payload.first_chunk::<4>()) {
+                    self.server_goaway(u32::from_be_bytes(*last) & 0x7fff_ffff, ts);
+                }
+            }
         }
         // Its room serves the next frame taken.
         self.reader(side).frame = payload;
@@ -440,6 +463,10 @@ impl H2 {
                 self.requests += 1;
                 let index = self.exchanges.push(Exchange::started(ts));
                 self.client.headers.role = Role::Request(index);
+                if self.server_goaway.is_some_and(|last| stream > last) {
+                    // Sent after the server's GOAWAY: it is not processed.
+                    return self.refuse(index);
+                }
                 if self.open.len() < MAX_OPEN {
                     let answered = false;
                     self.open.insert(stream, Stream { index, answered });
@@ -480,14 +507,55 @@ impl H2 {
                     }
                 }
             }
-            (_, RST_STREAM) => {
-                self.resets += 1;
-                if self.open.remove(&stream).is_some() {
-                    self.limit.streams(self.open.len(), ts);
-                }
-            }
             (_, GOAWAY) => self.goaway = true,
             _ => {}
+        }
+    }
+}
+
+impl H2 {
+    /// A RST_STREAM from `side` on `stream` with `error` (`None`: unread)
+    /// at `ts`: the stream ends; the server's REFUSED_STREAM before a
+    /// response says it did not process the request.
+    fn reset(&mut self, side: Side, stream: u32, error: Option<u32>, ts: Timestamp) {
+        self.resets += 1;
+        let Some(open) = self.open.remove(&stream) else {
+            return;
+        };
+        self.limit.streams(self.open.len(), ts);
+        if side == Side::Server && error == Some(REFUSED_STREAM) && !open.answered {
+            self.refuse(open.index);
+        }
+    }
+
+    /// The server's GOAWAY at `ts` says streams above `last` were not
+    /// processed: those open without a response end, refused. Only the
+    /// ids between it and an earlier GOAWAY's are looked at (those above
+    /// were already): every id once, whatever the GOAWAYs.
+    fn server_goaway(&mut self, last: u32, ts: Timestamp) {
+        let before = self.server_goaway.unwrap_or(u32::MAX);
+        if last >= before {
+            return;
+        }
+        self.server_goaway = Some(last);
+        let above: Vec<(u32, Stream)> = self
+            .open
+            .range(last.saturating_add(1)..=before)
+            .filter(|(_, s)| !s.answered)
+            .map(|(&id, &s)| (id, s))
+            .collect();
+        for (id, s) in above {
+            self.open.remove(&id);
+            self.refuse(s.index);
+        }
+        self.limit.streams(self.open.len(), ts);
+    }
+
+    /// Request `index` was refused unprocessed.
+    fn refuse(&mut self, index: usize) {
+        self.limit.refused = self.limit.refused.saturating_add(1);
+        if let Some(ex) = self.exchanges.get_mut(index) {
+            ex.refuse();
         }
     }
 }

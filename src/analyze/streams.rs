@@ -188,7 +188,7 @@ fn messages(app: &mut App, decrypted: bool) -> HttpFacts {
             responses: h.responses,
             ..HttpFacts::none().with(&mut h.exchanges, h.requests)
         }
-        .with_limit(std::mem::take(&mut h.limit)),
+        .with_limit(*std::mem::take(&mut h.limit)),
         App::Undecided | App::Other => HttpFacts::none(),
     }
 }
@@ -394,6 +394,7 @@ pub(crate) fn request(e: &Exchange, at: &dyn Fn(Timestamp) -> Instant) -> HttpRe
         response_last: e.response_last.map(at),
         ttfb: e.response_first.map(|t| t.secs_since(e.start)),
         duration: e.response_last.map(|t| t.secs_since(e.start)),
+        refused: e.refused(),
     }
 }
 

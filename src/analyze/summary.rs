@@ -99,6 +99,8 @@ pub struct Tally {
     /// (`close.idle`), and the requests after the close.
     idle_close: Option<(Side, f64)>,
     requests_after_close: u64,
+    /// HTTP/2 requests the server refused unprocessed.
+    requests_refused: u32,
 }
 
 #[derive(Debug)]
@@ -153,6 +155,7 @@ impl Tally {
             moments: Moments::of(rec, &aside.past_marks),
             idle_close: rec.close.by.zip(rec.close.idle),
             requests_after_close: rec.close.requests_after,
+            requests_refused: http.http2.as_ref().map_or(0, |h| h.refused),
             durations: http.list.iter().filter_map(|r| r.duration).collect(),
             unlisted_durations: aside.durations,
             status_codes: http.status_codes.iter().map(|(&s, &n)| (s, n)).collect(),
@@ -245,6 +248,7 @@ pub struct SummaryBuilder {
     idle_by_server: Samples,
     requests_after_close: u64,
     connections_with_requests_after_close: u64,
+    requests_refused: u64,
     handshake_events: u64,
     /// The most connections open at once, tracked by the analyzer.
     pub peak: Peak,
@@ -369,6 +373,7 @@ impl SummaryBuilder {
         }
         self.requests_after_close += t.requests_after_close;
         self.connections_with_requests_after_close += u64::from(t.requests_after_close > 0);
+        self.requests_refused += u64::from(t.requests_refused);
     }
 
     /// A finished connection's marks, and the first packet of the oldest
@@ -529,6 +534,7 @@ impl SummaryBuilder {
             requests,
             requests_exact: self.requests_exact,
             requests_estimated: self.requests_estimated,
+            requests_refused: self.requests_refused,
             requests_per_connection: MeanMax {
                 mean: (self.connections > 0).then(|| requests as f64 / self.connections as f64),
                 max: (self.connections > 0).then_some(self.max_requests),

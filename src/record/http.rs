@@ -28,6 +28,10 @@ pub struct HttpRequest {
     pub ttfb: Option<f64>,
     /// start → last response byte, seconds.
     pub duration: Option<f64>,
+    /// The server refused it unprocessed (HTTP/2: RST_STREAM
+    /// REFUSED_STREAM, or a stream past the server's GOAWAY): not served,
+    /// the client may send it again.
+    pub refused: bool,
 }
 
 impl HttpRequest {
@@ -139,6 +143,11 @@ pub struct Http2Limits {
     pub at_limit_spans: Vec<(Instant, Instant)>,
     /// The first GOAWAY; null when none was sent.
     pub goaway: Option<GoAway>,
+    /// Client streams the server refused unprocessed: reset with
+    /// REFUSED_STREAM before a response, or above the last stream id of a
+    /// GOAWAY it sent (RFC 9113 §8.7: safe to send again). Counted in
+    /// `requests`, not served.
+    pub refused: u32,
 }
 
 /// An HTTP/2 GOAWAY: no new stream starts on the connection after it.

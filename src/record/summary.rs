@@ -164,6 +164,9 @@ pub struct Summary {
     pub requests: u64,
     pub requests_exact: u64,
     pub requests_estimated: u64,
+    /// HTTP/2 requests the server refused unprocessed (`http.http2.refused`
+    /// summed): sent, not served, so not in `requests`.
+    pub requests_refused: u64,
     pub requests_per_connection: MeanMax,
     pub handshakes_per_request: PerRequest,
     pub handshake_time: HandshakeTime,

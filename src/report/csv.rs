@@ -115,6 +115,7 @@ pub const COLUMNS: &[&str] = &[
     "http2_at_limit_seconds",
     "http2_goaway_from",
     "http2_goaway_error",
+    "http2_refused",
 ];
 
 /// The `http_rate_limit_…` columns, in the order of [`rate_limit_cells`].
@@ -293,7 +294,7 @@ fn row(file: &str, r: &ConnectionRecord) -> Vec<String> {
 }
 
 /// The `http2_…` cells, empty where HTTP/2's frames were not read.
-fn http2_cells(h: Option<&Http2Limits>) -> [String; 6] {
+fn http2_cells(h: Option<&Http2Limits>) -> [String; 7] {
     let Some(h) = h else {
         return Default::default();
     };
@@ -306,6 +307,7 @@ fn http2_cells(h: Option<&Http2Limits>) -> [String; 6] {
         h.at_limit_seconds.to_string(),
         goaway.map_or(String::new(), |g| g.from.as_str().to_string()),
         text(goaway.map(|g| g.error)),
+        h.refused.to_string(),
     ]
 }
 

@@ -70,9 +70,14 @@ pub fn write_headline(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
         let rps = s
             .requests_per_second
             .map_or(String::new(), |r| format!(", {r:.1}/s"));
+        // Sent, never served: the client sends them again, counted there.
+        let refused = match s.requests_refused {
+            0 => String::new(),
+            n => format!(" · {n} more refused unprocessed by the server (HTTP/2), not counted"),
+        };
         writeln!(
             out,
-            "requests      {} ({} exact, {} estimated) — {} per connection (max {}){rps}",
+            "requests      {} ({} exact, {} estimated) — {} per connection (max {}){rps}{refused}",
             s.requests,
             s.requests_exact,
             s.requests_estimated,

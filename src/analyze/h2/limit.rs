@@ -50,6 +50,8 @@ pub struct Limit {
     spans: Vec<(Timestamp, Timestamp)>,
     since: Option<Timestamp>,
     goaway: Option<GoAway>,
+    /// Client streams the server refused unprocessed.
+    pub refused: u32,
     /// Any SETTINGS or GOAWAY payload, or stream, was seen: the frames were read.
     seen: bool,
 }
@@ -155,6 +157,7 @@ impl Limit {
                 error_code: g.error,
                 error: error_name(g.error),
             }),
+            refused: self.refused,
         })
     }
 }

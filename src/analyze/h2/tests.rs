@@ -352,7 +352,7 @@ fn stream_limit_and_goaway_from_the_frames() {
             ts: t.as_secs_f64(),
             at: t.as_secs_f64(),
         };
-        let r = std::mem::take(&mut h.limit).into_record(ms(20), &at);
+        let r = (*std::mem::take(&mut h.limit)).into_record(ms(20), &at);
         let r = r.expect("frames read");
         assert_eq!(r.max_concurrent_streams, Some(2));
         assert_eq!((r.peak_streams, r.at_limit), (3, 1));
@@ -386,8 +386,69 @@ fn a_gap_inside_settings_or_goaway_keeps_step() {
     assert!(!h.lost_sync);
     assert_eq!(h.resets, 1);
     let at = |_| crate::record::Instant { ts: 0.0, at: 0.0 };
-    let r = std::mem::take(&mut h.limit).into_record(Timestamp(9), &at);
+    let r = (*std::mem::take(&mut h.limit)).into_record(Timestamp(9), &at);
     let r = r.expect("frames read");
     assert_eq!(r.goaway.map(|g| g.error), Some("INTERNAL_ERROR"));
     assert_eq!(r.max_concurrent_streams, None);
+}
+
+/// The server refuses streams 5 and 7 (REFUSED_STREAM) before answering
+/// them, and resets 3 after its response began (not refused); the
+/// client's own REFUSED_STREAM on 9 is not the server's refusal.
+#[test]
+fn streams_the_server_refused() {
+    let rst = |stream: u32, error: u32| frame_of(RST_STREAM, 0, stream, &error.to_be_bytes());
+    let mut h = H2::prior_knowledge(10);
+    let mut client = PREFACE.to_vec();
+    for s in [1u32, 3, 5, 7, 9] {
+        client.extend(frame(HEADERS, END_STREAM | END_HEADERS, s, 0));
+    }
+    h.data(Side::Client, Timestamp(0), &client);
+    let mut server = frame(HEADERS, END_HEADERS, 3, 0);
+    server.extend(rst(5, 7));
+    server.extend(rst(7, 7));
+    server.extend(rst(3, 7));
+    server.extend(frame(DATA, END_STREAM, 1, 0));
+    for b in &server {
+        h.data(Side::Server, Timestamp(5), &[*b]);
+    }
+    h.data(Side::Client, Timestamp(6), &rst(9, 7));
+    let refused: Vec<bool> = h.exchanges.listed().iter().map(|e| e.refused()).collect();
+    assert_eq!(refused, [false, false, true, true, false]);
+    assert_eq!((h.requests, h.resets, h.limit.refused), (5, 4, 2));
+    assert!(!h.lost_sync);
+}
+
+/// The server's GOAWAY (last stream 3) refuses stream 5, open without a
+/// response, and 7, sent after it; a later GOAWAY with a higher id
+/// refuses nothing more, one with a lower id looks only below the first.
+#[test]
+fn streams_past_the_servers_goaway() {
+    let goaway = |last: u32| frame_of(GOAWAY, 0, 0, &[last.to_be_bytes(), [0; 4]].concat());
+    let mut h = H2::prior_knowledge(10);
+    let mut client = PREFACE.to_vec();
+    for s in [1u32, 3, 5] {
+        client.extend(frame(HEADERS, END_HEADERS, s, 0));
+    }
+    h.data(Side::Client, Timestamp(0), &client);
+    h.data(
+        Side::Server,
+        Timestamp(1),
+        &frame(HEADERS, END_HEADERS, 1, 0),
+    );
+    h.data(Side::Server, Timestamp(2), &goaway(3));
+    h.data(
+        Side::Client,
+        Timestamp(3),
+        &frame(HEADERS, END_HEADERS, 7, 0),
+    );
+    h.data(Side::Server, Timestamp(4), &goaway(100));
+    assert_eq!(h.limit.refused, 2);
+    h.data(Side::Server, Timestamp(5), &goaway(1));
+    // 3, open without a response, is now past the server's last stream.
+    assert_eq!(h.limit.refused, 3);
+    h.data(Side::Server, Timestamp(6), &frame(DATA, END_STREAM, 1, 0));
+    let refused: Vec<bool> = h.exchanges.listed().iter().map(|e| e.refused()).collect();
+    assert_eq!(refused, [false, true, true, true]);
+    assert!(h.open.is_empty());
 }

@@ -51,6 +51,10 @@ pub struct Exchange {
 
 /// An [`Exchange`] whose response carried no Retry-After.
 pub const NO_RETRY_AFTER: u32 = u32::MAX;
+/// An [`Exchange`] the server refused unprocessed (HTTP/2's
+/// REFUSED_STREAM, or a stream past its GOAWAY): no response, so no
+/// Retry-After — the field says so, and the exchange stays 80 bytes.
+const REFUSED: u32 = u32::MAX - 1;
 
 impl Exchange {
     /// A request that started at `start`, method and target unknown (encrypted, or HTTP/2).
@@ -79,7 +83,20 @@ impl Exchange {
 
     /// The response's Retry-After in seconds.
     pub fn retry_after(&self) -> Option<u32> {
-        (self.retry_after != NO_RETRY_AFTER).then_some(self.retry_after)
+        (self.retry_after < REFUSED).then_some(self.retry_after)
+    }
+
+    /// The server refused the request unprocessed (it had no response):
+    /// the client may send it again, elsewhere.
+    pub fn refuse(&mut self) {
+        if self.status.is_none() {
+            self.retry_after = REFUSED;
+        }
+    }
+
+    /// Whether [`Exchange::refuse`] was told, and no response came after.
+    pub fn refused(&self) -> bool {
+        self.retry_after == REFUSED && self.status.is_none()
     }
 
     /// Request start → last response byte, in seconds.

@@ -140,13 +140,14 @@ impl Moments {
             let at = tls.client_hello.map_or(rec.start.at, |h| h.at);
             (nanos(at), kind)
         });
-        // Those sent after the connection's close were never served.
+        // Those sent after the connection's close were never served, nor
+        // those the server refused.
         let close = rec.close.time.map_or(f64::INFINITY, |t| t.at);
         let served = |at: f64| at <= close;
         let mut requests: SmallVec<[i64; 2]> = http
             .list
             .iter()
-            .filter(|r| served(r.start.at))
+            .filter(|r| served(r.start.at) && !r.refused)
             .map(|r| nanos(r.start.at))
             .collect();
         let mut too_many: SmallVec<[i64; 1]> = http

@@ -271,6 +271,7 @@ mod tests {
             moments: Default::default(),
             idle_close: None,
             requests_after_close: 0,
+            requests_refused: 0,
         }
     }
 
