@@ -24,12 +24,29 @@
 #                              ~1 s, so the transfers overlap): after a
 #                              GOAWAY curl opens new connections for the
 #                              transfers still to go
+#   h2-curl-refused.pcap       as h2-curl-stream-limit, but a recording in
+#                              which curl sent HEADERS on its first
+#                              connection before it had read nginx's
+#                              SETTINGS, and nginx refused at least one of
+#                              them (RST_STREAM REFUSED_STREAM, error 7);
+#                              curl ran the refused transfers on new
+#                              connections
+#   h2-curl-goaway-ignored.pcap
+#                              as h2-curl-goaway, but a recording in which
+#                              curl sent HEADERS on a connection after
+#                              nginx's GOAWAY on it, on a stream above the
+#                              GOAWAY's last stream id (nginx ignores
+#                              them); curl reset those and ran the
+#                              transfers on other connections
 # Whether curl has read nginx's SETTINGS (resp. GOAWAY) before it sends
-# HEADERS for more transfers on a connection is a race. A recording in
-# which it had not (curl sent a HEADERS frame that nginx refused or
-# ignored, then reset it and sent the transfer again elsewhere) is made
-# again, at most 10 times, until curl sent exactly one HEADERS frame per
-# URL and no stream was reset (`clean` below).
+# HEADERS for more transfers on a connection is a race. So each part is
+# recorded again until it shows what it is for: `limit` and `goaway` (at
+# most 10 times) until curl sent exactly one HEADERS frame per URL and no
+# stream was reset (`clean` below); `refused` (at most 15 times) until
+# nginx sent a RST_STREAM REFUSED_STREAM (`refused`); `ignored` (at most
+# 15 times) until curl sent HEADERS after nginx's GOAWAY above its last
+# stream id (`ignored`). A part that never does is an error (the script
+# stops, leaving that part's last recording).
 # Each capture comes with FILE.keylog (curl's SSLKEYLOGFILE) and
 # FILE.nginx-access.log (nginx's lines for that run in record-lib's
 # `conn` format: client port, nginx's connection serial, the request's
@@ -39,11 +56,14 @@
 # open (at most 10 s after curl exits), so it holds every close. See
 # captures/README.md, section "HTTP/2 stream limits and GOAWAY".
 #
-# Usage:  sudo scripts/record-limit-captures.sh [limit] [goaway]
+# Usage:  sudo scripts/record-limit-captures.sh [limit] [goaway] [refused] [ignored]
 #         (or sudo PARTS="limit goaway" scripts/record-limit-captures.sh)
 #
-# The arguments (or PARTS) pick what to record (default: both): limit
-# (h2-curl-stream-limit, "bg"), goaway (h2-curl-goaway, "bh").
+# The arguments (or PARTS) pick what to record (default: limit and
+# goaway; refused and ignored only when named): limit
+# (h2-curl-stream-limit, "bg"), goaway (h2-curl-goaway, "bh"), refused
+# (h2-curl-refused, "bi"), ignored (h2-curl-goaway-ignored, "bj"). The
+# parts are recorded in that order, whatever the order named.
 #
 # Requirements (Debian): tcpdump, tshark, nginx 1.19.7 or later
 # (nginx-light is enough, with http2), curl with HTTP/2 (nghttp2) and
@@ -55,9 +75,11 @@
 # restarted for each part (each has its own settings); nginx and tcpdump
 # are stopped by PID on exit; the TLS key and certificate are throw-away,
 # in a temporary directory deleted at the end. Writes only
-# captures/h2-curl-stream-limit.* and captures/h2-curl-goaway.* of the
-# parts recorded (re-running overwrites them, with new ports, times and
-# keys); touches no other capture, and nothing in src/, tests/, docs/.
+# captures/h2-curl-stream-limit.*, captures/h2-curl-goaway.*,
+# captures/h2-curl-refused.* and captures/h2-curl-goaway-ignored.* (each
+# .pcap, .keylog, .nginx-access.log) of the parts recorded (re-running
+# overwrites them, with new ports, times and keys); touches no other
+# capture, and nothing in src/, tests/, docs/.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -71,11 +93,12 @@ MAX_STREAMS=2        # http2_max_concurrent_streams in h2-curl-stream-limit
 LIMIT_URLS=10        # URLs for the one curl of h2-curl-stream-limit
 MAX_REQUESTS=4       # keepalive_requests in h2-curl-goaway
 GOAWAY_URLS=12       # URLs for the one curl of h2-curl-goaway
-TRIES=10             # recordings of a part at most, until one is clean
+TRIES=10             # recordings of limit, goaway at most, until one is clean
+UNCLEAN_TRIES=15     # of refused, ignored, until one is what it is named for
 
 # shellcheck source=scripts/record-lib.sh
 source "$SCRIPT_DIR/record-lib.sh"
-choose_parts "limit goaway" "$@"
+choose_parts "limit goaway refused ignored" "${@:-${PARTS:-limit goaway}}"
 require_root
 require_tools tcpdump tshark nginx curl openssl ss timeout
 setup_work record-limit-captures
@@ -130,65 +153,117 @@ finish() {
         -e http2.goaway.last_stream_id -e http2.goaway.error -e http2.rst_stream.error >&2
 }
 
-# clean NAME N : whether NAME.pcap holds exactly N HEADERS frames from
-# curl and no RST_STREAM: each transfer sent once, none refused. Whether it
-# does is a race in curl (see the parts below), so each part is recorded
-# again until it does, at most TRIES times.
+# frames NAME : one line per HTTP/2 frame in NAME.pcap as tshark decrypts
+# it, in the capture's order: TCP stream, `c` (from curl) or `s` (from
+# nginx), frame type, stream id, and for a GOAWAY its last stream id, for
+# a RST_STREAM its error code (else `-`).
+frames() {
+    local name=$1
+    tshark -r "$OUT_DIR/$name.pcap" -o "tls.keylog_file:$OUT_DIR/$name.keylog" \
+        -Y http2 -T fields -e tcp.stream -e tcp.dstport -e http2.type -e http2.streamid \
+        -e http2.goaway.last_stream_id -e http2.rst_stream.error 2>/dev/null \
+        | awk -F'\t' -v port="$H2_PORT" '{
+              side = ($2 == port) ? "c" : "s"
+              n = split($3, t, ","); split($4, id, ","); split($5, last, ","); split($6, err, ",")
+              g = 0; r = 0
+              for (i = 1; i <= n; i++) {
+                  x = "-"
+                  if (t[i] == 7) x = last[++g]
+                  if (t[i] == 3) x = err[++r]
+                  print $1, side, t[i], id[i], x
+              } }'
+}
+
+# The outcomes a recording of a part is made again until (at most
+# TRIES, resp. UNCLEAN_TRIES, times), each printing what it counted:
+# clean NAME N : NAME.pcap holds exactly N HEADERS frames from curl and
+# no RST_STREAM: each transfer sent once, none refused (the race in curl
+# that decides it is described at the parts below).
 clean() {
     local name=$1 want=$2 counts
-    counts=$(tshark -r "$OUT_DIR/$name.pcap" -o "tls.keylog_file:$OUT_DIR/$name.keylog" \
-        -Y http2 -T fields -e tcp.dstport -e http2.type 2>/dev/null \
-        | awk -F'\t' -v port="$H2_PORT" '{ n = split($2, t, ","); for (i = 1; i <= n; i++) {
-              if (t[i] == 1 && $1 == port) h++; if (t[i] == 3) r++ } }
-          END { printf "%d %d", h, r }')
+    counts=$(frames "$name" | awk '$3 == 1 && $2 == "c" { h++ } $3 == 3 { r++ }
+                                   END { printf "%d %d", h, r }')
     log "$name: $want URLs, ${counts% *} HEADERS from curl, ${counts#* } RST_STREAM"
     [[ $counts == "$want 0" ]]
 }
+# refused NAME N : nginx sent at least one RST_STREAM with error 7
+# (REFUSED_STREAM): curl had sent HEADERS for more streams than nginx's
+# SETTINGS allow before it read them.
+refused() {
+    local name=$1 want=$2 counts
+    counts=$(frames "$name" | awk '$3 == 1 && $2 == "c" { h++ } $3 == 3 && $2 == "s" && $5 == 7 { r++ }
+                                   END { printf "%d %d", h, r }')
+    log "$name: $want URLs, ${counts% *} HEADERS from curl, ${counts#* } RST_STREAM REFUSED_STREAM from nginx"
+    [[ ${counts#* } -gt 0 ]]
+}
+# ignored NAME N : curl sent at least one HEADERS frame on a stream above
+# the last stream id of a GOAWAY nginx had sent on that connection before
+# it (which nginx ignores).
+ignored() {
+    local name=$1 want=$2 counts
+    counts=$(frames "$name" | awk '$3 == 7 && $2 == "s" && (!($1 in last) || $5 < last[$1]) { last[$1] = $5 }
+                                   $3 == 1 && $2 == "c" { h++; if (($1 in last) && $4 > last[$1]) i++ }
+                                   END { printf "%d %d", h, i }')
+    log "$name: $want URLs, ${counts% *} HEADERS from curl, ${counts#* } after nginx's GOAWAY above its last stream id"
+    [[ ${counts#* } -gt 0 ]]
+}
 
-# record NAME N CURLARG... : record NAME.pcap of the one curl (CURL,
-# CURLARGs, N URLs among them) with its key log, until `clean NAME N`
-# (at most TRIES times; an error if never).
+# record NAME N OUTCOME TRIES CURLARG... : record NAME.pcap of the one
+# curl (CURL, CURLARGs, N URLs among them) with its key log, until
+# `OUTCOME NAME N` (clean, refused or ignored; at most TRIES times, an
+# error if never).
 record() {
-    local name=$1 n=$2 try
-    shift 2
-    for try in $(seq 1 "$TRIES"); do
-        log "$name.pcap, try $try of $TRIES"
+    local name=$1 n=$2 outcome=$3 tries=$4 try
+    shift 4
+    for try in $(seq 1 "$tries"); do
+        log "$name.pcap, try $try of $tries (until $outcome)"
         rm -f "$OUT_DIR/$name.keylog"
         wait_closed "$H2_PORT"
         start_capture "$OUT_DIR/$name.pcap" "$FILTER"
         SSLKEYLOGFILE="$OUT_DIR/$name.keylog" timeout 60 "${CURL[@]}" "$@" >/dev/null
         finish "$name" "$n"
-        if clean "$name" "$n"; then return 0; fi
+        if "$outcome" "$name" "$n"; then return 0; fi
     done
-    echo "error: $name: no clean recording in $TRIES tries" >&2
+    echo "error: $name: no $outcome recording in $tries tries" >&2
     return 1
 }
 
-if part limit; then
-# 1. one curl, 10 slow transfers at once; nginx allows 2 streams per
-#    connection. Unclean: curl sent HEADERS for more than 2 transfers (in
-#    trials 5, or all 10) on its first connection before it had read
-#    nginx's SETTINGS; nginx refused all but 2 (RST_STREAM
-#    REFUSED_STREAM) and curl sent them again on new connections.
-serve "http2_max_concurrent_streams $MAX_STREAMS"
-URLS=()
-for i in $(seq 1 "$LIMIT_URLS"); do URLS+=("$BASE/slow/slow.txt?n=$i"); done
-record h2-curl-stream-limit "$LIMIT_URLS" --parallel --parallel-max "$LIMIT_URLS" "${URLS[@]}"
-fi
+# record_limit NAME OUTCOME TRIES : one curl, 10 slow transfers at once;
+# nginx allows 2 streams per connection. Unclean: curl sent HEADERS for
+# more than 2 transfers (in trials 5, or all 10) on its first connection
+# before it had read nginx's SETTINGS; nginx refused all but 2
+# (RST_STREAM REFUSED_STREAM) and curl sent them again on new
+# connections.
+record_limit() {
+    local i urls=()
+    serve "http2_max_concurrent_streams $MAX_STREAMS"
+    for i in $(seq 1 "$LIMIT_URLS"); do urls+=("$BASE/slow/slow.txt?n=$i"); done
+    record "$1" "$LIMIT_URLS" "$2" "$3" --parallel --parallel-max "$LIMIT_URLS" "${urls[@]}"
+}
 
-if part goaway; then
-# 2. one curl, 12 slow transfers, at most 3 at once; nginx ends each
-#    connection (GOAWAY) after its 4th request. Unclean: curl sent HEADERS
-#    for further transfers on a connection before it had read nginx's
-#    GOAWAY (nginx ignores them; curl resets them and sends them again on
-#    a new connection).
-serve "keepalive_requests $MAX_REQUESTS"
-URLS=()
-for i in $(seq 1 "$GOAWAY_URLS"); do URLS+=("$BASE/slow/slow.txt?n=$i"); done
-record h2-curl-goaway "$GOAWAY_URLS" --parallel --parallel-max 3 "${URLS[@]}"
-fi
+# record_goaway NAME OUTCOME TRIES : one curl, 12 slow transfers, at most
+# 3 at once; nginx ends each connection (GOAWAY) after its 4th request.
+# Unclean: curl sent HEADERS for further transfers on a connection before
+# it had read nginx's GOAWAY (nginx ignores them; curl resets them and
+# sends them again on a new connection).
+record_goaway() {
+    local i urls=()
+    serve "keepalive_requests $MAX_REQUESTS"
+    for i in $(seq 1 "$GOAWAY_URLS"); do urls+=("$BASE/slow/slow.txt?n=$i"); done
+    record "$1" "$GOAWAY_URLS" "$2" "$3" --parallel --parallel-max 3 "${urls[@]}"
+}
+
+# 1. bg: the stream limit, until clean.
+if part limit; then record_limit h2-curl-stream-limit clean "$TRIES"; fi
+# 2. bh: GOAWAY, until clean.
+if part goaway; then record_goaway h2-curl-goaway clean "$TRIES"; fi
+# 3. bi: the stream limit, with curl's HEADERS refused by nginx.
+if part refused; then record_limit h2-curl-refused refused "$UNCLEAN_TRIES"; fi
+# 4. bj: GOAWAY, with curl's HEADERS after it ignored by nginx.
+if part ignored; then record_goaway h2-curl-goaway-ignored ignored "$UNCLEAN_TRIES"; fi
 
 # ---------------------------------------------------------------------------
 log "done"
-ls -l "$OUT_DIR"/h2-curl-stream-limit.* "$OUT_DIR"/h2-curl-goaway.* >&2 || true
+ls -l "$OUT_DIR"/h2-curl-stream-limit.* "$OUT_DIR"/h2-curl-goaway.* "$OUT_DIR"/h2-curl-refused.* \
+    "$OUT_DIR"/h2-curl-goaway-ignored.* >&2 || true
 if [[ -n "$NGINX_PID" ]]; then stop_server "$NGINX_PID"; fi
