@@ -95,8 +95,6 @@ grep -q "limit_rate $RATE;" "$WORK/nginx/nginx.conf"
 start_nginx "$H2_PORT"
 mark_access_log
 
-BASE="https://localhost:$H2_PORT"
-FILTER="tcp port $H2_PORT"
 h2_curl "$H2_PORT"
 
 # finish NAME LOGGED : wait until every connection is closed, stop the

@@ -332,8 +332,11 @@ make_slow_file() {
 
 # h2_curl PORT : CURL, curl over HTTP/2 to `localhost` at 127.0.0.1:PORT
 # (so that all its connections share one SNI), whose -w prints, per
-# transfer, what it got and on how many new connections.
+# transfer, what it got and on how many new connections; BASE, its URLs'
+# start, and FILTER, the capture's.
 h2_curl() {
+    BASE="https://localhost:$1"
+    FILTER="tcp port $1"
     CURL=(curl -sS --no-progress-meter -k --http2 --resolve "localhost:$1:127.0.0.1"
           -w '%{stderr}  %{url_effective} -> %{http_code} http_version=%{http_version} num_connects=%{num_connects} local_port=%{local_port} size=%{size_download}\n')
 }

@@ -134,8 +134,6 @@ serve() {
     mark_access_log
 }
 
-BASE="https://localhost:$H2_PORT"
-FILTER="tcp port $H2_PORT"
 h2_curl "$H2_PORT"
 
 # finish NAME LOGGED : wait until every connection is closed, stop the
