@@ -1,10 +1,12 @@
 //! `http.http2` (the server's SETTINGS_MAX_CONCURRENT_STREAMS, the client's
-//! streams against it, the first GOAWAY) on every real capture whose
-//! HTTP/2 frames can be read (h2c, and TLS with the key log recorded beside
-//! it), connection by connection against tshark's HTTP/2 dissector; and
-//! what `summary.beside_http2` makes of them on curl against nginx
-//! allowing 2 streams, and against nginx sending a GOAWAY after 4 requests
-//! (scripts/record-limit-captures.sh; captures/README.md, bg and bh).
+//! streams against it, the first GOAWAY, the streams the server refused)
+//! on every real capture whose HTTP/2 frames can be read (h2c, and TLS with
+//! the key log recorded beside it), connection by connection against
+//! tshark's HTTP/2 dissector; what `summary.beside_http2` makes of them on
+//! curl against nginx allowing 2 streams, and against nginx sending a
+//! GOAWAY after 4 requests; and `summary.requests` against nginx's count
+//! where curl had streams refused and retried them elsewhere
+//! (scripts/record-limit-captures.sh; captures/README.md, bg to bj).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
