@@ -2,7 +2,9 @@
 //! or after an `Upgrade: h2c`): client-initiated streams are requests, the
 //! server's first HEADERS on a stream is its response, END_STREAM ends it;
 //! RST_STREAM and GOAWAY are counted, and the server's stream limit and
-//! the first GOAWAY read ([`limit`]). Header blocks (HEADERS and
+//! the first GOAWAY read ([`limit`]); a client stream the server reset
+//! with REFUSED_STREAM before answering, or past the last stream id of a
+//! GOAWAY it sent, is refused (not processed). Header blocks (HEADERS and
 //! CONTINUATION payloads, at most [`MAX_BLOCK`] bytes each) are decoded
 //! with HPACK — every one, in order, so each side's dynamic table stays in
 //! step — for the request's `:method` and `:path` and the response's
@@ -355,9 +357,9 @@ impl H2 {
                 self.reset(side, stream, error, ts);
             }
             _ => {
-                self.limit.goaway(side, &payload, ts);
-                if let (Side::Server, Some(last)) = (side, payload.first_chunk::<4>()) {
-                    self.server_goaway(u32::from_be_bytes(*last) & 0x7fff_ffff, ts);
+                let last = self.limit.goaway(side, &payload, ts);
+                if let (Side::Server, Some(last)) = (side, last) {
+                    self.server_goaway(last, ts);
                 }
             }
         }

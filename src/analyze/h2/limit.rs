@@ -13,10 +13,10 @@ use crate::record::{Http2Limits, Instant, Side};
 use crate::time::Timestamp;
 
 /// Most payload bytes taken of a SETTINGS frame (170 settings; a larger
-/// one is skipped, its settings unread) or of a GOAWAY (its first 8: the
-/// last stream id and the error code; the debug data is skipped).
+/// one is skipped, its settings unread).
 pub const MAX_PAYLOAD: usize = 1024;
-/// The GOAWAY bytes read.
+/// The GOAWAY bytes read: the last stream id and the error code (the
+/// debug data after them is skipped).
 pub const GOAWAY_READ: usize = 8;
 /// Spans at the limit kept a connection; past these the last one is
 /// stretched to the end of the next (it may then cover time below the
@@ -87,18 +87,21 @@ impl Limit {
         self.check(ts);
     }
 
-    /// A GOAWAY's first [`GOAWAY_READ`] payload bytes from `side` at `ts`.
-    pub fn goaway(&mut self, side: Side, payload: &[u8], ts: Timestamp) {
+    /// A GOAWAY's first [`GOAWAY_READ`] payload bytes from `side` at `ts`;
+    /// the last stream id it says was processed (`None`: too short to read).
+    pub fn goaway(&mut self, side: Side, payload: &[u8], ts: Timestamp) -> Option<u32> {
         self.seen = true;
         let [l0, l1, l2, l3, e0, e1, e2, e3] = *payload else {
-            return;
+            return None;
         };
+        let last_stream = u32::from_be_bytes([l0, l1, l2, l3]) & 0x7fff_ffff;
         self.goaway.get_or_insert(GoAway {
             from: side,
             at: ts,
-            last_stream: u32::from_be_bytes([l0, l1, l2, l3]) & 0x7fff_ffff,
+            last_stream,
             error: u32::from_be_bytes([e0, e1, e2, e3]),
         });
+        Some(last_stream)
     }
 
     /// Starts or ends a span at the limit as the streams open now stand.
