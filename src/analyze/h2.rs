@@ -4,7 +4,7 @@
 //! RST_STREAM and GOAWAY are counted, and the server's stream limit and
 //! the first GOAWAY read ([`limit`]); a client stream the server reset
 //! with REFUSED_STREAM before answering, or past the last stream id of a
-//! GOAWAY it sent, is refused (not processed). Header blocks (HEADERS and
+//! GOAWAY it sent, is refused (not processed; [`ends`]). Header blocks (HEADERS and
 //! CONTINUATION payloads, at most [`MAX_BLOCK`] bytes each) are decoded
 //! with HPACK — every one, in order, so each side's dynamic table stays in
 //! step — for the request's `:method` and `:path` and the response's
@@ -34,6 +34,7 @@ pub fn huffman(coded: &[u8]) -> Option<Vec<u8>> {
 /// status, Retry-After and date are kept, never a cookie's value.
 pub const MAX_HUFFMAN: usize = 8 * 1024;
 
+mod ends;
 mod limit;
 
 pub use self::limit::Limit;
@@ -53,7 +54,6 @@ const PING: u8 = 6;
 const GOAWAY: u8 = 7;
 const CONTINUATION: u8 = 9;
 /// RST_STREAM's error code for a stream the server did not process.
-const REFUSED_STREAM: u32 = 0x7;
 const END_STREAM: u8 = 0x1;
 const ACK: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;
@@ -511,53 +511,6 @@ impl H2 {
             }
             (_, GOAWAY) => self.goaway = true,
             _ => {}
-        }
-    }
-}
-
-impl H2 {
-    /// A RST_STREAM from `side` on `stream` with `error` (`None`: unread)
-    /// at `ts`: the stream ends; the server's REFUSED_STREAM before a
-    /// response says it did not process the request.
-    fn reset(&mut self, side: Side, stream: u32, error: Option<u32>, ts: Timestamp) {
-        self.resets += 1;
-        let Some(open) = self.open.remove(&stream) else {
-            return;
-        };
-        self.limit.streams(self.open.len(), ts);
-        if side == Side::Server && error == Some(REFUSED_STREAM) && !open.answered {
-            self.refuse(open.index);
-        }
-    }
-
-    /// The server's GOAWAY at `ts` says streams above `last` were not
-    /// processed: those open without a response end, refused. Only the
-    /// ids between it and an earlier GOAWAY's are looked at (those above
-    /// were already): every id once, whatever the GOAWAYs.
-    fn server_goaway(&mut self, last: u32, ts: Timestamp) {
-        let before = self.server_goaway.unwrap_or(u32::MAX);
-        if last >= before {
-            return;
-        }
-        self.server_goaway = Some(last);
-        let above: Vec<(u32, Stream)> = self
-            .open
-            .range(last.saturating_add(1)..=before)
-            .filter(|(_, s)| !s.answered)
-            .map(|(&id, &s)| (id, s))
-            .collect();
-        for (id, s) in above {
-            self.open.remove(&id);
-            self.refuse(s.index);
-        }
-        self.limit.streams(self.open.len(), ts);
-    }
-
-    /// Request `index` was refused unprocessed.
-    fn refuse(&mut self, index: usize) {
-        self.limit.refused = self.limit.refused.saturating_add(1);
-        if let Some(ex) = self.exchanges.get_mut(index) {
-            ex.refuse();
         }
     }
 }
