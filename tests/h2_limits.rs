@@ -345,5 +345,68 @@ fn refused_requests_count_where_they_were_served() {
         );
         let by_interval: u64 = s.over_time.intervals.iter().map(|i| i.requests).sum();
         assert_eq!(by_interval + s.over_time.requests_untimed, served, "{name}");
+        // The verdict says so, and why the client needed more connections.
+        let says =
+            format!("; {refused} more requests were refused unprocessed by the server (HTTP/2)");
+        assert_eq!(
+            s.verdict.contains(&says),
+            refused > 0,
+            "{name}: {}",
+            s.verdict
+        );
+        let needed = match name {
+            "h2-curl-refused" | "h2-curl-stream-limit" => {
+                "; 4 connections were needed at the server's limit of 2 concurrent HTTP/2 streams;"
+            }
+            _ => "; 1 connection was needed after a GOAWAY closed the HTTP/2 connection to new streams",
+        };
+        assert!(s.verdict.contains(needed), "{name}: {}", s.verdict);
+    }
+}
+
+/// `compare` weighs them too: curl at nginx's limit of 2 streams that
+/// waited for the SETTINGS (A) against one that did not (B, 8 refused);
+/// without the key logs TLS hides the frames, and the rows are null.
+#[test]
+fn compare_counts_refusals_and_connections_needed() {
+    let [a, b] = ["h2-curl-stream-limit", "h2-curl-refused"]
+        .map(|n| crate::h2_sizes::capture(&format!("{n}.pcap")));
+    let run = |keys: bool| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_handshakes"));
+        cmd.args(["compare", "-T", "json"]).arg(&a).arg(&b);
+        if keys {
+            for p in [&a, &b] {
+                cmd.arg("--keylog").arg(p.with_extension("keylog"));
+            }
+        }
+        let out = cmd.output().expect("run compare");
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("compare JSON")
+    };
+    let with = run(true);
+    let pair = |v: &serde_json::Value, key: &str| {
+        let m = &v["metrics"][key];
+        (m["a"].as_f64(), m["b"].as_f64())
+    };
+    assert_eq!(pair(&with, "requests_refused"), (Some(0.0), Some(8.0)));
+    assert_eq!(pair(&with, "beside_http2_at_limit"), (Some(4.0), Some(4.0)));
+    assert_eq!(
+        pair(&with, "beside_http2_after_goaway"),
+        (Some(0.0), Some(0.0))
+    );
+    let verdict = with["verdict"].as_str().expect("a verdict");
+    for says in [
+        "; 4 vs 4 connections needed at the server's HTTP/2 stream limit;",
+        "; 8 vs 0 HTTP/2 requests refused unprocessed by the server;",
+    ] {
+        assert!(verdict.contains(says), "{verdict}");
+    }
+    let without = run(false);
+    for key in [
+        "requests_refused",
+        "beside_http2_at_limit",
+        "beside_http2_after_goaway",
+    ] {
+        assert_eq!(pair(&without, key), (None, None), "{key}");
     }
 }

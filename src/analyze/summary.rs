@@ -463,6 +463,10 @@ impl SummaryBuilder {
             beside_http2: beside_http2
                 .as_ref()
                 .map_or((0, 0), |b| (b.connections, b.raced)),
+            http2_needed: beside_http2.as_ref().map_or((0, None, 0), |b| {
+                (b.at_limit, b.stream_limit, b.after_goaway)
+            }),
+            refused: self.requests_refused,
             not_resumed: not_resumed
                 .as_ref()
                 .map_or((0, 0), |n| (n.not_offered, n.refused)),

@@ -198,6 +198,25 @@ pub(crate) fn verdict_of(a: &Labeled, b: &Labeled, ms: &[Metric], names: (char, 
             "{y:.0} vs {x:.0} connections opened beside an HTTP/2 connection to the same server"
         ));
     }
+    let at_limit = either("beside_http2_at_limit").filter(|&(x, y)| x + y > 0.0);
+    let after_goaway = either("beside_http2_after_goaway").filter(|&(x, y)| x + y > 0.0);
+    match (at_limit, after_goaway) {
+        (Some((x, y)), Some((gx, gy))) => tail.push(format!(
+            "{y:.0} vs {x:.0} connections needed at the server's HTTP/2 stream limit, {gy:.0} vs {gx:.0} after a GOAWAY"
+        )),
+        (Some((x, y)), None) => tail.push(format!(
+            "{y:.0} vs {x:.0} connections needed at the server's HTTP/2 stream limit"
+        )),
+        (None, Some((x, y))) => tail.push(format!(
+            "{y:.0} vs {x:.0} connections needed after an HTTP/2 GOAWAY"
+        )),
+        (None, None) => {}
+    }
+    if let Some((x, y)) = either("requests_refused").filter(|&(x, y)| x + y > 0.0) {
+        tail.push(format!(
+            "{y:.0} vs {x:.0} HTTP/2 requests refused unprocessed by the server"
+        ));
+    }
     if let Some((x, y)) = either("tls_not_offered").filter(|&(x, y)| x + y > 0.0) {
         tail.push(format!(
             "{y:.0} vs {x:.0} full TLS handshakes offering no session to resume after one with the same server"

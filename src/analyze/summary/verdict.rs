@@ -47,6 +47,13 @@ pub(super) struct Counts {
     /// Connections opened beside an HTTP/2 connection to the same
     /// server, and of them those that raced its handshake.
     pub(super) beside_http2: (u64, u64),
+    /// Connections the client needed beside HTTP/2 (not counted there):
+    /// opened while every HTTP/2 connection to the server was at its
+    /// stream limit, the lowest limit, and those opened while every one
+    /// was going away.
+    pub(super) http2_needed: (u64, Option<u32>, u64),
+    /// HTTP/2 requests the server refused unprocessed (not in `requests`).
+    pub(super) refused: u64,
     /// Full TLS handshakes that offered no session to resume after one
     /// with the same server had completed, and those whose offered session
     /// the server refused.
@@ -81,9 +88,11 @@ pub(super) fn verdict(c: &Counts) -> String {
         + &unreused_clause(c)
         + &while_idle_clause(c)
         + &beside_http2_clause(c)
+        + &http2_needed_clause(c)
         + &not_resumed_clause(c)
         + &timeout_clause(c)
-        + &after_close_clause(c);
+        + &after_close_clause(c)
+        + &refused_clause(c);
     if c.quic == 0 {
         return over_tcp;
     }
@@ -170,6 +179,26 @@ fn beside_http2_clause(c: &Counts) -> String {
     }
 }
 
+/// Connections HTTP/2 could not have spared, which explain a low reuse:
+/// `; 4 connections were needed at the server's limit of 2 concurrent
+/// HTTP/2 streams, 1 after a GOAWAY`.
+fn http2_needed_clause(c: &Counts) -> String {
+    let (at_limit, limit, after_goaway) = c.http2_needed;
+    let limit = limit.map_or("the server's limit of".to_owned(), |l| {
+        format!("the server's limit of {l}")
+    });
+    let at = format!("at {limit} concurrent HTTP/2 streams");
+    match (at_limit, after_goaway) {
+        (0, 0) => String::new(),
+        (n, 0) => format!("; {} needed {at}", connections_were(n)),
+        (0, g) => format!(
+            "; {} needed after a GOAWAY closed the HTTP/2 connection to new streams",
+            connections_were(g)
+        ),
+        (n, g) => format!("; {} needed {at}, {g} after a GOAWAY", connections_were(n)),
+    }
+}
+
 /// Full TLS handshakes a client could have spared: it offered no session
 /// though it had completed a handshake with the server before (python's
 /// `ssl` keeps none across connections unless given one), or the server
@@ -230,6 +259,23 @@ fn after_close_clause(c: &Counts) -> String {
                 "a connection".to_owned()
             } else {
                 format!("{conns} connections")
+            }
+        ),
+    }
+}
+
+/// The HTTP/2 requests the server refused unprocessed (REFUSED_STREAM,
+/// or past its GOAWAY): sent, never served; a client that retries them
+/// sends them again, where they count.
+fn refused_clause(c: &Counts) -> String {
+    match c.refused {
+        0 => String::new(),
+        n => format!(
+            "; {n} more {} refused unprocessed by the server (HTTP/2)",
+            if n == 1 {
+                "request was"
+            } else {
+                "requests were"
             }
         ),
     }

@@ -5,7 +5,9 @@
 //! Does not lay out tables, JSON or HTML, nor word the verdict (`compare`).
 
 use super::Labeled;
-use crate::record::{AcrossConnections, Distribution, RateLimitSummary, SetupPhases, Summary};
+use crate::record::{
+    AcrossConnections, BesideHttp2, Distribution, RateLimitSummary, SetupPhases, Summary,
+};
 use crate::report::human_duration;
 
 /// How a metric's values print.
@@ -155,6 +157,15 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
     // …those of TLS null without TLS.
     let tls_phase = |f: fn(&SetupPhases) -> f64| phase(f).filter(|_| s.tls_connections > 0);
     let ic = &s.idle_closes;
+    // HTTP/2's limits and refusals are read where it was offered and
+    // requests were read exactly (from frames); null otherwise, unless
+    // some were seen.
+    let frames = s.beside_http2.is_some() && s.requests_exact > 0;
+    let refused = (frames || s.requests_refused > 0).then_some(s.requests_refused as f64);
+    let needed = |f: fn(&BesideHttp2) -> u64| {
+        let n = s.beside_http2.as_ref().map_or(0, f);
+        (frames || n > 0).then_some(n as f64)
+    };
     #[rustfmt::skip]
     let rows = vec![
         ("connections", "connections", Count, Neither, c(s.connections)),
@@ -216,6 +227,9 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
         ("opened_while_idle_setup_total", "their setup (SYN → 1st request): total", Seconds, Lower, s.opened_while_idle.as_ref().map(|o| o.setup_total)),
         ("beside_http2", "connections opened beside an HTTP/2 connection", Count, Lower, s.beside_http2.as_ref().map(|b| b.connections as f64)),
         ("beside_http2_handshake_total", "their handshakes: total", Seconds, Lower, s.beside_http2.as_ref().map(|b| b.handshake_total)),
+        ("beside_http2_at_limit", "connections needed: HTTP/2 at its stream limit", Count, Neither, needed(|b| b.at_limit)),
+        ("beside_http2_after_goaway", "connections needed: HTTP/2 going away", Count, Neither, needed(|b| b.after_goaway)),
+        ("requests_refused", "HTTP/2 requests refused unprocessed", Count, Lower, refused),
         ("tls_not_offered", "full TLS handshakes offering no session", Count, Lower, s.not_resumed.as_ref().map(|n| n.not_offered as f64)),
         ("tls_refused", "full TLS handshakes: offered session refused", Count, Lower, s.not_resumed.as_ref().map(|n| n.refused as f64)),
         ("peak_concurrent_connections", "peak concurrent connections", Count, Neither, c(s.peak_concurrent_connections.connections)),
@@ -246,7 +260,8 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
 /// `closed_by_server_after_response`, `server_close_after_response_median`,
 /// `requests_after_close`, `opened_while_idle`,
 /// `opened_while_idle_setup_total`, `beside_http2`,
-/// `beside_http2_handshake_total`, `tls_not_offered`, `tls_refused`,
+/// `beside_http2_handshake_total`, `beside_http2_at_limit`,
+/// `beside_http2_after_goaway`, `requests_refused`, `tls_not_offered`, `tls_refused`,
 /// `peak_concurrent_connections`,
 /// `requests_per_second`, `handshake_events`, `handshake_events_per_request`.
 /// Times are seconds.
