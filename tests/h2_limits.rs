@@ -410,3 +410,55 @@ fn compare_counts_refusals_and_connections_needed() {
         assert_eq!(pair(&without, key), (None, None), "{key}");
     }
 }
+
+/// `timeline --conn` lists them among the connection's events: the
+/// stretch at the limit, the refused requests, the server's GOAWAY.
+#[test]
+fn the_timeline_lists_limits_goaways_and_refusals() {
+    let timeline = |name: &str, conn: &str| {
+        let pcap = crate::h2_sizes::capture(&format!("{name}.pcap"));
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_handshakes"))
+            .args(["timeline", "--width", "200", "--conn", conn])
+            .arg(&pcap)
+            .arg("--keylog")
+            .arg(pcap.with_extension("keylog"))
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("run timeline");
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        String::from_utf8(out.stdout).expect("UTF-8")
+    };
+    let refused = timeline("h2-curl-refused", "1");
+    assert!(
+        refused.contains("(2 requests, 8 refused, TLS 1.3 full,"),
+        "{refused}"
+    );
+    let lines = |text: &str, what: &str| text.lines().filter(|l| l.contains(what)).count();
+    assert_eq!(
+        lines(&refused, " (refused unprocessed by the server)"),
+        8,
+        "{refused}"
+    );
+    assert!(
+        refused.contains("  HTTP/2 client streams at the server's limit of 2\n"),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("  HTTP/2 client streams below the limit again (after 987.73ms)\n"),
+        "{refused}"
+    );
+    let ignored = timeline("h2-curl-goaway-ignored", "1");
+    assert!(
+        ignored.contains("  server  HTTP/2 GOAWAY (last stream 7, NO_ERROR)\n"),
+        "{ignored}"
+    );
+    assert_eq!(
+        lines(&ignored, " (refused unprocessed by the server)"),
+        2,
+        "{ignored}"
+    );
+    // Where nothing was refused and no limit reached, no such line.
+    let clean = timeline("h2-curl-goaway", "3");
+    assert_eq!(lines(&clean, "refused"), 0, "{clean}");
+    assert_eq!(lines(&clean, "limit"), 0, "{clean}");
+}

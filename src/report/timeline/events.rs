@@ -1,7 +1,9 @@
 //! The event list of one connection under `timeline --conn ID`: its TCP,
 //! TLS and HTTP events and its close, in time order, with offsets in ms
 //! from its SYN (or first packet), its SYN and requests marked when sent
-//! inside a Retry-After this or another connection to the server got; for a QUIC connection (`--conn qID`),
+//! inside a Retry-After this or another connection to the server got, and
+//! where HTTP/2 frames were read its stretches at the server's stream
+//! limit, its GOAWAY and its refused requests; for a QUIC connection (`--conn qID`),
 //! its Initial packets, TLS messages, HTTP/3 requests and CONNECTION_CLOSE,
 //! from the client's first packet.
 //!
@@ -12,8 +14,8 @@ use std::io::{self, Write};
 use super::super::{sanitize, server_text};
 use super::{close_text, dur, quic_requests_text, requests_text, tls_kind, truncate};
 use crate::record::{
-    CertificateInfo, CloseKind, ConnectionRecord, HttpRequest, OpenedBeside, QuicRecord, Side,
-    Summary, TlsEvent,
+    CertificateInfo, CloseKind, ConnectionRecord, Http2Limits, HttpRequest, OpenedBeside,
+    QuicRecord, Side, Summary, TlsEvent,
 };
 
 /// An event: its time (seconds from the capture's start), who sent it,
@@ -154,6 +156,9 @@ pub(super) fn write_events(
     }
     let elsewhere = |at| inside_elsewhere(windows, rec, at);
     request_events(&rec.http.list, &elsewhere, color, &mut events);
+    if let Some(h2) = &rec.http.http2 {
+        http2_events(h2, color, &mut events);
+    }
     if let (CloseKind::Fin | CloseKind::Rst, Some(t)) = (rec.close.kind, rec.close.time) {
         let both = if rec.close.fin_both {
             ", FIN from both sides"
@@ -167,8 +172,12 @@ pub(super) fn write_events(
         ));
     }
     events.push((rec.end.at, None, "last packet".to_string()));
+    let refused = match rec.http.http2.as_ref().map_or(0, |h| h.refused) {
+        0 => String::new(),
+        n => format!(", {n} refused"),
+    };
     let title = format!(
-        "connection {}  {} -> {}  ({} requests, {}, {}, {})",
+        "connection {}  {} -> {}  ({} requests{refused}, {}, {}, {})",
         rec.id,
         sanitize(&rec.client),
         sanitize(&server_text(rec)),
@@ -268,6 +277,41 @@ pub(super) fn write_quic_events(
     write_list(out, width, &title, from, origin, events, more)
 }
 
+/// What bounded new requests on an HTTP/2 connection whose frames were
+/// read: each stretch its client's streams spent at the server's limit
+/// (from when they reached it to when one ended), and the first GOAWAY.
+fn http2_events(h2: &Http2Limits, color: bool, events: &mut Vec<Event>) {
+    let limit = h2
+        .max_concurrent_streams
+        .map_or(String::new(), |l| format!(" of {l}"));
+    for (from, until) in &h2.at_limit_spans {
+        events.push((
+            from.at,
+            None,
+            format!("HTTP/2 client streams at the server's limit{limit}"),
+        ));
+        events.push((
+            until.at,
+            None,
+            format!(
+                "HTTP/2 client streams below the limit again (after {})",
+                dur(until.at - from.at, color)
+            ),
+        ));
+    }
+    if let Some(g) = &h2.goaway {
+        events.push((
+            g.at.at,
+            Some(g.from),
+            format!(
+                "HTTP/2 GOAWAY (last stream {}, {})",
+                g.last_stream,
+                sanitize(g.error)
+            ),
+        ));
+    }
+}
+
 /// The TLS messages (and alerts) of a handshake; the server's first
 /// certificate message (compressed or not) says what its chain held.
 fn tls_events(list: &[TlsEvent], cert: Option<&CertificateInfo>, events: &mut Vec<Event>) {
@@ -317,6 +361,11 @@ fn request_events(
             || elsewhere(req.start.at),
             |j| format!(" (inside response {}'s Retry-After)", j + 1),
         );
+        // Refused unprocessed (HTTP/2): no response to come.
+        let early = match req.refused {
+            true => format!("{early} (refused unprocessed by the server)"),
+            false => early,
+        };
         events.push((
             req.start.at,
             Some(Side::Client),
