@@ -429,6 +429,13 @@ fn the_timeline_lists_limits_goaways_and_refusals() {
         String::from_utf8(out.stdout).expect("UTF-8")
     };
     let refused = timeline("h2-curl-refused", "1");
+    // Its refused requests wait for nothing: the waterfall row shows no
+    // wait once the two served ones are answered.
+    let row = refused
+        .lines()
+        .find(|l| l.starts_with(" 1 :"))
+        .expect("its row");
+    assert!(!row.contains('~'), "{row}");
     assert!(
         refused.contains("(2 requests, 8 refused, TLS 1.3 full,"),
         "{refused}"
@@ -461,4 +468,33 @@ fn the_timeline_lists_limits_goaways_and_refusals() {
     let clean = timeline("h2-curl-goaway", "3");
     assert_eq!(lines(&clean, "refused"), 0, "{clean}");
     assert_eq!(lines(&clean, "limit"), 0, "{clean}");
+}
+
+/// The HTML report draws them over the connections' bars (a line while at
+/// the limit, a tick at the GOAWAY, each with its tooltip, and their
+/// legend) and its requests card counts the refused ones.
+#[test]
+fn the_html_report_marks_limits_and_goaways() {
+    let page = |name: &str| {
+        let pcap = crate::h2_sizes::capture(&format!("{name}.pcap"));
+        let keylog = pcap.with_extension("keylog");
+        let keylog = keylog.to_str().expect("a UTF-8 path");
+        crate::support::analyze_html(&pcap, &["--keylog", keylog]).1
+    };
+    let refused = page("h2-curl-refused");
+    assert_eq!(refused.matches("class=\"at-limit\"").count(), 1);
+    assert!(refused.contains("HTTP/2 client streams at the server&#39;s limit of 2, for 987.73ms"));
+    assert!(refused.contains("</i>HTTP/2 streams at the server's limit</span>"));
+    assert!(refused
+        .contains("10 exact · 8 more refused unprocessed by the server (HTTP/2), not counted"));
+    assert!(!refused.contains("class=\"goaway\""));
+    let goaway = page("h2-curl-goaway");
+    assert_eq!(
+        goaway
+            .matches("class=\"goaway\"><title>GOAWAY from the server (last stream 7, NO_ERROR)")
+            .count(),
+        3
+    );
+    assert!(goaway.contains("</i>HTTP/2 GOAWAY</span>"));
+    assert!(!goaway.contains("class=\"at-limit\""));
 }

@@ -247,7 +247,7 @@ fn cards(h: &mut String, s: &Summary) {
     let not_resumed = nr.and_then(super::table::not_resumed_text);
     #[rustfmt::skip]
     let cards: Vec<(bool, &str, String, String)> = vec![
-        (true, "requests", s.requests.to_string(), format!("{} exact", s.requests_exact)),
+        (true, "requests", s.requests.to_string(), requests_sub(s)),
         (true, "connections", s.connections.to_string(), format!("{} TCP handshakes", s.tcp_handshakes)),
         (tcp, "TCP handshakes / request", opt_ratio(per_req.tcp), "1.00: no reuse".into()),
         (tls, "full TLS handshakes / request", opt_ratio(per_req.tls_full),
@@ -284,6 +284,13 @@ fn cards(h: &mut String, s: &Summary) {
         card(h, k, v, sub, "");
     }
     h.push_str("</div>\n");
+}
+
+/// The requests card's second line: how many were read exactly, and
+/// those the server refused unprocessed (HTTP/2), which it leaves out.
+fn requests_sub(s: &Summary) -> String {
+    let refused = super::table::refused_text(s).map_or(String::new(), |r| format!(" · {r}"));
+    format!("{} exact{refused}", s.requests_exact)
 }
 
 /// The QUIC card's second line: its handshakes by kind, and whether a key
@@ -354,8 +361,23 @@ fn document(h: &mut String, doc: &Labeled, tag: &str) {
             charts::BESIDE_HTTP2
         );
     }
-    h.push_str("</div>\n");
     let drawn = &doc.drawn;
+    let h2 = || drawn.first.iter().filter_map(|r| r.http.http2.as_deref());
+    if h2().any(|l| !l.at_limit_spans.is_empty()) {
+        let _ = write!(
+            h,
+            "<span><i style=\"background:{}\"></i>HTTP/2 streams at the server's limit</span>",
+            charts::AT_LIMIT
+        );
+    }
+    if h2().any(|l| l.goaway.is_some()) {
+        let _ = write!(
+            h,
+            "<span><i style=\"background:{}\"></i>HTTP/2 GOAWAY</span>",
+            charts::GOAWAY
+        );
+    }
+    h.push_str("</div>\n");
     let (quic, quic_total) = s
         .quic
         .as_ref()

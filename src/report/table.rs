@@ -62,6 +62,18 @@ fn ratio(v: Option<f64>) -> String {
     v.map_or("-".to_string(), |x| format!("{x:.2}"))
 }
 
+/// The HTTP/2 requests servers refused unprocessed: `8 more refused
+/// unprocessed by the server (HTTP/2), not counted` — sent, never served:
+/// the client sends them again, counted there; `None` when none was.
+pub(crate) fn refused_text(s: &Summary) -> Option<String> {
+    (s.requests_refused > 0).then(|| {
+        format!(
+            "{} more refused unprocessed by the server (HTTP/2), not counted",
+            s.requests_refused
+        )
+    })
+}
+
 /// The headline: requests, connections, handshakes and what they cost.
 pub fn write_headline(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
     // It may name a server by its SNI: the capture's text.
@@ -70,11 +82,7 @@ pub fn write_headline(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
         let rps = s
             .requests_per_second
             .map_or(String::new(), |r| format!(", {r:.1}/s"));
-        // Sent, never served: the client sends them again, counted there.
-        let refused = match s.requests_refused {
-            0 => String::new(),
-            n => format!(" · {n} more refused unprocessed by the server (HTTP/2), not counted"),
-        };
+        let refused = refused_text(s).map_or(String::new(), |r| format!(" · {r}"));
         writeln!(
             out,
             "requests      {} ({} exact, {} estimated) — {} per connection (max {}){rps}{refused}",

@@ -211,7 +211,8 @@ pub fn segments(rec: &ConnectionRecord) -> Vec<Segment> {
 }
 
 /// Each listed request's wait and transfer, a request without a response
-/// waiting until `end`.
+/// waiting until `end` — but one the server refused unprocessed (HTTP/2),
+/// which waits for nothing and is not drawn.
 fn requests(out: &mut Vec<Segment>, list: &[HttpRequest], end: f64) {
     for (i, req) in list.iter().enumerate() {
         let n = Some(i.saturating_add(1));
@@ -221,6 +222,7 @@ fn requests(out: &mut Vec<Segment>, list: &[HttpRequest], end: f64) {
                 let last = req.response_last.map_or(first.at, |l| l.at);
                 out.push(seg(Phase::Transfer, first.at, last, n));
             }
+            None if req.refused => {}
             None => out.push(seg(Phase::Wait, req.start.at, end, n)),
         }
     }

@@ -1,6 +1,8 @@
 //! The HTML report's pictures: the waterfall of connections (time axis,
 //! one row per connection — TCP, then QUIC — a segment per phase with its
-//! tooltip) and the histograms of connect and TLS handshake times, as
+//! tooltip; marks where the summary counted a connection at its SYN, and
+//! over an HTTP/2 connection's bar its stretches at the server's stream
+//! limit and its GOAWAY) and the histograms of connect and TLS handshake times, as
 //! inline SVG.
 //!
 //! Does not compute statistics beyond binning; every string from a capture
@@ -15,7 +17,8 @@ use super::super::timeline::{
 use super::super::{human_duration, server_text};
 use super::{color, esc, rect, text, MAX_ROWS};
 use crate::record::{
-    CertificateInfo, CloseKind, ConnectionRecord, HttpRequest, OpenedBeside, QuicRecord, Summary,
+    CertificateInfo, CloseKind, ConnectionRecord, Http2Limits, HttpRequest, OpenedBeside,
+    QuicRecord, Summary,
 };
 
 /// Tick step of about `span / 8`, rounded to 1, 2 or 5 × 10^k.
@@ -325,6 +328,11 @@ pub(super) const PASSED_OVER: &str = "#bf3989";
 /// connection to its server.
 pub(super) const BESIDE_HTTP2: &str = "#8250df";
 
+/// The colour of the line over a connection's bar while its HTTP/2
+/// client streams were at the server's limit, and of its GOAWAY's tick.
+pub(super) const AT_LIMIT: &str = "#d4a72c";
+pub(super) const GOAWAY: &str = "#24292f";
+
 /// The waterfall of `records` (the first `MAX_ROWS` of `total` TCP
 /// connections), then of the QUIC connections `quic` (the first
 /// `MAX_ROWS` of `quic_total`); a connection `summary` counted at its SYN
@@ -439,6 +447,9 @@ pub(super) fn waterfall(
                 esc(&b.title)
             );
         }
+        if let Some(h2) = records.get(row).and_then(|r| r.http.http2.as_deref()) {
+            http2_marks(h, h2, y, &x);
+        }
         h.push_str("</g>\n");
     }
     h.push_str("</svg>\n");
@@ -454,6 +465,44 @@ pub(super) fn waterfall(
             h,
             "<p class=\"note\">Showing the first {} of {quic_total} QUIC connections.</p>",
             quic.len(),
+        );
+    }
+}
+
+/// What bounded an HTTP/2 connection's new requests, over its bar in the
+/// row at `y`: a line while its client streams were at the server's
+/// limit, a tick at its first GOAWAY.
+fn http2_marks(h: &mut String, h2: &Http2Limits, y: f64, x: &dyn Fn(f64) -> f64) {
+    let limit = h2
+        .max_concurrent_streams
+        .map_or(String::new(), |l| format!(" of {l}"));
+    for (from, until) in &h2.at_limit_spans {
+        let (x0, x1) = (x(from.at), x(until.at));
+        let title = format!(
+            "HTTP/2 client streams at the server's limit{limit}, for {}",
+            human_duration(until.at - from.at)
+        );
+        rect(
+            h,
+            [x0, y + 1.0, (x1 - x0).max(1.0), 2.0],
+            AT_LIMIT,
+            " class=\"at-limit\"",
+            &title,
+        );
+    }
+    if let Some(g) = &h2.goaway {
+        let title = format!(
+            "GOAWAY from the {} (last stream {}, {})",
+            g.from.as_str(),
+            g.last_stream,
+            g.error
+        );
+        rect(
+            h,
+            [x(g.at.at) - 1.0, y + 1.0, 2.0, 18.0],
+            GOAWAY,
+            " class=\"goaway\"",
+            &title,
         );
     }
 }
