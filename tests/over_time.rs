@@ -500,3 +500,80 @@ fn compare_lines_the_captures_up_at_one_width() {
         assert!(chart.contains(">+1.100s</text>"), "{tag}: {chart}");
     }
 }
+
+/// QUIC's lines of the series (connections, their handshakes by kind,
+/// HTTP/3 requests and 429s) are its records counted into intervals, on
+/// every capture that holds QUIC — with the key log recorded beside it
+/// where there is one, so that HTTP/3 is read — at two widths; added up,
+/// the QUIC summary's counts.
+#[test]
+fn quic_connections_and_http3_requests_are_counted_where_they_began() {
+    let mut checked = 0;
+    for (name, path) in all_captures() {
+        let keylog = path.with_extension("keylog");
+        let keylog = keylog.exists().then_some(keylog);
+        for interval in [None, Some(Duration::from_millis(10))] {
+            let (s, _) = analysed(&path, keylog.as_deref(), interval);
+            let Some(q) = &s.quic else {
+                continue;
+            };
+            let o = &s.over_time;
+            let width = ns(o.interval);
+            // (connections, full, resumed, HTTP/3 requests, 429s) by interval.
+            let mut want: BTreeMap<i64, [u64; 5]> = BTreeMap::new();
+            let mut put = |at: f64, field: usize| {
+                if let Some(n) = want
+                    .entry(ns(at).div_euclid(width))
+                    .or_default()
+                    .get_mut(field)
+                {
+                    *n += 1;
+                }
+            };
+            assert_eq!(
+                q.list.len() as u64,
+                q.connections,
+                "{name}: every one listed"
+            );
+            for c in &q.list {
+                put(c.start.at, 0);
+                match c.tls.resumed {
+                    Some(false) => put(c.start.at, 1),
+                    Some(true) => put(c.start.at, 2),
+                    None => {}
+                }
+                for r in c.http.as_ref().map_or(&[][..], |h| &h.list[..]) {
+                    put(r.start.at, 3);
+                    if r.status == Some(429) {
+                        put(r.response_last.or(r.response_first).expect("an end").at, 4);
+                    }
+                }
+            }
+            let ours: BTreeMap<i64, [u64; 5]> = o
+                .intervals
+                .iter()
+                .map(|i| {
+                    let n = [
+                        i.quic_connections,
+                        i.quic_full,
+                        i.quic_resumed,
+                        i.http3_requests,
+                        i.http3_responses_429,
+                    ];
+                    (ns(i.start).div_euclid(width), n)
+                })
+                .filter(|(_, n)| n.iter().any(|&c| c > 0))
+                .collect();
+            assert_eq!(ours, want, "{name} at {}", o.interval);
+            let sum = |f: fn(&Interval) -> u64| o.intervals.iter().map(f).sum::<u64>();
+            assert_eq!(sum(|i| i.quic_connections), s.quic_connections, "{name}");
+            assert_eq!(sum(|i| i.quic_full), q.handshakes_full, "{name}");
+            assert_eq!(sum(|i| i.quic_resumed), q.handshakes_resumed, "{name}");
+            assert_eq!(sum(|i| i.http3_requests), q.requests, "{name}");
+            let too_many = q.status_codes.get("429").copied().unwrap_or(0);
+            assert_eq!(sum(|i| i.http3_responses_429), too_many, "{name}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "only {checked} runs");
+}

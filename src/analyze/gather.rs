@@ -108,7 +108,10 @@ impl Gather {
                 self.open_now = self.open_now.saturating_sub(1);
                 Ok(())
             }
-            Event::Quic { record, .. } => sink.quic(&record),
+            Event::Quic { record, .. } => {
+                self.summary.add_quic(&record);
+                sink.quic(&record)
+            }
             Event::Finished { was_open, done, .. } => {
                 if was_open {
                     self.open_now = self.open_now.saturating_sub(1);

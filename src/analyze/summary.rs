@@ -384,6 +384,12 @@ impl SummaryBuilder {
         self.count_opened_while_idle();
     }
 
+    /// Counts a QUIC connection's record, as it ends, in `over_time` (its
+    /// other figures are the QUIC table's).
+    pub fn add_quic(&mut self, rec: &crate::record::QuicRecord) {
+        self.over_time.add_quic(rec);
+    }
+
     /// Counts in `over_time` the connections the sweep found opened while
     /// another sat idle and beside an HTTP/2 connection, and the full TLS
     /// handshakes not resumed, since it last did.

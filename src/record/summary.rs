@@ -396,6 +396,15 @@ pub struct Interval {
     /// Full TLS handshakes whose ClientHello came in it and that could have
     /// resumed (`summary.not_resumed`: not offered and refused).
     pub tls_not_resumed: u64,
+    /// QUIC connections whose client's first Initial came in it, of them
+    /// those whose handshake was full and resumed…
+    pub quic_connections: u64,
+    pub quic_full: u64,
+    pub quic_resumed: u64,
+    /// …and the HTTP/3 requests listed on those a key log opened that
+    /// started in it, and their 429s that ended in it.
+    pub http3_requests: u64,
+    pub http3_responses_429: u64,
     /// Connections open at its end: opened so far and not closed (one
     /// that ended without FIN or RST counts as open to the end).
     pub open: u64,

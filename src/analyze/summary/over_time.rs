@@ -1,6 +1,7 @@
 //! The summary's time series (`summary.over_time`): each finished
 //! connection's moments — its first packet, its SYN, its ClientHello, its
-//! requests, its 429s, its first FIN or RST — counted in the interval of
+//! requests, its 429s, its first FIN or RST; a QUIC connection's first
+//! packet and its HTTP/3 requests and 429s — counted in the interval of
 //! the capture they fall in.
 //!
 //! Bounded and exact whatever order connections finish in: intervals are
@@ -12,7 +13,8 @@
 //! Without `--interval` the series starts at a millisecond and is widened
 //! along a ladder of round widths to at most [`AUTO_INTERVALS`].
 //!
-//! Does not see records or packets: only what the tally carries.
+//! Does not see packets, nor TCP connections' records: only what their
+//! tallies carry (a QUIC connection's record is read whole).
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -21,7 +23,7 @@ use smallvec::SmallVec;
 
 use super::marks::nanos;
 use crate::analyze::stats::NanoSum;
-use crate::record::{ConnectionRecord, Interval, OverTime, TlsOutcome};
+use crate::record::{ConnectionRecord, Interval, OverTime, QuicRecord, TlsOutcome};
 
 /// Intervals kept at most, at any width.
 pub const MAX_INTERVALS: usize = 10_000;
@@ -191,6 +193,11 @@ struct Bucket {
     beside_http2: u64,
     not_resumed: u64,
     setup: NanoSum,
+    quic: u64,
+    quic_full: u64,
+    quic_resumed: u64,
+    http3_requests: u64,
+    http3_429: u64,
 }
 
 impl Bucket {
@@ -207,6 +214,11 @@ impl Bucket {
         self.beside_http2 += o.beside_http2;
         self.not_resumed += o.not_resumed;
         self.setup.merge(&o.setup);
+        self.quic += o.quic;
+        self.quic_full += o.quic_full;
+        self.quic_resumed += o.quic_resumed;
+        self.http3_requests += o.http3_requests;
+        self.http3_429 += o.http3_429;
     }
 }
 
@@ -385,6 +397,28 @@ impl Series {
         self.untimed += m.untimed;
     }
 
+    /// Counts a QUIC connection: at its first packet (the client's first
+    /// Initial), by how its handshake went, and its listed HTTP/3 requests
+    /// and their 429s.
+    pub fn add_quic(&mut self, q: &QuicRecord) {
+        self.count(nanos(q.start.at), |b| {
+            b.quic += 1;
+            match q.tls.resumed {
+                Some(true) => b.quic_resumed += 1,
+                Some(false) => b.quic_full += 1,
+                None => {}
+            }
+        });
+        for r in q.http.as_ref().map_or(&[][..], |h| &h.list[..]) {
+            self.count(nanos(r.start.at), |b| b.http3_requests += 1);
+            if r.status == Some(crate::analyze::http::limits::TOO_MANY_REQUESTS) {
+                if let Some(end) = r.response_last.or(r.response_first) {
+                    self.count(nanos(end.at), |b| b.http3_429 += 1);
+                }
+            }
+        }
+    }
+
     /// A connection whose SYN came `syn` nanoseconds into the capture
     /// was opened while another to its server sat idle.
     pub fn opened_while_idle(&mut self, syn: i64) {
@@ -432,6 +466,11 @@ impl Series {
                     opened_while_idle: b.opened_while_idle,
                     beside_http2: b.beside_http2,
                     tls_not_resumed: b.not_resumed,
+                    quic_connections: b.quic,
+                    quic_full: b.quic_full,
+                    quic_resumed: b.quic_resumed,
+                    http3_requests: b.http3_requests,
+                    http3_responses_429: b.http3_429,
                     open,
                     setup_mean: b.setup.totals().mean,
                 }

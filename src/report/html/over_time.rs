@@ -1,6 +1,7 @@
 //! The HTML report's *What began when* charts: `summary.over_time` as bar
 //! charts, one per count (connections, requests, TLS handshakes full and
-//! resumed, 429s, connections open), on the capture's time axis.
+//! resumed, 429s, QUIC handshakes and HTTP/3 requests and 429s,
+//! connections open), on the capture's time axis.
 //!
 //! Does not compute anything beyond folding intervals to fit the width
 //! (the table's fold); every string goes through `esc`.
@@ -21,7 +22,7 @@ const BARS: usize = 300;
 pub(crate) type Chart = (&'static str, &'static str, Take, bool);
 
 /// The charts, in order.
-pub(crate) const CHARTS: [Chart; 9] = [
+pub(crate) const CHARTS: [Chart; 13] = [
     ("Connections opened", "#f0883e", |i| i.connections, false),
     ("Requests started", "#218bff", |i| i.requests, false),
     ("Full TLS handshakes", "#a371f7", |i| i.tls_full, false),
@@ -48,6 +49,25 @@ pub(crate) const CHARTS: [Chart; 9] = [
         "Full TLS handshakes that could have resumed",
         "#9a6700",
         |i| i.tls_not_resumed,
+        false,
+    ),
+    ("Full QUIC handshakes", "#a371f7", |i| i.quic_full, false),
+    (
+        "Resumed QUIC handshakes",
+        "#d8b9ff",
+        |i| i.quic_resumed,
+        false,
+    ),
+    (
+        "HTTP/3 requests started",
+        "#218bff",
+        |i| i.http3_requests,
+        false,
+    ),
+    (
+        "HTTP/3 429 responses",
+        "#cf222e",
+        |i| i.http3_responses_429,
         false,
     ),
     ("Connections open", "#afb8c1", |i| i.open, true),

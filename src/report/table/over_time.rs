@@ -17,10 +17,11 @@ pub const WIDTH: usize = 60;
 /// Levels of a mark: none, then an eighth to all of the line's highest.
 const MARKS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 
-/// The counts drawn, in order: their label, and how to take them from an
+/// The counts drawn, in order: their label (at most 11 characters: the
+/// marks start after it and a space), and how to take them from an
 /// interval. `open` is a level, not a count: folded intervals take its most.
 pub(crate) type Take = fn(&Interval) -> u64;
-pub(crate) const LINES: [(&str, Take, bool); 9] = [
+pub(crate) const LINES: [(&str, Take, bool); 13] = [
     ("connections", |i| i.connections, false),
     ("requests", |i| i.requests, false),
     ("TLS full", |i| i.tls_full, false),
@@ -29,6 +30,10 @@ pub(crate) const LINES: [(&str, Take, bool); 9] = [
     ("missed", |i| i.opened_while_idle, false),
     ("beside h2", |i| i.beside_http2, false),
     ("not resumed", |i| i.tls_not_resumed, false),
+    ("QUIC full", |i| i.quic_full, false),
+    ("QUIC resum.", |i| i.quic_resumed, false),
+    ("HTTP/3 reqs", |i| i.http3_requests, false),
+    ("HTTP/3 429s", |i| i.http3_responses_429, false),
     ("open", |i| i.open, true),
 ];
 
@@ -91,14 +96,18 @@ fn first_group(o: &OverTime, n: u64) -> (i64, i64) {
     (n, first)
 }
 
-/// Whether the block is written: when connections began in more than one
-/// interval (with `--interval`, whenever there are connections).
+/// Whether the block is written: when connections (TCP or QUIC) or
+/// requests began in more than one interval (with `--interval`, whenever
+/// there are connections).
 pub fn shown(o: &OverTime) -> bool {
-    let connections = o.intervals.iter().any(|i| i.connections > 0);
+    let connections = o
+        .intervals
+        .iter()
+        .any(|i| i.connections + i.quic_connections > 0);
     let busy = o
         .intervals
         .iter()
-        .filter(|i| i.connections + i.requests > 0)
+        .filter(|i| i.connections + i.requests + i.quic_connections + i.http3_requests > 0)
         .count();
     connections && (busy >= 2 || o.interval_chosen != "auto")
 }
@@ -139,11 +148,17 @@ pub fn write(o: &OverTime, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
+/// What began on QUIC in interval `i`: connections, HTTP/3 requests, 429s.
+fn quic_began(i: &Interval) -> u64 {
+    i.quic_connections + i.http3_requests + i.http3_responses_429
+}
+
 /// The intervals as rows, those in which nothing began or ended left out;
 /// the TLS columns only when there was TLS, `missed` (connections opened
-/// while another sat idle), `beside h2` (beside an HTTP/2 connection) and
-/// `not resumed` (full TLS handshakes that could have resumed) only when
-/// there was one.
+/// while another sat idle), `beside h2` (beside an HTTP/2 connection),
+/// `not resumed` (full TLS handshakes that could have resumed) and the
+/// QUIC ones (connections, HTTP/3 requests and 429s) only when there was
+/// one.
 fn rows(o: &OverTime, out: &mut dyn Write) -> io::Result<()> {
     let shown: Vec<&Interval> = o
         .intervals
@@ -151,6 +166,7 @@ fn rows(o: &OverTime, out: &mut dyn Write) -> io::Result<()> {
         .filter(|i| {
             i.connections + i.tls_full + i.tls_resumed + i.tls_failed + i.requests + i.closed > 0
                 || i.responses_429 > 0
+                || quic_began(i) > 0
         })
         .collect();
     let tls = shown
@@ -178,6 +194,11 @@ fn rows(o: &OverTime, out: &mut dyn Write) -> io::Result<()> {
     }
     if shown.iter().any(|i| i.tls_not_resumed > 0) {
         columns.push(("not resumed", count(|i| i.tls_not_resumed)));
+    }
+    if shown.iter().any(|&i| quic_began(i) > 0) {
+        columns.push(("QUIC", count(|i| i.quic_connections)));
+        columns.push(("h3 reqs", count(|i| i.http3_requests)));
+        columns.push(("h3 429", count(|i| i.http3_responses_429)));
     }
     columns.extend([
         ("reqs", count(|i| i.requests)),
@@ -270,6 +291,13 @@ mod tests {
         assert!(t.contains("  requests     ▁▄█ 16\n"), "{t}");
         assert!(!t.contains("429s"), "a line of zeros is left out: {t}");
         assert!(!t.contains("intervals "), "rows only with --interval: {t}");
+    }
+
+    #[test]
+    fn labels_leave_a_space_before_the_marks() {
+        for (label, ..) in LINES {
+            assert!(label.chars().count() <= 11, "{label}");
+        }
     }
 
     #[test]
