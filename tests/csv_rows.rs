@@ -60,6 +60,7 @@ fn pointer(column: &str) -> Option<&'static str> {
         "tls_resumed" => "/tls/resumed",
         "tls_resumption" => "/tls/resumption",
         "tls_resumption_offered" => "/tls/resumption_offered",
+        "tls_session_issued" => "/tls/session_issued",
         "tls_hello_retry" => "/tls/hello_retry",
         "tls_early_data_offered" => "/tls/early_data/offered",
         "tls_client_certificate_requested" => "/tls/client_certificate_requested",

@@ -153,6 +153,12 @@ pub struct TlsInfo {
     /// (`session_id` only from a client that does not offer TLS 1.3,
     /// whose legacy session id is random); null when it offered none.
     pub resumption_offered: Option<Name>,
+    /// The server gave the client a session to resume later: a
+    /// NewSessionTicket (in TLS 1.3 read with a key log), or in TLS ≤ 1.2
+    /// a ServerHello's session id; false where none came (TLS 1.3: with
+    /// every record opened); null where it is not known (TLS 1.3 without
+    /// keys, no ServerHello).
+    pub session_issued: Option<bool>,
     /// The server answered with a HelloRetryRequest.
     pub hello_retry: bool,
     pub early_data: EarlyData,

@@ -116,6 +116,7 @@ pub const COLUMNS: &[&str] = &[
     "http2_goaway_from",
     "http2_goaway_error",
     "http2_refused",
+    "tls_session_issued",
 ];
 
 /// The `http_rate_limit_…` columns, in the order of [`rate_limit_cells`].
@@ -290,6 +291,11 @@ fn row(file: &str, r: &ConnectionRecord) -> Vec<String> {
     row.extend(rate_limit_cells(r.http.rate_limit.as_ref()));
     row.extend([opt(r.close.idle), r.close.requests_after.to_string()]);
     row.extend(http2_cells(r.http.http2.as_deref()));
+    row.push(
+        r.tls
+            .as_ref()
+            .map_or(String::new(), |t| flag(t.session_issued)),
+    );
     row
 }
 

@@ -462,7 +462,9 @@ fn stream_limit(rec: &ConnectionRecord) -> u16 {
 }
 
 /// The TLS marks of `rec`: a full handshake's ClientHello, and when its
-/// handshake (full or resumed) completed.
+/// handshake (full or resumed) completed — where it left the client a
+/// session to resume (`tls.session_issued`: not where the server is known
+/// to have given none).
 fn tls(rec: &ConnectionRecord) -> (Option<Mark>, Option<i64>) {
     let Some(t) = rec.tls.as_ref() else {
         return (None, None);
@@ -478,7 +480,8 @@ fn tls(rec: &ConnectionRecord) -> (Option<Mark>, Option<i64>) {
         }),
         _ => None,
     };
-    (full, complete.map(|c| nanos(c.at)))
+    let gave = complete.filter(|_| t.session_issued != Some(false));
+    (full, gave.map(|c| nanos(c.at)))
 }
 
 /// The time from `from` to `to` (seconds into the capture) as whole

@@ -41,6 +41,9 @@ pub struct Findings {
     pub(super) resumption: Option<Resumption>,
     /// The session the ClientHello offered to resume, and how.
     pub(super) resumption_offered: Option<Resumption>,
+    /// The server gave the client a session to resume later (`None`: not
+    /// known).
+    pub(super) session_issued: Option<bool>,
     pub(super) hello_retry: bool,
     pub(super) early_data_offered: bool,
     pub(super) early_data_accepted: Option<bool>,
@@ -136,6 +139,7 @@ impl Findings {
             resumed: self.resumed,
             resumption: self.resumption.map(|r| Name::Borrowed(r.as_str())),
             resumption_offered: self.resumption_offered.map(|r| Name::Borrowed(r.as_str())),
+            session_issued: self.session_issued,
             hello_retry: self.hello_retry,
             early_data: EarlyData {
                 offered: self.early_data_offered,
@@ -216,6 +220,7 @@ impl TlsAnalyzer {
             resumed,
             resumption,
             resumption_offered: ch.and_then(offered_resumption),
+            session_issued: self.session_issued(),
             hello_retry: self.hello_retry,
             early_data_offered: ch.is_some_and(|c| c.early_data),
             early_data_accepted: self.early_data_accepted,
@@ -246,6 +251,25 @@ impl TlsAnalyzer {
             .map(String::into_boxed_str);
         findings.steps = std::mem::take(&mut self.events);
         Some(findings)
+    }
+}
+
+impl TlsAnalyzer {
+    /// Whether the server gave the client a session it could resume
+    /// later: a NewSessionTicket, or in TLS ≤ 1.2 a ServerHello's session
+    /// id (empty when the server keeps no session). A TLS 1.3 ticket comes
+    /// sealed after the handshake: with every record opened, none seen is
+    /// none given; without keys it is not known.
+    fn session_issued(&self) -> Option<bool> {
+        let (_, sh) = self.server_hello.as_ref()?;
+        if self.ticket {
+            return Some(true);
+        }
+        if !is_tls13(sh.version()) {
+            return Some(!sh.session_id.is_empty());
+        }
+        let opened = self.decryption().map(|d| d.outcome);
+        (opened == Some(crate::record::DecryptionOutcome::Complete)).then_some(false)
     }
 }
 

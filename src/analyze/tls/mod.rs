@@ -128,6 +128,9 @@ pub struct TlsAnalyzer {
     first_app_data: Option<Timestamp>,
     alert: Option<(Side, Alert, Timestamp)>,
     events: Steps,
+    /// The server sent a NewSessionTicket (read in the clear in TLS ≤ 1.2,
+    /// opened with a key log in TLS 1.3; past the steps kept too).
+    ticket: bool,
     gap_bytes: u64,
     malformed: u64,
     /// With a key log: opens the sealed records.
@@ -182,6 +185,7 @@ impl TlsAnalyzer {
             first_app_data: None,
             alert: None,
             events: Steps::default(),
+            ticket: false,
             gap_bytes: 0,
             malformed: 0,
             decrypter: None,
@@ -233,6 +237,9 @@ impl TlsAnalyzer {
 
     /// A step of the handshake (at most [`steps::MAX_STEPS`] are kept).
     fn event(&mut self, name: StepName, side: Side, ts: Timestamp, alert: Option<Alert>) {
+        if name == StepName::NewSessionTicket && side == Side::Server {
+            self.ticket = true;
+        }
         self.events.push(name, side, ts, alert);
     }
 
