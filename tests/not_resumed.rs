@@ -141,7 +141,7 @@ fn expected(hellos: &[Hello]) -> (u64, u64, u64) {
             continue;
         }
         let earlier = hellos.iter().enumerate().any(|(j, p)| {
-            let gave = !p.alert && !p.gave_none;
+            let gave = !p.alert && (p.resumed || !p.gave_none);
             j != i && p.pool == h.pool && p.complete.is_some_and(|c| c <= hello) && gave
         });
         not_offered += u64::from(earlier);

@@ -463,8 +463,9 @@ fn stream_limit(rec: &ConnectionRecord) -> u16 {
 
 /// The TLS marks of `rec`: a full handshake's ClientHello, and when its
 /// handshake (full or resumed) completed — where it left the client a
-/// session to resume (`tls.session_issued`: not where the server is known
-/// to have given none).
+/// session to resume: not a full one whose server is known to have given
+/// none (`tls.session_issued`; a resumed one shows the client held one,
+/// which a TLS 1.2 ticket may stay, though no new one came).
 fn tls(rec: &ConnectionRecord) -> (Option<Mark>, Option<i64>) {
     let Some(t) = rec.tls.as_ref() else {
         return (None, None);
@@ -480,7 +481,7 @@ fn tls(rec: &ConnectionRecord) -> (Option<Mark>, Option<i64>) {
         }),
         _ => None,
     };
-    let gave = complete.filter(|_| t.session_issued != Some(false));
+    let gave = complete.filter(|_| t.resumed || t.session_issued != Some(false));
     (full, gave.map(|c| nanos(c.at)))
 }
 
