@@ -13,6 +13,7 @@ pub(crate) mod rate_limit;
 mod resume;
 mod servers;
 mod setup;
+mod tally;
 mod verdict;
 
 use std::collections::BTreeMap;
@@ -20,19 +21,19 @@ use std::collections::BTreeMap;
 use crate::record::QuicSummary;
 
 use super::stats::{NanoSum, Samples};
-use super::streams::Aside;
 use crate::record::{
-    Anomalies, CloseKind, ConnectionRecord, DecryptionOutcome, HandshakeTime, IdleCloses, MeanMax,
-    Name, Overlay, PacketCounts, Peak, PerRequest, Side, Summary, TlsOutcome,
+    Anomalies, HandshakeTime, IdleCloses, MeanMax, PacketCounts, Peak, PerRequest, Side, Summary,
 };
 use crate::source::{LinkType, SourceInfo};
 use crate::time::Timestamp;
 use across::{Across, Marks};
-use over_time::{Moments, Series};
-use rate_limit::{LimitTally, RateLimitBuilder};
-use servers::{ServerId, Servers};
+use over_time::Series;
+use rate_limit::RateLimitBuilder;
+use servers::Servers;
 pub use setup::handshake_events;
-use setup::{add_phases, phases_of, setup_phases};
+use setup::{add_phases, phases_of};
+pub use tally::Tally;
+use tally::TlsHandshakes;
 use verdict::{server_timeout, verdict, Counts, Unreused};
 
 /// Overlay networks counted one by one in the summary; connections in more
@@ -51,146 +52,6 @@ fn count_n(counts: &mut BTreeMap<String, u64>, key: &str, n: u64) {
         Some(c) => *c += n,
         None => {
             counts.insert(key.to_owned(), n);
-        }
-    }
-}
-
-/// What the summary reads of one connection's record. Taken where the
-/// record is made: with `--threads` and JSON Lines the shard encodes the
-/// record and drops it there, and only its text and this travel to the
-/// thread that writes (a record is some forty allocations, freed on the
-/// thread that made them).
-#[derive(Debug)]
-pub struct Tally {
-    complete: bool,
-    /// A SYN was seen.
-    syn: bool,
-    connect: Option<f64>,
-    overlay: Option<Overlay>,
-    close: CloseKind,
-    syn_retransmissions: u32,
-    anomalies: Anomalies,
-    tls: Option<TlsTally>,
-    estimated: bool,
-    low_confidence: bool,
-    requests: u64,
-    /// SYN → first listed request, when both were seen…
-    to_first_request: Option<f64>,
-    /// …and cut at each step ([`setup_phases`]).
-    setup_phases: Option<[f64; 4]>,
-    /// Each listed request's duration.
-    durations: Vec<f64>,
-    /// The durations of the requests past the list.
-    unlisted_durations: Option<Samples>,
-    /// Final responses by status, over every request.
-    status_codes: Vec<(u16, u64)>,
-    /// What the responses said of rate limiting (boxed: most have nothing).
-    limits: Option<Box<LimitTally>>,
-    /// What it did in time, for rate limiting across connections (taken
-    /// by the gatherer, which knows when to sweep).
-    pub marks: Marks,
-    /// [`handshake_events`].
-    handshake_events: u64,
-    /// The server, for `summary.servers`.
-    server: ServerId,
-    /// When things happened, for `summary.over_time`.
-    moments: Moments,
-    /// Who closed the connection and how long after its last response
-    /// (`close.idle`), and the requests after the close.
-    idle_close: Option<(Side, f64)>,
-    requests_after_close: u64,
-    /// HTTP/2 requests the server refused unprocessed.
-    requests_refused: u32,
-}
-
-#[derive(Debug)]
-struct TlsTally {
-    outcome: TlsOutcome,
-    resumed: bool,
-    version: Option<Name>,
-    /// The ALPN protocol selected, or told by size with " (by size)", or
-    /// the first offered with " (offered)".
-    alpn: Option<String>,
-    handshake: Option<f64>,
-    decryption: Option<DecryptionOutcome>,
-}
-
-impl Tally {
-    /// What the summary reads of `rec`, and of what the analyzers kept
-    /// aside: the durations of the requests it does not list, and the
-    /// waits after 429s.
-    pub fn of(rec: &ConnectionRecord, aside: Aside) -> Tally {
-        let server = ServerId::of(rec);
-        let hs = &rec.tcp.handshake;
-        let http = &rec.http;
-        Tally {
-            complete: hs.complete,
-            syn: hs.syn.is_some(),
-            connect: hs.connect,
-            overlay: rec.overlay,
-            close: rec.close.kind,
-            syn_retransmissions: hs.syn_retransmissions,
-            anomalies: rec.anomalies.clone(),
-            tls: rec.tls.as_ref().map(|tls| TlsTally {
-                outcome: tls.outcome,
-                resumed: tls.resumed,
-                version: tls.version.clone(),
-                alpn: tls.alpn_chosen().or_else(|| {
-                    let first = tls.alpn_offered.first();
-                    first.map(|a| format!("{a} (offered)"))
-                }),
-                handshake: tls.handshake,
-                decryption: tls.decryption.map(|d| d.outcome),
-            }),
-            estimated: http.estimated,
-            low_confidence: http.confidence == "low",
-            // A request sent after the connection's close was never served
-            // (the client sends it again): not one the connection carried.
-            requests: rec.requests_served(),
-            to_first_request: hs
-                .syn
-                .zip(http.list.first())
-                .map(|(syn, first)| first.start.ts - syn.ts),
-            setup_phases: setup_phases(rec),
-            moments: Moments::of(rec, &aside.past_marks),
-            idle_close: rec.close.by.zip(rec.close.idle),
-            requests_after_close: rec.close.requests_after,
-            requests_refused: http.http2.as_ref().map_or(0, |h| h.refused),
-            durations: http.list.iter().filter_map(|r| r.duration).collect(),
-            unlisted_durations: aside.durations,
-            status_codes: http.status_codes.iter().map(|(&s, &n)| (s, n)).collect(),
-            limits: LimitTally::of(rec, aside.waits_after_429),
-            marks: Marks::of(rec, &aside.past_marks, aside.unmarked).at_site(server.key()),
-            handshake_events: handshake_events(rec),
-            server,
-        }
-    }
-
-    /// A full TLS handshake completed.
-    fn tls_full(&self) -> bool {
-        self.tls
-            .as_ref()
-            .is_some_and(|t| t.outcome == TlsOutcome::Complete && !t.resumed)
-    }
-}
-
-/// TLS handshakes by how they ended: completed full, completed resumed,
-/// failed with an alert (the summary's and each server's).
-#[derive(Debug, Default)]
-struct TlsHandshakes {
-    full: u64,
-    resumed: u64,
-    failed: u64,
-}
-
-impl TlsHandshakes {
-    /// Counts `t`'s handshake, if it had TLS and it ended.
-    fn add(&mut self, t: &Tally) {
-        match t.tls.as_ref().map(|tls| (tls.outcome, tls.resumed)) {
-            Some((TlsOutcome::Complete, true)) => self.resumed += 1,
-            Some((TlsOutcome::Complete, false)) => self.full += 1,
-            Some((TlsOutcome::Failed, _)) => self.failed += 1,
-            _ => {}
         }
     }
 }
