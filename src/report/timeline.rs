@@ -19,6 +19,7 @@
 use std::io::{self, Write};
 
 mod events;
+pub(crate) use events::{at_limit_text, goaway_text};
 mod rows;
 
 pub use rows::Rows;

@@ -11,8 +11,8 @@
 use std::fmt::Write as _;
 
 use super::super::timeline::{
-    close_text, quic_requests_text, quic_segments, requests_text, segments, tls_kind, Phase,
-    Segment,
+    at_limit_text, close_text, goaway_text, quic_requests_text, quic_segments, requests_text,
+    segments, tls_kind, Phase, Segment,
 };
 use super::super::{human_duration, server_text};
 use super::{color, esc, rect, text, MAX_ROWS};
@@ -473,13 +473,11 @@ pub(super) fn waterfall(
 /// row at `y`: a line while its client streams were at the server's
 /// limit, a tick at its first GOAWAY.
 fn http2_marks(h: &mut String, h2: &Http2Limits, y: f64, x: &dyn Fn(f64) -> f64) {
-    let limit = h2
-        .max_concurrent_streams
-        .map_or(String::new(), |l| format!(" of {l}"));
     for (from, until) in &h2.at_limit_spans {
         let (x0, x1) = (x(from.at), x(until.at));
         let title = format!(
-            "HTTP/2 client streams at the server's limit{limit}, for {}",
+            "{}, for {}",
+            at_limit_text(h2),
             human_duration(until.at - from.at)
         );
         rect(
@@ -491,12 +489,7 @@ fn http2_marks(h: &mut String, h2: &Http2Limits, y: f64, x: &dyn Fn(f64) -> f64)
         );
     }
     if let Some(g) = &h2.goaway {
-        let title = format!(
-            "GOAWAY from the {} (last stream {}, {})",
-            g.from.as_str(),
-            g.last_stream,
-            g.error
-        );
+        let title = format!("GOAWAY from the {} ({})", g.from.as_str(), goaway_text(g));
         rect(
             h,
             [x(g.at.at) - 1.0, y + 1.0, 2.0, 18.0],

@@ -14,7 +14,7 @@ use std::io::{self, Write};
 use super::super::{sanitize, server_text};
 use super::{close_text, dur, quic_requests_text, requests_text, tls_kind, truncate};
 use crate::record::{
-    CertificateInfo, CloseKind, ConnectionRecord, Http2Limits, HttpRequest, OpenedBeside,
+    CertificateInfo, CloseKind, ConnectionRecord, GoAway, Http2Limits, HttpRequest, OpenedBeside,
     QuicRecord, Side, Summary, TlsEvent,
 };
 
@@ -281,15 +281,8 @@ pub(super) fn write_quic_events(
 /// read: each stretch its client's streams spent at the server's limit
 /// (from when they reached it to when one ended), and the first GOAWAY.
 fn http2_events(h2: &Http2Limits, color: bool, events: &mut Vec<Event>) {
-    let limit = h2
-        .max_concurrent_streams
-        .map_or(String::new(), |l| format!(" of {l}"));
     for (from, until) in &h2.at_limit_spans {
-        events.push((
-            from.at,
-            None,
-            format!("HTTP/2 client streams at the server's limit{limit}"),
-        ));
+        events.push((from.at, None, at_limit_text(h2)));
         events.push((
             until.at,
             None,
@@ -303,13 +296,25 @@ fn http2_events(h2: &Http2Limits, color: bool, events: &mut Vec<Event>) {
         events.push((
             g.at.at,
             Some(g.from),
-            format!(
-                "HTTP/2 GOAWAY (last stream {}, {})",
-                g.last_stream,
-                sanitize(g.error)
-            ),
+            format!("HTTP/2 GOAWAY ({})", goaway_text(g)),
         ));
     }
+}
+
+/// `HTTP/2 client streams at the server's limit of 2` (without `of N`
+/// where the limit is not known): a stretch at the limit, as the event
+/// list and the HTML waterfall's tooltip word it.
+pub(crate) fn at_limit_text(h2: &Http2Limits) -> String {
+    let limit = h2
+        .max_concurrent_streams
+        .map_or(String::new(), |l| format!(" of {l}"));
+    format!("HTTP/2 client streams at the server's limit{limit}")
+}
+
+/// `last stream 7, NO_ERROR`: what a GOAWAY said (its error's name is
+/// one of RFC 9113's, never the capture's text).
+pub(crate) fn goaway_text(g: &GoAway) -> String {
+    format!("last stream {}, {}", g.last_stream, g.error)
 }
 
 /// The TLS messages (and alerts) of a handshake; the server's first
