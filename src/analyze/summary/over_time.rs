@@ -23,7 +23,7 @@ use smallvec::SmallVec;
 
 use super::marks::nanos;
 use crate::analyze::stats::NanoSum;
-use crate::record::{ConnectionRecord, Interval, OverTime, QuicRecord, TlsOutcome};
+use crate::record::{ConnectionRecord, HttpRequest, Interval, OverTime, QuicRecord, TlsOutcome};
 
 /// Intervals kept at most, at any width.
 pub const MAX_INTERVALS: usize = 10_000;
@@ -152,12 +152,7 @@ impl Moments {
             .filter(|r| served(r.start.at) && !r.refused)
             .map(|r| nanos(r.start.at))
             .collect();
-        let mut too_many: SmallVec<[i64; 1]> = http
-            .list
-            .iter()
-            .filter(|r| r.status == Some(crate::analyze::http::limits::TOO_MANY_REQUESTS))
-            .filter_map(|r| r.response_last.or(r.response_first).map(|t| nanos(t.at)))
-            .collect();
+        let mut too_many: SmallVec<[i64; 1]> = too_many_ends(&http.list).collect();
         for &(at, end) in past {
             match end {
                 None if served(at) => requests.push(nanos(at)),
@@ -176,6 +171,14 @@ impl Moments {
             too_many,
         }
     }
+}
+
+/// When each listed response 429 ended (its last byte, or its first where
+/// that is all), in nanoseconds into the capture: TCP's and HTTP/3's alike.
+fn too_many_ends(list: &[HttpRequest]) -> impl Iterator<Item = i64> + '_ {
+    list.iter()
+        .filter(|r| r.status == Some(crate::analyze::http::limits::TOO_MANY_REQUESTS))
+        .filter_map(|r| r.response_last.or(r.response_first).map(|t| nanos(t.at)))
 }
 
 /// One interval's counts.
@@ -409,13 +412,12 @@ impl Series {
                 None => {}
             }
         });
-        for r in q.http.as_ref().map_or(&[][..], |h| &h.list[..]) {
+        let list = q.http.as_ref().map_or(&[][..], |h| &h.list[..]);
+        for r in list {
             self.count(nanos(r.start.at), |b| b.http3_requests += 1);
-            if r.status == Some(crate::analyze::http::limits::TOO_MANY_REQUESTS) {
-                if let Some(end) = r.response_last.or(r.response_first) {
-                    self.count(nanos(end.at), |b| b.http3_429 += 1);
-                }
-            }
+        }
+        for end in too_many_ends(list) {
+            self.count(end, |b| b.http3_429 += 1);
         }
     }
 
