@@ -282,6 +282,7 @@ pub(crate) fn our_types(r: &ConnectionRecord, client: bool, sealed: bool) -> Vec
             "new_session_ticket" => Some(4),
             "encrypted_extensions" => Some(8),
             "certificate" => Some(11),
+            "compressed_certificate" if sealed => Some(25),
             "server_key_exchange" => Some(12),
             "certificate_request" => Some(13),
             "server_hello_done" => Some(14),
