@@ -118,17 +118,17 @@ fn connections_opened_beside_an_open_http2_connection_count() {
     let v = report(&all);
     let b = at(&v, "/summary/beside_http2");
     assert_eq!(
-        ["checked", "connections", "raced", "carried_none"].map(|k| b[k].as_u64()),
-        [6, 2, 1, 0].map(Some),
+        ["checked", "connections", "raced", "carried_none", "sealed"].map(|k| b[k].as_u64()),
+        [6, 2, 1, 0, 0].map(Some),
         "{b}"
     );
     assert_eq!(
         b["first"],
         serde_json::json!([
             {"connection": 2, "http2_connection": 1, "raced": true, "carried_none": false,
-             "handshake": 0.00015},
+             "sealed": false, "handshake": 0.00015},
             {"connection": 3, "http2_connection": 1, "raced": false, "carried_none": false,
-             "handshake": 0.00015}
+             "sealed": false, "handshake": 0.00015}
         ])
     );
     assert_eq!(b["handshake_total"].as_f64(), Some(0.0003), "{b}");

@@ -32,6 +32,7 @@ mod report;
 mod request_stats;
 mod retry_across;
 mod retry_after;
+mod sealed;
 mod servers;
 mod setup_phases;
 mod support;

@@ -84,6 +84,10 @@ pub struct BesideHttp2 {
     /// Of them, those that carried no request (a client that raced
     /// several open and kept one: OkHttp, Chromium's spare).
     pub carried_none: u64,
+    /// Of them, those beside an HTTP/2 connection whose frames were not
+    /// read (TLS without `--keylog`): its stream limit and any GOAWAY
+    /// unknown, the client may have needed them.
+    pub sealed: u64,
     /// Their handshakes (SYN → TLS handshake complete; the TCP handshake
     /// in cleartext), seconds: in total, and one by one — what waiting for
     /// the HTTP/2 connection would have saved.
@@ -118,6 +122,8 @@ pub struct BesideOne {
     pub raced: bool,
     /// It carried no request.
     pub carried_none: bool,
+    /// The HTTP/2 connection's frames were not read (TLS without keys).
+    pub sealed: bool,
     /// Its handshake, seconds; null where it did not complete.
     pub handshake: Option<f64>,
 }
@@ -176,6 +182,15 @@ pub struct NotResumed {
     /// and their handshakes (ClientHello → complete), seconds in total…
     pub not_offered: u64,
     pub not_offered_handshake_total: f64,
+    /// …of them, those whose earlier handshake was a full TLS 1.3 one
+    /// read without keys: its tickets sealed, whether the server issued
+    /// any is unknown (with `--keylog`, a handshake that gave none is
+    /// followed by none counted)…
+    pub not_offered_after_sealed: u64,
+    /// …of `not_offered`, those whose earlier handshake was a full TLS
+    /// 1.3 one read without keys: its tickets sealed, whether the server
+    /// issued any is unknown (with `--keylog`, one that issued none is
+    /// not followed by any counted)…
     /// …and those whose ClientHello offered a session the server did not
     /// resume, and their handshakes.
     pub refused: u64,

@@ -174,10 +174,6 @@ impl Across {
         };
         let h2 = h2_opened.into_iter().chain(h2_closed);
         let (full_hello, tls_done) = std::mem::take(&mut marks.tls);
-        let tls_done = tls_done.map(|at| Mark {
-            at,
-            kind: Kind::TlsDone,
-        });
         let tls = full_hello.into_iter().chain(tls_done);
         let all = std::iter::once(opened).chain(h2).chain(tls);
         for mark in all.chain(marks.marks.drain(..)) {
@@ -247,14 +243,14 @@ impl Across {
                 let ready = (ready, streams);
                 return self
                     .multiplex
-                    .opened((p.server, site), p.conn, at, ready, how.parts());
+                    .opened((p.server, site), p.conn, at, ready, how);
             }
             Kind::H2Closed => return self.multiplex.closed(p.conn),
             Kind::H2GoAway => return self.multiplex.goaway(p.conn),
             Kind::H2Full { micros, streams } => {
                 return self.multiplex.full(p.conn, at, micros, streams)
             }
-            Kind::TlsDone => return self.resume.done(p.server, p.conn, at),
+            Kind::TlsDone { sealed } => return self.resume.done(p.server, p.conn, at, sealed),
             Kind::FullHello { micros, offered } => {
                 let server = (p.server, self.sites.of(p.server));
                 return self.resume.full(server, p.conn, at, micros, offered);

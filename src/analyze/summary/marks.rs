@@ -51,8 +51,12 @@ pub(super) enum Kind {
     },
     Opened,
     /// A TLS handshake completed: from here the client may hold a session
-    /// with the connection's server to resume.
-    TlsDone,
+    /// with the connection's server to resume; `sealed`: whether the server
+    /// issued one is unknown (a full TLS 1.3 handshake read without keys,
+    /// its tickets sealed).
+    TlsDone {
+        sealed: bool,
+    },
     /// A full TLS handshake's ClientHello, the handshake taking so many
     /// microseconds to complete; `offered`: the ClientHello offered a
     /// session to resume (the server refused it).
@@ -89,21 +93,33 @@ pub(super) enum Kind {
     Request,
 }
 
-/// How a connection took part in HTTP/2, in a byte (three `bool`s would
+/// How a connection took part in HTTP/2, in a byte (four `bool`s would
 /// make a [`Mark`] 24 bytes, not 16): `offered`, with a SYN seen, so that
 /// its opening is known; `speaks` it; `requested`: it has a
-/// [`Kind::Setup`] to come.
+/// [`Kind::Setup`] to come; `sealed`: it speaks HTTP/2 but its frames
+/// were not read (TLS without keys), so its stream limit and GOAWAY are
+/// unknown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct H2How(u8);
 
 impl H2How {
-    pub(super) fn new(offered: bool, speaks: bool, requested: bool) -> H2How {
-        H2How(u8::from(offered) | u8::from(speaks) << 1 | u8::from(requested) << 2)
+    pub(super) const fn new(offered: bool, speaks: bool, requested: bool) -> H2How {
+        H2How(offered as u8 | (speaks as u8) << 1 | (requested as u8) << 2)
+    }
+
+    /// The same, its frames not read.
+    pub(super) fn sealed(self) -> H2How {
+        H2How(self.0 | 8)
     }
 
     /// (`offered`, `speaks`, `requested`).
     pub(super) fn parts(self) -> (bool, bool, bool) {
         (self.0 & 1 != 0, self.0 & 2 != 0, self.0 & 4 != 0)
+    }
+
+    /// Whether its frames were not read.
+    pub(super) fn is_sealed(self) -> bool {
+        self.0 & 8 != 0
     }
 }
 
@@ -118,7 +134,7 @@ impl Kind {
             | Kind::H2Closed
             | Kind::H2GoAway
             | Kind::H2Full { .. }
-            | Kind::TlsDone => 1,
+            | Kind::TlsDone { .. } => 1,
             Kind::Opened | Kind::H2 { .. } => 2,
             Kind::FullHello { .. } | Kind::Setup { .. } => 3,
             Kind::Request => 4,
@@ -135,7 +151,7 @@ impl Kind {
             Kind::H2 { .. } | Kind::H2Closed | Kind::H2GoAway | Kind::H2Full { .. } => {
                 Counter::Multiplex
             }
-            Kind::TlsDone | Kind::FullHello { .. } => Counter::Resume,
+            Kind::TlsDone { .. } | Kind::FullHello { .. } => Counter::Resume,
         }
     }
 }
@@ -186,8 +202,8 @@ pub struct Marks {
     /// HTTP/2 frames were read has them.)
     pub(super) h2: Option<(Kind, Option<i64>)>,
     /// Its TLS handshake's: a full one's ClientHello ([`Kind::FullHello`])
-    /// and its completion (likewise outside `marks`).
-    pub(super) tls: (Option<Mark>, Option<i64>),
+    /// and its completion ([`Kind::TlsDone`]; likewise outside `marks`).
+    pub(super) tls: (Option<Mark>, Option<Mark>),
 }
 
 impl Marks {
@@ -423,10 +439,14 @@ fn h2(rec: &ConnectionRecord, marks: &[Mark]) -> Option<(Kind, Option<i64>)> {
         CloseKind::Open => None,
     };
     let requested = marks.iter().any(|m| matches!(m.kind, Kind::Setup { .. }));
+    let how = H2How::new(offered, speaks, requested);
     let kind = Kind::H2 {
         ready,
         streams: stream_limit(rec),
-        how: H2How::new(offered, speaks, requested),
+        how: match speaks && rec.http.http2.is_none() {
+            true => how.sealed(),
+            false => how,
+        },
     };
     Some((kind, closed.filter(|_| speaks)))
 }
@@ -465,8 +485,9 @@ fn stream_limit(rec: &ConnectionRecord) -> u16 {
 /// handshake (full or resumed) completed — where it left the client a
 /// session to resume: not a full one whose server is known to have given
 /// none (`tls.session_issued`; a resumed one shows the client held one,
-/// which a TLS 1.2 ticket may stay, though no new one came).
-fn tls(rec: &ConnectionRecord) -> (Option<Mark>, Option<i64>) {
+/// which a TLS 1.2 ticket may stay, though no new one came), and whether
+/// it is unknown that it gave one.
+fn tls(rec: &ConnectionRecord) -> (Option<Mark>, Option<Mark>) {
     let Some(t) = rec.tls.as_ref() else {
         return (None, None);
     };
@@ -482,7 +503,13 @@ fn tls(rec: &ConnectionRecord) -> (Option<Mark>, Option<i64>) {
         _ => None,
     };
     let gave = complete.filter(|_| t.resumed || t.session_issued != Some(false));
-    (full, gave.map(|c| nanos(c.at)))
+    let done = gave.map(|c| Mark {
+        at: nanos(c.at),
+        kind: Kind::TlsDone {
+            sealed: !t.resumed && t.session_issued.is_none(),
+        },
+    });
+    (full, done)
 }
 
 /// The time from `from` to `to` (seconds into the capture) as whole

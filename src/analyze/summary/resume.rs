@@ -30,10 +30,12 @@ const MAX_SERVERS: usize = 1 << 18;
 /// The full handshakes of every server, as of the sweep.
 #[derive(Debug, Default)]
 pub(super) struct Resume {
-    /// Each server's first completed handshake: when, and its connection.
-    done: HashMap<u64, (i64, u64)>,
+    /// Each server's first completed handshake.
+    done: HashMap<u64, Done>,
     full: u64,
     not_offered: Samples,
+    /// Of `not_offered`, those after a handshake whose session is unknown.
+    after_sealed: u64,
     refused: Samples,
     /// Full handshakes of servers past [`MAX_SERVERS`], and marks taken
     /// behind the sweep.
@@ -47,12 +49,44 @@ pub(super) struct Resume {
     pub(super) hellos: Vec<i64>,
 }
 
+/// A server's first completed handshake: when, its connection, and
+/// whether it is unknown that the server issues sessions (its tickets
+/// sealed, no sign of one since), with the full handshakes counted after
+/// it meanwhile.
+#[derive(Debug)]
+struct Done {
+    at: i64,
+    conn: u64,
+    sealed: bool,
+    counted: u32,
+}
+
 impl Resume {
     /// Connection `conn` to `server` completed a TLS handshake at `at`
-    /// (nanoseconds into the capture).
-    pub(super) fn done(&mut self, server: u64, conn: u64, at: i64) {
+    /// (nanoseconds into the capture); `sealed`: whether the server issued
+    /// a session is unknown (a full TLS 1.3 handshake read without keys).
+    /// One that is not sealed (resumed, or one the server is seen to have
+    /// given a session) shows the server issues them.
+    pub(super) fn done(&mut self, server: u64, conn: u64, at: i64, sealed: bool) {
         if self.done.len() < MAX_SERVERS || self.done.contains_key(&server) {
-            self.done.entry(server).or_insert((at, conn));
+            self.done.entry(server).or_insert(Done {
+                at,
+                conn,
+                sealed,
+                counted: 0,
+            });
+            if !sealed {
+                self.issues(server);
+            }
+        }
+    }
+
+    /// `server` is seen to issue sessions: those counted after its first
+    /// handshake, whose tickets were sealed, are no longer in doubt.
+    fn issues(&mut self, server: u64) {
+        if let Some(d) = self.done.get_mut(&server).filter(|d| d.sealed) {
+            self.after_sealed = self.after_sealed.saturating_sub(u64::from(d.counted));
+            d.sealed = false;
         }
     }
 
@@ -71,12 +105,18 @@ impl Resume {
         self.full += 1;
         let took = (micros != UNTIL_THE_END - 1).then(|| f64::from(micros) / 1e6);
         if offered {
+            // The client held a session with the server: it issues them.
+            self.issues(server);
             self.refused.push(took.unwrap_or(0.0));
             self.counted(site, at, (0, 1));
             return;
         }
-        let earlier = match self.done.get(&server) {
-            Some(&(done, other)) if done <= at && other != conn => other,
+        let earlier = match self.done.get_mut(&server) {
+            Some(d) if d.at <= at && d.conn != conn => {
+                d.counted = d.counted.saturating_add(u32::from(d.sealed));
+                self.after_sealed += u64::from(d.sealed);
+                d.conn
+            }
             Some(_) => return,
             None => {
                 self.out_of_order += u64::from(self.done.len() >= MAX_SERVERS);
@@ -112,6 +152,7 @@ impl Resume {
             full: self.full,
             not_offered: self.not_offered.len(),
             not_offered_handshake_total: self.not_offered.sum(),
+            not_offered_after_sealed: self.after_sealed,
             refused: self.refused.len(),
             refused_handshake_total: self.refused.sum(),
             out_of_order: self.out_of_order,
@@ -135,13 +176,14 @@ mod tests {
         let mut r = Resume::default();
         r.full((7, None), 1, 0, 10_000, false);
         r.full((7, None), 2, 5 * MS, 10_000, false);
-        r.done(7, 1, 10 * MS);
-        r.done(7, 2, 15 * MS);
+        r.done(7, 1, 10 * MS, false);
+        r.done(7, 2, 15 * MS, true);
         r.full((7, None), 3, 20 * MS, 4_000, false);
         r.full((7, None), 4, 20 * MS, 6_000, true);
         r.full((8, None), 5, 20 * MS, 4_000, false);
         let n = r.finish().0.expect("full handshakes");
         assert_eq!((n.full, n.not_offered, n.refused), (5, 1, 1));
+        assert_eq!(n.not_offered_after_sealed, 0);
         assert_eq!(
             n.first,
             [NotResumedOne {
@@ -158,7 +200,7 @@ mod tests {
     fn servers_are_bounded() {
         let mut r = Resume::default();
         for server in 0..MAX_SERVERS as u64 + 2 {
-            r.done(server, server, 0);
+            r.done(server, server, 0, false);
         }
         assert_eq!(r.done.len(), MAX_SERVERS);
         r.full((u64::MAX, None), 1, MS, 1, false);
@@ -169,7 +211,36 @@ mod tests {
     #[test]
     fn no_full_handshake_is_none() {
         let mut r = Resume::default();
-        r.done(7, 1, 0);
+        r.done(7, 1, 0, true);
         assert_eq!(r.finish().0, None);
+    }
+
+    /// After a server whose sessions are unknown (TLS 1.3 read without
+    /// keys), a full handshake counts, and says so — until the server is
+    /// seen to issue sessions (a resumed handshake, one offered), before
+    /// or after.
+    #[test]
+    fn after_a_sealed_handshake_counts_and_says_so() {
+        let mut r = Resume::default();
+        r.done(7, 1, 0, true);
+        r.done(7, 2, MS, true);
+        r.full((7, None), 3, 2 * MS, 1_000, false);
+        r.full((7, None), 4, 3 * MS, 1_000, false);
+        r.done(8, 5, 0, true);
+        r.full((8, None), 6, 2 * MS, 1_000, false);
+        let n = r.finish().0.expect("counted");
+        assert_eq!((n.not_offered, n.not_offered_after_sealed), (3, 3));
+        let mut r = Resume::default();
+        r.done(7, 1, 0, true);
+        r.full((7, None), 3, 2 * MS, 1_000, false);
+        r.full((7, None), 4, 3 * MS, 1_000, true);
+        r.full((7, None), 5, 4 * MS, 1_000, false);
+        r.done(8, 6, 0, true);
+        r.full((8, None), 7, 2 * MS, 1_000, false);
+        r.done(8, 8, 3 * MS, false);
+        r.done(9, 9, 0, true);
+        r.full((9, None), 10, 2 * MS, 1_000, false);
+        let n = r.finish().0.expect("counted");
+        assert_eq!((n.not_offered, n.not_offered_after_sealed), (4, 1));
     }
 }

@@ -54,7 +54,9 @@ pub(crate) fn while_idle_text(o: &OpenedWhileIdle) -> Option<String> {
 /// handshakes 623.09ms in total · connections 2 beside 1, 3 beside 1, …`
 /// (by id, the HTTP/2 one's after `beside`), then those not counted,
 /// the client needing them (` · not counted, needed: 4 at the server's
-/// limit of 2 streams, 1 after a GOAWAY`); `None` when none was either.
+/// limit of 2 streams, 1 after a GOAWAY`), and those beside one whose
+/// frames were sealed ([`sealed_text`]); `None` when none was
+/// either.
 pub(crate) fn beside_http2_text(b: &BesideHttp2) -> Option<String> {
     let n = b.connections;
     let needed = needed_text(b);
@@ -83,13 +85,32 @@ pub(crate) fn beside_http2_text(b: &BesideHttp2) -> Option<String> {
         ),
     };
     Some(format!(
-        "{n} of {} connection{} that offered HTTP/2 opened while an HTTP/2 connection to the same server was open{raced}{none}{handshakes} · {}{}{}",
+        "{n} of {} connection{} that offered HTTP/2 opened while an HTTP/2 connection to the same server was open{raced}{none}{handshakes} · {}{}{}{}",
         b.checked,
         plural(b.checked),
         listed(b.first.iter().map(|p| (p.connection, p.http2_connection)), n, "beside"),
         needed.unwrap_or_default(),
+        sealed_text(
+            n,
+            b.sealed,
+            ("HTTP/2 frames sealed", "beside one whose HTTP/2 frames are sealed"),
+            "a stream limit or a GOAWAY may have made some needed"
+        ),
         short(b.out_of_order)
     ))
+}
+
+/// What was counted without keys, of `n`, the `sealed` a key log could
+/// take back: ` · {all}: {tail}` when all were, ` · 3 {some}: {tail}`
+/// when some; empty when none was. Beside HTTP/2, the server's stream
+/// limit and GOAWAY are in the frames; after a TLS 1.3 handshake, whether
+/// the server issued a ticket.
+fn sealed_text(n: u64, sealed: u64, (all, some): (&str, &str), tail: &str) -> String {
+    match sealed {
+        0 => String::new(),
+        s if s == n => format!(" · {all}: {tail} (--keylog tells)"),
+        s => format!(" · {s} {some}: {tail} (--keylog tells)"),
+    }
 }
 
 /// The connections opened beside HTTP/2 ones the client could not use:
@@ -115,7 +136,9 @@ fn needed_text(b: &BesideHttp2) -> Option<String> {
 /// handshakes offered no session to resume, though one with the same
 /// server had completed before · their handshakes 8.82ms in total ·
 /// connections 2 after 1, 3 after 1, … · 1 offered a session the server
-/// refused (4.10ms)`; `None` when none did either.
+/// refused (4.10ms)`, saying when the earlier handshake's tickets were
+/// sealed (TLS 1.3 without keys): ` · TLS 1.3 tickets sealed: the server
+/// may have issued none (--keylog tells)`; `None` when none did either.
 pub(crate) fn not_resumed_text(n: &NotResumed) -> Option<String> {
     let handshakes = |count: u64, total: f64| match count {
         1 => format!("its handshake {}", human_duration(total)),
@@ -137,9 +160,15 @@ pub(crate) fn not_resumed_text(n: &NotResumed) -> Option<String> {
         (0, 0) => None,
         (0, r) => Some(format!("{r} {of} {refused}")),
         (k, r) => Some(format!(
-            "{k} {of} offered no session to resume, though one with the same server had completed before · {} · {}{}{}",
+            "{k} {of} offered no session to resume, though one with the same server had completed before · {} · {}{}{}{}",
             handshakes(k, n.not_offered_handshake_total),
             listed(first, k, "after"),
+            sealed_text(
+                k,
+                n.not_offered_after_sealed,
+                ("TLS 1.3 tickets sealed", "after a TLS 1.3 handshake whose tickets are sealed"),
+                "the server may have issued none"
+            ),
             if r > 0 { format!(" · {r} {refused}") } else { String::new() },
             short(n.out_of_order)
         )),
@@ -216,5 +245,34 @@ mod tests {
             .contains("needed"));
         b.connections = 0;
         assert_eq!(beside_http2_text(&b), None);
+    }
+
+    /// Those a key log could take back end the line: all, or some.
+    #[test]
+    fn what_is_sealed_is_said() {
+        let b = BesideHttp2 {
+            checked: 4,
+            connections: 3,
+            sealed: 2,
+            ..BesideHttp2::default()
+        };
+        let line = beside_http2_text(&b).expect("counted");
+        assert!(
+            line.ends_with(" · 2 beside one whose HTTP/2 frames are sealed: a stream limit or a GOAWAY may have made some needed (--keylog tells)"),
+            "{line}"
+        );
+        let n = NotResumed {
+            full: 3,
+            not_offered: 2,
+            not_offered_after_sealed: 2,
+            ..NotResumed::default()
+        };
+        let line = not_resumed_text(&n).expect("counted");
+        assert!(
+            line.ends_with(
+                " · TLS 1.3 tickets sealed: the server may have issued none (--keylog tells)"
+            ),
+            "{line}"
+        );
     }
 }
