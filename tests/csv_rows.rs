@@ -61,6 +61,7 @@ fn pointer(column: &str) -> Option<&'static str> {
         "tls_resumption" => "/tls/resumption",
         "tls_resumption_offered" => "/tls/resumption_offered",
         "tls_session_issued" => "/tls/session_issued",
+        "http_host" => "/http/host",
         "tls_hello_retry" => "/tls/hello_retry",
         "tls_early_data_offered" => "/tls/early_data/offered",
         "tls_client_certificate_requested" => "/tls/client_certificate_requested",

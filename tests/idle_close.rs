@@ -281,8 +281,8 @@ fn the_servers_block_shows_which_server_closes_idle_connections() {
             .unwrap_or_default()
             .to_owned()
     };
-    assert_eq!(row("10.0.0.2:80"), "1.00s", "{text}");
-    assert_eq!(row("10.0.0.3:80"), "-", "{text}");
+    assert_eq!(row("10.0.0.2:80 (x)"), "1.00s", "{text}");
+    assert_eq!(row("10.0.0.3:80 (x)"), "-", "{text}");
     let v = report(&refs);
     let first = at(&v, "/summary/servers/0");
     assert_eq!(first["server"], "10.0.0.2:80");

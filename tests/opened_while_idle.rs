@@ -164,6 +164,8 @@ fn tshark_streams(pcap: &Path, port: u16, keylog: Option<&Path>) -> Vec<Stream> 
         "tls.handshake.extensions_server_name",
         "ipv6.src",
         "ipv6.dst",
+        "http.host",
+        "http.request.uri",
     ];
     // With the key log, the server's port is read as TLS whatever its number.
     let options = match keylog {
@@ -178,6 +180,9 @@ fn tshark_streams(pcap: &Path, port: u16, keylog: Option<&Path>) -> Vec<Stream> 
         answered: Option<f64>,
         closed: bool,
         sni: String,
+        /// The host of the first request to name one (not to a proxy),
+        /// where tshark reads HTTP (port 80).
+        host: Option<String>,
         server: String,
         client: String,
     }
@@ -192,6 +197,9 @@ fn tshark_streams(pcap: &Path, port: u16, keylog: Option<&Path>) -> Vec<Stream> 
         let st = streams.entry(stream).or_default();
         if !field(12).is_empty() {
             st.sni = field(12).to_owned();
+        }
+        if st.host.is_none() && !field(15).is_empty() && !field(16).contains("://") {
+            st.host = field(15).split(';').next().map(str::to_owned);
         }
         if st.closed {
             continue;
@@ -238,7 +246,11 @@ fn tshark_streams(pcap: &Path, port: u16, keylog: Option<&Path>) -> Vec<Stream> 
             if let Some(a) = st.answered {
                 st.s.idle.push((a, f64::INFINITY, false));
             }
-            st.s.pool = format!("{} {} {}", st.client, st.server, st.sni);
+            // In cleartext, the host its first request named.
+            let host = st.host.as_deref().filter(|_| st.sni.is_empty());
+            let name = host.and_then(|h| crate::servers::host_name(h, &st.server));
+            let name = name.unwrap_or(st.sni);
+            st.s.pool = format!("{} {} {name}", st.client, st.server);
             st.s
         })
         .collect()
@@ -285,11 +297,13 @@ fn real_clients_as_tshark_sees_them() {
     if corpus.is_none() {
         crate::tools::skip_or_fail("peer corpus", "../shared/corpus not found");
     }
-    // From the peer corpus: a browser opening a connection while another
-    // was idle, four streams to one IPv6 server, and a capture whose
-    // clock stamps a request, its answer and the SYN alike.
+    // From the peer corpus: a browser opening a connection to
+    // meta.wikimedia.org while its connection to www.wikipedia.org, at
+    // the same address, sat idle (another host: none), four streams to
+    // one IPv6 server, and a capture whose clock stamps a request, its
+    // answer and the SYN alike.
     let peers = [
-        ("zeek/Traces/wikipedia.pcap", 80, 1),
+        ("zeek/Traces/wikipedia.pcap", 80, 0),
         (
             "pcapplusplus/Tests/Pcap++Test/PcapExamples/four_ipv6_http_streams.pcap",
             80,

@@ -23,20 +23,39 @@ type Named = (String, Option<String>);
 /// Per conn= of nginx's log: requests, a full and a resumed TLS handshake.
 type Conns = BTreeMap<String, (u64, bool, bool)>;
 
+/// A server's name: its SNI, or in cleartext the host its first request
+/// named (docs/json.md, `servers`).
 fn key_of(rec: &ConnectionRecord) -> Key {
-    (
-        rec.server.clone(),
-        rec.tls.as_ref().and_then(|t| t.sni.clone()),
-        rec.overlay.map(|o| o.label()),
-    )
+    let name = match &rec.tls {
+        Some(t) => t.sni.clone(),
+        None => rec
+            .http
+            .host
+            .as_deref()
+            .and_then(|h| host_name(h, &rec.server)),
+    };
+    (rec.server.clone(), name, rec.overlay.map(|o| o.label()))
 }
 
 fn key(s: &ServerSummary) -> Key {
     (
         s.server.clone(),
-        s.sni.clone(),
+        s.sni.clone().or(s.host.clone()),
         s.overlay.map(|o| o.label()),
     )
+}
+
+/// A request's host as a server's name: lower-cased, without its port,
+/// none where it is the server's own address.
+pub(crate) fn host_name(host: &str, server: &str) -> Option<String> {
+    let host = host.to_ascii_lowercase();
+    let name = match host.rfind(':') {
+        Some(i) if !host[..i].contains(':') || host.starts_with('[') => &host[..i],
+        _ => &host,
+    };
+    let address = &server[..server.rfind(':').unwrap_or(server.len())];
+    let strip = |s: &str| s.replace(['[', ']'], "");
+    (strip(name) != strip(&address.to_ascii_lowercase())).then(|| name.to_owned())
 }
 
 /// What docs/json.md says a server's counts are, from its records.
@@ -262,9 +281,15 @@ fn adds_up(name: &str, s: &Summary) {
 /// tshark's TCP streams that began with a SYN, grouped by the SYN's
 /// destination and the SNI of the stream's first ClientHello: how many
 /// streams each, and how many of them sent a ClientHello.
-fn tshark_servers(path: &Path) -> Option<BTreeMap<Named, (u64, u64)>> {
+/// tshark's streams grouped by server: address and port, and the SNI of
+/// its ClientHello, or in cleartext the host of its first request (HTTP
+/// decoded on `http_ports`).
+fn tshark_servers(path: &Path, http_ports: &[String]) -> Option<BTreeMap<Named, (u64, u64)>> {
     let fields = |filter: &str, fields: &[&str]| -> Option<Vec<Vec<String>>> {
-        let first = ["-E".to_owned(), "occurrence=f".to_owned()];
+        let mut first = vec!["-E".to_owned(), "occurrence=f".to_owned()];
+        for port in http_ports {
+            first.extend(["-d".to_owned(), format!("tcp.port=={port},http")]);
+        }
         let text = crate::tools::tshark_fields(path, &first, filter, fields)?;
         Some(
             text.lines()
@@ -292,12 +317,22 @@ fn tshark_servers(path: &Path) -> Option<BTreeMap<Named, (u64, u64)>> {
         let sni = f.get(1).filter(|s| !s.is_empty()).cloned();
         snis.entry(f[0].parse().ok()?).or_insert(sni);
     }
+    let mut hosts: BTreeMap<u64, String> = BTreeMap::new();
+    let request = "http.request && !(http.request.uri contains \"://\")";
+    for f in fields(request, &["tcp.stream", "http.host"])? {
+        if let Some(host) = f.get(1).filter(|h| !h.is_empty()) {
+            hosts.entry(f[0].parse().ok()?).or_insert(host.clone());
+        }
+    }
     let mut grouped = BTreeMap::new();
     for (stream, server) in servers {
         let sni = snis.get(&stream);
-        let e = grouped
-            .entry((server, sni.cloned().flatten()))
-            .or_insert((0, 0));
+        let host = hosts.get(&stream).filter(|_| sni.is_none());
+        let name = match host {
+            Some(host) => host_name(host, &server),
+            None => sni.cloned().flatten(),
+        };
+        let e = grouped.entry((server, name)).or_insert((0, 0));
         e.0 += 1;
         e.1 += u64::from(sni.is_some());
     }
@@ -324,7 +359,13 @@ fn servers_match_tsharks_streams_grouped_by_server_and_sni() {
         if !plain {
             continue;
         }
-        let Some(theirs) = tshark_servers(&path) else {
+        let cleartext = records.iter().filter(|r| r.tls.is_none());
+        let ports = cleartext.filter_map(|r| r.server.rsplit(':').next().map(str::to_owned));
+        let ports: Vec<String> = ports
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let Some(theirs) = tshark_servers(&path, &ports) else {
             panic!("{name}: tshark fails");
         };
         let mut tls = BTreeMap::new();
@@ -336,7 +377,7 @@ fn servers_match_tsharks_streams_grouped_by_server_and_sni() {
             .servers
             .iter()
             .map(|s| {
-                let k = (s.server.clone(), s.sni.clone());
+                let k = (s.server.clone(), s.sni.clone().or(s.host.clone()));
                 (k.clone(), (s.connections, tls[&k]))
             })
             .collect();

@@ -13,6 +13,7 @@ mod fragments;
 mod fuzz_regressions;
 mod h2_limits;
 mod h2_sizes;
+mod hosts;
 mod http;
 mod idle_close;
 mod keylog;

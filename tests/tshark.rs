@@ -33,7 +33,7 @@ struct KnownDifference {
     /// Path relative to the corpus or captures/ (as printed by the test).
     file: String,
     /// The kind of fact: `connections`, `handshake`, `tls_types`, `sni`,
-    /// `version`, `cipher`, `http_requests`, `h2_requests`.
+    /// `version`, `cipher`, `http_requests`, `h2_requests`, `host`.
     what: String,
     reason: String,
 }
@@ -63,6 +63,10 @@ struct Stream {
     /// …unless a packet's statuses could not be matched with its HEADERS
     /// frames (a trailer block among them): then statuses are not compared.
     h2_statuses_unmatched: bool,
+    /// The host the first request that named one named (`http.host` of
+    /// one whose target is not absolute — not to a proxy — or
+    /// `http2.headers.authority`).
+    host: Option<String>,
 }
 
 fn hex(v: &str) -> Option<u16> {
@@ -118,6 +122,9 @@ fn tshark(path: &Path, records: &[ConnectionRecord]) -> Option<Vec<Stream>> {
         "http2.type",
         "http2.streamid",
         "frame.protocols",
+        "http.host",
+        "http.request.uri",
+        "http2.headers.authority",
     ];
     args.extend([
         "-Y".into(),
@@ -226,6 +233,14 @@ fn tshark(path: &Path, records: &[ConnectionRecord]) -> Option<Vec<Stream>> {
         if from_client {
             s.h2_methods.extend(values(12));
             s.h2_paths.extend(values(13));
+            // Pipelined requests: a host and a target each, in order.
+            let origin = values(18)
+                .zip(values(19))
+                .find(|(_, uri)| !uri.contains("://"));
+            let host = origin.map(|(host, _)| host).or(values(20).next());
+            if s.host.is_none() {
+                s.host = host;
+            }
         } else {
             // One type and one stream id per HTTP/2 frame in the packet, one
             // status per HEADERS frame that has one.
@@ -431,6 +446,13 @@ fn differences(records: &[ConnectionRecord], streams: &[Stream]) -> Vec<(String,
                     ),
                 ));
             }
+        }
+        let cleartext = r.tls.is_none() && r.http.method != handshakes::record::HttpMethod::None;
+        if cleartext && r.http.host.as_deref() != s.host.as_deref() && s.host.is_some() {
+            d.push((
+                "host".into(),
+                format!("connection {id}: {:?} vs tshark {:?}", r.http.host, s.host),
+            ));
         }
         if r.tls.is_none()
             && r.http.method == handshakes::record::HttpMethod::Http1

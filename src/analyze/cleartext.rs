@@ -156,5 +156,6 @@ impl Cleartext {
 /// (its `101` was interim, so no response is carried over).
 fn carry_over(h1: &Http1, mut h2: H2) -> H2 {
     h2.requests += h1.requests;
+    h2.host = h1.host.clone();
     h2
 }

@@ -39,7 +39,7 @@ mod limit;
 
 pub use self::limit::Limit;
 use self::limit::{GOAWAY_READ, MAX_PAYLOAD};
-use super::http::{limits, Exchange, Exchanges, MAX_TARGET, NO_RETRY_AFTER};
+use super::http::{host_of, limits, Exchange, Exchanges, MAX_TARGET, NO_RETRY_AFTER};
 use crate::record::Side;
 use crate::time::Timestamp;
 
@@ -134,6 +134,7 @@ enum Role {
 struct Fields {
     method: Option<String>,
     path: Option<String>,
+    authority: Option<Box<str>>,
     status: Option<u16>,
     retry_after: Option<Vec<u8>>,
     date: Option<Vec<u8>>,
@@ -173,6 +174,8 @@ pub struct H2 {
     pub lost_sync: bool,
     /// Reached through `Upgrade: h2c` from HTTP/1.1.
     pub upgraded: bool,
+    /// The host (`:authority`) of the first request that named one.
+    pub host: Option<Box<str>>,
 }
 
 impl H2 {
@@ -405,6 +408,10 @@ impl H2 {
             match &*name {
                 b":method" => fields.method = Some(text()),
                 b":path" => fields.path = Some(text().chars().take(MAX_TARGET).collect()),
+                // `:authority`, or a `Host` where a client sent one instead.
+                b":authority" | b"host" if fields.authority.is_none() => {
+                    fields.authority = host_of(&value);
+                }
                 b":status" => {
                     fields.status = std::str::from_utf8(&value)
                         .ok()
@@ -428,6 +435,9 @@ impl H2 {
     fn apply(&mut self, role: Role, fields: Fields, ts: Timestamp) {
         match role {
             Role::Request(i) => {
+                if self.host.is_none() {
+                    self.host = fields.authority;
+                }
                 if let Some(ex) = self.exchanges.listed_mut(i) {
                     ex.method = fields.method.unwrap_or_default().into_boxed_str();
                     ex.target = fields.path.unwrap_or_default().into_boxed_str();

@@ -173,7 +173,7 @@ fn messages(app: &mut App, decrypted: bool) -> HttpFacts {
             method: method(HttpMethod::Http1, HttpMethod::TlsHttp1),
             lost_sync: h.lost_sync,
             connection_close: h.connection_close,
-            upgrade: h.upgrade.clone().map(String::into_boxed_str),
+            names: Names::boxed(h.upgrade.clone().map(String::into_boxed_str), h.host.take()),
             requests: h.requests,
             responses: h.responses,
             ..HttpFacts::none().with(&mut h.exchanges, h.requests)
@@ -181,7 +181,7 @@ fn messages(app: &mut App, decrypted: bool) -> HttpFacts {
         App::H2(h) => HttpFacts {
             method: method(HttpMethod::H2c, HttpMethod::TlsH2),
             lost_sync: h.lost_sync,
-            upgrade: h.upgraded.then(|| Box::from("h2c")),
+            names: Names::boxed(h.upgraded.then(|| Box::from("h2c")), h.host.take()),
             resets: h.resets,
             goaway: h.goaway,
             requests: h.requests,
@@ -212,12 +212,28 @@ pub struct HttpFacts {
     requests: u64,
     responses: u64,
     resets: u64,
-    upgrade: Option<Box<str>>,
+    /// The `Upgrade` asked for and the first request's host, boxed
+    /// together (most connections have neither: 8 bytes, not 32).
+    names: Option<Box<Names>>,
     /// The listed requests (a boxed slice: the section fits 72 bytes).
     exchanges: Box<[Exchange]>,
     /// What the requests past the list left, and what the responses said
     /// of rate limiting (boxed together: most connections have neither).
     rest: Option<Box<Rest>>,
+}
+
+/// An `Upgrade` asked for, and the host the first request named.
+#[derive(Debug, Default)]
+struct Names {
+    upgrade: Option<Box<str>>,
+    host: Option<Box<str>>,
+}
+
+impl Names {
+    /// The two, boxed when either is there.
+    fn boxed(upgrade: Option<Box<str>>, host: Option<Box<str>>) -> Option<Box<Names>> {
+        (upgrade.is_some() || host.is_some()).then(|| Box::new(Names { upgrade, host }))
+    }
 }
 
 /// What a connection's request list does not hold, and its HTTP/2
@@ -258,7 +274,7 @@ impl HttpFacts {
             requests: 0,
             responses: 0,
             resets: 0,
-            upgrade: None,
+            names: None,
             exchanges: Box::default(),
             rest: None,
         }
@@ -316,6 +332,7 @@ impl HttpFacts {
             limits,
             h2,
         } = self.rest.map(|r| *r).unwrap_or_default();
+        let names = self.names.map(|n| *n).unwrap_or_default();
         let durations = unlisted.as_mut().map(|u| std::mem::take(&mut u.durations));
         let (past_marks, unmarked) = unlisted.as_mut().map_or((Vec::new(), 0), |u| {
             let marks = u.marks.iter().map(|m| (at(m.at).at, m.end)).collect();
@@ -337,7 +354,8 @@ impl HttpFacts {
             confidence: self.confidence.as_str(),
             lost_sync: self.lost_sync,
             connection_close: self.connection_close,
-            upgrade: self.upgrade.map(String::from),
+            upgrade: names.upgrade.map(String::from),
+            host: names.host.map(String::from),
             resets: self.resets,
             goaway: self.goaway,
             status_codes: status_codes(&self.exchanges, unlisted),

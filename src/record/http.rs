@@ -82,6 +82,11 @@ pub struct HttpInfo {
     pub connection_close: bool,
     /// An `Upgrade` was requested (`h2c`, `websocket`, …).
     pub upgrade: Option<String>,
+    /// The host the first request named (HTTP/1's `Host`, HTTP/2's
+    /// `:authority`), as sent, at most 259 characters; null when no
+    /// request was read (TLS without keys) or none named one (a request
+    /// to a forward proxy, `GET http://a.test/`, names none here).
+    pub host: Option<String>,
     /// HTTP/2 streams reset, and whether a GOAWAY was sent.
     pub resets: u64,
     pub goaway: bool,

@@ -286,6 +286,10 @@ pub struct ServerSummary {
     /// The SNI its connections' ClientHellos named; null for cleartext, or
     /// TLS without one.
     pub sni: Option<String>,
+    /// In cleartext, the host its connections' first requests named
+    /// (`Host`, `:authority`), lower-cased, without a port; null for TLS,
+    /// or where it is the server's address or none was named.
+    pub host: Option<String>,
     pub overlay: Option<Overlay>,
     /// The summary's figures of the same names, over these connections.
     pub connections: u64,
@@ -326,13 +330,13 @@ pub struct ServerSummary {
 }
 
 impl ServerSummary {
-    /// The server for people: `10.0.0.2:443 (api.example.com)`, with the
-    /// overlay network when there is one. The SNI is the capture's text:
-    /// a terminal needs it sanitised.
+    /// The server for people: `10.0.0.2:443 (api.example.com)` (its SNI,
+    /// or in cleartext its host), with the overlay network when there is
+    /// one. The name is the capture's text: a terminal needs it sanitised.
     pub fn name(&self) -> String {
         let endpoint = super::endpoint_in(&self.server, self.overlay);
-        match &self.sni {
-            Some(sni) => format!("{endpoint} ({sni})"),
+        match self.sni.as_ref().or(self.host.as_ref()) {
+            Some(name) => format!("{endpoint} ({name})"),
             None => endpoint,
         }
     }

@@ -117,6 +117,7 @@ pub const COLUMNS: &[&str] = &[
     "http2_goaway_error",
     "http2_refused",
     "tls_session_issued",
+    "http_host",
 ];
 
 /// The `http_rate_limit_…` columns, in the order of [`rate_limit_cells`].
@@ -296,6 +297,7 @@ fn row(file: &str, r: &ConnectionRecord) -> Vec<String> {
             .as_ref()
             .map_or(String::new(), |t| flag(t.session_issued)),
     );
+    row.push(text(r.http.host.as_deref()));
     row
 }
 

@@ -127,6 +127,8 @@ fn header_blocks_give_method_path_and_status() {
     let b = block(&mut enc_s, &[("grpc-status", "0")]);
     server.extend(frame_of(HEADERS, END_HEADERS | END_STREAM, 5, &b));
     h.data(Side::Server, Timestamp(10_000), &server);
+    // The first request's `:authority`, from the table for later ones.
+    assert_eq!(h.host.as_deref(), Some("a.example"));
     assert_eq!(
         listed(&h),
         [

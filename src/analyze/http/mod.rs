@@ -27,6 +27,18 @@ const MAX_HEADERS: usize = 96;
 const MOST_HEADERS: usize = 4096;
 /// Characters of a request target kept.
 pub const MAX_TARGET: usize = 200;
+/// Characters of a request's host (`Host`, HTTP/2's `:authority`) kept: a
+/// DNS name is at most 253, with a port 259.
+pub const MAX_HOST: usize = 259;
+
+/// The host a request named (`Host`, `:authority`), as text of at most
+/// [`MAX_HOST`] characters with spaces and controls trimmed; `None` when
+/// empty.
+pub fn host_of(value: &[u8]) -> Option<Box<str>> {
+    let text = String::from_utf8_lossy(value);
+    let host: String = text.trim().chars().take(MAX_HOST).collect();
+    (!host.is_empty()).then(|| host.into_boxed_str())
+}
 
 #[derive(Debug, Default)]
 struct Direction {
@@ -64,6 +76,8 @@ pub struct Http1 {
     switched: bool,
     /// An HTTP/0.9 exchange: the response has no status line.
     http09: bool,
+    /// The `Host` of the first request that named one.
+    pub host: Option<Box<str>>,
 }
 
 impl Http1 {
@@ -192,6 +206,16 @@ impl Http1 {
             .take(MAX_TARGET)
             .collect();
         let framing = Framing::of(req.headers);
+        // A request to a forward proxy (`GET http://a.test/ …`) names its
+        // origin, not the server the client pools by: no host.
+        let proxied = target.contains("://");
+        if self.host.is_none() && !proxied {
+            let host = req
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case("host"));
+            self.host = host.and_then(|h| host_of(h.value));
+        }
         if framing.close {
             self.connection_close = true;
         }

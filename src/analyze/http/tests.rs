@@ -327,3 +327,25 @@ fn retry_after_is_read_from_the_response_head() {
         "from the 429's last byte, at 2 s"
     );
 }
+
+/// The first request's `Host`, as sent (trimmed); none from a request to
+/// a forward proxy (an absolute target), a later one's then.
+#[test]
+fn the_first_host_named_is_kept() {
+    let mut h = Http1::new(10);
+    h.data(
+        Side::Client,
+        t(1),
+        b"GET http://origin.test/ HTTP/1.1\r\nHost: origin.test\r\n\r\n",
+    );
+    assert_eq!(h.host, None);
+    h.data(
+        Side::Client,
+        t(2),
+        b"GET / HTTP/1.1\r\nhOsT:  A.test:8080 \r\n\r\nGET / HTTP/1.1\r\nHost: b.test\r\n\r\n",
+    );
+    assert_eq!(h.host.as_deref(), Some("A.test:8080"));
+    assert_eq!(host_of(b"  "), None);
+    let long = host_of(&[b'a'; 400]).expect("a host");
+    assert_eq!(long.len(), MAX_HOST);
+}

@@ -37,12 +37,35 @@ const CLOSES: [CloseKind; 5] = [
 
 /// Which server a connection went to: its server endpoint and SNI as text,
 /// inline for the usual lengths (a connection's tally crosses threads, and
-/// must not allocate for this).
+/// must not allocate for this); in cleartext, in place of an SNI, the host
+/// its first request named ([`pool_host`]): a client pools by host name,
+/// and virtual hosts share an address.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ServerId {
     server: SmallVec<[u8; 24]>,
     sni: Option<SmallVec<[u8; 32]>>,
+    host: Option<SmallVec<[u8; 32]>>,
     overlay: Option<Overlay>,
+}
+
+/// The name a cleartext request's `host` gives its server, as a client
+/// pools by it: without its port (to be lower-cased); `None` when it is
+/// the server's own address (`http://127.0.0.1:8080/` names no host).
+pub fn pool_host<'h>(host: &'h str, server: &str) -> Option<&'h str> {
+    let name = match host.rsplit_once(':') {
+        // `[::1]:8080`, `a.test:8080`; not a bare IPv6 address.
+        Some((name, port))
+            if port.bytes().all(|b| b.is_ascii_digit())
+                && (name.starts_with('[') || !name.contains(':')) =>
+        {
+            name
+        }
+        _ => host,
+    };
+    let address = server.rsplit_once(':').map_or(server, |(a, _)| a);
+    let bare = |s: &'_ str| s.trim_start_matches('[').trim_end_matches(']').to_owned();
+    let own = bare(name).eq_ignore_ascii_case(&bare(address));
+    (!name.is_empty() && !own).then_some(name)
 }
 
 impl ServerId {
@@ -63,6 +86,13 @@ impl ServerId {
                 .as_ref()
                 .and_then(|t| t.sni.as_deref())
                 .map(|s| SmallVec::from_slice(s.as_bytes())),
+            host: rec
+                .http
+                .host
+                .as_deref()
+                .filter(|_| rec.tls.is_none())
+                .and_then(|h| pool_host(h, &rec.server))
+                .map(|h| h.bytes().map(|b| b.to_ascii_lowercase()).collect()),
             overlay: rec.overlay,
         }
     }
@@ -203,6 +233,7 @@ fn summary(id: ServerId, c: &Counters, missed: (u64, u64, (u64, u64))) -> Server
     ServerSummary {
         server: text(&id.server),
         sni: id.sni.as_deref().map(text),
+        host: id.host.as_deref().map(text),
         overlay: id.overlay,
         connections: c.connections,
         connections_unused: c.connections - c.busy,
@@ -266,6 +297,7 @@ mod tests {
             server: ServerId {
                 server: SmallVec::from_slice(server.as_bytes()),
                 sni: None,
+                host: None,
                 overlay: None,
             },
             moments: Default::default(),
@@ -337,5 +369,21 @@ mod tests {
                 requests: 6
             })
         );
+    }
+
+    /// A cleartext request's host names its server without its port or
+    /// case; the server's own address names none.
+    #[test]
+    fn hosts_name_servers_as_clients_pool_them() {
+        let server = "127.0.0.1:8080";
+        assert_eq!(pool_host("a.test:8080", server), Some("a.test"));
+        assert_eq!(pool_host("a.test", server), Some("a.test"));
+        assert_eq!(pool_host("127.0.0.1:8080", server), None);
+        assert_eq!(pool_host("127.0.0.1", server), None);
+        assert_eq!(pool_host("[::1]:8080", "[::1]:8080"), None);
+        assert_eq!(pool_host("[::1]", "[::1]:8080"), None);
+        assert_eq!(pool_host("::1", "[::1]:8080"), None);
+        assert_eq!(pool_host("[::2]:8080", "[::1]:8080"), Some("[::2]"));
+        assert_eq!(pool_host("A.Test:x", server), Some("A.Test:x"));
     }
 }

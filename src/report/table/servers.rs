@@ -45,7 +45,7 @@ pub fn write(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
         "servers       {}",
         line(
             &HEADS,
-            "server (SNI; setup: mean SYN → first request; closed: mean idle before the server closed; missed: connections opened while another sat idle, h2: beside an HTTP/2 one)"
+            "server (SNI, or host in cleartext; setup: mean SYN → first request; closed: mean idle before the server closed; missed: connections opened while another sat idle, h2: beside an HTTP/2 one)"
         )
     )?;
     for (row, server) in rows.iter().zip(&s.servers) {

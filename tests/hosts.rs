@@ -1,0 +1,92 @@
+//! `http.host` and the servers it names in cleartext: on real captures of
+//! clients talking to two virtual hosts at one address
+//! (scripts/record-host-captures.sh; captures/README.md, bn to bp), the
+//! servers are nginx's — the host each connection's requests named, as
+//! its access log says — and a client that pools by host name (curl) is
+//! not taken as passing over an idle connection to the other host. That
+//! `http.host` is tshark's `http.host` (or `http2.headers.authority`) on
+//! every capture is tests/tshark.rs's.
+
+use std::collections::BTreeMap;
+
+use crate::h2_sizes::capture;
+use crate::tools::analyze_path;
+
+/// nginx's log of a run: per `conn=`, the hosts its requests named.
+fn nginx_hosts(log: &str) -> BTreeMap<u64, Vec<String>> {
+    let text = std::fs::read_to_string(capture(log)).expect("the log");
+    let mut conns: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for line in text.lines() {
+        let field = |name: &str| {
+            let value = line.split(' ').find_map(|w| w.strip_prefix(name));
+            value
+                .unwrap_or_else(|| panic!("{name} in {line}"))
+                .to_owned()
+        };
+        let conn = field("conn=").parse().expect("conn=");
+        conns.entry(conn).or_default().push(field("host="));
+    }
+    conns
+}
+
+/// Each capture: its servers' names and requests, as the summary has them
+/// and as nginx's log has them (a connection's first request's host).
+#[test]
+fn virtual_hosts_are_servers_as_nginx_served_them() {
+    for (name, hosts, servers) in [
+        (
+            "http-curl-two-hosts-4",
+            2,
+            vec![("a.test", 2), ("b.test", 2)],
+        ),
+        ("http-java-two-hosts-6", 1, vec![("a.test", 6)]),
+        ("http-curl-one-host-header-4", 1, vec![("a.test", 4)]),
+    ] {
+        let (summary, records) = analyze_path(&capture(&format!("{name}.pcap")));
+        let log = nginx_hosts(&format!("{name}.nginx-access.log"));
+        assert_eq!(records.len(), log.len(), "{name}: connections");
+        let firsts: Vec<&str> = log.values().map(|h| h[0].as_str()).collect();
+        let ours: Vec<String> = records
+            .iter()
+            .map(|r| {
+                let host = r.http.host.as_deref().expect("a host");
+                host.split(':').next().unwrap_or(host).to_owned()
+            })
+            .collect();
+        assert_eq!(ours, firsts, "{name}: first hosts");
+        let got: Vec<(&str, u64)> = summary
+            .servers
+            .iter()
+            .map(|s| (s.host.as_deref().expect("named"), s.requests))
+            .collect();
+        assert_eq!(got, servers, "{name}");
+        assert_eq!(summary.servers.len(), hosts, "{name}");
+        assert!(summary.servers.iter().all(|s| s.sni.is_none()));
+        // Never a connection opened while another to the same server sat
+        // idle: curl opened b.test's while a.test's sat idle, another host.
+        let idle = summary
+            .opened_while_idle
+            .as_ref()
+            .map_or(0, |o| o.connections);
+        assert_eq!(idle, 0, "{name}");
+    }
+}
+
+/// The curl capture's two servers in the table, by name; the host as sent
+/// (with its port) in the JSON and CSV, from the same record.
+#[test]
+fn the_servers_block_names_the_hosts() {
+    let (summary, records) = analyze_path(&capture("http-curl-two-hosts-4.pcap"));
+    let mut out = Vec::new();
+    handshakes::report::table::write_summary(&summary, &mut out).expect("written");
+    let text = String::from_utf8(out).expect("utf-8");
+    for host in ["a.test", "b.test"] {
+        assert!(
+            text.contains(&format!("127.0.0.1:18496 ({host})")),
+            "{text}"
+        );
+    }
+    assert!(!text.contains("\nmissed reuse"), "{text}");
+    let hosts: Vec<_> = records.iter().map(|r| r.http.host.as_deref()).collect();
+    assert_eq!(hosts, [Some("a.test:18496"), Some("b.test:18496")]);
+}
