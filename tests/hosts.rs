@@ -90,3 +90,29 @@ fn the_servers_block_names_the_hosts() {
     let hosts: Vec<_> = records.iter().map(|r| r.http.host.as_deref()).collect();
     assert_eq!(hosts, [Some("a.test:18496"), Some("b.test:18496")]);
 }
+
+/// `compare` matches cleartext servers by host and port: curl's two hosts
+/// against the one connection that named `a.test` first.
+#[test]
+fn compare_matches_servers_by_host() {
+    let two = capture("http-curl-two-hosts-4.pcap");
+    let one = capture("http-curl-one-host-header-4.pcap");
+    let out = crate::support::bin()
+        .args(["compare", "-q"])
+        .args([&two, &one])
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", crate::support::stderr(&out));
+    let text = crate::support::stdout(&out);
+    let row = |name: &str| {
+        let line = text.lines().find(|l| l.starts_with('│') && l.contains(name));
+        let line = line.unwrap_or_else(|| panic!("no {name}: {text}"));
+        let cells = line.trim_matches('│').split('┆').skip(1);
+        cells.map(|c| c.trim().to_owned()).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        row("127.0.0.1:18496 (a.test)"),
+        ["1 / 2 · 0.50", "1 / 4 · 0.25"]
+    );
+    assert_eq!(row("127.0.0.1:18496 (b.test)"), ["1 / 2 · 0.50", "-"]);
+}

@@ -364,6 +364,8 @@ mod tests {
     fn findings_kept_through_the_linger_are_small() {
         let size = std::mem::size_of::<Facts>();
         assert!(size <= 80, "Facts is {size} bytes");
+        let http = std::mem::size_of::<HttpFacts>();
+        assert!(http <= 64, "HttpFacts is {http} bytes");
     }
 
     /// A connection refused (SYN, then RST) lingers with nothing boxed,

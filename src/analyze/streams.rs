@@ -197,8 +197,9 @@ fn messages(app: &mut App, decrypted: bool) -> HttpFacts {
 /// it lingers: its request list still the parsers' exchanges (80 bytes
 /// each, with timestamps, against a record's `HttpRequest` at 152 with two
 /// clocks per time), the rest of `HttpInfo` without its empty list and
-/// with its confidence a byte (72 bytes against 96 and 24: with the TLS
-/// findings' box, the findings a connection keeps fit 80 bytes, not 128).
+/// with its confidence a byte and its `Upgrade` and host boxed together
+/// (64 bytes against 96 and 24: with the TLS findings' box, the findings
+/// a connection keeps fit 80 bytes, not 128).
 /// The record's section is made with the record.
 #[derive(Debug)]
 pub struct HttpFacts {
@@ -215,7 +216,7 @@ pub struct HttpFacts {
     /// The `Upgrade` asked for and the first request's host, boxed
     /// together (most connections have neither: 8 bytes, not 32).
     names: Option<Box<Names>>,
-    /// The listed requests (a boxed slice: the section fits 72 bytes).
+    /// The listed requests (a boxed slice: the section fits 64 bytes).
     exchanges: Box<[Exchange]>,
     /// What the requests past the list left, and what the responses said
     /// of rate limiting (boxed together: most connections have neither).

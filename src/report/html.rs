@@ -408,7 +408,7 @@ fn document(h: &mut String, doc: &Labeled, tag: &str) {
 /// connections went to more than one.
 fn servers_table(h: &mut String, s: &Summary) {
     h.push_str("<h3>Servers</h3>\n<div class=\"box scroll\"><table>\n<thead><tr>");
-    for head in SERVER_HEADS.iter().chain(&["server (SNI)"]) {
+    for head in SERVER_HEADS.iter().chain(&["server (SNI or host)"]) {
         let _ = write!(h, "<th>{}</th>", esc(head));
     }
     h.push_str("</tr></thead>\n<tbody>\n");

@@ -32,8 +32,8 @@ pub const MAX_TARGET: usize = 200;
 pub const MAX_HOST: usize = 259;
 
 /// The host a request named (`Host`, `:authority`), as text of at most
-/// [`MAX_HOST`] characters with spaces and controls trimmed; `None` when
-/// empty.
+/// [`MAX_HOST`] characters, white space around it trimmed (the reports
+/// sanitise what they print); `None` when empty.
 pub fn host_of(value: &[u8]) -> Option<Box<str>> {
     let text = String::from_utf8_lossy(value);
     let host: String = text.trim().chars().take(MAX_HOST).collect();

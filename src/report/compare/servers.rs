@@ -24,14 +24,15 @@ const SHOWN: usize = 10;
 const WHAT: &str =
     "connections / requests · TCP handshakes per request (· opened while another sat idle)";
 
-/// Which servers are the same across captures: the SNI and port where
-/// there is an SNI (the address may differ from one run to the next),
-/// else the address and port; and the overlay.
+/// Which servers are the same across captures: the name and port where
+/// there is a name — the SNI, or in cleartext the host (the address may
+/// differ from one run to the next) — else the address and port; and the
+/// overlay.
 fn key(s: &ServerSummary) -> String {
     let port = s.server.rsplit(':').next().unwrap_or_default();
     let overlay = s.overlay.map(|o| o.label()).unwrap_or_default();
-    match &s.sni {
-        Some(sni) => format!("{sni}:{port} {overlay}"),
+    match s.sni.as_ref().or(s.host.as_ref()) {
+        Some(name) => format!("{name}:{port} {overlay}"),
         None => format!("{} {overlay}", s.server),
     }
 }
@@ -142,7 +143,7 @@ pub(crate) fn write(docs: &[&Labeled], out: &mut dyn Write, opts: &CompareOpts) 
     }
     writeln!(out)?;
     writeln!(out, "servers       {WHAT}")?;
-    let mut head = vec!["server (SNI)".to_owned()];
+    let mut head = vec!["server (SNI or host)".to_owned()];
     for (i, d) in docs.iter().enumerate() {
         head.push(side_header(
             &super::many::letter(i).to_string(),
@@ -170,7 +171,7 @@ pub(crate) fn write_html(h: &mut String, docs: &[&Labeled]) {
     }
     let _ = write!(
         h,
-        "<h3>Servers</h3>\n<p class=\"note\">{}</p>\n<div class=\"box cmp\"><table>\n<thead><tr><th>server (SNI)</th>",
+        "<h3>Servers</h3>\n<p class=\"note\">{}</p>\n<div class=\"box cmp\"><table>\n<thead><tr><th>server (SNI or host)</th>",
         esc(WHAT)
     );
     for i in 0..docs.len() {
