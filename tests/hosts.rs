@@ -105,7 +105,9 @@ fn compare_matches_servers_by_host() {
     assert!(out.status.success(), "{}", crate::support::stderr(&out));
     let text = crate::support::stdout(&out);
     let row = |name: &str| {
-        let line = text.lines().find(|l| l.starts_with('│') && l.contains(name));
+        let line = text
+            .lines()
+            .find(|l| l.starts_with('│') && l.contains(name));
         let line = line.unwrap_or_else(|| panic!("no {name}: {text}"));
         let cells = line.trim_matches('│').split('┆').skip(1);
         cells.map(|c| c.trim().to_owned()).collect::<Vec<_>>()

@@ -63,9 +63,13 @@ pub fn pool_host<'h>(host: &'h str, server: &str) -> Option<&'h str> {
         _ => host,
     };
     let address = server.rsplit_once(':').map_or(server, |(a, _)| a);
-    let bare = |s: &'_ str| s.trim_start_matches('[').trim_end_matches(']').to_owned();
-    let own = bare(name).eq_ignore_ascii_case(&bare(address));
+    let own = bare(name).eq_ignore_ascii_case(bare(address));
     (!name.is_empty() && !own).then_some(name)
+}
+
+/// An address without the brackets of an IPv6 literal.
+fn bare(address: &str) -> &str {
+    address.trim_start_matches('[').trim_end_matches(']')
 }
 
 impl ServerId {
