@@ -34,8 +34,6 @@ pub(super) struct Resume {
     done: HashMap<u64, Done>,
     full: u64,
     not_offered: Samples,
-    /// Of `not_offered`, those after a handshake whose session is unknown.
-    after_sealed: u64,
     refused: Samples,
     /// Full handshakes of servers past [`MAX_SERVERS`], and marks taken
     /// behind the sweep.
@@ -49,10 +47,9 @@ pub(super) struct Resume {
     pub(super) hellos: Vec<i64>,
 }
 
-/// A server's first completed handshake: when, its connection, and
-/// whether it is unknown that the server issues sessions (its tickets
-/// sealed, no sign of one since), with the full handshakes counted after
-/// it meanwhile.
+/// A server's first completed handshake: when, its connection, whether
+/// it is unknown that the server issues sessions (its tickets sealed, no
+/// sign of one since), and the full handshakes counted after it.
 #[derive(Debug)]
 struct Done {
     at: i64,
@@ -84,8 +81,7 @@ impl Resume {
     /// `server` is seen to issue sessions: those counted after its first
     /// handshake, whose tickets were sealed, are no longer in doubt.
     fn issues(&mut self, server: u64) {
-        if let Some(d) = self.done.get_mut(&server).filter(|d| d.sealed) {
-            self.after_sealed = self.after_sealed.saturating_sub(u64::from(d.counted));
+        if let Some(d) = self.done.get_mut(&server) {
             d.sealed = false;
         }
     }
@@ -113,8 +109,7 @@ impl Resume {
         }
         let earlier = match self.done.get_mut(&server) {
             Some(d) if d.at <= at && d.conn != conn => {
-                d.counted = d.counted.saturating_add(u32::from(d.sealed));
-                self.after_sealed += u64::from(d.sealed);
+                d.counted = d.counted.saturating_add(1);
                 d.conn
             }
             Some(_) => return,
@@ -148,11 +143,14 @@ impl Resume {
     pub(super) fn finish(mut self) -> (Option<NotResumed>, HashMap<u64, (u64, u64)>) {
         self.first.sort_by_key(|f| f.connection);
         let by_site = std::mem::take(&mut self.by_site);
+        // Those after a server still in doubt at the end.
+        let sealed = self.done.values().filter(|d| d.sealed);
+        let after_sealed = sealed.map(|d| u64::from(d.counted)).sum();
         let found = (self.full > 0).then(|| NotResumed {
             full: self.full,
             not_offered: self.not_offered.len(),
             not_offered_handshake_total: self.not_offered.sum(),
-            not_offered_after_sealed: self.after_sealed,
+            not_offered_after_sealed: after_sealed,
             refused: self.refused.len(),
             refused_handshake_total: self.refused.sum(),
             out_of_order: self.out_of_order,
