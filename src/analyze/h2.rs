@@ -373,6 +373,8 @@ impl H2 {
     /// A whole HEADERS or CONTINUATION payload was read: adds its fragment
     /// to the block, and decodes the block when it is complete.
     fn header_frame(&mut self, side: Side, ts: Timestamp) {
+        // Only the first request to name a host is read for it.
+        let want_host = self.host.is_none();
         let r = self.reader(side);
         let (kind, flags) = r.taking;
         let payload = std::mem::take(&mut r.frame);
@@ -409,7 +411,7 @@ impl H2 {
                 b":method" => fields.method = Some(text()),
                 b":path" => fields.path = Some(text().chars().take(MAX_TARGET).collect()),
                 // `:authority`, or a `Host` where a client sent one instead.
-                b":authority" | b"host" if fields.authority.is_none() => {
+                b":authority" | b"host" if want_host && fields.authority.is_none() => {
                     fields.authority = host_of(&value);
                 }
                 b":status" => {

@@ -208,8 +208,7 @@ impl Http1 {
         let framing = Framing::of(req.headers);
         // A request to a forward proxy (`GET http://a.test/ …`) names its
         // origin, not the server the client pools by: no host.
-        let proxied = target.contains("://");
-        if self.host.is_none() && !proxied {
+        if self.host.is_none() && !target.contains("://") {
             let host = req
                 .headers
                 .iter()
