@@ -335,10 +335,16 @@ impl ServerSummary {
     /// one. The name is the capture's text: a terminal needs it sanitised.
     pub fn name(&self) -> String {
         let endpoint = super::endpoint_in(&self.server, self.overlay);
-        match self.sni.as_ref().or(self.host.as_ref()) {
+        match self.server_name() {
             Some(name) => format!("{endpoint} ({name})"),
             None => endpoint,
         }
+    }
+
+    /// The name the client gave the server: its SNI, or in cleartext the
+    /// host its requests named.
+    pub fn server_name(&self) -> Option<&str> {
+        self.sni.as_deref().or(self.host.as_deref())
     }
 }
 

@@ -31,7 +31,7 @@ const WHAT: &str =
 fn key(s: &ServerSummary) -> String {
     let port = s.server.rsplit(':').next().unwrap_or_default();
     let overlay = s.overlay.map(|o| o.label()).unwrap_or_default();
-    match s.sni.as_ref().or(s.host.as_ref()) {
+    match s.server_name() {
         Some(name) => format!("{name}:{port} {overlay}"),
         None => format!("{} {overlay}", s.server),
     }
