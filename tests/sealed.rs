@@ -21,6 +21,18 @@ fn summary(capture: &Path, keylog: Option<&Path>) -> Summary {
     analyze(&mut source, &config, &mut Vec::new()).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// A count (and those of it sealed) without the key log against the same
+/// with it: with it none is sealed, and it takes back at most the sealed
+/// ones. Whether it took any back.
+fn bounded(what: &str, (without, sealed): (u64, u64), (with, still): (u64, u64)) -> bool {
+    assert_eq!(still, 0, "{what}: sealed with the key log");
+    assert!(
+        (without - sealed..=without).contains(&with),
+        "{what}: {without} ({sealed} sealed) without keys, {with} with"
+    );
+    with < without
+}
+
 #[test]
 fn what_the_key_log_would_change_is_marked_sealed_without_it() {
     let (mut beside_changed, mut not_resumed_changed, mut captures) = (0, 0, 0);
@@ -33,34 +45,21 @@ fn what_the_key_log_would_change_is_marked_sealed_without_it() {
         let sealed = summary(&pcap, None);
         let opened = summary(&pcap, Some(&keylog));
         if let (Some(a), Some(b)) = (&sealed.beside_http2, &opened.beside_http2) {
-            assert_eq!(b.sealed, 0, "{name}: sealed with the key log");
-            let sure = a.connections - a.sealed;
-            assert!(
-                (sure..=a.connections).contains(&b.connections),
-                "{name}: beside HTTP/2 {} ({} sealed) without keys, {} with",
-                a.connections,
-                a.sealed,
-                b.connections
-            );
+            let what = format!("{name}: beside HTTP/2");
+            let changed = bounded(&what, (a.connections, a.sealed), (b.connections, b.sealed));
             let needed = b.at_limit + b.after_goaway;
             assert!(
                 needed <= a.sealed,
                 "{name}: {needed} needed, {} sealed",
                 a.sealed
             );
-            beside_changed += u64::from(b.connections < a.connections);
+            beside_changed += u64::from(changed);
         }
         if let (Some(a), Some(b)) = (&sealed.not_resumed, &opened.not_resumed) {
-            assert_eq!(b.not_offered_after_sealed, 0, "{name}: with the key log");
-            let sure = a.not_offered - a.not_offered_after_sealed;
-            assert!(
-                (sure..=a.not_offered).contains(&b.not_offered),
-                "{name}: not offered {} ({} after sealed tickets) without keys, {} with",
-                a.not_offered,
-                a.not_offered_after_sealed,
-                b.not_offered
-            );
-            not_resumed_changed += u64::from(b.not_offered < a.not_offered);
+            let what = format!("{name}: not offered");
+            let (count, after) = (a.not_offered, a.not_offered_after_sealed);
+            let with = (b.not_offered, b.not_offered_after_sealed);
+            not_resumed_changed += u64::from(bounded(&what, (count, after), with));
         }
     }
     // The key log changes both on some (the stream-limit, GOAWAY and
