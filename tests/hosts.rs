@@ -73,13 +73,30 @@ fn virtual_hosts_are_servers_as_nginx_served_them() {
 }
 
 /// The curl capture's two servers in the table, by name; the host as sent
-/// (with its port) in the JSON and CSV, from the same record.
+/// (with its port) in the JSON and CSV, from the same record, and in the
+/// connection table's SNI/Host column.
 #[test]
 fn the_servers_block_names_the_hosts() {
     let (summary, records) = analyze_path(&capture("http-curl-two-hosts-4.pcap"));
     let mut out = Vec::new();
-    handshakes::report::table::write_summary(&summary, &mut out).expect("written");
+    let opts = handshakes::report::Opts {
+        limit: 0,
+        fit_terminal: false,
+        width: None,
+    };
+    handshakes::report::table::write(&summary, &records, &mut out, &opts).expect("written");
     let text = String::from_utf8(out).expect("utf-8");
+    let column = |line: &str| {
+        let cells: Vec<&str> = line.trim_matches('│').split('┆').map(str::trim).collect();
+        cells.get(7).map(|c| c.to_string())
+    };
+    let rows = text.lines().filter(|l| l.starts_with('│'));
+    let names: Vec<String> = rows.filter_map(column).collect();
+    assert_eq!(
+        names,
+        ["SNI/Host", "a.test:18496", "b.test:18496"],
+        "{text}"
+    );
     for host in ["a.test", "b.test"] {
         assert!(
             text.contains(&format!("127.0.0.1:18496 ({host})")),

@@ -325,6 +325,11 @@ fn table_replaces_control_characters_from_the_capture() {
     tls.alpn = Some("h2\u{202e}1.1/ptth".into());
     records[1].tls.as_mut().unwrap().alpn = None;
     records[1].tls.as_mut().unwrap().alpn_offered = vec!["x\u{1b}[2J".into()];
+    // A cleartext connection's Host stands in the SNI/Host column.
+    let mut clear = records[0].clone();
+    clear.tls = None;
+    clear.http.host = Some("a\u{1b}[2Jb.test".into());
+    records.push(clear);
     summary.alpn.insert("\u{1b}[31mh3".into(), 1);
     summary.file = "cap\u{1b}[1m.pcap".into();
     let opts = handshakes::report::Opts {
@@ -342,6 +347,7 @@ fn table_replaces_control_characters_from_the_capture() {
         "evil?]0;pwned?.example",
         "h2?1.1/ptth",
         "(x?[2J)",
+        "a?[2Jb.test",
         "?[31mh3 ×1",
         "cap?[1m.pcap",
     ] {

@@ -394,9 +394,17 @@ pub fn write_summary(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
+/// The TLS cells: version and kind, handshake time, the name the client
+/// asked for (its SNI; in cleartext, its first request's Host — the name
+/// it pools by, as the servers block) and the ALPN.
 fn tls_text(rec: &ConnectionRecord) -> (String, String, String, String) {
     let Some(t) = &rec.tls else {
-        return ("-".into(), "-".into(), "-".into(), "-".into());
+        let host = rec
+            .http
+            .host
+            .as_deref()
+            .map_or_else(|| "-".into(), sanitize);
+        return ("-".into(), "-".into(), host, "-".into());
     };
     let version = t
         .version
@@ -426,8 +434,8 @@ fn close_text(rec: &ConnectionRecord) -> String {
 
 /// The connection table's columns.
 pub(crate) const HEADER: [&str; COLUMNS] = [
-    "id", "client", "server", "start", "connect", "TLS", "TLS hs", "SNI", "ALPN", "reqs", "up",
-    "down", "close",
+    "id", "client", "server", "start", "connect", "TLS", "TLS hs", "SNI/Host", "ALPN", "reqs",
+    "up", "down", "close",
 ];
 /// How many columns the connection table has.
 pub(crate) const COLUMNS: usize = 13;

@@ -34,12 +34,12 @@ use unicode_width::UnicodeWidthStr;
 use super::{COLUMNS, HEADER, RIGHT};
 
 /// The columns hidden, in this order, when a terminal is too narrow for
-/// the table's words: start, down, up, ALPN, SNI, server, TLS hs, close.
+/// the table's words: start, down, up, ALPN, SNI/Host, server, TLS hs, close.
 /// Id, client, connect, TLS and requests always stay.
 pub const HIDE_ORDER: [usize; 8] = [3, 11, 10, 8, 7, 2, 6, 12];
 
 /// The columns whose cells may wrap at their spaces on a narrow terminal:
-/// server (before an overlay), TLS, SNI, ALPN, close. The others — ids,
+/// server (before an overlay), TLS, SNI/Host, ALPN, close. The others — ids,
 /// addresses, times, counts with their units — are never broken.
 pub const WRAPS: [bool; COLUMNS] = [
     false, false, true, false, false, true, false, true, true, false, false, false, true,
