@@ -50,8 +50,12 @@ pub enum Command {
 /// Output formats of `compare`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum CompareFormat {
+    /// The verdict and the tables, for people
     Table,
+    /// One JSON document: each capture's summary, the metrics, the ratios and the verdicts
     Json,
+    /// The verdict and the tables in GitHub-flavoured Markdown, to paste into an issue or a pull request
+    Markdown,
 }
 
 #[derive(Debug, Args)]

@@ -145,6 +145,8 @@ pub fn run_compare(args: &CompareArgs) -> ExitCode {
         ([a, b], CompareFormat::Json) => compare::write_json(a, b, &mut out),
         (_, CompareFormat::Table) => compare::many::write(&docs, &mut out, &opts),
         (_, CompareFormat::Json) => compare::many::write_json(&docs, &mut out),
+        ([a, b], CompareFormat::Markdown) => compare::write_markdown(a, b, &mut out),
+        (_, CompareFormat::Markdown) => compare::many::write_markdown(&docs, &mut out),
     };
     match written.and_then(|()| out.flush()) {
         Ok(()) => ExitCode::SUCCESS,

@@ -20,6 +20,7 @@ mod keylog;
 #[cfg(feature = "live")]
 mod live;
 mod malformed;
+mod markdown;
 mod merge;
 mod not_resumed;
 mod opened_while_idle;

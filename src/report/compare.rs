@@ -1,6 +1,7 @@
 //! Comparing two captures (`compare A B`): the headline metrics of each side
-//! by side with a B/A ratio column (comfy-table), and a verdict sentence
-//! derived from the numbers; or the same as one JSON document; or as the
+//! by side with a B/A ratio column (drawn by `grid`), and a verdict sentence
+//! derived from the numbers; or the same as one JSON document, or as
+//! Markdown (`-T markdown`, its tables `grid`'s); or as the
 //! comparison section of the HTML report (`write_html`, which `html` calls).
 //! More than two captures are `many`'s: a column each, and each against
 //! the first. The rows themselves, and their values, are `metrics`'.
@@ -15,7 +16,6 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use comfy_table::{presets, Attribute, Cell, CellAlignment, Color, ContentArrangement, Table};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -24,11 +24,13 @@ use super::html::{card, esc};
 use super::sanitize;
 use crate::record::Summary;
 
+mod grid;
 pub mod many;
 mod metrics;
 mod over_time;
 mod servers;
 
+pub(crate) use grid::{md, Field, Grid};
 pub(crate) use metrics::{format_value, metrics, values, Metric};
 
 /// One analysed capture and the name to show for it.
@@ -86,8 +88,22 @@ pub(crate) fn verdict(a: &Labeled, b: &Labeled, ms: &[Metric]) -> String {
     verdict_of(a, b, ms, ('A', 'B'))
 }
 
-/// The verdict comparing `b` with `a`, the two named by their letters.
+/// The verdict comparing `b` with `a`, the two named by their letters:
+/// its clauses joined into a sentence.
 pub(crate) fn verdict_of(a: &Labeled, b: &Labeled, ms: &[Metric], names: (char, char)) -> String {
+    let mut sentence = verdict_clauses(a, b, ms, names).join("; ");
+    sentence.push('.');
+    sentence
+}
+
+/// The verdict's clauses: the headline (handshakes per request) first,
+/// then each figure that differs, "B vs A".
+pub(crate) fn verdict_clauses(
+    a: &Labeled,
+    b: &Labeled,
+    ms: &[Metric],
+    names: (char, char),
+) -> Vec<String> {
     let pair = |key: &str| find(ms, key).and_then(|m| Some((m.a?, m.b?)));
     let fmt = |key: &str, v: f64| {
         find(ms, key).map_or_else(|| format!("{v}"), |m| format_value(Some(v), m.unit))
@@ -257,13 +273,9 @@ pub(crate) fn verdict_of(a: &Labeled, b: &Labeled, ms: &[Metric], names: (char, 
             fmt("handshake_time_total", x)
         ));
     }
-    let mut sentence = parts.join(" and ");
-    for t in tail {
-        sentence.push_str("; ");
-        sentence.push_str(&t);
-    }
-    sentence.push('.');
-    sentence
+    let mut clauses = vec![parts.join(" and ")];
+    clauses.extend(tail);
+    clauses
 }
 
 /// Labels longer than this are not repeated in the table's header (they
@@ -280,6 +292,26 @@ pub(crate) fn side_header(side: &str, label: &str) -> String {
     }
 }
 
+/// The metrics table: each shown metric's A, B and B/A (judged).
+fn grid(ms: &[Metric], la: &str, lb: &str) -> Grid {
+    let mut grid = Grid::new(vec![
+        "metric".to_string(),
+        side_header("A", la),
+        side_header("B", lb),
+        "B/A".to_string(),
+    ]);
+    for m in ms.iter().filter(|m| m.shown()) {
+        let ratio = m.ratio().map_or("-".to_string(), |r| format!("{r:.2}"));
+        grid.rows.push(vec![
+            Field::text(m.label),
+            Field::number(format_value(m.a, m.unit)),
+            Field::number(format_value(m.b, m.unit)),
+            Field::judged(ratio, m.b_better()),
+        ]);
+    }
+    grid
+}
+
 /// Writes the comparison table and the verdict.
 pub fn write(a: &Labeled, b: &Labeled, out: &mut dyn Write, opts: &CompareOpts) -> io::Result<()> {
     let ms = metrics(a, b);
@@ -289,28 +321,64 @@ pub fn write(a: &Labeled, b: &Labeled, out: &mut dyn Write, opts: &CompareOpts) 
     write_selection(&[a, b], out)?;
     writeln!(out, "verdict       {}", sanitize(&verdict(a, b, &ms)))?;
     writeln!(out)?;
-    let mut table = new_table(
-        [
-            "metric".to_string(),
-            side_header("A", &la),
-            side_header("B", &lb),
-            "B/A".to_string(),
-        ],
-        opts,
-    );
-    for m in ms.iter().filter(|m| m.shown()) {
-        let ratio = m.ratio().map_or("-".to_string(), |r| format!("{r:.2}"));
-        table.add_row(vec![
-            Cell::new(m.label),
-            number(format_value(m.a, m.unit)),
-            number(format_value(m.b, m.unit)),
-            judged(number(ratio), m, opts),
-        ]);
-    }
-    writeln!(out, "{table}")?;
+    writeln!(out, "{}", grid(&ms, &la, &lb).table(opts))?;
     writeln!(out, "{FOOTNOTE}")?;
     servers::write(&[a, b], out, opts)?;
     over_time::write(&[a, b], out)
+}
+
+/// The same as [`write`] in Markdown (`-T markdown`), to paste into an
+/// issue or a pull request: the captures, the verdict, the metrics and
+/// servers as tables, the counts over time in a code block.
+pub fn write_markdown(a: &Labeled, b: &Labeled, out: &mut dyn Write) -> io::Result<()> {
+    let ms = metrics(a, b);
+    let verdict = (verdict_clauses(a, b, &ms, ('A', 'B')), 'B');
+    markdown_head(&[a, b], &[verdict], out)?;
+    grid(&ms, &a.label, &b.label).markdown(out)?;
+    markdown_tail(&[a, b], out)
+}
+
+/// Markdown: each capture by its letter, the selection, and the
+/// verdicts, each its headline and then a clause a line (of the capture
+/// lettered, against A).
+pub(crate) fn markdown_head(
+    docs: &[&Labeled],
+    verdicts: &[(Vec<String>, char)],
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    for (i, d) in docs.iter().enumerate() {
+        writeln!(out, "- **{}**: {}", many::letter(i), md(&d.label))?;
+    }
+    if let Some(sel) = docs.iter().find_map(|d| d.summary.selection.as_ref()) {
+        writeln!(out, "- **only**: {}", md(&sel.describe()))?;
+    }
+    writeln!(out)?;
+    for (clauses, letter) in verdicts {
+        let mut clauses = clauses.iter();
+        let head = clauses.next().map_or(String::new(), |c| md(c));
+        writeln!(out, "**Verdict** (figures {letter} vs A): {head}")?;
+        for clause in clauses {
+            writeln!(out, "- {}", md(clause))?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// Markdown: the footnote, the servers' table and the counts over time.
+pub(crate) fn markdown_tail(docs: &[&Labeled], out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out)?;
+    writeln!(out, "_{}_", md(FOOTNOTE))?;
+    servers::write_markdown(docs, out)?;
+    let mut drawn = Vec::new();
+    over_time::write(docs, &mut drawn)?;
+    let drawn = String::from_utf8_lossy(&drawn);
+    let drawn = drawn.trim_start_matches('\n');
+    if !drawn.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "```text\n{drawn}```")?;
+    }
+    Ok(())
 }
 
 /// The line naming the connections kept, when a selection was given
@@ -325,25 +393,6 @@ pub(crate) fn write_selection(docs: &[&Labeled], out: &mut dyn Write) -> io::Res
 /// What the tables' last line says of handshake events.
 const FOOTNOTE: &str = "handshake events: SYN, SYN-ACK and ACK packets seen (retransmissions included) plus TLS handshake messages up to completion";
 
-/// An empty comparison table with its header (in bold with colour).
-pub(crate) fn new_table(header: impl IntoIterator<Item = String>, opts: &CompareOpts) -> Table {
-    let mut table = Table::new();
-    table.load_style(presets::UTF8_FULL_CONDENSED);
-    table.set_content_arrangement(ContentArrangement::Disabled);
-    if opts.color {
-        table.enforce_styling();
-    }
-    table.set_header(header.into_iter().map(|s| {
-        let c = Cell::new(s);
-        if opts.color {
-            c.add_attribute(Attribute::Bold)
-        } else {
-            c
-        }
-    }));
-    table
-}
-
 /// The HTML class of a B value or ratio: `good` where B is better than
 /// A, `bad` where worse.
 pub(crate) fn html_class(m: &Metric) -> &'static str {
@@ -351,21 +400,6 @@ pub(crate) fn html_class(m: &Metric) -> &'static str {
         Some(true) => "good",
         Some(false) => "bad",
         None => "",
-    }
-}
-
-/// A figure, right-aligned.
-pub(crate) fn number(s: String) -> Cell {
-    Cell::new(s).set_alignment(CellAlignment::Right)
-}
-
-/// With colour, `cell` green where the metric's B is better than its A,
-/// red where worse.
-pub(crate) fn judged(cell: Cell, m: &Metric, opts: &CompareOpts) -> Cell {
-    match (opts.color, m.b_better()) {
-        (true, Some(true)) => cell.fg(Color::Green),
-        (true, Some(false)) => cell.fg(Color::Red),
-        _ => cell,
     }
 }
 

@@ -10,13 +10,13 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use comfy_table::Cell;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::{
-    format_value, html_class, json_number, judged, metrics, new_table, number, side_header, values,
-    verdict_of, write_selection, CompareOpts, Labeled, Metric, FOOTNOTE,
+    format_value, html_class, json_number, markdown_head, markdown_tail, metrics, side_header,
+    values, verdict_clauses, verdict_of, write_selection, CompareOpts, Field, Grid, Labeled,
+    Metric, FOOTNOTE,
 };
 use crate::report::html::esc;
 use crate::report::sanitize;
@@ -47,6 +47,32 @@ fn against(docs: &[Labeled]) -> Vec<(Vec<Metric>, String)> {
     docs.iter().enumerate().skip(1).map(pair).collect()
 }
 
+/// The metrics table: a column a capture, each after the first judged
+/// against it; a metric no capture has is left out (JSON has it, as
+/// null).
+fn grid(docs: &[Labeled], against: &[(Vec<Metric>, String)]) -> Grid {
+    let mut head = vec!["metric".to_string()];
+    for (i, d) in docs.iter().enumerate() {
+        head.push(side_header(&letter(i).to_string(), &sanitize(&d.label)));
+    }
+    let mut grid = Grid::new(head);
+    let Some(first) = docs.first() else {
+        return grid;
+    };
+    for (row, (_, label, unit, _, value)) in values(first.summary).into_iter().enumerate() {
+        let others: Vec<&Metric> = against.iter().filter_map(|(ms, _)| ms.get(row)).collect();
+        if value.is_none() && others.iter().all(|m| !m.shown()) {
+            continue;
+        }
+        let mut cells = vec![Field::text(label), Field::number(format_value(value, unit))];
+        for m in others {
+            cells.push(Field::judged(format_value(m.b, m.unit), m.b_better()));
+        }
+        grid.rows.push(cells);
+    }
+    grid
+}
+
 /// Writes the captures' labels, a verdict for each against the first, and
 /// the table of every metric, a column a capture. With colour, a value
 /// better than A's is green and a worse one red.
@@ -60,31 +86,28 @@ pub fn write(docs: &[Labeled], out: &mut dyn Write, opts: &CompareOpts) -> io::R
         writeln!(out, "verdict       {}", sanitize(v))?;
     }
     writeln!(out)?;
-    let mut head = vec!["metric".to_string()];
-    for (i, d) in docs.iter().enumerate() {
-        head.push(side_header(&letter(i).to_string(), &sanitize(&d.label)));
-    }
-    let mut table = new_table(head, opts);
-    let Some(first) = docs.first() else {
-        return Ok(());
-    };
-    for (row, (_, label, unit, _, value)) in values(first.summary).into_iter().enumerate() {
-        let others: Vec<&Metric> = against.iter().filter_map(|(ms, _)| ms.get(row)).collect();
-        // A metric no capture has is left out (JSON has it, as null).
-        if value.is_none() && others.iter().all(|m| !m.shown()) {
-            continue;
-        }
-        let mut cells = vec![Cell::new(label), number(format_value(value, unit))];
-        for m in others {
-            cells.push(judged(number(format_value(m.b, m.unit)), m, opts));
-        }
-        table.add_row(cells);
-    }
-    writeln!(out, "{table}")?;
+    writeln!(out, "{}", grid(docs, &against).table(opts))?;
     writeln!(out, "{FOOTNOTE}")?;
     let docs: Vec<&Labeled> = docs.iter().collect();
     super::servers::write(&docs, out, opts)?;
     super::over_time::write(&docs, out)
+}
+
+/// The same in Markdown (`-T markdown`): the captures, a verdict for each
+/// against the first, the tables, the counts over time in a code block.
+pub fn write_markdown(docs: &[Labeled], out: &mut dyn Write) -> io::Result<()> {
+    let against = against(docs);
+    let verdicts: Vec<(Vec<String>, char)> = match docs.first() {
+        Some(a) => (docs.iter().enumerate().skip(1))
+            .zip(&against)
+            .map(|((i, d), (ms, _))| (verdict_clauses(a, d, ms, ('A', letter(i))), letter(i)))
+            .collect(),
+        None => Vec::new(),
+    };
+    let refs: Vec<&Labeled> = docs.iter().collect();
+    markdown_head(&refs, &verdicts, out)?;
+    grid(docs, &against).markdown(out)?;
+    markdown_tail(&refs, out)
 }
 
 #[derive(Serialize)]

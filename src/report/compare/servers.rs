@@ -10,9 +10,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use comfy_table::Cell;
-
-use super::{new_table, number, side_header, CompareOpts, Labeled};
+use super::{md, side_header, CompareOpts, Field, Grid, Labeled};
 use crate::record::ServerSummary;
 use crate::report::html::esc;
 use crate::report::{plural, sanitize};
@@ -135,6 +133,25 @@ fn more_text(more: usize) -> Option<String> {
     })
 }
 
+/// The servers' table: a row a server (the first [`SHOWN`]), a column a
+/// capture; and the note on those left out.
+fn grid(docs: &[&Labeled], rows: &[Row]) -> Grid {
+    let mut head = vec!["server (SNI or host)".to_owned()];
+    for (i, d) in docs.iter().enumerate() {
+        head.push(side_header(
+            &super::many::letter(i).to_string(),
+            &sanitize(&d.label),
+        ));
+    }
+    let mut grid = Grid::new(head);
+    for row in rows.iter().take(SHOWN) {
+        let mut cells = vec![Field::text(sanitize(&row.name))];
+        cells.extend(row.cells.iter().map(|s| Field::number(cell(*s))));
+        grid.rows.push(cells);
+    }
+    grid
+}
+
 /// Writes the servers' table after `compare`'s, when there is one.
 pub(crate) fn write(docs: &[&Labeled], out: &mut dyn Write, opts: &CompareOpts) -> io::Result<()> {
     let (rows, more) = rows(docs);
@@ -143,22 +160,26 @@ pub(crate) fn write(docs: &[&Labeled], out: &mut dyn Write, opts: &CompareOpts) 
     }
     writeln!(out)?;
     writeln!(out, "servers       {WHAT}")?;
-    let mut head = vec!["server (SNI or host)".to_owned()];
-    for (i, d) in docs.iter().enumerate() {
-        head.push(side_header(
-            &super::many::letter(i).to_string(),
-            &sanitize(&d.label),
-        ));
-    }
-    let mut table = new_table(head, opts);
-    for row in rows.iter().take(SHOWN) {
-        let mut cells = vec![Cell::new(sanitize(&row.name))];
-        cells.extend(row.cells.iter().map(|s| number(cell(*s))));
-        table.add_row(cells);
-    }
-    writeln!(out, "{table}")?;
+    writeln!(out, "{}", grid(docs, &rows).table(opts))?;
     if let Some(text) = more_text(more) {
         writeln!(out, "{text}")?;
+    }
+    Ok(())
+}
+
+/// The same in Markdown, under a line that says what the cells say.
+pub(crate) fn write_markdown(docs: &[&Labeled], out: &mut dyn Write) -> io::Result<()> {
+    let (rows, more) = rows(docs);
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    writeln!(out, "**Servers**: {}", md(WHAT))?;
+    writeln!(out)?;
+    grid(docs, &rows).markdown(out)?;
+    if let Some(text) = more_text(more) {
+        writeln!(out)?;
+        writeln!(out, "{}", md(&text))?;
     }
     Ok(())
 }
