@@ -135,3 +135,34 @@ fn compare_matches_servers_by_host() {
     );
     assert_eq!(row("127.0.0.1:18496 (b.test)"), ["1 / 2 · 0.50", "-"]);
 }
+
+/// `timeline --conn`: the name the client asked for under the title (the
+/// Host in cleartext, the SNI over TLS), and the requests counted in
+/// words that agree with their number.
+#[test]
+fn timeline_of_a_connection_names_its_host() {
+    let run = |file: &str, more: &[&str]| {
+        let out = crate::support::bin()
+            .args(["timeline", "-q", "--width", "200"])
+            .arg(capture(file))
+            .args(more)
+            .output()
+            .expect("runs");
+        assert!(out.status.success(), "{}", crate::support::stderr(&out));
+        let text = crate::support::stdout(&out);
+        let at = text.find("\nconnection ").expect("the connection's title");
+        let lines: Vec<String> = text[at + 1..].lines().take(2).map(str::to_owned).collect();
+        lines
+    };
+    let two = run("http-curl-two-hosts-4.pcap", &["--conn", "2"]);
+    assert!(two[0].contains("(2 requests, cleartext, "), "{two:?}");
+    assert_eq!(two[1], "  Host b.test:18496");
+    let keylog = capture("multi-server-requests.keylog");
+    let keylog = keylog.to_str().expect("utf-8");
+    let one = run(
+        "multi-server-requests.pcap",
+        &["--conn", "2", "--keylog", keylog],
+    );
+    assert!(one[0].contains("(1 request, TLS 1.3 full, "), "{one:?}");
+    assert_eq!(one[1], "  SNI b.test");
+}

@@ -21,13 +21,11 @@ pub(crate) use servers::{
     cells as server_cells, name as server_name, HEADS as SERVER_HEADS, SHOWN as SERVERS_SHOWN,
 };
 
-use super::timeline::{quic_requests_text, requests_text};
+use super::timeline::{close_text, quic_requests_text, requests_text};
 use super::{
     counts_text, endpoint_in, human_bytes, human_duration, plural, sanitize, server_text, Opts,
 };
-use crate::record::{
-    CloseKind, ConnectionRecord, Distribution, IdleCloses, QuicRecord, SetupPhases, Summary,
-};
+use crate::record::{ConnectionRecord, Distribution, IdleCloses, QuicRecord, SetupPhases, Summary};
 
 /// Writes the summary block and the connection table of `records` (in any
 /// order; the table has the first `opts.limit` by id): what
@@ -420,16 +418,6 @@ fn tls_text(rec: &ConnectionRecord) -> (String, String, String, String) {
         t.sni.as_deref().map_or_else(|| "-".into(), sanitize),
         alpn,
     )
-}
-
-fn close_text(rec: &ConnectionRecord) -> String {
-    let c = &rec.close;
-    match (c.kind, c.by) {
-        (CloseKind::Fin | CloseKind::Rst, Some(by)) => {
-            format!("{} by {}", c.kind.as_str().to_uppercase(), by.as_str())
-        }
-        (kind, _) => kind.as_str().to_string(),
-    }
 }
 
 /// The connection table's columns.

@@ -176,20 +176,34 @@ pub(super) fn write_events(
         0 => String::new(),
         n => format!(", {n} refused"),
     };
+    // The name the client asked for, on a line of its own under the
+    // title: its SNI, in cleartext its Host.
+    let name = match (&rec.tls, rec.http.host.as_deref()) {
+        (Some(t), _) => t.sni.as_deref().map(|s| format!("SNI {}", sanitize(s))),
+        (None, host) => host.map(|h| format!("Host {}", sanitize(h))),
+    };
+    let sent = rec
+        .http
+        .requests
+        .saturating_sub(rec.http.http2.as_ref().map_or(0, |h| u64::from(h.refused)));
+    let tls = match rec.tls {
+        Some(_) => sanitize(&tls_kind(rec)),
+        None => "cleartext".to_owned(),
+    };
     let title = format!(
-        "connection {}  {} -> {}  ({} requests{refused}, {}, {}, {})",
+        "connection {}  {} -> {}  ({} request{}{refused}, {tls}, {}, {})",
         rec.id,
         sanitize(&rec.client),
         sanitize(&server_text(rec)),
         requests_text(rec),
-        sanitize(&tls_kind(rec)),
+        super::super::plural(sent),
         dur(rec.duration, color),
         close_text(rec)
     );
     let more = rec.http.requests.saturating_sub(rec.http.list.len() as u64);
     let more = if rec.http.list_truncated { more } else { 0 };
     let from = "the SYN";
-    write_list(out, width, &title, from, origin, events, more)
+    write_list(out, width, (&title, name), from, origin, events, more)
 }
 
 /// One QUIC connection's events, offsets in ms from the client's first
@@ -274,7 +288,8 @@ pub(super) fn write_quic_events(
         .filter(|h| h.list_truncated)
         .map_or(0, |h| h.requests.saturating_sub(h.list.len() as u64));
     let from = "its first packet";
-    write_list(out, width, &title, from, origin, events, more)
+    let name = tls.sni.as_deref().map(|s| format!("SNI {}", sanitize(s)));
+    write_list(out, width, (&title, name), from, origin, events, more)
 }
 
 /// What bounded new requests on an HTTP/2 connection whose frames were
@@ -412,12 +427,13 @@ fn request_events(
     }
 }
 
-/// The title, the column heads, each event in time order with its offset
+/// The title (and under it the name the client asked for), the column
+/// heads, each event in time order with its offset
 /// from `origin`, and a line for `more` requests not listed.
 fn write_list(
     out: &mut dyn Write,
     width: usize,
-    title: &str,
+    (title, name): (&str, Option<String>),
     from: &str,
     origin: f64,
     mut events: Vec<Event>,
@@ -425,6 +441,9 @@ fn write_list(
 ) -> io::Result<()> {
     events.sort_by(|a, b| a.0.total_cmp(&b.0));
     writeln!(out, "{}", truncate(title, width))?;
+    if let Some(name) = name {
+        writeln!(out, "{}", truncate(&format!("  {name}"), width))?;
+    }
     let heads = format!("      offset ms  side    event (offsets from {from})");
     writeln!(out, "{}", truncate(&heads, width))?;
     for (at, side, what) in &events {
