@@ -85,19 +85,19 @@ fn how_many(a: f64, b: f64) -> Option<String> {
 /// The verdict: one sentence comparing B with A, from the numbers. Values
 /// are written "B vs A".
 pub(crate) fn verdict(a: &Labeled, b: &Labeled, ms: &[Metric]) -> String {
-    verdict_of(a, b, ms, ('A', 'B'))
+    sentence(&verdict_clauses(a, b, ms, ('A', 'B')))
 }
 
-/// The verdict comparing `b` with `a`, the two named by their letters:
-/// its clauses joined into a sentence.
-pub(crate) fn verdict_of(a: &Labeled, b: &Labeled, ms: &[Metric], names: (char, char)) -> String {
-    let mut sentence = verdict_clauses(a, b, ms, names).join("; ");
+/// A verdict's clauses as one sentence.
+pub(crate) fn sentence(clauses: &[String]) -> String {
+    let mut sentence = clauses.join("; ");
     sentence.push('.');
     sentence
 }
 
-/// The verdict's clauses: the headline (handshakes per request) first,
-/// then each figure that differs, "B vs A".
+/// The verdict comparing `b` with `a`, the two named by their letters,
+/// in clauses: the headline (handshakes per request) first, then each
+/// figure that differs, "B vs A".
 pub(crate) fn verdict_clauses(
     a: &Labeled,
     b: &Labeled,
@@ -165,6 +165,18 @@ pub(crate) fn verdict_clauses(
         });
     }
     let mut tail = Vec::new();
+    // A side with none (no HTTP/2 offered; no QUIC) counts 0 (its rows
+    // are null).
+    let either = |key: &str| find(ms, key).map(|m| (m.a.unwrap_or(0.0), m.b.unwrap_or(0.0)));
+    // Where either dialed connections that carried no request, the same
+    // counting them: what the client paid in all.
+    let unused = either("connections_unused").filter(|&(x, y)| x + y > 0.0);
+    if let (Some(_), Some((x, y))) = (unused, pair("tcp_handshakes_per_request_all")) {
+        tail.push(match how_many(x, y) {
+            None => format!("counting the connections that carried no request, as many TCP handshakes per request ({x:.2} each)"),
+            Some(s) => format!("counting the connections that carried no request, {s} TCP handshakes per request ({y:.2} vs {x:.2})"),
+        });
+    }
     let (ra, rb) = (
         a.summary.tls_handshakes_resumed,
         b.summary.tls_handshakes_resumed,
@@ -206,9 +218,6 @@ pub(crate) fn verdict_clauses(
             "{y:.0} vs {x:.0} connections opened while another to the same server sat idle"
         ));
     }
-    // A side with none (no HTTP/2 offered; no QUIC) counts 0 (its rows
-    // are null).
-    let either = |key: &str| find(ms, key).map(|m| (m.a.unwrap_or(0.0), m.b.unwrap_or(0.0)));
     if let Some((x, y)) = either("beside_http2").filter(|&(x, y)| x + y > 0.0) {
         tail.push(format!(
             "{y:.0} vs {x:.0} connections opened beside an HTTP/2 connection to the same server"

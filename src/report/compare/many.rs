@@ -5,7 +5,7 @@
 //! captures are `compare`'s own (a B/A ratio column, and its JSON shape).
 //!
 //! Does not analyze captures, define the metrics or word the verdicts
-//! (`compare`'s `values` and `verdict_of`).
+//! (`compare`'s `values` and `verdict_clauses`).
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -14,8 +14,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::{
-    format_value, html_class, json_number, markdown_head, markdown_tail, metrics, side_header,
-    values, verdict_clauses, verdict_of, write_selection, CompareOpts, Field, Grid, Labeled,
+    format_value, html_class, json_number, markdown_head, markdown_tail, metrics, sentence,
+    side_header, values, verdict_clauses, write_selection, CompareOpts, Field, Grid, Labeled,
     Metric, FOOTNOTE,
 };
 use crate::report::html::esc;
@@ -34,15 +34,27 @@ pub fn letter(i: usize) -> char {
 }
 
 /// Each capture after the first against it: the metrics of the pair (A's
-/// as `a`, its own as `b`) and its verdict.
-fn against(docs: &[Labeled]) -> Vec<(Vec<Metric>, String)> {
+/// as `a`, its own as `b`), its verdict and the verdict's clauses.
+struct Against {
+    ms: Vec<Metric>,
+    verdict: String,
+    clauses: Vec<String>,
+    letter: char,
+}
+
+fn against(docs: &[Labeled]) -> Vec<Against> {
     let Some(a) = docs.first() else {
         return Vec::new();
     };
     let pair = |(i, d): (usize, &Labeled)| {
         let ms = metrics(a, d);
-        let verdict = verdict_of(a, d, &ms, ('A', letter(i)));
-        (ms, verdict)
+        let clauses = verdict_clauses(a, d, &ms, ('A', letter(i)));
+        Against {
+            verdict: sentence(&clauses),
+            ms,
+            clauses,
+            letter: letter(i),
+        }
     };
     docs.iter().enumerate().skip(1).map(pair).collect()
 }
@@ -50,7 +62,7 @@ fn against(docs: &[Labeled]) -> Vec<(Vec<Metric>, String)> {
 /// The metrics table: a column a capture, each after the first judged
 /// against it; a metric no capture has is left out (JSON has it, as
 /// null).
-fn grid(docs: &[Labeled], against: &[(Vec<Metric>, String)]) -> Grid {
+fn grid(docs: &[Labeled], against: &[Against]) -> Grid {
     let mut head = vec!["metric".to_string()];
     for (i, d) in docs.iter().enumerate() {
         head.push(side_header(&letter(i).to_string(), &sanitize(&d.label)));
@@ -60,7 +72,7 @@ fn grid(docs: &[Labeled], against: &[(Vec<Metric>, String)]) -> Grid {
         return grid;
     };
     for (row, (_, label, unit, _, value)) in values(first.summary).into_iter().enumerate() {
-        let others: Vec<&Metric> = against.iter().filter_map(|(ms, _)| ms.get(row)).collect();
+        let others: Vec<&Metric> = against.iter().filter_map(|x| x.ms.get(row)).collect();
         if value.is_none() && others.iter().all(|m| !m.shown()) {
             continue;
         }
@@ -82,8 +94,8 @@ pub fn write(docs: &[Labeled], out: &mut dyn Write, opts: &CompareOpts) -> io::R
     }
     write_selection(&docs.iter().collect::<Vec<_>>(), out)?;
     let against = against(docs);
-    for (_, v) in &against {
-        writeln!(out, "verdict       {}", sanitize(v))?;
+    for x in &against {
+        writeln!(out, "verdict       {}", sanitize(&x.verdict))?;
     }
     writeln!(out)?;
     writeln!(out, "{}", grid(docs, &against).table(opts))?;
@@ -97,13 +109,10 @@ pub fn write(docs: &[Labeled], out: &mut dyn Write, opts: &CompareOpts) -> io::R
 /// against the first, the tables, the counts over time in a code block.
 pub fn write_markdown(docs: &[Labeled], out: &mut dyn Write) -> io::Result<()> {
     let against = against(docs);
-    let verdicts: Vec<(Vec<String>, char)> = match docs.first() {
-        Some(a) => (docs.iter().enumerate().skip(1))
-            .zip(&against)
-            .map(|((i, d), (ms, _))| (verdict_clauses(a, d, ms, ('A', letter(i))), letter(i)))
-            .collect(),
-        None => Vec::new(),
-    };
+    let verdicts: Vec<(Vec<String>, char)> = against
+        .iter()
+        .map(|x| (x.clauses.clone(), x.letter))
+        .collect();
     let refs: Vec<&Labeled> = docs.iter().collect();
     markdown_head(&refs, &verdicts, out)?;
     grid(docs, &against).markdown(out)?;
@@ -138,8 +147,8 @@ pub fn write_json(docs: &[Labeled], out: &mut dyn Write) -> io::Result<()> {
         }
     }
     let against = against(docs);
-    for (ms, _) in &against {
-        for m in ms {
+    for x in &against {
+        for m in &x.ms {
             if let Some(Value::Array(values)) = metrics_map.get_mut(m.key) {
                 values.push(json_number(m.b));
             }
@@ -158,7 +167,7 @@ pub fn write_json(docs: &[Labeled], out: &mut dyn Write) -> io::Result<()> {
             .collect(),
         metrics: metrics_map,
         ratios,
-        verdicts: against.into_iter().map(|(_, v)| v).collect(),
+        verdicts: against.into_iter().map(|x| x.verdict).collect(),
     };
     serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::from)?;
     out.write_all(b"\n")
@@ -179,8 +188,8 @@ pub(crate) fn write_html(h: &mut String, docs: &[Labeled]) {
     }
     h.push_str("</h2>\n");
     let against = against(docs);
-    for (_, v) in &against {
-        let _ = writeln!(h, "<p class=\"verdict\">{}</p>", esc(v));
+    for x in &against {
+        let _ = writeln!(h, "<p class=\"verdict\">{}</p>", esc(&x.verdict));
     }
     let Some(first) = docs.first() else {
         h.push_str("</section>\n");
@@ -204,7 +213,7 @@ pub(crate) fn write_html(h: &mut String, docs: &[Labeled]) {
             esc(label),
             esc(&format_value(value, unit))
         );
-        for m in against.iter().filter_map(|(ms, _)| ms.get(row)) {
+        for m in against.iter().filter_map(|x| x.ms.get(row)) {
             let _ = write!(
                 h,
                 "<td class=\"n {}\">{}</td>",
