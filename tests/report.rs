@@ -136,6 +136,8 @@ fn compare_json_has_the_documented_keys() {
         "requests_estimated",
         "tcp_handshakes_per_request",
         "tls_full_per_request",
+        "tcp_handshakes_per_request_all",
+        "tls_full_per_request_all",
         "requests_per_connection_mean",
         "requests_per_connection_max",
         "handshake_time_total",

@@ -11,6 +11,7 @@ mod csv_rows;
 mod docs;
 mod fragments;
 mod fuzz_regressions;
+mod go_pool;
 mod h2_limits;
 mod h2_sizes;
 mod hosts;

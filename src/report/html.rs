@@ -245,11 +245,19 @@ fn cards(h: &mut String, s: &Summary) {
     let beside = bh2.and_then(super::table::beside_http2_text);
     let nr = s.not_resumed.as_ref();
     let not_resumed = nr.and_then(super::table::not_resumed_text);
+    // With the connections that carried none, where some did.
+    let tcp_sub = match super::per_request_with_unused(s) {
+        Some((all, _)) => format!(
+            "1.00: no reuse · {all:.2} with the {} that carried none",
+            s.connections_unused
+        ),
+        None => "1.00: no reuse".into(),
+    };
     #[rustfmt::skip]
     let cards: Vec<(bool, &str, String, String)> = vec![
         (true, "requests", s.requests.to_string(), requests_sub(s)),
         (true, "connections", s.connections.to_string(), format!("{} TCP handshakes", s.tcp_handshakes)),
-        (tcp, "TCP handshakes / request", opt_ratio(per_req.tcp), "1.00: no reuse".into()),
+        (tcp, "TCP handshakes / request", opt_ratio(per_req.tcp), tcp_sub),
         (tls, "full TLS handshakes / request", opt_ratio(per_req.tls_full),
             format!("{full} full · {resumed} resumed · {failed} failed")),
         (tcp, "requests / connection", opt_ratio(s.requests_per_connection.mean), format!("max {max_rpc}")),

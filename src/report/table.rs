@@ -121,9 +121,24 @@ pub fn write_headline(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
             q.handshakes_full, q.handshakes_resumed
         )
     });
+    // With the connections that carried none, where some did.
+    let unused = match super::per_request_with_unused(s) {
+        Some((tcp, tls_full)) => {
+            let tls_full = match s.tls_connections {
+                0 => String::new(),
+                _ => format!(", TLS full {tls_full:.2}"),
+            };
+            let n = s.connections_unused;
+            format!(
+                " · with the {n} connection{} that carried none: TCP {tcp:.2}{tls_full}",
+                super::plural(n)
+            )
+        }
+        None => String::new(),
+    };
     writeln!(
         out,
-        "handshakes    TCP {} · {tls} · {quic}per request: {per_request}",
+        "handshakes    TCP {} · {tls} · {quic}per request: {per_request}{unused}",
         s.tcp_handshakes,
     )?;
     if let Some(median) = s.handshake_time.median {

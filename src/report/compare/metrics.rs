@@ -152,6 +152,13 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
         r.across_connections.as_ref().map_or(0.0, |a| f(a) as f64)
     }
     let quic = s.quic.as_ref();
+    // Handshakes per request over every connection, those that carried
+    // none too (the full TLS ones null without TLS).
+    let all_per_request = (s.requests > 0).then(|| {
+        let requests = s.requests as f64;
+        let tls = (s.tls_connections > 0).then(|| s.tls_handshakes_full as f64 / requests);
+        (s.tcp_handshakes as f64 / requests, tls)
+    });
     // The setup's steps, summed over the connections whose every step was seen.
     let phase = |f: fn(&SetupPhases) -> f64| s.handshake_time.phases.as_ref().map(f);
     // …those of TLS null without TLS.
@@ -187,6 +194,8 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
         ("requests_estimated", "requests: estimated", Count, Neither, c(s.requests_estimated)),
         ("tcp_handshakes_per_request", "TCP handshakes per request", Ratio, Lower, s.handshakes_per_request.tcp),
         ("tls_full_per_request", "full TLS handshakes per request", Ratio, Lower, s.handshakes_per_request.tls_full),
+        ("tcp_handshakes_per_request_all", "TCP handshakes per request, all connections", Ratio, Lower, all_per_request.map(|(tcp, _)| tcp)),
+        ("tls_full_per_request_all", "full TLS per request, all connections", Ratio, Lower, all_per_request.and_then(|(_, tls)| tls)),
         ("requests_per_connection_mean", "requests per connection: mean", Ratio, Higher, s.requests_per_connection.mean),
         ("requests_per_connection_max", "requests per connection: max", Count, Higher, s.requests_per_connection.max.map(|m| m as f64)),
         ("handshake_time_total", "setup time (SYN → 1st request byte): total", Seconds, Lower, (s.handshake_time.connections > 0).then_some(s.handshake_time.total)),
@@ -247,6 +256,7 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
 /// `quic_requests_in_retry_window`, `tcp_handshakes`, `tls_full`, `tls_resumed`, `tls_failed`,
 /// `requests`, `requests_exact`, `requests_estimated`,
 /// `tcp_handshakes_per_request`, `tls_full_per_request`,
+/// `tcp_handshakes_per_request_all`, `tls_full_per_request_all`,
 /// `requests_per_connection_mean`, `requests_per_connection_max`,
 /// `handshake_time_total`, `handshake_time_median`, `setup_connect_total`,
 /// `setup_before_client_hello_total`, `setup_tls_handshake_total`,
