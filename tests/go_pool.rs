@@ -79,6 +79,31 @@ fn handshakes_per_request_count_the_connections_dialed_for_nothing() {
             "· with the {unused} connections that carried none: TCP {every:.2}, TLS full {every:.2}\n"
         );
         assert!(text.contains(&line), "{name}: {line}\n{text}");
+        let used = log.len() as f64;
+        let requests = format!(
+            "— {:.2} per connection, {:.2} per one that carried any (max {})",
+            100.0 / conns as f64,
+            100.0 / used,
+            log.values().max().expect("requests")
+        );
+        assert!(text.contains(&requests), "{name}: {requests}\n{text}");
+        // The HTML report's cards say the same.
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let html = dir.path().join("report.html");
+        let out = bin()
+            .args(["analyze", "-q", "--html"])
+            .arg(&html)
+            .arg(capture(&format!("{name}.pcap")))
+            .output()
+            .expect("runs");
+        assert!(out.status.success(), "{}", stderr(&out));
+        let page = std::fs::read_to_string(&html).expect("the report");
+        for card in [
+            format!("1.00: no reuse · {every:.2} with the {unused} that carried none"),
+            format!("· {:.2} per one that carried any", 100.0 / used),
+        ] {
+            assert!(page.contains(&card), "{name}: {card}");
+        }
         all.push((conns, unused, every));
     }
     // Go's default pool dialed more, and more for nothing, than the

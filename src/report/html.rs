@@ -245,6 +245,11 @@ fn cards(h: &mut String, s: &Summary) {
     let beside = bh2.and_then(super::table::beside_http2_text);
     let nr = s.not_resumed.as_ref();
     let not_resumed = nr.and_then(super::table::not_resumed_text);
+    // Over those that carried any too, where some carried none.
+    let rpc_sub = match super::per_connection_used(s) {
+        Some(used) => format!("max {max_rpc} · {used:.2} per one that carried any"),
+        None => format!("max {max_rpc}"),
+    };
     // With the connections that carried none, where some did.
     let tcp_sub = match super::per_request_with_unused(s) {
         Some((all, _)) => format!(
@@ -260,7 +265,7 @@ fn cards(h: &mut String, s: &Summary) {
         (tcp, "TCP handshakes / request", opt_ratio(per_req.tcp), tcp_sub),
         (tls, "full TLS handshakes / request", opt_ratio(per_req.tls_full),
             format!("{full} full · {resumed} resumed · {failed} failed")),
-        (tcp, "requests / connection", opt_ratio(s.requests_per_connection.mean), format!("max {max_rpc}")),
+        (tcp, "requests / connection", opt_ratio(s.requests_per_connection.mean), rpc_sub),
         (tcp, "setup time (SYN → 1st request)", human_duration(hs.total),
             format!("median {} per connection", opt_dur(hs.median))),
         (hs.phases.is_some(), "where setup went", hs.phases.as_ref().map_or(String::new(), |p| human_duration(p.total())), hs.phases.as_ref().map_or(String::new(), |p| phases_text(p, hs.connections))),

@@ -170,6 +170,14 @@ pub(crate) fn per_request_with_unused(s: &crate::record::Summary) -> Option<(f64
     })
 }
 
+/// Requests per connection over those that carried any, where some
+/// carried none (the verdict's figure; `requests_per_connection.mean` is
+/// over them all).
+pub(crate) fn per_connection_used(s: &crate::record::Summary) -> Option<f64> {
+    let busy = s.connections.saturating_sub(s.connections_unused);
+    (s.connections_unused > 0 && busy > 0).then(|| s.requests as f64 / busy as f64)
+}
+
 /// The plural ending of a noun counted `n` times.
 pub(crate) fn plural(n: u64) -> &'static str {
     if n == 1 {

@@ -81,9 +81,14 @@ pub fn write_headline(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
             .requests_per_second
             .map_or(String::new(), |r| format!(", {r:.1}/s"));
         let refused = refused_text(s).map_or(String::new(), |r| format!(" · {r}"));
+        // Over the connections that carried one too (the verdict's), where
+        // some carried none.
+        let carried = super::per_connection_used(s).map_or(String::new(), |used| {
+            format!(", {used:.2} per one that carried any")
+        });
         writeln!(
             out,
-            "requests      {} ({} exact, {} estimated) — {} per connection (max {}){rps}{refused}",
+            "requests      {} ({} exact, {} estimated) — {} per connection{carried} (max {}){rps}{refused}",
             s.requests,
             s.requests_exact,
             s.requests_estimated,
