@@ -86,7 +86,7 @@ fn json_holds_each_captures_values_as_the_pairs_do() {
     assert_eq!(captures[2]["summary"]["connections"], 1);
     assert_eq!(many["verdicts"].as_array().map(Vec::len), Some(2));
     let metrics = many["metrics"].as_object().expect("metrics");
-    assert_eq!(metrics.len(), 70);
+    assert_eq!(metrics.len(), 71);
     for (i, file) in CLIENTS[1..3].iter().enumerate() {
         let pair = json(&[CLIENTS[0], file]);
         for (key, values) in metrics {

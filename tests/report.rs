@@ -176,6 +176,7 @@ fn compare_json_has_the_documented_keys() {
         "requests_after_close",
         "opened_while_idle",
         "opened_while_idle_setup_total",
+        "redialed",
         "beside_http2",
         "beside_http2_handshake_total",
         "beside_http2_at_limit",

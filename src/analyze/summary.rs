@@ -272,6 +272,7 @@ impl SummaryBuilder {
         self.count_opened_while_idle();
         let swept = std::mem::take(&mut self.across).finish();
         let (across, opened_while_idle) = (swept.across, swept.opened_while_idle);
+        let redialed = swept.redialed;
         let (beside_http2, not_resumed) = (swept.beside_http2, swept.not_resumed);
         let phases = phases_of(&self.setup_phases);
         let mut anomalies = self.anomalies;
@@ -327,6 +328,9 @@ impl SummaryBuilder {
             after_close: self.requests_after_close,
             after_close_connections: self.connections_with_requests_after_close,
             opened_while_idle: opened_while_idle.as_ref().map_or(0, |o| o.connections),
+            redialed: redialed
+                .as_ref()
+                .map_or((0, 0), |r| (r.connections, r.carried_none)),
             beside_http2: beside_http2
                 .as_ref()
                 .map_or((0, 0), |b| (b.connections, b.raced)),
@@ -421,6 +425,7 @@ impl SummaryBuilder {
             status_codes: self.status,
             rate_limit: self.rate_limit.finish(across),
             opened_while_idle,
+            redialed,
             beside_http2,
             not_resumed,
             requests_per_second: (span > 0.0 && requests > 0).then(|| requests as f64 / span),

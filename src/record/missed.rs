@@ -62,6 +62,55 @@ pub struct PassedOver {
     pub idle_connection_used_again: bool,
 }
 
+/// Connections opened after the client itself closed another to the same
+/// server (as for [`OpenedWhileIdle`]) that it could have kept
+/// (`summary.redialed`): the client sent the first FIN or RST, with no
+/// request outstanding, its handshakes complete, no `Connection: close`
+/// asked by either side, and at most [`REDIAL_WINDOW`] seconds before
+/// their SYN — a pool that keeps too few idle connections (Go's
+/// `MaxIdleConnsPerHost`, 2 by default), or one per call (python's
+/// `requests.get`, a curl process a request). A close spares one
+/// connection: each is taken by one at most. Those counted in
+/// `opened_while_idle` are not counted again.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Redialed {
+    /// Connections opened so…
+    pub connections: u64,
+    /// …of the connections whose SYN was seen (and whose first request,
+    /// where they carried one, was seen).
+    pub checked: u64,
+    /// Of them, those that carried no request: dialed, closed or left,
+    /// never used (Go dials for a request that finds no idle connection
+    /// while it waits for one to come back).
+    pub carried_none: u64,
+    /// From the latest such close to their SYN, seconds.
+    pub after_close: Distribution,
+    /// Marks taken out of time order, and closes past 262,144 within the
+    /// window at once: the count may be short.
+    pub out_of_order: u64,
+    /// The first 1,024 counted, in the order they were looked at (a
+    /// connection at its first request, one that carried none at its SYN).
+    pub first: Vec<Redial>,
+}
+
+/// How long after a close a new connection counts in [`Redialed`],
+/// seconds: within the idle timeout of common servers (Apache httpd's and
+/// Node.js's 5 s; nginx's 75 s), so that the closed one would still have
+/// been open.
+pub const REDIAL_WINDOW: f64 = 5.0;
+
+/// A connection opened after the client closed another, by their `id`s.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Redial {
+    pub connection: u64,
+    /// The connection the client closed latest before its SYN…
+    pub closed_connection: u64,
+    /// …and how long before it, seconds.
+    pub after_close: f64,
+    /// It carried no request.
+    pub carried_none: bool,
+}
+
 /// Connections opened while an HTTP/2 connection to the same server (as
 /// for [`OpenedWhileIdle`]) was open or opening (`summary.beside_http2`):
 /// HTTP/2 carries every request to a server on one connection, so each

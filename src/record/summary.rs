@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{Anomalies, BesideHttp2, Instant, NotResumed, OpenedWhileIdle, Overlay, QuicSummary};
+use super::{
+    Anomalies, BesideHttp2, Instant, NotResumed, OpenedWhileIdle, Overlay, QuicSummary, Redialed,
+};
 
 /// Summary statistics of a set of durations, in seconds.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -186,6 +188,9 @@ pub struct Summary {
     /// Connections opened while another to the same server sat idle;
     /// null when no connection's SYN and first request were seen.
     pub opened_while_idle: Option<OpenedWhileIdle>,
+    /// Connections opened after the client closed another to the same
+    /// server that it could have kept; null as `opened_while_idle`.
+    pub redialed: Option<Redialed>,
     /// Connections opened while an HTTP/2 connection to the same server
     /// was open or opening; null when no connection that offered HTTP/2
     /// was seen from its SYN.

@@ -218,6 +218,11 @@ pub(crate) fn verdict_clauses(
             "{y:.0} vs {x:.0} connections opened while another to the same server sat idle"
         ));
     }
+    if let Some((x, y)) = either("redialed").filter(|&(x, y)| x + y > 0.0) {
+        tail.push(format!(
+            "{y:.0} vs {x:.0} connections opened after the client closed another to the same server that it could have kept"
+        ));
+    }
     if let Some((x, y)) = either("beside_http2").filter(|&(x, y)| x + y > 0.0) {
         tail.push(format!(
             "{y:.0} vs {x:.0} connections opened beside an HTTP/2 connection to the same server"

@@ -241,6 +241,8 @@ fn cards(h: &mut String, s: &Summary) {
     let closes_count = (ic.by_client.count + ic.by_server.count).to_string();
     let owi = s.opened_while_idle.as_ref();
     let missed = owi.and_then(super::table::while_idle_text);
+    let rd = s.redialed.as_ref();
+    let redialed = rd.and_then(super::table::redialed_text);
     let bh2 = s.beside_http2.as_ref();
     let beside = bh2.and_then(super::table::beside_http2_text);
     let nr = s.not_resumed.as_ref();
@@ -287,6 +289,7 @@ fn cards(h: &mut String, s: &Summary) {
             "1.00: no reuse".into()),
         (closed.is_some(), "closed after the last response", closes_count, closed.unwrap_or_default()),
         (missed.is_some(), "opened while another sat idle", owi.map_or(String::new(), |o| o.connections.to_string()), missed.unwrap_or_default()),
+        (redialed.is_some(), "opened after the client closed one", rd.map_or(String::new(), |r| r.connections.to_string()), redialed.unwrap_or_default()),
         (beside.is_some(), "opened beside an HTTP/2 connection", bh2.map_or(String::new(), |b| b.connections.to_string()), beside.unwrap_or_default()),
         (not_resumed.is_some(), "full TLS handshakes not resumed", nr.map_or(String::new(), |n| (n.not_offered + n.refused).to_string()), not_resumed.unwrap_or_default()),
         (tcp, "peak concurrency", peak.connections.to_string(), "connections".into()),

@@ -13,7 +13,7 @@ mod servers;
 
 use std::io::{self, Write};
 
-pub(crate) use missed::{beside_http2_text, not_resumed_text, while_idle_text};
+pub(crate) use missed::{beside_http2_text, not_resumed_text, redialed_text, while_idle_text};
 pub(crate) use over_time::{fold, fold_start, marks, shown as over_time_shown, Take, LINES};
 pub(crate) use quic::{cells as quic_cells, HEADS as QUIC_HEADS};
 pub use rows::TableSink;
@@ -191,6 +191,9 @@ pub fn write_headline(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
     }
     if let Some(line) = s.opened_while_idle.as_ref().and_then(while_idle_text) {
         writeln!(out, "missed reuse  {line}")?;
+    }
+    if let Some(line) = s.redialed.as_ref().and_then(redialed_text) {
+        writeln!(out, "redialed      {line}")?;
     }
     if let Some(line) = s.beside_http2.as_ref().and_then(beside_http2_text) {
         writeln!(out, "beside HTTP/2 {line}")?;

@@ -41,7 +41,7 @@ use super::pool::Pool;
 use super::resume::Resume;
 use crate::analyze::http::NO_RETRY_AFTER;
 use crate::analyze::stats::Samples;
-use crate::record::{AcrossConnections, BesideHttp2, NotResumed, OpenedWhileIdle};
+use crate::record::{AcrossConnections, BesideHttp2, NotResumed, OpenedWhileIdle, Redialed};
 
 /// Marks held at once waiting for the horizon (32 bytes each: 2 MiB).
 const MAX_PENDING: usize = 1 << 16;
@@ -175,7 +175,9 @@ impl Across {
         let h2 = h2_opened.into_iter().chain(h2_closed);
         let (full_hello, tls_done) = std::mem::take(&mut marks.tls);
         let tls = full_hello.into_iter().chain(tls_done);
-        let all = std::iter::once(opened).chain(h2).chain(tls);
+        let (unused, closed) = std::mem::take(&mut marks.pool_ends);
+        let pool = unused.into_iter().chain(closed);
+        let all = std::iter::once(opened).chain(h2).chain(tls).chain(pool);
         for mark in all.chain(marks.marks.drain(..)) {
             self.told |= matches!(mark.kind, Kind::Ended { .. });
             let p = Pending {
@@ -229,6 +231,8 @@ impl Across {
             Kind::Idle { micros, used_again } => {
                 return self.pool.idle(p.server, p.conn, at, micros, used_again)
             }
+            Kind::Closed => return self.pool.closed(p.server, p.conn, at),
+            Kind::Unused => return self.pool.unused(p.server, p.conn, at),
             Kind::Setup { micros } => {
                 let site = self.sites.of(p.server);
                 let while_idle = self.pool.setup(p.server, site, p.conn, at, micros);
@@ -335,7 +339,7 @@ impl Across {
     /// Everything swept.
     pub fn finish(mut self) -> Swept {
         self.sweep_all();
-        let (opened_while_idle, opened_by_site) = std::mem::take(&mut self.pool).finish();
+        let (opened_while_idle, redialed, opened_by_site) = std::mem::take(&mut self.pool).finish();
         let (beside_http2, beside_by_site) = std::mem::take(&mut self.multiplex).finish();
         let (not_resumed, not_resumed_by_site) = std::mem::take(&mut self.resume).finish();
         let across = self.told.then(|| AcrossConnections {
@@ -350,6 +354,7 @@ impl Across {
         Swept {
             across,
             opened_while_idle,
+            redialed,
             opened_by_site,
             beside_http2,
             beside_by_site,
@@ -368,7 +373,11 @@ pub struct Swept {
     /// The connections opened while another sat idle; `None` when no
     /// first request was seen…
     pub opened_while_idle: Option<OpenedWhileIdle>,
-    /// …and their count by server (`ServerId::key`).
+    /// The connections opened after the client closed another it could
+    /// have kept; `None` likewise.
+    pub redialed: Option<Redialed>,
+    /// …and the count opened while another sat idle by server
+    /// (`ServerId::key`).
     pub opened_by_site: HashMap<u64, u64>,
     /// The connections opened beside an HTTP/2 connection; `None` when
     /// none that offered HTTP/2 was seen from its SYN.

@@ -16,7 +16,7 @@ use crate::analyze::http::limits::TOO_MANY_REQUESTS;
 use crate::analyze::http::NO_RETRY_AFTER;
 use crate::record::{
     CloseKind, ConnectionRecord, DecryptionOutcome, HttpMethod, HttpRequest, QuicHttp, QuicRecord,
-    TlsOutcome,
+    Side, TlsOutcome,
 };
 
 /// One thing a connection did, at `at` nanoseconds into the capture.
@@ -90,6 +90,13 @@ pub(super) enum Kind {
     Setup {
         micros: u32,
     },
+    /// The client closed the connection (its first FIN or RST) with no
+    /// request outstanding, its handshakes complete and no `Connection:
+    /// close` asked: one it could have kept.
+    Closed,
+    /// The SYN of a connection that carried no request (one that did is
+    /// looked at by its [`Kind::Setup`]).
+    Unused,
     Request,
 }
 
@@ -131,12 +138,13 @@ impl Kind {
         match self {
             Kind::Ended { .. } => 0,
             Kind::Idle { .. }
+            | Kind::Closed
             | Kind::H2Closed
             | Kind::H2GoAway
             | Kind::H2Full { .. }
             | Kind::TlsDone { .. } => 1,
             Kind::Opened | Kind::H2 { .. } => 2,
-            Kind::FullHello { .. } | Kind::Setup { .. } => 3,
+            Kind::FullHello { .. } | Kind::Setup { .. } | Kind::Unused => 3,
             Kind::Request => 4,
         }
     }
@@ -147,7 +155,7 @@ impl Kind {
     pub(super) fn counter(self) -> Counter {
         match self {
             Kind::Ended { .. } | Kind::Opened | Kind::Request => Counter::RateLimit,
-            Kind::Idle { .. } | Kind::Setup { .. } => Counter::Pool,
+            Kind::Idle { .. } | Kind::Setup { .. } | Kind::Closed | Kind::Unused => Counter::Pool,
             Kind::H2 { .. } | Kind::H2Closed | Kind::H2GoAway | Kind::H2Full { .. } => {
                 Counter::Multiplex
             }
@@ -204,6 +212,10 @@ pub struct Marks {
     /// Its TLS handshake's: a full one's ClientHello ([`Kind::FullHello`])
     /// and its completion ([`Kind::TlsDone`]; likewise outside `marks`).
     pub(super) tls: (Option<Mark>, Option<Mark>),
+    /// Its SYN where it carried no request ([`Kind::Unused`]) and its
+    /// close by the client, where it could have kept it
+    /// ([`Kind::Closed`]; likewise outside `marks`).
+    pub(super) pool_ends: (Option<Mark>, Option<Mark>),
 }
 
 impl Marks {
@@ -224,6 +236,16 @@ impl Marks {
         if read {
             marks.requests(&rec.http.list, past, unmarked);
         }
+        let unused = (rec.http.requests == 0).then_some(rec.tcp.handshake.syn);
+        let unused = unused.flatten().map(|syn| Mark {
+            at: nanos(syn.at),
+            kind: Kind::Unused,
+        });
+        let closed = kept_closed(rec, read).map(|at| Mark {
+            at: nanos(at),
+            kind: Kind::Closed,
+        });
+        marks.pool_ends = (unused, closed);
         marks.idle(rec);
         marks.h2 = h2(rec, &marks.marks);
         if marks.h2.is_some() {
@@ -262,6 +284,7 @@ impl Marks {
             not_listed: 0,
             h2: None,
             tls: (None, None),
+            pool_ends: (None, None),
         }
     }
 
@@ -382,6 +405,29 @@ impl Marks {
         }));
         self.not_listed = unmarked;
     }
+}
+
+/// When the client closed `rec` though it could have kept it: its first
+/// FIN or RST was the client's, its TCP and TLS handshakes complete, no
+/// request outstanding (every listed one answered before the close, and
+/// none sent after it), and neither side asked for the close with
+/// `Connection: close` (HTTP/1, where requests were `read`; over TLS
+/// without keys it is not seen).
+fn kept_closed(rec: &ConnectionRecord, read: bool) -> Option<f64> {
+    let c = &rec.close;
+    let by_client = matches!(c.kind, CloseKind::Fin | CloseKind::Rst) && c.by == Some(Side::Client);
+    let at = c.time.map(|t| t.at).filter(|_| by_client)?;
+    let up = rec.tcp.handshake.connect.is_some()
+        && rec.tls.as_ref().is_none_or(|t| t.handshake.is_some());
+    let answered = rec
+        .http
+        .list
+        .iter()
+        .all(|r| r.start.at > at || r.response_last.is_some_and(|l| l.at <= at));
+    // Past a truncated list, the last response's end is the close's idle.
+    let answered = answered && (!rec.http.list_truncated || c.idle.is_some());
+    let asked = read && rec.http.connection_close;
+    (up && answered && c.requests_after == 0 && !asked).then_some(at)
 }
 
 /// Pools whose server is known, to count them by server (those past it

@@ -14,14 +14,20 @@
 //! about to close (a `Connection: close` answered, the close not yet on
 //! the wire) does not.
 //!
+//! It also counts the connections opened after the client closed another
+//! to the same server that it could have kept (`summary.redialed`): a
+//! close [`super::marks`] marked as one, at most [`REDIAL_WINDOW`] before
+//! the SYN — a connection that counts as opened while another sat idle
+//! does not count again.
+//!
 //! Does not read records: only the marks [`super::marks`] makes of them.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
 
 use super::marks::UNTIL_THE_END;
 use crate::analyze::stats::Samples;
-use crate::record::{OpenedWhileIdle, PassedOver};
+use crate::record::{OpenedWhileIdle, PassedOver, Redial, Redialed, REDIAL_WINDOW};
 
 /// Connections listed in `first`, the earliest counted (32 bytes each).
 const LISTED: usize = 1024;
@@ -62,7 +68,26 @@ pub(super) struct Pool {
     /// The SYNs of those counted since the summary last took them (for
     /// the series over time; taken after every connection's marks).
     pub(super) syns: Vec<i64>,
+    /// Each server's connections the client closed though it could have
+    /// kept them, within the window: (close, connection)…
+    closed: HashMap<u64, BTreeSet<(i64, u64)>>,
+    /// …and in the order they were marked, to forget them past the window.
+    closed_order: VecDeque<(i64, u64, u64)>,
+    /// Connections that carried no request looked at (at their SYN).
+    unused_checked: u64,
+    /// Of those looked at, the ones opened after such a close: how long
+    /// after it their SYN came, and how many carried no request.
+    after_close: Samples,
+    redial_unused: u64,
+    redial_first: Vec<Redial>,
 }
+
+/// [`REDIAL_WINDOW`] in nanoseconds.
+const WINDOW: i64 = (REDIAL_WINDOW * 1e9) as i64;
+/// How long a close is kept: the window, and a minute more for the
+/// connections whose SYN came within it but whose first request (when
+/// they are looked at) later.
+const KEEP_CLOSED: i64 = WINDOW + 60_000_000_000;
 
 impl Pool {
     /// Connection `conn` to `server` had no request outstanding from `at`
@@ -82,6 +107,73 @@ impl Pool {
         let idle = (at, conn, used_again);
         self.idle.entry(server).or_default().insert(idle);
         self.ends.push(Reverse((end, server, idle)));
+    }
+
+    /// The client closed connection `conn` to `server` at `at`, though it
+    /// could have kept it.
+    pub(super) fn closed(&mut self, server: u64, conn: u64, at: i64) {
+        self.forget_closed(at);
+        if self.closed_order.len() >= MAX_IDLE {
+            self.out_of_order += 1;
+            return;
+        }
+        self.closed.entry(server).or_default().insert((at, conn));
+        self.closed_order.push_back((at, server, conn));
+    }
+
+    /// Forgets the closes more than [`KEEP_CLOSED`] before `now` (those
+    /// marked out of order wait behind later ones: they are forgotten as
+    /// late).
+    fn forget_closed(&mut self, now: i64) {
+        while let Some(&(at, server, conn)) = self.closed_order.front() {
+            if now.saturating_sub(at) <= KEEP_CLOSED {
+                break;
+            }
+            self.closed_order.pop_front();
+            if let Some(set) = self.closed.get_mut(&server) {
+                set.remove(&(at, conn));
+                if set.is_empty() {
+                    self.closed.remove(&server);
+                }
+            }
+        }
+    }
+
+    /// Connection `conn` to `server`, opened at `syn` and looked at `now`
+    /// nanoseconds into the capture: whether it came after the client
+    /// closed another to the server that it could have kept — the latest
+    /// such close at or before its SYN, within the window, not yet taken
+    /// by another (a connection kept would have served one).
+    fn redial(&mut self, server: u64, conn: u64, (syn, now): (i64, i64), carried_none: bool) {
+        self.forget_closed(now);
+        let latest = self.closed.get(&server).and_then(|set| {
+            let before = set.range(..=(syn, u64::MAX)).rev();
+            before.into_iter().find(|&&(_, other)| other != conn)
+        });
+        let Some(&(close, other)) = latest.filter(|&&(close, _)| syn - close <= WINDOW) else {
+            return;
+        };
+        // A close spares one connection: it is taken.
+        if let Some(set) = self.closed.get_mut(&server) {
+            set.remove(&(close, other));
+        }
+        let after = (syn - close) as f64 / 1e9;
+        if self.redial_first.len() < LISTED {
+            self.redial_first.push(Redial {
+                connection: conn,
+                closed_connection: other,
+                after_close: after,
+                carried_none,
+            });
+        }
+        self.after_close.push(after);
+        self.redial_unused += u64::from(carried_none);
+    }
+
+    /// Connection `conn` to `server`, opened at `at`, carried no request.
+    pub(super) fn unused(&mut self, server: u64, conn: u64, at: i64) {
+        self.unused_checked += 1;
+        self.redial(server, conn, (at, at), true);
     }
 
     /// Connection `conn` to `server` (of `site`, where known) sent its
@@ -124,8 +216,10 @@ impl Pool {
             if let Some(site) = site {
                 *self.by_site.entry(site).or_default() += 1;
             }
+            return true;
         }
-        oldest.is_some()
+        self.redial(server, conn, (syn, at), false);
+        false
     }
 
     /// Forgets the idle times that ended by `now` (one that ends as a
@@ -146,9 +240,21 @@ impl Pool {
     }
 
     /// The count and its details (`None` when no first request was looked
-    /// at), and the count by server.
-    pub(super) fn finish(mut self) -> (Option<OpenedWhileIdle>, HashMap<u64, u64>) {
+    /// at), those opened after a close the client could have spared (as
+    /// `None`), and the count while idle by server.
+    pub(super) fn finish(
+        mut self,
+    ) -> (Option<OpenedWhileIdle>, Option<Redialed>, HashMap<u64, u64>) {
         let by_site = std::mem::take(&mut self.by_site);
+        let checked = self.checked + self.unused_checked;
+        let redialed = (checked > 0).then(|| Redialed {
+            connections: self.after_close.len(),
+            checked,
+            carried_none: self.redial_unused,
+            after_close: self.after_close.distribution(),
+            out_of_order: self.out_of_order,
+            first: std::mem::take(&mut self.redial_first),
+        });
         let found = (self.checked > 0).then(|| OpenedWhileIdle {
             connections: self.setups.len(),
             checked: self.checked,
@@ -159,7 +265,7 @@ impl Pool {
             out_of_order: self.out_of_order,
             first: self.first,
         });
-        (found, by_site)
+        (found, redialed, by_site)
     }
 }
 
@@ -246,7 +352,7 @@ mod tests {
         p.setup(7, Some(70), 4, 10 * MS, 1_000);
         p.setup(8, Some(70), 5, 10 * MS, 1_000);
         p.setup(9, None, 6, 10 * MS, 1_000);
-        let (found, by_site) = p.finish();
+        let (found, _, by_site) = p.finish();
         assert_eq!(found.map(|f| f.connections), Some(3));
         assert_eq!(by_site, HashMap::from([(70, 2)]));
     }
@@ -259,6 +365,70 @@ mod tests {
         p.idle(7, 1, 0, 990_000, false);
         p.setup(7, None, 1, 0, 0);
         assert_eq!(p.finish().0.map(|r| r.connections), Some(0));
+    }
+
+    /// Closes the client could have spared: connection 1 closed at 10 ms;
+    /// 2 set up from 12 ms (counted, 2 ms after), 3 from 5 ms (its SYN
+    /// before the close: not), 4 from 5.02 s (past the window: not), 5
+    /// to another server; 6 opened beside 7 idle counts there, not here.
+    #[test]
+    fn a_setup_after_a_close_within_the_window_counts() {
+        let mut p = Pool::default();
+        p.closed(7, 1, 10 * MS);
+        p.setup(7, None, 2, 20 * MS, 8_000);
+        p.setup(7, None, 3, 20 * MS, 15_000);
+        p.setup(8, None, 5, 20 * MS, 8_000);
+        p.setup(7, None, 4, 5_030 * MS, 10_000);
+        p.idle(9, 7, 30 * MS, 1_000_000, false);
+        p.closed(9, 8, 31 * MS);
+        assert!(p.setup(9, None, 6, 40 * MS, 5_000));
+        let (idle, redialed, _) = p.finish();
+        let r = redialed.expect("checked");
+        assert_eq!((r.connections, r.checked), (1, 5));
+        let named = Redial {
+            connection: 2,
+            closed_connection: 1,
+            after_close: 0.002,
+            carried_none: false,
+        };
+        assert_eq!(r.first, [named]);
+        assert_eq!(idle.map(|o| o.connections), Some(1));
+    }
+
+    /// A connection that carried no request is looked at by its SYN.
+    #[test]
+    fn an_unused_connection_counts_at_its_syn() {
+        let mut p = Pool::default();
+        p.closed(7, 1, 10 * MS);
+        p.unused(7, 2, 11 * MS);
+        p.unused(7, 3, 9 * MS);
+        p.unused(8, 4, 11 * MS);
+        // The close was taken by 2: 5 after it does not count.
+        p.unused(7, 5, 12 * MS);
+        let r = p.finish().1.expect("checked");
+        assert_eq!((r.connections, r.checked, r.carried_none), (1, 4, 1));
+        assert_eq!(r.first.first().map(|f| f.connection), Some(2));
+    }
+
+    /// The latest close before the SYN is the one measured, even when
+    /// another came between the SYN and the first request; closes older
+    /// than a minute past the window are forgotten.
+    #[test]
+    fn the_latest_close_before_the_syn_is_measured() {
+        let mut p = Pool::default();
+        p.closed(7, 1, 0);
+        p.closed(7, 2, 4 * MS);
+        p.closed(7, 3, 7 * MS);
+        p.setup(7, None, 4, 9 * MS, 4_000);
+        let r = p.finish().1.expect("checked");
+        assert_eq!(r.first.first().map(|f| f.closed_connection), Some(2));
+        assert!((r.after_close.max.unwrap_or(0.0) - 0.001).abs() < 1e-12);
+        let mut p = Pool::default();
+        for conn in 0..1_000 {
+            p.closed(7, conn, conn as i64 * 1_000 * MS);
+        }
+        assert!(p.closed_order.len() <= 66);
+        assert!(p.closed.get(&7).is_some_and(|s| s.len() <= 66));
     }
 
     #[test]

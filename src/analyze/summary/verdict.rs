@@ -44,6 +44,10 @@ pub(super) struct Counts {
     pub(super) after_close_connections: u64,
     /// Connections opened while another to the same server sat idle.
     pub(super) opened_while_idle: u64,
+    /// Connections opened after the client closed another to the same
+    /// server that it could have kept, and of them those that carried no
+    /// request.
+    pub(super) redialed: (u64, u64),
     /// Connections opened beside an HTTP/2 connection to the same
     /// server, and of them those that raced its handshake.
     pub(super) beside_http2: (u64, u64),
@@ -87,6 +91,7 @@ pub(super) fn verdict(c: &Counts) -> String {
     let over_tcp = tcp_verdict(c)
         + &unreused_clause(c)
         + &while_idle_clause(c)
+        + &redialed_clause(c)
         + &beside_http2_clause(c)
         + &http2_needed_clause(c)
         + &not_resumed_clause(c)
@@ -151,6 +156,24 @@ fn while_idle_clause(c: &Counts) -> String {
         0 => String::new(),
         n => format!(
             "; {} opened while another to the same server sat idle",
+            connections_were(n)
+        ),
+    }
+}
+
+/// Connections a client that kept its connections would not have opened:
+/// after it closed another to the same server that it could have kept.
+fn redialed_clause(c: &Counts) -> String {
+    let (n, none) = c.redialed;
+    let carried = match none {
+        0 => String::new(),
+        m if m == n => " (none of them carried a request)".to_owned(),
+        m => format!(" ({m} carried no request)"),
+    };
+    match n {
+        0 => String::new(),
+        n => format!(
+            "; {} opened after the client closed another to the same server that it could have kept{carried}",
             connections_were(n)
         ),
     }

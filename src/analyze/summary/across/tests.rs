@@ -23,6 +23,7 @@ fn marks(server: u64, conn: u64, list: &[(f64, Kind)]) -> Marks {
         not_listed: 0,
         h2: None,
         tls: (None, None),
+        pool_ends: (None, None),
     }
 }
 
