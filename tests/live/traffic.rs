@@ -336,7 +336,8 @@ fn live_jsonl_counts_connections_and_requests_exactly() {
 /// A client that opens a connection per request while the ones before it
 /// stay open and idle (python's `http.client`, three GETs), then a curl
 /// after they closed: the live summary counts the two opened beside an
-/// idle one, as the `-w` file read offline does.
+/// idle one, and curl's as opened after the client closed one it could
+/// have kept (`redialed`), as the `-w` file read offline does.
 #[test]
 fn live_counts_connections_opened_while_another_sat_idle() {
     if !can_capture("live_counts_connections_opened_while_another_sat_idle") {
@@ -363,13 +364,27 @@ fn live_counts_connections_opened_while_another_sat_idle() {
         })
         .unwrap_or_default();
     assert_eq!(first, [(2, 1), (3, 1)], "{o}");
-    assert!(str_at(&summary, "/verdict")
-        .ends_with("; 2 connections were opened while another to the same server sat idle"));
+    let verdict = str_at(&summary, "/verdict");
+    let idle = "; 2 connections were opened while another to the same server sat idle";
+    assert!(verdict.contains(idle), "{verdict}");
+    // curl's, after python's three closed at its exit (the client's FIN,
+    // nothing outstanding): one it could have reused, as the client
+    // address goes.
+    let r = support::at(&summary, "/redialed");
+    assert_eq!(
+        (&r["connections"], &r["checked"]),
+        (&1.into(), &4.into()),
+        "{r}"
+    );
+    let redialed = "; 1 connection was opened after the client closed another to the same server that it could have kept";
+    assert!(verdict.ends_with(redialed), "{verdict}");
     let (offline, _) = analyze_path(&done.pcap);
     let theirs = offline
         .opened_while_idle
         .map(|o| (o.connections, o.checked));
     assert_eq!(theirs, Some((2, 4)), "the -w file read offline");
+    let theirs = offline.redialed.as_ref().map(|r| r.connections);
+    assert_eq!(theirs, Some(1), "the -w file read offline");
     assert_write_file_matches(&done.pcap, &summary, &conns);
 }
 
