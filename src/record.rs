@@ -392,6 +392,16 @@ impl ConnectionRecord {
         let served = self.http.requests.saturating_sub(self.close.requests_after);
         served.saturating_sub(u64::from(refused))
     }
+
+    /// The name the client asked for, and which it is: its SNI over TLS
+    /// (`("SNI", …)`), in cleartext the host its first request named
+    /// (`("Host", …)`, as sent); `None` where it named none.
+    pub fn asked_name(&self) -> Option<(&'static str, &str)> {
+        match &self.tls {
+            Some(t) => t.sni.as_deref().map(|s| ("SNI", s)),
+            None => self.http.host.as_deref().map(|h| ("Host", h)),
+        }
+    }
 }
 
 impl QuicRecord {

@@ -253,7 +253,8 @@ fn cards(h: &mut String, s: &Summary) {
         None => format!("max {max_rpc}"),
     };
     // With the connections that carried none, where some did.
-    let tcp_sub = match super::per_request_with_unused(s) {
+    let all = super::per_request_all(s).filter(|_| s.connections_unused > 0);
+    let tcp_sub = match all {
         Some((all, _)) => format!(
             "1.00: no reuse · {all:.2} with the {} that carried none",
             s.connections_unused

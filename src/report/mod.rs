@@ -157,16 +157,14 @@ pub struct RateLimitLines {
 
 /// TCP and full TLS handshakes per request counting every connection,
 /// those that carried no request too (`connections_unused`: a client that
-/// dials more than it uses, as Go's pool or OkHttp's racing threads), where
-/// some did and requests were carried; `handshakes_per_request` leaves
-/// them out.
-pub(crate) fn per_request_with_unused(s: &crate::record::Summary) -> Option<(f64, f64)> {
-    let requests = s.requests as f64;
-    (s.connections_unused > 0 && s.requests > 0).then(|| {
-        (
-            s.tcp_handshakes as f64 / requests,
-            s.tls_handshakes_full as f64 / requests,
-        )
+/// dials more than it uses, as Go's pool or OkHttp's racing threads),
+/// where requests were carried (the TLS one `None` without TLS);
+/// `handshakes_per_request` leaves them out.
+pub(crate) fn per_request_all(s: &crate::record::Summary) -> Option<(f64, Option<f64>)> {
+    (s.requests > 0).then(|| {
+        let requests = s.requests as f64;
+        let tls = (s.tls_connections > 0).then(|| s.tls_handshakes_full as f64 / requests);
+        (s.tcp_handshakes as f64 / requests, tls)
     })
 }
 

@@ -127,12 +127,10 @@ pub fn write_headline(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
         )
     });
     // With the connections that carried none, where some did.
-    let unused = match super::per_request_with_unused(s) {
+    let all = super::per_request_all(s).filter(|_| s.connections_unused > 0);
+    let unused = match all {
         Some((tcp, tls_full)) => {
-            let tls_full = match s.tls_connections {
-                0 => String::new(),
-                _ => format!(", TLS full {tls_full:.2}"),
-            };
+            let tls_full = tls_full.map_or(String::new(), |t| format!(", TLS full {t:.2}"));
             let n = s.connections_unused;
             format!(
                 " · with the {n} connection{} that carried none: TCP {tcp:.2}{tls_full}",
@@ -419,13 +417,12 @@ pub fn write_summary(s: &Summary, out: &mut dyn Write) -> io::Result<()> {
 /// asked for (its SNI; in cleartext, its first request's Host — the name
 /// it pools by, as the servers block) and the ALPN.
 fn tls_text(rec: &ConnectionRecord) -> (String, String, String, String) {
+    // The server name and protocols are the capture's bytes: sanitised.
+    let name = rec
+        .asked_name()
+        .map_or_else(|| "-".into(), |(_, name)| sanitize(name));
     let Some(t) = &rec.tls else {
-        let host = rec
-            .http
-            .host
-            .as_deref()
-            .map_or_else(|| "-".into(), sanitize);
-        return ("-".into(), "-".into(), host, "-".into());
+        return ("-".into(), "-".into(), name, "-".into());
     };
     let version = t
         .version
@@ -433,12 +430,11 @@ fn tls_text(rec: &ConnectionRecord) -> (String, String, String, String) {
         .unwrap_or("?")
         .trim_start_matches("TLS ");
     let kind = super::handshake_kind(t);
-    // The server name and protocols are the capture's bytes: sanitised.
     let alpn = t.alpn_shown().map_or_else(|| "-".into(), |a| sanitize(&a));
     (
         format!("{version} {kind}"),
         t.handshake.map_or("-".into(), human_duration),
-        t.sni.as_deref().map_or_else(|| "-".into(), sanitize),
+        name,
         alpn,
     )
 }

@@ -241,7 +241,7 @@ impl Marks {
             at: nanos(syn.at),
             kind: Kind::Unused,
         });
-        let closed = kept_closed(rec, read).map(|at| Mark {
+        let closed = kept_closed(rec).map(|at| Mark {
             at: nanos(at),
             kind: Kind::Closed,
         });
@@ -411,22 +411,20 @@ impl Marks {
 /// FIN or RST was the client's, its TCP and TLS handshakes complete, no
 /// request outstanding (every listed one answered before the close, and
 /// none sent after it), and neither side asked for the close with
-/// `Connection: close` (HTTP/1, where requests were `read`; over TLS
-/// without keys it is not seen).
-fn kept_closed(rec: &ConnectionRecord, read: bool) -> Option<f64> {
+/// `Connection: close` (HTTP/1 read from messages; over TLS without keys
+/// it is not seen).
+fn kept_closed(rec: &ConnectionRecord) -> Option<f64> {
     let c = &rec.close;
     let by_client = matches!(c.kind, CloseKind::Fin | CloseKind::Rst) && c.by == Some(Side::Client);
     let at = c.time.map(|t| t.at).filter(|_| by_client)?;
     let up = rec.tcp.handshake.connect.is_some()
         && rec.tls.as_ref().is_none_or(|t| t.handshake.is_some());
-    let answered = rec
-        .http
-        .list
-        .iter()
-        .all(|r| r.start.at > at || r.response_last.is_some_and(|l| l.at <= at));
+    // None sent after the close (`requests_after`), so each listed one
+    // began before it.
+    let answered = (rec.http.list.iter()).all(|r| r.response_last.is_some_and(|l| l.at <= at));
     // Past a truncated list, the last response's end is the close's idle.
     let answered = answered && (!rec.http.list_truncated || c.idle.is_some());
-    let asked = read && rec.http.connection_close;
+    let asked = rec.http.connection_close;
     (up && answered && c.requests_after == 0 && !asked).then_some(at)
 }
 

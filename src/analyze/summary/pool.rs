@@ -149,8 +149,8 @@ impl Pool {
     fn redial(&mut self, server: u64, conn: u64, (syn, now): (i64, i64), carried_none: bool) {
         self.forget_closed(now);
         let latest = self.closed.get(&server).and_then(|set| {
-            let before = set.range(..=(syn, u64::MAX)).rev();
-            before.into_iter().find(|&&(_, other)| other != conn)
+            let mut before = set.range(..=(syn, u64::MAX)).rev();
+            before.find(|&&(_, other)| other != conn)
         });
         let Some(&(close, other)) = latest.filter(|&&(close, _)| syn - close <= WINDOW) else {
             return;

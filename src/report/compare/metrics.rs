@@ -154,11 +154,7 @@ pub(crate) fn values(s: &Summary) -> Vec<(&'static str, &'static str, Unit, Bett
     let quic = s.quic.as_ref();
     // Handshakes per request over every connection, those that carried
     // none too (the full TLS ones null without TLS).
-    let all_per_request = (s.requests > 0).then(|| {
-        let requests = s.requests as f64;
-        let tls = (s.tls_connections > 0).then(|| s.tls_handshakes_full as f64 / requests);
-        (s.tcp_handshakes as f64 / requests, tls)
-    });
+    let all_per_request = crate::report::per_request_all(s);
     // The setup's steps, summed over the connections whose every step was seen.
     let phase = |f: fn(&SetupPhases) -> f64| s.handshake_time.phases.as_ref().map(f);
     // …those of TLS null without TLS.

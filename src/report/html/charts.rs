@@ -226,11 +226,9 @@ fn certificate_text(c: &CertificateInfo) -> String {
 impl Lane {
     fn of(rec: &ConnectionRecord) -> Lane {
         let origin = rec.tcp.handshake.syn.map_or(rec.start.at, |s| s.at);
-        let sni = match (&rec.tls, rec.http.host.as_deref()) {
-            (Some(t), _) => t.sni.as_deref().map(|s| format!(" · SNI {s}")),
-            (None, host) => host.map(|h| format!(" · Host {h}")),
-        };
-        let sni = sni.unwrap_or_default();
+        let sni = rec
+            .asked_name()
+            .map_or(String::new(), |(what, name)| format!(" · {what} {name}"));
         let cert = rec
             .tls
             .as_ref()

@@ -178,14 +178,11 @@ pub(super) fn write_events(
     };
     // The name the client asked for, on a line of its own under the
     // title: its SNI, in cleartext its Host.
-    let name = match (&rec.tls, rec.http.host.as_deref()) {
-        (Some(t), _) => t.sni.as_deref().map(|s| format!("SNI {}", sanitize(s))),
-        (None, host) => host.map(|h| format!("Host {}", sanitize(h))),
-    };
-    let sent = rec
-        .http
-        .requests
-        .saturating_sub(rec.http.http2.as_ref().map_or(0, |h| u64::from(h.refused)));
+    let name = rec
+        .asked_name()
+        .map(|(what, name)| format!("{what} {}", sanitize(name)));
+    // Those served and those sent after the close, as `requests_text`.
+    let sent = rec.requests_served() + rec.close.requests_after;
     let tls = match rec.tls {
         Some(_) => sanitize(&tls_kind(rec)),
         None => "cleartext".to_owned(),
